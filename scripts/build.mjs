@@ -1,0 +1,84 @@
+#!/usr/bin/env node
+// Builds the single `netkit-cni` executable: esbuild bundles src/ into one CommonJS file,
+// Node's SEA embeds it (plus a V8 code cache) and the two native addons into a copy of
+// the node binary. The addons cannot be bundled as JavaScript; the bundle's references to
+// them are rewritten to load the SEA assets instead (see src/sys/native-addons.ts).
+import { execFileSync } from "node:child_process";
+import * as fs from "node:fs";
+import { createRequire } from "node:module";
+import * as path from "node:path";
+import * as esbuild from "esbuild";
+
+const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), "..");
+const dist = path.join(root, "dist");
+const require = createRequire(import.meta.url);
+
+const addons = {
+  netlink: path.join(path.dirname(require.resolve("netlink/package.json")), "prebuilds/linux-x64/node.napi.node"),
+  "ffi-rs": require.resolve("@yuuang/ffi-rs-linux-x64-gnu/ffi-rs.linux-x64-gnu.node"),
+};
+
+const nativeAddonsPlugin = {
+  name: "native-addons",
+  setup(build) {
+    const loader = path.join(root, "src/sys/native-addons.ts");
+    // netlink calls require('node-gyp-build')(dir); ffi-rs requires its platform package.
+    build.onResolve({ filter: /^node-gyp-build$/ }, () => ({ path: "netlink", namespace: "addon" }));
+    build.onResolve({ filter: /^@yuuang\/ffi-rs-linux-x64-gnu$/ }, () => ({ path: "ffi-rs", namespace: "addon" }));
+    build.onLoad({ filter: /.*/, namespace: "addon" }, (args) => ({
+      resolveDir: root,
+      loader: "js",
+      contents:
+        args.path === "netlink"
+          ? `const { requireAddon } = require(${JSON.stringify(loader)}); module.exports = () => requireAddon("netlink");`
+          : `const { requireAddon } = require(${JSON.stringify(loader)}); module.exports = requireAddon("ffi-rs");`,
+    }));
+  },
+};
+
+fs.mkdirSync(dist, { recursive: true });
+const bundle = path.join(dist, "netkit-cni.js");
+await esbuild.build({
+  entryPoints: [path.join(root, "src/main.ts")],
+  bundle: true,
+  platform: "node",
+  target: "node20",
+  format: "cjs",
+  outfile: bundle,
+  plugins: [nativeAddonsPlugin],
+  logLevel: "warning",
+  legalComments: "none",
+});
+
+const seaConfig = path.join(dist, "sea-config.json");
+const blob = path.join(dist, "sea-prep.blob");
+fs.writeFileSync(
+  seaConfig,
+  JSON.stringify({
+    main: bundle,
+    output: blob,
+    disableExperimentalSEAWarning: true,
+    useCodeCache: true,
+    assets: { "netlink.node": addons.netlink, "ffi-rs.node": addons["ffi-rs"] },
+  }),
+);
+execFileSync(process.execPath, ["--experimental-sea-config", seaConfig], { stdio: ["ignore", "ignore", "inherit"] });
+
+const exe = path.join(dist, "netkit-cni");
+const tmp = `${exe}.tmp`;
+fs.copyFileSync(process.execPath, tmp);
+fs.chmodSync(tmp, 0o755);
+execFileSync(
+  process.execPath,
+  [
+    require.resolve("postject/dist/cli.js"),
+    tmp,
+    "NODE_SEA_BLOB",
+    blob,
+    "--sentinel-fuse",
+    "NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2",
+  ],
+  { stdio: ["ignore", "ignore", "inherit"] },
+);
+fs.renameSync(tmp, exe);
+console.log(`built ${path.relative(root, exe)} (${(fs.statSync(exe).size / 1e6).toFixed(1)} MB)`);

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Installs what building and testing netkit-cni needs on a fresh Debian 12 machine.
+# Idempotent: every step checks first, so `make` targets can call it on every run.
+set -euo pipefail
+
+need_root() { [ "$(id -u)" = 0 ] || { echo "deps.sh: run as root (apt, netns and bpffs need it)" >&2; exit 1; }; }
+
+# Debian suites: backports carries iproute2 6.15 / bpftool 7.5 (they know netkit) and
+# linux-source-6.12 for the UML test kernel; non-free carries netperf.
+ensure_apt_sources() {
+  local f=/etc/apt/sources.list.d/netkit-cni.sources
+  [ -f "$f" ] && return 0
+  cat >"$f" <<'SRC'
+Types: deb
+URIs: http://deb.debian.org/debian
+Suites: bookworm-backports
+Components: main contrib non-free
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb
+URIs: http://deb.debian.org/debian
+Suites: bookworm
+Components: non-free
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+}
+
+APT_UPDATED=no
+apt_install() { # apt_install [-t suite] pkg...
+  local target=()
+  if [ "$1" = -t ]; then target=(-t "$2"); shift 2; fi
+  local missing=()
+  for p in "$@"; do
+    if [ ${#target[@]} -gt 0 ]; then
+      # A package from backports must be at the backports version, not just present.
+      local cand inst
+      cand=$(apt-cache policy "${target[@]}" "$p" 2>/dev/null | awk '/Candidate:/{print $2}')
+      inst=$(dpkg-query -W -f='${Version}' "$p" 2>/dev/null || true)
+      [ -n "$cand" ] && [ "$cand" = "$inst" ] || missing+=("$p")
+    else
+      dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+    fi
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  if [ "$APT_UPDATED" != yes ]; then apt-get update -qq; APT_UPDATED=yes; fi
+  echo "deps.sh: installing ${missing[*]}" >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${target[@]}" "${missing[@]}" >/dev/null
+}
+
+need_root
+ensure_apt_sources
+apt_install -t bookworm-backports iproute2 bpftool
+apt_install clang llvm libbpf-dev containernetworking-plugins iputils-ping iptables \
+  procps util-linux
+
+# npm ci only when the lock file changed since the last install.
+cd "$(dirname "$0")/.."
+stamp=node_modules/.deps-stamp
+if [ ! -f "$stamp" ] || ! cmp -s package-lock.json "$stamp"; then
+  npm ci --no-audit --no-fund --loglevel=error
+  cp package-lock.json "$stamp"
+fi

@@ -1,0 +1,148 @@
+/**
+ * The network configuration from stdin, parsed into a typed `NetConf`. Rejects what the
+ * plugin cannot act on with the spec's codes (6 for undecodable input, 7 for invalid
+ * configuration) and a message naming the field. Unknown fields are ignored, as the spec
+ * asks, so configs written for newer versions still load.
+ */
+import { CniError, ErrorCode, invalidConfig } from "./errors";
+import { parseResult, type Result } from "./result";
+import { type CniVersion, negotiateVersion } from "./version";
+
+export const DATAPATHS = ["veth"] as const;
+export type DatapathKind = (typeof DATAPATHS)[number];
+
+export const LOG_LEVELS = ["error", "warn", "info", "debug"] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+export interface IpamConf {
+  type: string;
+  [key: string]: unknown;
+}
+
+export interface Attachment {
+  containerId: string;
+  ifname: string;
+}
+
+export interface NetConf {
+  cniVersion: CniVersion;
+  name: string;
+  type: string;
+  datapath: DatapathKind;
+  /** MTU for both ends of the pod's device; undefined = the host default route device's. */
+  mtu: number | undefined;
+  ipam: IpamConf | undefined;
+  logFile: string;
+  logLevel: LogLevel;
+  prevResult: Result | undefined;
+  /** GC only: the attachments the runtime still knows about. */
+  validAttachments: Attachment[] | undefined;
+  /** The parsed JSON as received, forwarded unchanged to delegated plugins. */
+  raw: Record<string, unknown>;
+}
+
+export const MAX_CONFIG_BYTES = 1 << 20;
+export const DEFAULT_LOG_FILE = "/var/log/netkit-cni.log";
+
+/** Spec: network names start alphanumeric and continue with alphanumerics, `_`, `.`, `-`. */
+const NETWORK_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]*$/;
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+export function decodeConfig(stdin: Buffer | string): Record<string, unknown> {
+  const text = typeof stdin === "string" ? stdin : stdin.toString("utf8");
+  if (Buffer.byteLength(text) > MAX_CONFIG_BYTES) {
+    throw new CniError(ErrorCode.DecodeFailure, `network configuration is larger than ${MAX_CONFIG_BYTES} bytes`);
+  }
+  if (text.trim() === "") throw new CniError(ErrorCode.DecodeFailure, "no network configuration on stdin");
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (e) {
+    throw new CniError(ErrorCode.DecodeFailure, "network configuration is not valid JSON", (e as Error).message);
+  }
+  if (!isRecord(parsed)) throw new CniError(ErrorCode.DecodeFailure, "network configuration must be a JSON object");
+  return parsed;
+}
+
+function stringField(raw: Record<string, unknown>, key: string): string | undefined {
+  const v = raw[key];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== "string") throw invalidConfig(`"${key}" must be a string`);
+  return v;
+}
+
+function oneOf<T extends string>(raw: Record<string, unknown>, key: string, allowed: readonly T[], fallback: T): T {
+  const v = stringField(raw, key);
+  if (v === undefined) return fallback;
+  if (!(allowed as readonly string[]).includes(v)) {
+    throw invalidConfig(`"${key}" must be one of ${allowed.map((a) => `"${a}"`).join(", ")}; got "${v}"`);
+  }
+  return v as T;
+}
+
+function parseMtu(raw: Record<string, unknown>): number | undefined {
+  const v = raw.mtu;
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== "number" || !Number.isInteger(v) || v < 576 || v > 65535) {
+    throw invalidConfig(`"mtu" must be an integer from 576 to 65535; got ${JSON.stringify(v)}`);
+  }
+  return v;
+}
+
+function parseIpam(raw: Record<string, unknown>): IpamConf | undefined {
+  const v = raw.ipam;
+  if (v === undefined || v === null) return undefined;
+  if (!isRecord(v)) throw invalidConfig(`"ipam" must be an object`);
+  if (typeof v.type !== "string" || v.type === "") throw invalidConfig(`"ipam.type" is required`);
+  // The type names a plugin binary looked up in CNI_PATH: never a path.
+  if (!/^[A-Za-z0-9][A-Za-z0-9_.-]*$/.test(v.type)) {
+    throw invalidConfig(`"ipam.type" must be a plugin name, not a path; got "${v.type}"`);
+  }
+  return v as IpamConf;
+}
+
+function parseValidAttachments(raw: Record<string, unknown>): Attachment[] | undefined {
+  const v = raw["cni.dev/valid-attachments"];
+  if (v === undefined || v === null) return undefined;
+  if (!Array.isArray(v)) throw invalidConfig(`"cni.dev/valid-attachments" must be a list`);
+  return v.map((a, i) => {
+    if (!isRecord(a) || typeof a.containerID !== "string" || typeof a.ifname !== "string") {
+      throw invalidConfig(`"cni.dev/valid-attachments"[${i}] must have string "containerID" and "ifname"`);
+    }
+    return { containerId: a.containerID, ifname: a.ifname };
+  });
+}
+
+export function parseNetConf(stdin: Buffer | string): NetConf {
+  const raw = decodeConfig(stdin);
+  const cniVersion = negotiateVersion(raw.cniVersion, raw.cniVersions);
+  const name = stringField(raw, "name");
+  if (!name) throw invalidConfig(`"name" is required`);
+  if (!NETWORK_NAME.test(name)) {
+    throw invalidConfig(
+      `"name" "${name}" must start with a letter or digit and use only letters, digits, '_', '.', '-'`,
+    );
+  }
+  const type = stringField(raw, "type");
+  if (!type) throw invalidConfig(`"type" is required`);
+  let prevResult: Result | undefined;
+  if (raw.prevResult !== undefined && raw.prevResult !== null) {
+    prevResult = parseResult(raw.prevResult, "prevResult");
+  }
+  return {
+    cniVersion,
+    name,
+    type,
+    datapath: oneOf(raw, "datapath", DATAPATHS, "veth"),
+    mtu: parseMtu(raw),
+    ipam: parseIpam(raw),
+    logFile: stringField(raw, "logFile") ?? DEFAULT_LOG_FILE,
+    logLevel: oneOf(raw, "logLevel", LOG_LEVELS, "info"),
+    prevResult,
+    validAttachments: parseValidAttachments(raw),
+    raw,
+  };
+}

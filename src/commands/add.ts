@@ -1,0 +1,87 @@
+/**
+ * ADD: give a pod its network. Reads top to bottom as the pod's story; every step that
+ * leaves something behind registers its undo right after it succeeds, and any failure
+ * unwinds them in reverse, so a failed ADD leaves no device, route or IP allocation.
+ */
+import { delegateAdd, delegateDel } from "../cni/delegate";
+import { CniError, ErrorCode } from "../cni/errors";
+import type { Result } from "../cni/result";
+import { GATEWAY_V4, GATEWAY_V6 } from "../datapath/gateway";
+import { configureHostEnd, enableForwarding } from "../datapath/host-end";
+import { datapathFor } from "../datapath/index";
+import { defaultRouteMtu } from "../datapath/mtu";
+import { closeNamespaces, openNamespaces } from "../datapath/namespaces";
+import { hostDeviceMac, hostDeviceName, ownerAlias } from "../datapath/naming";
+import { configurePodEnd, hostPrefix, podDefaultRoutes } from "../datapath/pod-end";
+import type { Endpoint } from "../datapath/types";
+import { log } from "../log";
+import { deleteLinkByName, getLinkByName } from "../netlink/links";
+import { type Invocation, requireIpamTarget } from "./invocation";
+import { Rollback } from "./rollback";
+
+export async function cmdAdd(inv: Invocation): Promise<Result> {
+  const { env, conf } = inv;
+  const datapath = datapathFor(conf.datapath);
+  const ipam = requireIpamTarget(inv);
+  const ns = openNamespaces(env.netns);
+  const rollback = new Rollback();
+  try {
+    const hostDevice = hostDeviceName(env.containerId, env.ifname);
+    // Refuse before allocating anything: the runtime asked for a name the pod already uses.
+    if (await getLinkByName(ns.pod, env.ifname)) {
+      throw new CniError(ErrorCode.InvalidEnvironment, `interface "${env.ifname}" already exists in ${env.netns}`);
+    }
+    if (await getLinkByName(ns.host, hostDevice)) {
+      throw new CniError(
+        ErrorCode.InvalidEnvironment,
+        `host device ${hostDevice} for container ${env.containerId} ${env.ifname} already exists; DEL it first`,
+      );
+    }
+
+    const ipamResult = delegateAdd(ipam);
+    rollback.onFailure("release IP addresses", () => delegateDel(ipam));
+    const addresses = ipamResult.ips.map((ip) => ip.address);
+    if (addresses.length === 0) {
+      throw new CniError(ErrorCode.IpamFailure, `ipam plugin ${ipam.pluginType} returned no addresses`);
+    }
+
+    const endpoint: Endpoint = {
+      containerId: env.containerId,
+      ifname: env.ifname,
+      hostDevice,
+      hostMac: hostDeviceMac(env.containerId, env.ifname),
+      mtu: conf.mtu ?? (await defaultRouteMtu(ns.host)),
+      addresses,
+    };
+    const pair = await datapath.createPair(ns, endpoint);
+    // Deleting the host end takes the pod end and every route through it along.
+    rollback.onFailure(`delete ${hostDevice}`, () => deleteLinkByName(ns.host, hostDevice).then(() => undefined));
+
+    await configurePodEnd(ns.pod, pair.podLink, endpoint.hostMac, addresses);
+    enableForwarding(addresses);
+    await configureHostEnd(ns.host, pair.hostLink, ownerAlias(env.containerId, env.ifname), addresses);
+
+    log.info(`added ${datapath.kind} ${hostDevice} <-> ${env.ifname} with ${addresses.join(", ")}`);
+    return {
+      interfaces: [
+        { name: hostDevice, mac: endpoint.hostMac },
+        { name: env.ifname, mac: pair.podLink.mac, mtu: endpoint.mtu, sandbox: env.netns },
+      ],
+      ips: addresses.map((cidr) => {
+        const ip = hostPrefix(cidr);
+        return {
+          address: `${ip.address}/${ip.prefixLength}`,
+          gateway: ip.family === 2 ? GATEWAY_V4 : GATEWAY_V6,
+          interface: 1,
+        };
+      }),
+      routes: podDefaultRoutes(addresses),
+      dns: ipamResult.dns,
+    };
+  } catch (e) {
+    await rollback.run();
+    throw e;
+  } finally {
+    closeNamespaces(ns);
+  }
+}

@@ -1,0 +1,78 @@
+/**
+ * CHECK: verify the pod's network is still what ADD made, as recorded in prevResult:
+ * both device ends exist and are up, the pod has its addresses and default routes, the
+ * host routes each address to the pod. The first difference fails with a message that
+ * says what is missing and where.
+ */
+import { delegateCheck } from "../cni/delegate";
+import { CniError, ErrorCode, invalidConfig } from "../cni/errors";
+import type { IpConfig, Result } from "../cni/result";
+import { closeNamespaces, openNamespaces } from "../datapath/namespaces";
+import { hostDeviceName, ownerAlias } from "../datapath/naming";
+import { hostPrefix, podDefaultRoutes } from "../datapath/pod-end";
+import { listAddresses } from "../netlink/addrs";
+import { getLinkByName, isUp, type Link } from "../netlink/links";
+import { listRoutes, type Route } from "../netlink/routes";
+import { type Invocation, ipamTarget } from "./invocation";
+
+const mismatch = (msg: string) => new CniError(ErrorCode.CheckMismatch, msg);
+
+export async function cmdCheck(inv: Invocation): Promise<void> {
+  const { env, conf } = inv;
+  const prev = conf.prevResult;
+  if (!prev) throw invalidConfig("CHECK needs prevResult: the result of the ADD being checked");
+  const ipam = ipamTarget(inv);
+  if (ipam) delegateCheck(ipam);
+
+  const ns = openNamespaces(env.netns);
+  try {
+    const hostDevice = hostDeviceName(env.containerId, env.ifname);
+    const hostLink = requireUp(await getLinkByName(ns.host, hostDevice), `host device ${hostDevice}`);
+    if (hostLink.alias !== ownerAlias(env.containerId, env.ifname)) {
+      throw mismatch(`host device ${hostDevice} is not labelled as belonging to ${env.containerId}/${env.ifname}`);
+    }
+    const podLink = requireUp(await getLinkByName(ns.pod, env.ifname), `interface ${env.ifname} in ${env.netns}`);
+
+    const addresses = podAddresses(prev, env.ifname).map((ip) => ip.address);
+    const podAddrs = await listAddresses(ns.pod, podLink.index);
+    for (const cidr of addresses) {
+      const want = hostPrefix(cidr);
+      if (!podAddrs.some((a) => a.address === want.address && a.prefixLength === want.prefixLength)) {
+        throw mismatch(`address ${want.address}/${want.prefixLength} is missing on ${env.ifname} in ${env.netns}`);
+      }
+    }
+
+    const podRoutes = await listRoutes(ns.pod);
+    for (const r of podDefaultRoutes(addresses)) {
+      if (!hasRoute(podRoutes, r.dst, podLink.index, r.gw)) {
+        throw mismatch(`route ${r.dst} via ${r.gw} dev ${env.ifname} is missing in ${env.netns}`);
+      }
+    }
+    const hostRoutes = await listRoutes(ns.host);
+    for (const cidr of addresses) {
+      const ip = hostPrefix(cidr);
+      const dst = `${ip.address}/${ip.prefixLength}`;
+      if (!hasRoute(hostRoutes, dst, hostLink.index)) {
+        throw mismatch(`route ${dst} dev ${hostDevice} is missing on the host`);
+      }
+    }
+  } finally {
+    closeNamespaces(ns);
+  }
+}
+
+function requireUp(link: Link | undefined, what: string): Link {
+  if (!link) throw mismatch(`${what} does not exist`);
+  if (!isUp(link)) throw mismatch(`${what} is down`);
+  return link;
+}
+
+/** The prevResult IPs that belong to the pod interface `ifname`. */
+function podAddresses(prev: Result, ifname: string): IpConfig[] {
+  const index = prev.interfaces.findIndex((i) => i.name === ifname && i.sandbox);
+  return prev.ips.filter((ip) => ip.interface === undefined || ip.interface === index);
+}
+
+function hasRoute(routes: Route[], dst: string, ifindex: number, gateway?: string): boolean {
+  return routes.some((r) => r.dst === dst && r.ifindex === ifindex && (gateway === undefined || r.gateway === gateway));
+}

@@ -1,0 +1,42 @@
+/**
+ * DEL: remove a pod's network. Written for the worst case, because runtimes call DEL
+ * whenever they are unsure and the spec asks plugins to complete DEL without error even
+ * when resources are missing: the netns may be gone, the device may be gone, DEL may
+ * come twice. Each of those succeeds.
+ * Only a device carrying this attachment's ownership alias is deleted.
+ */
+import { delegateDel } from "../cni/delegate";
+import { hostDeviceName, ownerAlias } from "../datapath/naming";
+import { log } from "../log";
+import { deleteLinkByName, getLinkByName } from "../netlink/links";
+import { RtnlSocket } from "../netlink/socket";
+import { type Invocation, ipamTarget } from "./invocation";
+
+export async function cmdDel(inv: Invocation): Promise<void> {
+  const { env } = inv;
+  const ipam = ipamTarget(inv);
+  // IPs first, as ptp does: an address must not stay allocated because a device is stuck.
+  if (ipam) delegateDel(ipam);
+
+  const hostDevice = hostDeviceName(env.containerId, env.ifname);
+  const host = RtnlSocket.open();
+  try {
+    const link = await getLinkByName(host, hostDevice);
+    if (!link) {
+      log.info(`${hostDevice} already gone`);
+      return;
+    }
+    // A link without our alias is one an ADD created but had not yet labelled (killed
+    // mid-way); one with another owner's alias is not ours to delete.
+    const expected = ownerAlias(env.containerId, env.ifname);
+    if (link.alias !== undefined && link.alias !== expected) {
+      log.warn(`${hostDevice} belongs to "${link.alias}", not "${expected}"; left alone`);
+      return;
+    }
+    // Removing the host end removes the pod end (if its netns still exists) and the routes.
+    await deleteLinkByName(host, hostDevice);
+    log.info(`deleted ${hostDevice}`);
+  } finally {
+    host.close();
+  }
+}

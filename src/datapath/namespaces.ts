@@ -1,0 +1,32 @@
+/**
+ * Opens the pair of netlink sockets an endpoint needs: one in the host namespace (the
+ * caller's), one created inside the pod netns. Close with `closeNamespaces`.
+ */
+import * as fs from "node:fs";
+import { CniError, ErrorCode } from "../cni/errors";
+import { RtnlSocket } from "../netlink/socket";
+import { NetnsNotFoundError, openNetns } from "../sys/netns";
+import type { Namespaces } from "./types";
+
+export function openNamespaces(podNetnsPath: string): Namespaces {
+  let podNetnsFd: number;
+  try {
+    podNetnsFd = openNetns(podNetnsPath);
+  } catch (e) {
+    if (e instanceof NetnsNotFoundError) throw new CniError(ErrorCode.InvalidEnvironment, `CNI_NETNS: ${e.message}`);
+    throw e;
+  }
+  try {
+    const pod = RtnlSocket.open(podNetnsFd);
+    return { host: RtnlSocket.open(), pod, podNetnsFd };
+  } catch (e) {
+    fs.closeSync(podNetnsFd);
+    throw e;
+  }
+}
+
+export function closeNamespaces(ns: Namespaces): void {
+  ns.host.close();
+  ns.pod.close();
+  fs.closeSync(ns.podNetnsFd);
+}

@@ -1,0 +1,42 @@
+/**
+ * Configures the pod's end of a device pair, from the host namespace through a socket
+ * opened in the pod netns: link up, each address as a host prefix (/32, /128), the
+ * fixed gateways pinned to the host device's MAC, and default routes via them.
+ * Shared by every datapath kind.
+ */
+import { addAddress } from "../netlink/addrs";
+import { AF_INET, familyOf, parseCidr } from "../netlink/ip";
+import { type Link, setLinkUp } from "../netlink/links";
+import { addPermanentNeighbor } from "../netlink/neighbors";
+import { addRoute } from "../netlink/routes";
+import type { RtnlSocket } from "../netlink/socket";
+import { GATEWAY_V4, GATEWAY_V6 } from "./gateway";
+
+/** "10.1.0.5/24" → { address: "10.1.0.5", prefixLength: 32 }: pods own single addresses. */
+export function hostPrefix(cidr: string) {
+  const { family, address } = parseCidr(cidr);
+  return { family, address, prefixLength: family === AF_INET ? 32 : 128 };
+}
+
+/** The default routes a pod gets, one per address family it has. */
+export function podDefaultRoutes(addresses: string[]): { dst: string; gw: string }[] {
+  const families = new Set(addresses.map((a) => hostPrefix(a).family));
+  const routes: { dst: string; gw: string }[] = [];
+  if (families.has(AF_INET)) routes.push({ dst: "0.0.0.0/0", gw: GATEWAY_V4 });
+  if (families.size > (families.has(AF_INET) ? 1 : 0)) routes.push({ dst: "::/0", gw: GATEWAY_V6 });
+  return routes;
+}
+
+export async function configurePodEnd(pod: RtnlSocket, podLink: Link, hostMac: string, addresses: string[]) {
+  await setLinkUp(pod, podLink);
+  for (const cidr of addresses) {
+    const ip = hostPrefix(cidr);
+    await addAddress(pod, podLink.index, ip.address, ip.prefixLength);
+  }
+  for (const route of podDefaultRoutes(addresses)) {
+    const family = familyOf(route.gw);
+    await addPermanentNeighbor(pod, podLink.index, route.gw, hostMac);
+    // No prefix on the device covers 169.254.1.1, hence onlink; fe80::1 is on-link by definition.
+    await addRoute(pod, { family, dst: route.dst, gateway: route.gw, ifindex: podLink.index }, family === AF_INET);
+  }
+}

@@ -1,0 +1,67 @@
+/**
+ * Diagnostics go to a log file, never to stdout (which carries only the CNI result) and
+ * not to stderr by default (runtimes often discard it). One line per event, prefixed
+ * with time, level, verb and container so concurrent invocations can be told apart.
+ * The file is created 0600: it may hold container IDs and addresses.
+ */
+import * as fs from "node:fs";
+import * as path from "node:path";
+import type { LogLevel } from "./cni/config";
+
+const ORDER: Record<LogLevel, number> = { error: 0, warn: 1, info: 2, debug: 3 };
+
+export class Logger {
+  private fd: number | undefined;
+  private context = "";
+
+  constructor(
+    private file: string | undefined,
+    private level: LogLevel = "info",
+  ) {}
+
+  configure(file: string, level: LogLevel): void {
+    if (file !== this.file) this.close();
+    this.file = file;
+    this.level = level;
+  }
+
+  setContext(context: string): void {
+    this.context = context;
+  }
+
+  error(msg: string): void {
+    this.write("error", msg);
+  }
+  warn(msg: string): void {
+    this.write("warn", msg);
+  }
+  info(msg: string): void {
+    this.write("info", msg);
+  }
+  debug(msg: string): void {
+    this.write("debug", msg);
+  }
+
+  private write(level: LogLevel, msg: string): void {
+    if (ORDER[level] > ORDER[this.level] || !this.file) return;
+    try {
+      if (this.fd === undefined) {
+        fs.mkdirSync(path.dirname(this.file), { recursive: true, mode: 0o755 });
+        this.fd = fs.openSync(this.file, "a", 0o600);
+      }
+      fs.writeSync(
+        this.fd,
+        `${new Date().toISOString()} ${level.toUpperCase()} [${process.pid}] ${this.context}${msg}\n`,
+      );
+    } catch {
+      // A log that cannot be written must never fail the pod's networking.
+    }
+  }
+
+  close(): void {
+    if (this.fd !== undefined) fs.closeSync(this.fd);
+    this.fd = undefined;
+  }
+}
+
+export const log = new Logger(undefined);

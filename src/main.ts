@@ -1,0 +1,97 @@
+/**
+ * Entry point of the `netkit-cni` executable. As a CNI plugin (CNI_COMMAND set) it reads
+ * the network configuration from stdin, runs one verb, and prints exactly one JSON
+ * document on stdout: the result, or the spec's error object with exit status 1.
+ * Diagnostics go to the configured log file only.
+ */
+import * as fs from "node:fs";
+import { parseNetConf } from "./cni/config";
+import { parseEnv } from "./cni/env";
+import { asCniError, CniError, ErrorCode, renderError } from "./cni/errors";
+import { renderResult } from "./cni/result";
+import { LATEST_VERSION, requireVerbInVersion, versionInfo } from "./cni/version";
+import { cmdAdd } from "./commands/add";
+import { cmdCheck } from "./commands/check";
+import { cmdDel } from "./commands/del";
+import { cmdGc } from "./commands/gc";
+import type { Invocation } from "./commands/invocation";
+import { cmdStatus } from "./commands/status";
+import { log } from "./log";
+import { NetlinkError } from "./netlink/socket";
+import { ErrnoError } from "./sys/libc";
+
+const ABOUT = "netkit-cni: CNI plugin giving pods netkit or veth devices with eBPF fast paths";
+
+function readStdin(): Buffer {
+  if (process.stdin.isTTY) return Buffer.alloc(0);
+  try {
+    return fs.readFileSync(0);
+  } catch {
+    return Buffer.alloc(0);
+  }
+}
+
+/** The version to render an error in: the config's if it got that far, else the latest. */
+function versionForErrors(stdin: Buffer): string {
+  try {
+    const v = (JSON.parse(stdin.toString("utf8")) as { cniVersion?: unknown }).cniVersion;
+    return typeof v === "string" && v !== "" ? v : LATEST_VERSION;
+  } catch {
+    return LATEST_VERSION;
+  }
+}
+
+async function runPlugin(stdin: Buffer): Promise<string | undefined> {
+  const env = parseEnv(process.env);
+  if (env.command === "VERSION") return JSON.stringify(versionInfo(versionForErrors(stdin)));
+
+  const conf = parseNetConf(stdin);
+  log.configure(conf.logFile, conf.logLevel);
+  log.setContext(`${env.command} ${env.containerId}/${env.ifname} `);
+  requireVerbInVersion(env.command, conf.cniVersion);
+  const inv: Invocation = { env, conf, processEnv: process.env };
+  log.debug(`netns=${env.netns} datapath=${conf.datapath}`);
+
+  switch (env.command) {
+    case "ADD":
+      return JSON.stringify(renderResult(await cmdAdd(inv), conf.cniVersion));
+    case "DEL":
+      await cmdDel(inv);
+      return undefined;
+    case "CHECK":
+      await cmdCheck(inv);
+      return undefined;
+    case "GC":
+      await cmdGc(inv);
+      return undefined;
+    case "STATUS":
+      await cmdStatus(inv);
+      return undefined;
+  }
+}
+
+async function main(): Promise<number> {
+  if (!process.env.CNI_COMMAND && process.argv.length <= 2) {
+    process.stderr.write(`${ABOUT}\nRun by a container runtime with CNI_COMMAND set; see README.md.\n`);
+  }
+  const stdin = readStdin();
+  try {
+    const out = await runPlugin(stdin);
+    if (out !== undefined) process.stdout.write(`${out}\n`);
+    return 0;
+  } catch (e) {
+    // Kernel refusals below the protocol layer become "datapath failure" with their text.
+    const kernel = e instanceof NetlinkError || e instanceof ErrnoError;
+    const err = asCniError(e, kernel ? ErrorCode.DatapathFailure : ErrorCode.Internal);
+    log.error(`${err.message}${err.details ? ` (${err.details})` : ""}`);
+    if (!(e instanceof CniError)) log.debug((e as Error).stack ?? "");
+    process.stdout.write(`${JSON.stringify(renderError(err, versionForErrors(stdin)))}\n`);
+    return 1;
+  } finally {
+    log.close();
+  }
+}
+
+main().then((code) => {
+  process.exitCode = code;
+});

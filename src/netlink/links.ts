@@ -1,0 +1,173 @@
+/**
+ * Links (network devices): create veth pairs, find, bring up, delete. Messages are built
+ * from `struct ifinfomsg` plus attributes; everything goes through an `RtnlSocket`, so the
+ * namespace a call acts on is the one its socket was opened in.
+ */
+import { type Attr, attr, attrNested, attrS32, attrString, attrU32, parseAttrs, readString, readU32 } from "./attrs";
+import { NetlinkError, NLM_F_CREATE, NLM_F_EXCL, type RtnlSocket } from "./socket";
+
+const RTM_NEWLINK = 16;
+const RTM_DELLINK = 17;
+const RTM_GETLINK = 18;
+
+const IFLA_ADDRESS = 1;
+const IFLA_IFNAME = 3;
+const IFLA_MTU = 4;
+const IFLA_LINK = 5;
+const IFLA_LINKINFO = 18;
+const IFLA_IFALIAS = 20;
+const IFLA_NET_NS_FD = 28;
+const IFLA_INFO_KIND = 1;
+const IFLA_INFO_DATA = 2;
+/** VETH_INFO_PEER and IFLA_NETKIT_PEER_INFO: both kinds carry the peer's ifinfomsg in attribute 1. */
+const PEER_INFO = 1;
+
+const IFF_UP = 0x1;
+const ENODEV = 19;
+
+export interface Link {
+  index: number;
+  name: string;
+  flags: number;
+  mtu: number;
+  mac: string;
+  kind: string | undefined;
+  alias: string | undefined;
+  /** Index of the peer/parent in its own namespace (veth, netkit). */
+  peerIndex: number | undefined;
+}
+
+export const isUp = (link: Link) => (link.flags & IFF_UP) !== 0;
+
+export function ifinfomsg(index = 0, flags = 0, change = 0): Buffer {
+  const b = Buffer.alloc(16);
+  b.writeUInt8(0, 0); // AF_UNSPEC
+  b.writeInt32LE(index, 4);
+  b.writeUInt32LE(flags, 8);
+  b.writeUInt32LE(change, 12);
+  return b;
+}
+
+export function macBytes(mac: string): Buffer {
+  return Buffer.from(mac.split(":").map((h) => Number.parseInt(h, 16)));
+}
+
+const macString = (b: Buffer | undefined) => (b ? [...b].map((x) => x.toString(16).padStart(2, "0")).join(":") : "");
+
+function parseLink(data: Buffer): Link {
+  const attrs = parseAttrs(data, 16);
+  const info = attrs.get(IFLA_LINKINFO);
+  return {
+    index: data.readInt32LE(4),
+    flags: data.readUInt32LE(8),
+    name: readString(attrs.get(IFLA_IFNAME)) ?? "",
+    mtu: readU32(attrs.get(IFLA_MTU)) ?? 0,
+    mac: macString(attrs.get(IFLA_ADDRESS)),
+    kind: info ? readString(parseAttrs(info).get(IFLA_INFO_KIND)) : undefined,
+    alias: readString(attrs.get(IFLA_IFALIAS)),
+    peerIndex: readU32(attrs.get(IFLA_LINK)),
+  };
+}
+
+/** Settings for one end of a device pair. */
+export interface PairEnd {
+  name: string;
+  mtu?: number;
+  mac?: string;
+}
+
+function endAttrs(end: PairEnd): Attr[] {
+  const attrs = [attrString(IFLA_IFNAME, end.name)];
+  if (end.mtu) attrs.push(attrU32(IFLA_MTU, end.mtu));
+  if (end.mac) attrs.push(attr(IFLA_ADDRESS, macBytes(end.mac)));
+  return attrs;
+}
+
+/**
+ * Builds one RTM_NEWLINK that creates a device pair whose peer lands directly in
+ * `peerNetnsFd`, so the pod end never exists in the host namespace.
+ */
+export function newPairMessage(kind: string, host: PairEnd, peer: PairEnd, peerNetnsFd: number, data: Attr[]): Buffer {
+  const peerInfo = attr(
+    PEER_INFO,
+    Buffer.concat([ifinfomsg(), ...endAttrs(peer), attrS32(IFLA_NET_NS_FD, peerNetnsFd)]),
+  );
+  const linkinfo = attrNested(IFLA_LINKINFO, [
+    attrString(IFLA_INFO_KIND, kind),
+    attrNested(IFLA_INFO_DATA, [peerInfo, ...data]),
+  ]);
+  return Buffer.concat([ifinfomsg(), ...endAttrs(host), linkinfo]);
+}
+
+export async function createPair(
+  sock: RtnlSocket,
+  kind: string,
+  host: PairEnd,
+  peer: PairEnd,
+  peerNetnsFd: number,
+  data: Attr[] = [],
+): Promise<void> {
+  await sock.request(
+    `create ${kind} pair ${host.name}/${peer.name}`,
+    RTM_NEWLINK,
+    NLM_F_CREATE | NLM_F_EXCL,
+    newPairMessage(kind, host, peer, peerNetnsFd, data),
+  );
+}
+
+export async function getLinkByName(sock: RtnlSocket, name: string): Promise<Link | undefined> {
+  try {
+    const [reply] = await sock.request(
+      `get link ${name}`,
+      RTM_GETLINK,
+      0,
+      Buffer.concat([ifinfomsg(), attrString(IFLA_IFNAME, name)]),
+    );
+    return reply ? parseLink(reply.data) : undefined;
+  } catch (e) {
+    if (e instanceof NetlinkError && e.errno === ENODEV) return undefined;
+    throw e;
+  }
+}
+
+export async function getLinkByIndex(sock: RtnlSocket, index: number): Promise<Link | undefined> {
+  try {
+    const [reply] = await sock.request(`get link #${index}`, RTM_GETLINK, 0, ifinfomsg(index));
+    return reply ? parseLink(reply.data) : undefined;
+  } catch (e) {
+    if (e instanceof NetlinkError && e.errno === ENODEV) return undefined;
+    throw e;
+  }
+}
+
+export async function listLinks(sock: RtnlSocket): Promise<Link[]> {
+  const replies = await sock.dump("list links", RTM_GETLINK, ifinfomsg());
+  return replies.filter((r) => r.type === RTM_NEWLINK).map((r) => parseLink(r.data));
+}
+
+/** Brings a link up, and sets its alias in the same message when one is given. */
+export async function setLinkUp(sock: RtnlSocket, link: Link, alias?: string): Promise<void> {
+  const attrs = alias === undefined ? [] : [attrString(IFLA_IFALIAS, alias)];
+  await sock.request(
+    `set ${link.name} up`,
+    RTM_NEWLINK,
+    0,
+    Buffer.concat([ifinfomsg(link.index, IFF_UP, IFF_UP), ...attrs]),
+  );
+}
+
+/** Deletes a link by name; returns false if it did not exist. */
+export async function deleteLinkByName(sock: RtnlSocket, name: string): Promise<boolean> {
+  try {
+    await sock.request(
+      `delete link ${name}`,
+      RTM_DELLINK,
+      0,
+      Buffer.concat([ifinfomsg(), attrString(IFLA_IFNAME, name)]),
+    );
+    return true;
+  } catch (e) {
+    if (e instanceof NetlinkError && e.errno === ENODEV) return false;
+    throw e;
+  }
+}

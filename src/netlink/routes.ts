@@ -1,0 +1,96 @@
+/** Routes: add, list, delete in the main table (struct rtmsg + RTA_* attributes). */
+import { attr, attrU32, parseAttrs, readU32 } from "./attrs";
+import { AF_INET, AF_INET6, familyOf, ipBytes, ipString } from "./ip";
+import { NetlinkError, NLM_F_CREATE, NLM_F_EXCL, type RtnlSocket } from "./socket";
+
+const RTM_NEWROUTE = 24;
+const RTM_DELROUTE = 25;
+const RTM_GETROUTE = 26;
+const RTA_DST = 1;
+const RTA_OIF = 4;
+const RTA_GATEWAY = 5;
+const RTA_TABLE = 15;
+const RT_TABLE_MAIN = 254;
+const RTPROT_STATIC = 4;
+const RTN_UNICAST = 1;
+const RT_SCOPE_UNIVERSE = 0;
+const RT_SCOPE_LINK = 253;
+const RTNH_F_ONLINK = 4;
+const ESRCH = 3;
+
+export interface Route {
+  family: typeof AF_INET | typeof AF_INET6;
+  /** Destination prefix, e.g. "0.0.0.0/0" or "10.1.0.5/32". */
+  dst: string;
+  gateway?: string;
+  ifindex: number;
+}
+
+function rtmsg(family: number, dstLen: number, scope: number, flags: number): Buffer {
+  const b = Buffer.alloc(12);
+  b.writeUInt8(family, 0);
+  b.writeUInt8(dstLen, 1);
+  b.writeUInt8(RT_TABLE_MAIN, 4);
+  b.writeUInt8(RTPROT_STATIC, 5);
+  b.writeUInt8(scope, 6);
+  b.writeUInt8(RTN_UNICAST, 7);
+  b.writeUInt32LE(flags, 8);
+  return b;
+}
+
+function routeMessage(route: Route, flags = 0): Buffer {
+  const [addr = "", len = "0"] = route.dst.split("/");
+  const family = familyOf(addr);
+  const dstLen = Number(len);
+  // A route without a gateway is "on this link"; one with a gateway is onlink when the
+  // gateway is a fixed IPv4 link-local address that no prefix on the device covers.
+  const scope = route.gateway ? RT_SCOPE_UNIVERSE : RT_SCOPE_LINK;
+  const attrs = [attrU32(RTA_TABLE, RT_TABLE_MAIN), attrU32(RTA_OIF, route.ifindex)];
+  if (dstLen > 0) attrs.push(attr(RTA_DST, ipBytes(addr)));
+  if (route.gateway) attrs.push(attr(RTA_GATEWAY, ipBytes(route.gateway)));
+  return Buffer.concat([rtmsg(family, dstLen, scope, flags), ...attrs]);
+}
+
+export async function addRoute(sock: RtnlSocket, route: Route, onlink = false): Promise<void> {
+  await sock.request(
+    `add route ${route.dst}${route.gateway ? ` via ${route.gateway}` : ""}`,
+    RTM_NEWROUTE,
+    NLM_F_CREATE | NLM_F_EXCL,
+    routeMessage(route, onlink ? RTNH_F_ONLINK : 0),
+  );
+}
+
+/** Deletes a route; returns false if it was not there. */
+export async function deleteRoute(sock: RtnlSocket, route: Route): Promise<boolean> {
+  try {
+    await sock.request(`delete route ${route.dst}`, RTM_DELROUTE, 0, routeMessage(route));
+    return true;
+  } catch (e) {
+    if (e instanceof NetlinkError && e.errno === ESRCH) return false;
+    throw e;
+  }
+}
+
+/** Routes of the main table, both families. */
+export async function listRoutes(sock: RtnlSocket): Promise<Route[]> {
+  const out: Route[] = [];
+  for (const family of [AF_INET, AF_INET6] as const) {
+    const replies = await sock.dump("list routes", RTM_GETROUTE, rtmsg(family, 0, 0, 0));
+    for (const r of replies) {
+      if (r.type !== RTM_NEWROUTE) continue;
+      const attrs = parseAttrs(r.data, 12);
+      const table = readU32(attrs.get(RTA_TABLE)) ?? r.data.readUInt8(4);
+      if (table !== RT_TABLE_MAIN) continue;
+      const dstLen = r.data.readUInt8(1);
+      const dst = attrs.get(RTA_DST);
+      const gw = attrs.get(RTA_GATEWAY);
+      out.push({
+        family,
+        dst: `${dst ? ipString(dst) : family === AF_INET ? "0.0.0.0" : "::"}/${dstLen}`,
+        gateway: gw ? ipString(gw) : undefined,
+        ifindex: readU32(attrs.get(RTA_OIF)) ?? 0,
+      });
+    }
+  }
+  return out;
+}

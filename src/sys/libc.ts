@@ -1,0 +1,85 @@
+/**
+ * The few libc calls Node does not offer, made through ffi-rs: setns, setsockopt, flock
+ * and the raw syscall() entry (for bpf(2)). Owns nothing else. Every call is synchronous
+ * and reports failure as an ErrnoError carrying errno and the C function's name.
+ */
+import * as ffi from "ffi-rs";
+
+const LIBC = "libc";
+let opened = false;
+
+function libc(): void {
+  if (!opened) {
+    ffi.open({ library: LIBC, path: "libc.so.6" });
+    opened = true;
+  }
+}
+
+export class ErrnoError extends Error {
+  constructor(
+    readonly call: string,
+    readonly errno: number,
+    detail: string,
+  ) {
+    super(`${call}: ${detail}`);
+    this.name = "ErrnoError";
+  }
+}
+
+function callInt(funcName: string, paramsType: ffi.DataType[], paramsValue: unknown[]): number {
+  libc();
+  const r = ffi.load({
+    library: LIBC,
+    funcName,
+    retType: ffi.DataType.I32,
+    paramsType,
+    paramsValue,
+    errno: true,
+  }) as unknown as { value: number; errnoCode: number; errnoMessage: string };
+  if (r.value === -1) {
+    throw new ErrnoError(funcName, r.errnoCode, r.errnoMessage.replace(/ \(os error \d+\)$/, ""));
+  }
+  return r.value;
+}
+
+export const CLONE_NEWNET = 0x40000000;
+
+export function setns(fd: number, nstype: number): void {
+  callInt("setns", [ffi.DataType.I32, ffi.DataType.I32], [fd, nstype]);
+}
+
+export function setsockoptInt(fd: number, level: number, optname: number, value: number): void {
+  const buf = Buffer.alloc(4);
+  buf.writeInt32LE(value);
+  callInt(
+    "setsockopt",
+    [ffi.DataType.I32, ffi.DataType.I32, ffi.DataType.I32, ffi.DataType.U8Array, ffi.DataType.I32],
+    [fd, level, optname, buf, 4],
+  );
+}
+
+export const LOCK_EX = 2;
+export const LOCK_NB = 4;
+export const LOCK_UN = 8;
+
+/** flock(2); returns false instead of throwing when LOCK_NB and the lock is held. */
+export function flock(fd: number, operation: number): boolean {
+  try {
+    callInt("flock", [ffi.DataType.I32, ffi.DataType.I32], [fd, operation]);
+    return true;
+  } catch (e) {
+    if (e instanceof ErrnoError && e.errno === 11 /* EWOULDBLOCK */) return false;
+    throw e;
+  }
+}
+
+const NS_GET_NSTYPE = 0xb703;
+
+/** The CLONE_NEW* type of a namespace file descriptor (ioctl NS_GET_NSTYPE); -1 if not one. */
+export function namespaceType(fd: number): number {
+  try {
+    return callInt("ioctl", [ffi.DataType.I32, ffi.DataType.I32], [fd, NS_GET_NSTYPE]);
+  } catch {
+    return -1;
+  }
+}

@@ -1,0 +1,68 @@
+/**
+ * Loads the two native addons (netlink, ffi-rs) both when running from node_modules
+ * (tests, development) and from inside the single executable, where they travel as SEA
+ * assets. An addon can only be dlopen()ed from a file, so the SEA copy is written once
+ * to a root-owned cache directory, named by its content hash, and reused by every
+ * later invocation. Never loads a file that another user could have written.
+ */
+import { createHash } from "node:crypto";
+import * as fs from "node:fs";
+import * as path from "node:path";
+
+export type NativeAddonName = "netlink" | "ffi-rs";
+
+/** Where extracted addons live; overridable for tests and read-only roots. */
+const cacheDir = process.env.NETKIT_CNI_ADDON_CACHE ?? "/var/lib/netkit-cni/addons";
+
+interface SeaModule {
+  isSea(): boolean;
+  getAsset(key: string): ArrayBuffer;
+}
+
+function seaModule(): SeaModule | undefined {
+  try {
+    // node:sea exists from Node 20.12; require lazily so older tooling can still import us.
+    const sea = require("node:sea") as SeaModule;
+    return sea.isSea() ? sea : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+const loaded = new Map<NativeAddonName, unknown>();
+
+/** Returns the addon's exports from the SEA assets of the running executable. */
+export function requireAddon(name: NativeAddonName): unknown {
+  const cached = loaded.get(name);
+  if (cached !== undefined) return cached;
+  const sea = seaModule();
+  if (!sea) throw new Error(`native addon ${name}: this bundle only runs as the netkit-cni executable`);
+  const bytes = Buffer.from(sea.getAsset(`${name}.node`));
+  const digest = createHash("sha256").update(bytes).digest("hex").slice(0, 16);
+  const file = path.join(cacheDir, `${name}-${digest}.node`);
+  if (!isTrustedCopy(file, bytes.length)) writeAtomically(file, bytes);
+  const mod = { exports: {} as unknown };
+  process.dlopen(mod, file);
+  loaded.set(name, mod.exports);
+  return mod.exports;
+}
+
+/** A cached copy is used only if root owns it and nobody else can write it or its folder. */
+function isTrustedCopy(file: string, size: number): boolean {
+  try {
+    const dir = fs.statSync(path.dirname(file));
+    const st = fs.statSync(file);
+    const safe = (s: fs.Stats) => s.uid === process.getuid?.() && (s.mode & 0o022) === 0;
+    return safe(dir) && safe(st) && st.size === size;
+  } catch {
+    return false;
+  }
+}
+
+function writeAtomically(file: string, bytes: Buffer): void {
+  fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
+  fs.chmodSync(path.dirname(file), 0o700);
+  const tmp = `${file}.${process.pid}.tmp`;
+  fs.writeFileSync(tmp, bytes, { mode: 0o500 });
+  fs.renameSync(tmp, file);
+}

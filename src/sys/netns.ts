@@ -1,0 +1,88 @@
+/**
+ * Entering a network namespace and coming back. setns() moves only the calling thread,
+ * and Node runs our JavaScript on the main thread, so `inNetns` runs a *synchronous*
+ * callback inside the namespace and always restores the original one before returning.
+ * It must never be given an async function: an await inside would let other code run
+ * in the wrong namespace. Sockets opened inside stay bound to that namespace after we
+ * leave, which is how the rest of the code talks to a pod's netns without staying in it.
+ */
+import * as fs from "node:fs";
+import { CLONE_NEWNET, ErrnoError, namespaceType, setns } from "./libc";
+
+export class NetnsNotFoundError extends Error {
+  constructor(
+    readonly netnsPath: string,
+    reason: string,
+  ) {
+    super(`network namespace ${netnsPath}: ${reason}`);
+    this.name = "NetnsNotFoundError";
+  }
+}
+
+/** Opens a netns file, refusing anything that is not a network namespace. */
+export function openNetns(netnsPath: string): number {
+  let fd: number;
+  try {
+    fd = fs.openSync(netnsPath, fs.constants.O_RDONLY);
+  } catch (e) {
+    throw new NetnsNotFoundError(netnsPath, (e as NodeJS.ErrnoException).code ?? String(e));
+  }
+  try {
+    // setns with CLONE_NEWNET on a non-netns fd fails with EINVAL; check first so the
+    // caller gets a clear message rather than a failed switch half-way through.
+    if (!isNetnsFd(fd)) throw new NetnsNotFoundError(netnsPath, "not a network namespace");
+    return fd;
+  } catch (e) {
+    fs.closeSync(fd);
+    throw e;
+  }
+}
+
+const isNetnsFd = (fd: number) => namespaceType(fd) === CLONE_NEWNET;
+
+/** Runs `fn` with the calling thread inside the namespace open on `netnsFd`. */
+export function inNetnsFd<T>(netnsFd: number, fn: () => T): T {
+  const home = fs.openSync("/proc/thread-self/ns/net", fs.constants.O_RDONLY);
+  try {
+    setns(netnsFd, CLONE_NEWNET);
+    try {
+      const result = fn();
+      if (result instanceof Promise) {
+        throw new Error("inNetns callback must be synchronous");
+      }
+      return result;
+    } finally {
+      restore(home);
+    }
+  } finally {
+    fs.closeSync(home);
+  }
+}
+
+/** Runs `fn` inside the namespace at `netnsPath` (a /proc/<pid>/ns/net or /run/netns file). */
+export function inNetns<T>(netnsPath: string, fn: () => T): T {
+  const fd = openNetns(netnsPath);
+  try {
+    return inNetnsFd(fd, fn);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+function restore(home: number): void {
+  try {
+    setns(home, CLONE_NEWNET);
+  } catch (e) {
+    // Staying in the pod's namespace would make every later step act on the wrong
+    // network; there is no safe way to continue.
+    const why = e instanceof ErrnoError ? e.message : String(e);
+    process.stderr.write(`netkit-cni: cannot return to the host network namespace (${why})\n`);
+    process.exit(70);
+  }
+}
+
+/** The inode identity of a netns file, to tell whether two paths name the same one. */
+export function netnsIdentity(netnsPath: string): string {
+  const st = fs.statSync(netnsPath);
+  return `${st.dev}:${st.ino}`;
+}

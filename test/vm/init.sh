@@ -1,0 +1,140 @@
+#!/bin/bash
+# PID 1 of the UML guest started by run.sh.
+#
+# The guest's root is the host's root through hostfs, mounted read-only so the
+# guest cannot damage the host. Stage one stacks a tmpfs overlay on top of it
+# and switches into that, so the guest can write anywhere (writes vanish at
+# power-off). Stage two mounts the usual kernel filesystems, the per-run folder
+# and the caller's working folder (both read-write, straight through to the
+# host), runs the command and powers off.
+#
+# Contract with run.sh, all in the per-run folder given as nkvm_share=<host path>
+# on the kernel command line:
+#   argv    command words, NUL-separated (one word: a /bin/sh script)
+#   env     KEY=VALUE entries, NUL-separated, added to the command's environment
+#   cwd     host folder mounted read-write at the same path; the command's cwd
+#   status  written here: the command's exit status
+# Console: /dev/tty1 is the host's stdout, /dev/tty2 the host's stderr.
+
+PATH=/usr/sbin:/usr/bin:/sbin:/bin
+export PATH
+SHARE=/run/netkit-vm
+# The command's outputs go through these FIFOs to the console relays, so the
+# command sees pipes, not ttys, and stragglers can be cut off (see run_command).
+OUT_FIFO=/run/netkit-vm-stdout
+ERR_FIFO=/run/netkit-vm-stderr
+
+power_off() {
+  sync
+  echo o >/proc/sysrq-trigger
+  # PID 1 must never exit (that panics the kernel); wait for the power-off.
+  while :; do sleep 60; done
+}
+
+fail() {
+  echo "netkit-vm init: $*" >&2
+  power_off
+}
+
+# Raw output: without it the tty turns "\n" into "\r\n".
+console_setup() {
+  stty -F /dev/tty1 raw -echo -opost 2>/dev/null
+  stty -F /dev/tty2 raw -echo -opost 2>/dev/null
+  exec </dev/null 2>/dev/tty2
+}
+
+stage1() {
+  mount -t proc proc /proc || exit 1
+  mount -t devtmpfs devtmpfs /dev || exit 1
+  console_setup
+  [[ -n ${nkvm_share:-} ]] || fail "no nkvm_share= on the kernel command line"
+  # /tmp of the host root only serves as a mount point here.
+  mount -t tmpfs -o mode=0755 tmpfs /tmp || fail "tmpfs"
+  mkdir -p /tmp/upper /tmp/work /tmp/root
+  mount -t overlay overlay -o lowerdir=/,upperdir=/tmp/upper,workdir=/tmp/work \
+    /tmp/root || fail "overlay over /"
+  # The switch_root idiom: make the overlay the root of the mount tree (not
+  # only a chroot) so tools that pivot_root or inspect mounts behave normally.
+  cd /tmp/root || fail "cd /tmp/root"
+  mount --move . / || fail "moving the overlay to /"
+  exec chroot . /bin/bash "$0" stage2
+}
+
+mount_kernel_filesystems() {
+  mount -t proc proc /proc
+  mount -t sysfs sysfs /sys
+  mount -t devtmpfs devtmpfs /dev
+  mkdir -p /dev/pts /dev/shm
+  mount -t devpts -o newinstance,ptmxmode=0666 devpts /dev/pts
+  mount -t tmpfs -o mode=1777 tmpfs /dev/shm
+  mount -t tmpfs -o mode=1777 tmpfs /tmp
+  mount -t tmpfs -o mode=0755 tmpfs /run
+  mount -t bpf bpffs /sys/fs/bpf
+  mount -t cgroup2 cgroup2 /sys/fs/cgroup
+  mount -t tracefs tracefs /sys/kernel/tracing
+}
+
+run_command() {
+  local -a argv env
+  mapfile -d '' -t argv <"$SHARE/argv"
+  mapfile -d '' -t env <"$SHARE/env"
+  local cwd
+  cwd=$(<"$SHARE/cwd")
+  ((${#argv[@]})) || fail "empty command"
+
+  if [[ $cwd != / ]]; then
+    mkdir -p "$cwd" && mount -t hostfs -o "$cwd" hostfs "$cwd" ||
+      fail "cannot mount the host folder $cwd"
+  fi
+
+  # One word is a shell script; several are a command and its arguments,
+  # passed through unchanged.
+  local -a sh=(/bin/sh -c "${argv[0]}")
+  ((${#argv[@]} == 1)) || sh=(/bin/sh -c 'exec "$@"' sh "${argv[@]}")
+
+  mkfifo "$OUT_FIFO" "$ERR_FIFO"
+  cat "$OUT_FIFO" >/dev/tty1 &
+  local out_relay=$!
+  cat "$ERR_FIFO" >/dev/tty2 &
+  local err_relay=$!
+
+  local status=0
+  (cd "$cwd" && exec env -i \
+    PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    HOME=/root USER=root LOGNAME=root SHELL=/bin/sh TERM=dumb LANG=C.UTF-8 \
+    PWD="$cwd" NETKIT_VM=1 "${env[@]}" "${sh[@]}") \
+    >"$OUT_FIFO" 2>"$ERR_FIFO" || status=$?
+
+  # The command's end is the machine's end: kill what it left running so the
+  # relays see end-of-file and drain instead of waiting forever.
+  local pid
+  for pid in /proc/[0-9]*; do
+    pid=${pid#/proc/}
+    case $pid in 1 | "$out_relay" | "$err_relay") continue ;; esac
+    kill -KILL "$pid" 2>/dev/null
+  done
+  wait "$out_relay" "$err_relay"
+  # stty sets the mode with TCSADRAIN: it returns once the console has passed
+  # everything on to the host, which power-off would otherwise cut short.
+  stty -F /dev/tty1 raw 2>/dev/null
+  stty -F /dev/tty2 raw 2>/dev/null
+
+  echo "$status" >"$SHARE/status"
+}
+
+stage2() {
+  mount_kernel_filesystems
+  console_setup
+  mkdir -p "$SHARE"
+  mount -t hostfs -o "$nkvm_share" hostfs "$SHARE" ||
+    fail "cannot mount the per-run folder $nkvm_share"
+  hostname netkit-vm
+  ip link set lo up
+  run_command
+  power_off
+}
+
+case ${1:-} in
+  stage2) stage2 ;;
+  *) stage1 ;;
+esac

@@ -1,0 +1,176 @@
+#!/usr/bin/env bash
+# Ensures a User-Mode Linux kernel with netkit exists and prints its path.
+#
+# The host kernel may lack netkit, so the netkit tests boot this UML kernel
+# instead (see run.sh). The kernel is built from Debian's linux-source-6.12
+# and cached under $NETKIT_UML_CACHE (default /var/cache/netkit-cni/uml) in a
+# folder named after the source package version and a hash of the config
+# fragment and build recipe below, so editing either triggers a rebuild and
+# nothing else does.
+#
+# stdout: the kernel's path, nothing else.  stderr: progress.
+set -euo pipefail
+
+CACHE_ROOT=${NETKIT_UML_CACHE:-/var/cache/netkit-cni/uml}
+SOURCE_PKG=linux-source-6.12
+SOURCE_TARBALL=/usr/src/$SOURCE_PKG.tar.xz
+
+# Options that must end up =y. olddefconfig silently drops an option whose
+# dependencies are unmet, so every one of them is checked after it runs.
+REQUIRED=(
+  # netkit and the BPF pieces the CNI attaches with
+  NETKIT VETH BPF_SYSCALL BPF DEBUG_INFO DEBUG_INFO_BTF
+  CGROUPS CGROUP_BPF NET_SCHED NET_SCH_INGRESS NET_CLS_BPF NET_CLS_ACT
+  NET_ACT_BPF NET_XGRESS
+  # guest plumbing: host root via hostfs, writable overlay, tmpfs, /dev
+  HOSTFS OVERLAY_FS TMPFS DEVTMPFS UNIX98_PTYS BINFMT_SCRIPT MAGIC_SYSRQ
+  # networking used by the tests
+  NAMESPACES NET_NS UTS_NS IPC_NS PID_NS INET IPV6 BRIDGE TUN DUMMY PACKET
+  IP_ADVANCED_ROUTER IP_MULTIPLE_TABLES IPV6_MULTIPLE_TABLES
+  # netfilter: Debian's iptables is iptables-nft, which needs nft_compat plus
+  # the xt targets/matches it translates (those kube-proxy and portmap use)
+  NETFILTER NETFILTER_ADVANCED NETFILTER_NETLINK NF_CONNTRACK NF_NAT
+  NF_CONNTRACK_MARK
+  NF_TABLES NF_TABLES_INET NF_TABLES_IPV4 NF_TABLES_IPV6
+  NFT_COMPAT NFT_NAT NFT_CT NFT_MASQ NFT_REDIR
+  NETFILTER_XTABLES NETFILTER_XT_NAT NETFILTER_XT_MARK NETFILTER_XT_CONNMARK
+  NETFILTER_XT_TARGET_MASQUERADE NETFILTER_XT_TARGET_REDIRECT
+  NETFILTER_XT_MATCH_CONNTRACK NETFILTER_XT_MATCH_MARK
+  NETFILTER_XT_MATCH_COMMENT NETFILTER_XT_MATCH_MULTIPORT
+  NETFILTER_XT_MATCH_ADDRTYPE NETFILTER_XT_MATCH_STATISTIC
+  # iptables-legacy (and ip6tables) for the same rules
+  IP_NF_IPTABLES IP_NF_FILTER IP_NF_NAT IP_NF_MANGLE IP_NF_TARGET_MASQUERADE
+  IP6_NF_IPTABLES IP6_NF_FILTER IP6_NF_NAT IP6_NF_MANGLE
+  IP6_NF_TARGET_MASQUERADE NF_DEFRAG_IPV6
+  # tracefs events such as net:netif_rx (FTRACE alone does not provide them)
+  FTRACE ENABLE_DEFAULT_TRACERS
+)
+# Wanted but not available on every architecture (BPF_EVENTS needs kprobes or
+# uprobes, which UML may lack): reported, not fatal.
+OPTIONAL=(BPF_EVENTS)
+# A single static image: nothing to load modules from inside the guest.
+DISABLED=(MODULES DEBUG_INFO_NONE DEBUG_INFO_REDUCED DEBUG_INFO_SPLIT)
+
+log() { printf 'kernel.sh: %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# apt-get with a retry after refreshing the lists: a fresh machine may have
+# none, or stale ones that point at superseded versions.
+apt_install() {
+  [[ $EUID -eq 0 ]] || die "need root to install: $*"
+  export DEBIAN_FRONTEND=noninteractive
+  if ! apt-get install -y --no-install-recommends "$@" >&2; then
+    log "apt-get install failed; refreshing package lists and retrying"
+    apt-get update >&2
+    apt-get install -y --no-install-recommends "$@" >&2
+  fi
+}
+
+pkg_version() {
+  dpkg-query -W -f='${db:Status-Abbrev} ${Version}\n' "$1" 2>/dev/null |
+    awk '$1 == "ii" { print $2 }'
+}
+
+ensure_packages() {
+  local missing=() pkg
+  for pkg in build-essential flex bison bc libelf-dev dwarves xz-utils iptables; do
+    [[ -n $(pkg_version "$pkg") ]] || missing+=("$pkg")
+  done
+  ((${#missing[@]} == 0)) || apt_install "${missing[@]}"
+
+  # Bookworm's own iproute2 and bpftool predate netkit; the guest runs the
+  # host's binaries, so the backports versions must be on the host.
+  local backports=()
+  [[ -f $SOURCE_TARBALL && -n $(pkg_version "$SOURCE_PKG") ]] || backports+=("$SOURCE_PKG")
+  [[ $(ip link help 2>&1) == *netkit* ]] || backports+=(iproute2)
+  local bpftool_version
+  bpftool_version=$(pkg_version bpftool)
+  if [[ -z $bpftool_version ]] || ! dpkg --compare-versions "$bpftool_version" ge 7.5; then
+    backports+=(bpftool)
+  fi
+  ((${#backports[@]} == 0)) || apt_install -t bookworm-backports "${backports[@]}"
+  [[ -f $SOURCE_TARBALL ]] || die "$SOURCE_TARBALL missing after installing $SOURCE_PKG"
+}
+
+# Everything that shapes the kernel image. Its text (bash prints function
+# bodies without comments) is part of the cache key.
+build_kernel() {
+  local tarball=$1 workdir=$2 jobs=$3
+  local make=(make -C "$workdir/src" ARCH=um SUBARCH=x86_64)
+
+  log "extracting $tarball"
+  mkdir -p "$workdir/src"
+  tar -xJf "$tarball" -C "$workdir/src" --strip-components=1
+
+  log "configuring"
+  "${make[@]}" defconfig >&2
+  local args=() opt
+  for opt in "${REQUIRED[@]}" "${OPTIONAL[@]}"; do args+=(--enable "$opt"); done
+  for opt in "${DISABLED[@]}"; do args+=(--disable "$opt"); done
+  # DWARF is needed for pahole to generate BTF; the compiler's default version.
+  args+=(--enable DEBUG_INFO_DWARF_TOOLCHAIN_DEFAULT)
+  "$workdir/src/scripts/config" --file "$workdir/src/.config" "${args[@]}"
+  "${make[@]}" olddefconfig >&2
+
+  local config=$workdir/src/.config missing=()
+  for opt in "${REQUIRED[@]}"; do
+    grep -qx "CONFIG_$opt=y" "$config" || missing+=("$opt")
+  done
+  for opt in "${DISABLED[@]}"; do
+    if grep -q "^CONFIG_$opt=" "$config"; then missing+=("!$opt"); fi
+  done
+  if ((${#missing[@]})); then
+    log "these options did not end up as requested in .config:"
+    printf '  %s\n' "${missing[@]}" >&2
+    die "kernel configuration incomplete"
+  fi
+  for opt in "${OPTIONAL[@]}"; do
+    grep -qx "CONFIG_$opt=y" "$config" || log "note: optional CONFIG_$opt not available"
+  done
+
+  log "building (make -j$jobs linux); this takes several minutes"
+  "${make[@]}" -j"$jobs" linux >&2
+  # Debug info is only needed to produce .BTF, which --strip-debug keeps.
+  objcopy --strip-debug "$workdir/src/linux" "$workdir/linux"
+  cp "$config" "$workdir/config"
+}
+
+cache_key() {
+  {
+    printf '%s\n' "${REQUIRED[@]}" -- "${OPTIONAL[@]}" -- "${DISABLED[@]}"
+    declare -f build_kernel
+  } | sha256sum | cut -c1-16
+}
+
+main() {
+  ensure_packages
+  local version dir
+  # Debian versions may contain '~' and '+', harmless in a path but not '/'.
+  version=$(pkg_version "$SOURCE_PKG" | tr '/:' '__')
+  dir=$CACHE_ROOT/$version-$(cache_key)
+  if [[ -x $dir/linux ]]; then
+    printf '%s\n' "$dir/linux"
+    return
+  fi
+
+  mkdir -p "$CACHE_ROOT"
+  # Concurrent callers wait for one build instead of racing.
+  exec 9>"$CACHE_ROOT/.lock"
+  flock 9
+  if [[ ! -x $dir/linux ]]; then
+    local workdir stage
+    workdir=$(mktemp -d /var/tmp/netkit-uml-build.XXXXXX)
+    stage=$(mktemp -d "$CACHE_ROOT/.stage.XXXXXX")
+    trap 'rm -rf "$workdir" "$stage"' EXIT
+    log "building UML kernel from $SOURCE_PKG $version into $dir"
+    build_kernel "$SOURCE_TARBALL" "$workdir" "$(nproc)"
+    cp "$workdir/linux" "$workdir/config" "$stage/"
+    chmod 755 "$stage"
+    # rename(2) within one filesystem: readers see no folder or a complete one.
+    mv -T "$stage" "$dir"
+    log "kernel cached at $dir/linux"
+  fi
+  printf '%s\n' "$dir/linux"
+}
+
+main "$@"
