@@ -126,13 +126,26 @@ export function delegateCheck(target: DelegateTarget): void {
   if (!out.ok) throw out.error;
 }
 
+/** The spec versions a plugin says it supports (its VERSION verb). */
+export function pluginVersions(target: DelegateTarget): string[] {
+  const out = run(target, "VERSION", { cniVersion: target.conf.cniVersion });
+  if (!out.ok) throw out.error;
+  try {
+    const parsed = JSON.parse(out.stdout) as { supportedVersions?: unknown };
+    return Array.isArray(parsed.supportedVersions) ? parsed.supportedVersions.map(String) : [];
+  } catch {
+    throw new CniError(ErrorCode.DecodeFailure, `ipam plugin ${target.pluginType} VERSION printed no JSON`);
+  }
+}
+
 /**
  * GC and STATUS: returns false (not forwarded) when the plugin predates spec 1.1.0 and so
- * has no such verb; throws its error otherwise.
+ * has no such verb (asking it anyway gets unrelated errors such as "missing containerID");
+ * throws its error otherwise.
  */
 export function delegateSince110(target: DelegateTarget, verb: "GC" | "STATUS"): boolean {
+  if (!pluginVersions(target).includes("1.1.0")) return false;
   const out = run(target, verb, target.conf);
-  if (out.ok) return true;
-  if (out.error?.code === ErrorCode.IncompatibleVersion) return false;
-  throw out.error;
+  if (!out.ok) throw out.error;
+  return true;
 }

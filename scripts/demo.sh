@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# The main job, end to end: builds nothing itself (make demo builds first), then plays a
+# container runtime. A "node" network namespace stands in for the host so the machine's
+# own network is never touched; two pods are added with the real binary and host-local
+# IPAM, traffic is shown flowing, and everything is removed again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BIN=$PWD/dist/netkit-cni
+NODE=nkdemo-node
+PODS=(nkdemo-pod-a nkdemo-pod-b)
+WORK=$(mktemp -d /tmp/nkdemo.XXXXXX)
+CONF=$WORK/10-netkit-cni.conf
+
+bold() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+innode() { nsenter --net=/run/netns/$NODE "$@"; }
+
+cleanup() {
+  for ns in "${PODS[@]}" $NODE; do ip netns del "$ns" 2>/dev/null || true; done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+cleanup_before() { for ns in "${PODS[@]}" $NODE; do ip netns del "$ns" 2>/dev/null || true; done; }
+cleanup_before
+
+bold "A node namespace with an uplink address (10.244.255.1, fd00:244:ff::1)"
+ip netns add $NODE
+innode ip link set lo up
+innode ip link add uplink0 type veth peer name uplink0p
+innode ip link set uplink0p up
+innode ip link set uplink0 up
+innode ip addr add 10.244.255.1/32 dev uplink0
+innode ip -6 addr add fd00:244:ff::1/128 dev uplink0 nodad
+
+cat >"$CONF" <<JSON
+{
+  "cniVersion": "1.1.0",
+  "name": "demo",
+  "type": "netkit-cni",
+  "datapath": "veth",
+  "logFile": "$WORK/netkit-cni.log",
+  "ipam": {
+    "type": "host-local",
+    "ranges": [[{ "subnet": "10.244.1.0/24" }], [{ "subnet": "fd00:244:1::/64" }]],
+    "dataDir": "$WORK/ipam"
+  }
+}
+JSON
+echo "network config ($CONF):"; sed 's/^/  /' "$CONF"
+
+cni() { # cni VERB POD [extra env...]
+  local verb=$1 pod=$2; shift 2
+  innode env CNI_COMMAND="$verb" CNI_CONTAINERID="demo-$pod" CNI_NETNS="/run/netns/$pod" \
+    CNI_IFNAME=eth0 CNI_PATH=/usr/lib/cni "$@" "$BIN"
+}
+
+declare -A RESULT V4 V6
+for pod in "${PODS[@]}"; do
+  ip netns add "$pod"
+  bold "ADD $pod"
+  RESULT[$pod]=$(cni ADD "$pod" <"$CONF")
+  echo "${RESULT[$pod]}" | node -e 'process.stdout.write(JSON.stringify(JSON.parse(require("fs").readFileSync(0)), null, 2) + "\n")'
+  V4[$pod]=$(echo "${RESULT[$pod]}" | node -e 'const r=JSON.parse(require("fs").readFileSync(0));console.log(r.ips.find(i=>!i.address.includes(":")).address.split("/")[0])')
+  V6[$pod]=$(echo "${RESULT[$pod]}" | node -e 'const r=JSON.parse(require("fs").readFileSync(0));console.log(r.ips.find(i=>i.address.includes(":")).address.split("/")[0])')
+  echo "-- inside $pod:"
+  ip -n "$pod" -br addr show dev eth0 | sed 's/^/  /'
+  { ip -n "$pod" route; ip -n "$pod" -6 route show default; } | sed 's/^/  /'
+done
+
+A=${PODS[0]} B=${PODS[1]}
+bold "Traffic"
+ping_from() { # ping_from NETNS TARGET LABEL
+  local out
+  if out=$(nsenter --net=/run/netns/$1 ping -c 3 -i 0.2 -W 2 "$2" 2>&1); then
+    printf '  %-34s %s\n' "$3" "$(echo "$out" | grep -o '[0-9]* received.*' | head -1; echo "$out" | tail -1 | sed 's/.*= /rtt /')" | paste -sd' '
+  else
+    printf '  %-34s FAILED\n%s\n' "$3" "$out"; exit 1
+  fi
+}
+ping_from "$A" "${V4[$B]}" "pod-a -> pod-b ${V4[$B]}"
+ping_from "$A" "${V6[$B]}" "pod-a -> pod-b ${V6[$B]}"
+ping_from "$B" 10.244.255.1 "pod-b -> node 10.244.255.1"
+ping_from "$B" fd00:244:ff::1 "pod-b -> node fd00:244:ff::1"
+ping_from $NODE "${V4[$A]}" "node -> pod-a ${V4[$A]}"
+
+bold "Host side (node namespace)"
+innode ip -br link show type veth | grep '^nk' | sed 's/^/  /'
+innode ip route | grep 10.244.1 | sed 's/^/  /'
+
+bold "CHECK $A"
+cni CHECK "$A" < <(node -e 'const c=JSON.parse(require("fs").readFileSync(process.argv[1]));c.prevResult=JSON.parse(process.argv[2]);console.log(JSON.stringify(c))' "$CONF" "${RESULT[$A]}") && echo "  ok"
+
+for pod in "${PODS[@]}"; do
+  bold "DEL $pod"
+  cni DEL "$pod" <"$CONF" && echo "  ok"
+  ip netns del "$pod"
+done
+
+bold "Leftovers"
+left=$(innode ip -br link | grep -c '^nk' || true)
+ips=$(find "$WORK/ipam" -type f -regex '.*/[0-9a-f.:]+' | wc -l)
+echo "  plugin devices on the node: $left, allocated IPs: $ips"
+[ "$left" = 0 ] && [ "$ips" = 0 ] || { echo "  something was left behind" >&2; exit 1; }
+echo
+echo "demo finished: datapath veth (this kernel has no netkit; see README)"

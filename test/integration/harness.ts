@@ -1,0 +1,171 @@
+/**
+ * Test fixtures for driving the built `netkit-cni` executable exactly as a runtime does:
+ * env + stdin, inside a "node" network namespace of the test's own (so nothing touches
+ * the machine's real network), against pod namespaces the test creates. Everything a
+ * test creates is registered and removed in `cleanup()`, which tests call from afterEach
+ * so a failing assertion still leaves nothing behind.
+ */
+import { execFileSync, spawnSync } from "node:child_process";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+
+export const BINARY = path.resolve(__dirname, "../../dist/netkit-cni");
+export const CNI_PATH = "/usr/lib/cni";
+
+let counter = 0;
+/** A short name unique to this process: netns and link names must stay short. */
+export function uniqueName(prefix: string): string {
+  counter += 1;
+  return `${prefix}${process.pid.toString(36)}${counter.toString(36)}`;
+}
+
+export function sh(cmd: string, args: string[]): string {
+  return execFileSync(cmd, args, { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+}
+
+/** Runs a command in a netns without remounting /sys (unlike `ip netns exec`). */
+export function inNs(netns: string, cmd: string, args: string[]): string {
+  return sh("nsenter", [`--net=/run/netns/${netns}`, cmd, ...args]);
+}
+
+export function trySh(cmd: string, args: string[]): { ok: boolean; out: string } {
+  const r = spawnSync(cmd, args, { encoding: "utf8" });
+  return { ok: r.status === 0, out: `${r.stdout}${r.stderr}` };
+}
+
+export interface PluginRun {
+  status: number | null;
+  stdout: string;
+  json: Record<string, unknown> | undefined;
+}
+
+export interface Attachment {
+  containerId: string;
+  ifname: string;
+  /** Path of the pod netns, "" for a DEL after it is gone. */
+  netns: string;
+}
+
+/** Everything one test made; `cleanup()` removes it all. */
+export class Fixture {
+  readonly netnses: string[] = [];
+  readonly dirs: string[] = [];
+
+  /**
+   * A node: its own netns with lo up and an uplink carrying the node's addresses (a veth
+   * whose far end stays in the node too: this kernel may lack the dummy driver).
+   */
+  makeNode(v4: string, v6: string): string {
+    const node = this.makeNetns("nkn");
+    inNs(node, "ip", ["link", "set", "lo", "up"]);
+    inNs(node, "ip", ["link", "add", "uplink0", "type", "veth", "peer", "name", "uplink0p"]);
+    inNs(node, "ip", ["link", "set", "uplink0p", "up"]);
+    inNs(node, "ip", ["link", "set", "uplink0", "up"]);
+    inNs(node, "ip", ["addr", "add", `${v4}/32`, "dev", "uplink0"]);
+    inNs(node, "ip", ["-6", "addr", "add", `${v6}/128`, "dev", "uplink0", "nodad"]);
+    return node;
+  }
+
+  makeNetns(prefix = "nkp"): string {
+    const name = uniqueName(prefix);
+    sh("ip", ["netns", "add", name]);
+    this.netnses.push(name);
+    return name;
+  }
+
+  deleteNetns(name: string): void {
+    sh("ip", ["netns", "del", name]);
+    this.netnses.splice(this.netnses.indexOf(name), 1);
+  }
+
+  tempDir(prefix: string): string {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+    this.dirs.push(dir);
+    return dir;
+  }
+
+  cleanup(): void {
+    for (const ns of this.netnses.splice(0)) trySh("ip", ["netns", "del", ns]);
+    for (const dir of this.dirs.splice(0)) fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** Runs the plugin from inside `node` (its host namespace), as a runtime would. */
+export function runPlugin(
+  node: string,
+  verb: string,
+  att: Partial<Attachment>,
+  conf: unknown,
+  extraEnv: Record<string, string> = {},
+): PluginRun {
+  const env: Record<string, string> = { PATH: "/usr/sbin:/usr/bin:/sbin:/bin", CNI_COMMAND: verb, CNI_PATH, ...extraEnv };
+  if (att.containerId !== undefined) env.CNI_CONTAINERID = att.containerId;
+  if (att.ifname !== undefined) env.CNI_IFNAME = att.ifname;
+  if (att.netns !== undefined) env.CNI_NETNS = att.netns;
+  const r = spawnSync("nsenter", [`--net=/run/netns/${node}`, BINARY], {
+    input: typeof conf === "string" ? conf : JSON.stringify(conf),
+    env,
+    encoding: "utf8",
+    timeout: 30_000,
+  });
+  let json: Record<string, unknown> | undefined;
+  try {
+    json = r.stdout.trim() ? (JSON.parse(r.stdout) as Record<string, unknown>) : undefined;
+  } catch {
+    json = undefined;
+  }
+  return { status: r.status, stdout: r.stdout, json };
+}
+
+/** A veth-datapath network config with host-local IPAM keeping its state in `dataDir`. */
+export function vethConf(opts: {
+  cniVersion?: string;
+  subnet4?: string;
+  subnet6?: string;
+  dataDir: string;
+  logFile: string;
+  extra?: Record<string, unknown>;
+  rangeStart4?: string;
+}): Record<string, unknown> {
+  const ranges: unknown[] = [];
+  if (opts.subnet4) {
+    const r: Record<string, string> = { subnet: opts.subnet4 };
+    if (opts.rangeStart4) {
+      r.rangeStart = opts.rangeStart4;
+      r.rangeEnd = opts.rangeStart4;
+    }
+    ranges.push([r]);
+  }
+  if (opts.subnet6) ranges.push([{ subnet: opts.subnet6 }]);
+  return {
+    cniVersion: opts.cniVersion ?? "1.1.0",
+    name: "nktest",
+    type: "netkit-cni",
+    datapath: "veth",
+    logFile: opts.logFile,
+    logLevel: "debug",
+    ipam: { type: "host-local", ranges, dataDir: opts.dataDir },
+    ...opts.extra,
+  };
+}
+
+/** host-local keeps one file per allocated IP in <dataDir>/<network name>/. */
+export function allocatedIps(dataDir: string): string[] {
+  const dir = path.join(dataDir, "nktest");
+  if (!fs.existsSync(dir)) return [];
+  return fs.readdirSync(dir).filter((f) => /^[0-9a-f.:]+$/i.test(f) && (f.includes(".") || f.includes(":")));
+}
+
+/** Host-side devices the plugin made in a node netns. */
+export function pluginLinks(node: string): string[] {
+  return inNs(node, "ip", ["-o", "link", "show"])
+    .split("\n")
+    .map((l) => l.split(":")[1]?.trim().split("@")[0] ?? "")
+    .filter((n) => n.startsWith("nk"));
+}
+
+export function ping(netns: string, address: string): boolean {
+  const v6 = address.includes(":");
+  return trySh("nsenter", [`--net=/run/netns/${netns}`, "ping", ...(v6 ? ["-6"] : []), "-c1", "-W2", address]).ok;
+}

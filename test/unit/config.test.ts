@@ -1,0 +1,90 @@
+import { describe, expect, it } from "vitest";
+import { parseNetConf } from "../../src/cni/config";
+import { CniError } from "../../src/cni/errors";
+
+const good = {
+  cniVersion: "1.0.0",
+  name: "pods",
+  type: "netkit-cni",
+  ipam: { type: "host-local", ranges: [[{ subnet: "10.1.0.0/24" }]] },
+};
+
+function errorOf(input: unknown): CniError {
+  try {
+    parseNetConf(typeof input === "string" ? input : JSON.stringify(input));
+  } catch (e) {
+    if (e instanceof CniError) return e;
+    throw e;
+  }
+  throw new Error("expected a CniError");
+}
+
+describe("parseNetConf", () => {
+  it("parses a minimal config with defaults", () => {
+    const conf = parseNetConf(JSON.stringify(good));
+    expect(conf).toMatchObject({
+      cniVersion: "1.0.0",
+      name: "pods",
+      datapath: "veth",
+      logLevel: "info",
+      logFile: "/var/log/netkit-cni.log",
+      mtu: undefined,
+    });
+    expect(conf.ipam?.type).toBe("host-local");
+    expect(conf.raw).toEqual(good);
+  });
+
+  it("picks the highest supported version from a conflist's cniVersions", () => {
+    const { cniVersion, ...rest } = good;
+    expect(parseNetConf(JSON.stringify({ ...rest, cniVersions: ["0.3.1", "1.0.0", "9.9.9"] })).cniVersion).toBe(
+      "1.0.0",
+    );
+  });
+
+  it.each([
+    ["empty input", "", 6],
+    ["not JSON", "{nope", 6],
+    ["a JSON array", "[]", 6],
+    ["unsupported cniVersion", { ...good, cniVersion: "0.2.0" }, 1],
+    ["unknown cniVersion", { ...good, cniVersion: "7.0.0" }, 1],
+    ["missing cniVersion", { ...good, cniVersion: undefined }, 7],
+    ["missing name", { ...good, name: undefined }, 7],
+    ["bad name", { ...good, name: "-x" }, 7],
+    ["numeric name", { ...good, name: 3 }, 7],
+    ["missing type", { ...good, type: undefined }, 7],
+    ["unknown datapath", { ...good, datapath: "bridge" }, 7],
+    ["tiny mtu", { ...good, mtu: 20 }, 7],
+    ["fractional mtu", { ...good, mtu: 1400.5 }, 7],
+    ["ipam not an object", { ...good, ipam: "host-local" }, 7],
+    ["ipam type a path", { ...good, ipam: { type: "../../bin/sh" } }, 7],
+    ["bad log level", { ...good, logLevel: "loud" }, 7],
+    ["bad valid-attachments", { ...good, "cni.dev/valid-attachments": [{ containerID: 1 }] }, 7],
+    ["prevResult with a bad address", { ...good, prevResult: { ips: [{ address: "10.0.0.1" }] } }, 6],
+  ])("rejects %s with code %i", (_what, input, code) => {
+    const err = errorOf(input);
+    expect(err.code).toBe(code);
+    expect(err.message.length).toBeGreaterThan(10);
+  });
+
+  it("refuses configs over 1 MiB", () => {
+    const err = errorOf({ ...good, padding: "x".repeat(1 << 20) });
+    expect(err.code).toBe(6);
+    expect(err.message).toContain("larger than");
+  });
+
+  it("ignores unknown fields, as the spec asks", () => {
+    expect(parseNetConf(JSON.stringify({ ...good, somethingNew: { a: 1 } })).name).toBe("pods");
+  });
+
+  it("parses prevResult of an older version and GC's attachment list", () => {
+    const conf = parseNetConf(
+      JSON.stringify({
+        ...good,
+        prevResult: { cniVersion: "0.4.0", ips: [{ version: "4", address: "10.1.0.5/32", interface: 1 }] },
+        "cni.dev/valid-attachments": [{ containerID: "c1", ifname: "eth0" }],
+      }),
+    );
+    expect(conf.prevResult?.ips).toEqual([{ address: "10.1.0.5/32", interface: 1 }]);
+    expect(conf.validAttachments).toEqual([{ containerId: "c1", ifname: "eth0" }]);
+  });
+});

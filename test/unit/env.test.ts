@@ -1,0 +1,85 @@
+import { describe, expect, it } from "vitest";
+import { parseCniArgs, parseEnv, validateContainerId, validateIfname } from "../../src/cni/env";
+import { CniError } from "../../src/cni/errors";
+
+const base = {
+  CNI_COMMAND: "ADD",
+  CNI_CONTAINERID: "abc123",
+  CNI_NETNS: "/run/netns/pod",
+  CNI_IFNAME: "eth0",
+  CNI_PATH: "/opt/cni/bin:/usr/lib/cni",
+};
+
+function codeOf(fn: () => unknown): number | undefined {
+  try {
+    fn();
+  } catch (e) {
+    return e instanceof CniError ? e.code : -1;
+  }
+  return undefined;
+}
+
+describe("parseEnv", () => {
+  it("parses a complete ADD environment", () => {
+    const env = parseEnv({ ...base, CNI_ARGS: "K8S_POD_NAME=web;K8S_POD_NAMESPACE=default" });
+    expect(env).toEqual({
+      command: "ADD",
+      containerId: "abc123",
+      netns: "/run/netns/pod",
+      ifname: "eth0",
+      args: { K8S_POD_NAME: "web", K8S_POD_NAMESPACE: "default" },
+      path: ["/opt/cni/bin", "/usr/lib/cni"],
+    });
+  });
+
+  it.each([
+    ["CNI_COMMAND", "ADD"],
+    ["CNI_CONTAINERID", "ADD"],
+    ["CNI_NETNS", "ADD"],
+    ["CNI_IFNAME", "ADD"],
+    ["CNI_PATH", "ADD"],
+    ["CNI_NETNS", "CHECK"],
+    ["CNI_CONTAINERID", "DEL"],
+  ])("rejects a missing %s for %s with code 4", (name, verb) => {
+    const env: Record<string, string> = { ...base, CNI_COMMAND: verb };
+    delete env[name];
+    expect(codeOf(() => parseEnv(env))).toBe(4);
+  });
+
+  it("accepts DEL without a netns: the pod may be gone", () => {
+    expect(parseEnv({ ...base, CNI_COMMAND: "DEL", CNI_NETNS: "" }).netns).toBe("");
+  });
+
+  it("needs nothing but the command for VERSION, GC and STATUS get by without pod variables", () => {
+    expect(parseEnv({ CNI_COMMAND: "VERSION" }).command).toBe("VERSION");
+    expect(parseEnv({ CNI_COMMAND: "GC", CNI_PATH: "/opt/cni/bin" }).command).toBe("GC");
+  });
+
+  it("rejects unknown commands and relative netns paths", () => {
+    expect(codeOf(() => parseEnv({ ...base, CNI_COMMAND: "UPDATE" }))).toBe(4);
+    expect(codeOf(() => parseEnv({ ...base, CNI_NETNS: "run/netns/pod" }))).toBe(4);
+  });
+
+  it("rejects malformed CNI_ARGS", () => {
+    expect(codeOf(() => parseCniArgs("novalue"))).toBe(4);
+    expect(parseCniArgs("A=1;;B=x=y")).toEqual({ A: "1", B: "x=y" });
+  });
+});
+
+describe("interface names", () => {
+  it.each(["eth0", "net1", "a".repeat(15), "pod-if_1.2"])("accepts %s", (name) => {
+    expect(() => validateIfname(name)).not.toThrow();
+  });
+  it.each(["", "a".repeat(16), "eth/0", "eth:0", "eth 0", "eth\t0", ".", ".."])("rejects %j", (name) => {
+    expect(codeOf(() => validateIfname(name))).toBe(4);
+  });
+});
+
+describe("container IDs", () => {
+  it.each(["a", "0123abcdef".repeat(6), "pod_1.x-y"])("accepts %s", (id) => {
+    expect(() => validateContainerId(id)).not.toThrow();
+  });
+  it.each(["", "../etc/passwd", "-leading", "a/b", "a b", "x".repeat(201), "id\0nul"])("rejects %j", (id) => {
+    expect(codeOf(() => validateContainerId(id))).toBe(4);
+  });
+});
