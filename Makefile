@@ -19,7 +19,7 @@ typecheck: deps
 	npx tsc --noEmit
 
 lint: deps
-	npx biome check src test scripts bench vitest.config.ts
+	npx biome check src test scripts vitest.config.ts
 
 test-unit: deps
 	npx vitest run --project unit

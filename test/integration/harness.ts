@@ -99,7 +99,12 @@ export function runPlugin(
   conf: unknown,
   extraEnv: Record<string, string> = {},
 ): PluginRun {
-  const env: Record<string, string> = { PATH: "/usr/sbin:/usr/bin:/sbin:/bin", CNI_COMMAND: verb, CNI_PATH, ...extraEnv };
+  const env: Record<string, string> = {
+    PATH: "/usr/sbin:/usr/bin:/sbin:/bin",
+    CNI_COMMAND: verb,
+    CNI_PATH,
+    ...extraEnv,
+  };
   if (att.containerId !== undefined) env.CNI_CONTAINERID = att.containerId;
   if (att.ifname !== undefined) env.CNI_IFNAME = att.ifname;
   if (att.netns !== undefined) env.CNI_NETNS = att.netns;

@@ -5,17 +5,7 @@
  */
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import {
-  allocatedIps,
-  Fixture,
-  inNs,
-  type PluginRun,
-  ping,
-  pluginLinks,
-  runPlugin,
-  sh,
-  vethConf,
-} from "./harness";
+import { allocatedIps, Fixture, inNs, type PluginRun, ping, pluginLinks, runPlugin, sh, vethConf } from "./harness";
 
 const NODE_V4 = "10.210.255.1";
 const NODE_V6 = "fd10:210::1";
@@ -42,6 +32,9 @@ afterEach(() => fx.cleanup());
 function add(containerId: string, netns: string, ifname = "eth0", c: Record<string, unknown> = conf): PluginRun {
   return runPlugin(node, "ADD", { containerId, netns: `/run/netns/${netns}`, ifname }, c);
 }
+
+/** The host device name from an ADD result (interfaces[0]). */
+const hostDev = (run: PluginRun) => ((run.json?.interfaces ?? []) as { name: string }[])[0]?.name ?? "";
 
 function podIps(run: PluginRun): { v4: string; v6: string } {
   const ips = (run.json?.ips ?? []) as { address: string }[];
@@ -158,10 +151,15 @@ describe("CHECK", () => {
     const pod = fx.makeNetns();
     const a = add("chk2", pod);
     inNs(pod, "ip", ["-6", "route", "del", "default"]);
-    const r = runPlugin(node, "CHECK", { containerId: "chk2", netns: `/run/netns/${pod}`, ifname: "eth0" }, {
-      ...conf,
-      prevResult: a.json,
-    });
+    const r = runPlugin(
+      node,
+      "CHECK",
+      { containerId: "chk2", netns: `/run/netns/${pod}`, ifname: "eth0" },
+      {
+        ...conf,
+        prevResult: a.json,
+      },
+    );
     expect(r.json?.code).toBe(101);
     expect(String(r.json?.msg)).toContain("route ::/0 via fe80::1");
   });
@@ -200,7 +198,7 @@ describe("DEL", () => {
     const pod = fx.makeNetns();
     const a = add("owner", pod);
     expect(a.status).toBe(0);
-    const dev = (a.json?.interfaces as { name: string }[])[0]?.name ?? "";
+    const dev = hostDev(a);
     inNs(node, "ip", ["link", "set", dev, "alias", "netkit-cni:eth0/someone-else"]);
     expect(runPlugin(node, "DEL", { containerId: "owner", netns: "", ifname: "eth0" }, conf).status).toBe(0);
     expect(pluginLinks(node)).toEqual([dev]);
@@ -213,9 +211,14 @@ describe("GC and STATUS", () => {
     const podB = fx.makeNetns();
     const a = add("keep", podA);
     const b = add("stale", podB);
-    const keepDev = (a.json?.interfaces as { name: string }[])[0]?.name;
-    const staleDev = (b.json?.interfaces as { name: string }[])[0]?.name;
-    const gc = runPlugin(node, "GC", {}, { ...conf, "cni.dev/valid-attachments": [{ containerID: "keep", ifname: "eth0" }] });
+    const keepDev = hostDev(a);
+    const staleDev = hostDev(b);
+    const gc = runPlugin(
+      node,
+      "GC",
+      {},
+      { ...conf, "cni.dev/valid-attachments": [{ containerID: "keep", ifname: "eth0" }] },
+    );
     expect(gc.status, gc.stdout).toBe(0);
     expect(pluginLinks(node)).toEqual([keepDev]);
     expect(pluginLinks(node)).not.toContain(staleDev);

@@ -14,16 +14,17 @@ let dir: string;
 /** A plugin that records its CNI_COMMAND and stdin, then runs `body`. */
 function plugin(name: string, body: string): void {
   const file = path.join(dir, name);
-  fs.writeFileSync(
-    file,
-    `#!/bin/sh\nin=$(cat)\necho "$CNI_COMMAND $in" >> "${dir}/${name}.calls"\n${body}\n`,
-    { mode: 0o755 },
-  );
+  fs.writeFileSync(file, `#!/bin/sh\nin=$(cat)\necho "$CNI_COMMAND $in" >> "${dir}/${name}.calls"\n${body}\n`, {
+    mode: 0o755,
+  });
 }
 
 const calls = (name: string) =>
   fs.existsSync(path.join(dir, `${name}.calls`))
-    ? fs.readFileSync(path.join(dir, `${name}.calls`), "utf8").trim().split("\n")
+    ? fs
+        .readFileSync(path.join(dir, `${name}.calls`), "utf8")
+        .trim()
+        .split("\n")
     : [];
 
 const target = (pluginType: string, cniVersion = "1.1.0"): DelegateTarget => ({

@@ -4,7 +4,10 @@ import { parseResult, type Result, renderResult } from "../../src/cni/result";
 import { negotiateVersion, requireVerbInVersion, versionInfo } from "../../src/cni/version";
 
 const result: Result = {
-  interfaces: [{ name: "nk0123456789abc", mac: "02:00:00:00:00:01" }, { name: "eth0", mtu: 1450, sandbox: "/run/netns/p" }],
+  interfaces: [
+    { name: "nk0123456789abc", mac: "02:00:00:00:00:01" },
+    { name: "eth0", mtu: 1450, sandbox: "/run/netns/p" },
+  ],
   ips: [
     { address: "10.1.0.5/32", gateway: "169.254.1.1", interface: 1 },
     { address: "fd00::5/128", gateway: "fe80::1", interface: 1 },
