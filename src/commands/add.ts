@@ -3,7 +3,6 @@
  * leaves something behind registers its undo right after it succeeds, and any failure
  * unwinds them in reverse, so a failed ADD leaves no device, route or IP allocation.
  */
-import { delegateAdd, delegateDel } from "../cni/delegate";
 import { CniError, ErrorCode } from "../cni/errors";
 import type { Result } from "../cni/result";
 import { GATEWAY_V4, GATEWAY_V6 } from "../datapath/gateway";
@@ -16,13 +15,14 @@ import { configurePodEnd, hostPrefix, podDefaultRoutes } from "../datapath/pod-e
 import type { Endpoint } from "../datapath/types";
 import { log } from "../log";
 import { deleteLinkByName, getLinkByName } from "../netlink/links";
-import { type Invocation, requireIpamTarget } from "./invocation";
+import type { Invocation } from "./invocation";
+import { requireIpamBackend } from "./ipam-backend";
 import { Rollback } from "./rollback";
 
 export async function cmdAdd(inv: Invocation): Promise<Result> {
   const { env, conf } = inv;
   const datapath = datapathFor(conf.datapath);
-  const ipam = requireIpamTarget(inv);
+  const ipam = requireIpamBackend(inv);
   const ns = openNamespaces(env.netns);
   const rollback = new Rollback();
   try {
@@ -38,11 +38,11 @@ export async function cmdAdd(inv: Invocation): Promise<Result> {
       );
     }
 
-    const ipamResult = delegateAdd(ipam);
-    rollback.onFailure("release IP addresses", () => delegateDel(ipam));
+    const ipamResult = ipam.add();
+    rollback.onFailure("release IP addresses", () => ipam.del());
     const addresses = ipamResult.ips.map((ip) => ip.address);
     if (addresses.length === 0) {
-      throw new CniError(ErrorCode.IpamFailure, `ipam plugin ${ipam.pluginType} returned no addresses`);
+      throw new CniError(ErrorCode.IpamFailure, `${ipam.name} returned no addresses`);
     }
 
     const endpoint: Endpoint = {

@@ -4,7 +4,6 @@
  * host routes each address to the pod. The first difference fails with a message that
  * says what is missing and where.
  */
-import { delegateCheck } from "../cni/delegate";
 import { CniError, ErrorCode, invalidConfig } from "../cni/errors";
 import type { IpConfig, Result } from "../cni/result";
 import { closeNamespaces, openNamespaces } from "../datapath/namespaces";
@@ -13,7 +12,8 @@ import { hostPrefix, podDefaultRoutes } from "../datapath/pod-end";
 import { listAddresses } from "../netlink/addrs";
 import { getLinkByName, isUp, type Link } from "../netlink/links";
 import { listRoutes, type Route } from "../netlink/routes";
-import { type Invocation, ipamTarget } from "./invocation";
+import type { Invocation } from "./invocation";
+import { ipamBackend } from "./ipam-backend";
 
 const mismatch = (msg: string) => new CniError(ErrorCode.CheckMismatch, msg);
 
@@ -21,8 +21,8 @@ export async function cmdCheck(inv: Invocation): Promise<void> {
   const { env, conf } = inv;
   const prev = conf.prevResult;
   if (!prev) throw invalidConfig("CHECK needs prevResult: the result of the ADD being checked");
-  const ipam = ipamTarget(inv);
-  if (ipam) delegateCheck(ipam);
+  const addresses = podAddresses(prev, env.ifname).map((ip) => ip.address);
+  ipamBackend(inv)?.check(addresses);
 
   const ns = openNamespaces(env.netns);
   try {
@@ -33,7 +33,6 @@ export async function cmdCheck(inv: Invocation): Promise<void> {
     }
     const podLink = requireUp(await getLinkByName(ns.pod, env.ifname), `interface ${env.ifname} in ${env.netns}`);
 
-    const addresses = podAddresses(prev, env.ifname).map((ip) => ip.address);
     const podAddrs = await listAddresses(ns.pod, podLink.index);
     for (const cidr of addresses) {
       const want = hostPrefix(cidr);

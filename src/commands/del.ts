@@ -5,18 +5,17 @@
  * come twice. Each of those succeeds.
  * Only a device carrying this attachment's ownership alias is deleted.
  */
-import { delegateDel } from "../cni/delegate";
 import { hostDeviceName, ownerAlias } from "../datapath/naming";
 import { log } from "../log";
 import { deleteLinkByName, getLinkByName } from "../netlink/links";
 import { RtnlSocket } from "../netlink/socket";
-import { type Invocation, ipamTarget } from "./invocation";
+import type { Invocation } from "./invocation";
+import { ipamBackend } from "./ipam-backend";
 
 export async function cmdDel(inv: Invocation): Promise<void> {
   const { env } = inv;
-  const ipam = ipamTarget(inv);
   // IPs first, as ptp does: an address must not stay allocated because a device is stuck.
-  if (ipam) delegateDel(ipam);
+  ipamBackend(inv)?.del();
 
   const hostDevice = hostDeviceName(env.containerId, env.ifname);
   const host = RtnlSocket.open();

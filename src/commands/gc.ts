@@ -5,13 +5,13 @@
  * keeps going past individual failures and reports them all at the end. The IPAM
  * plugin gets the same GC request.
  */
-import { delegateSince110 } from "../cni/delegate";
 import { CniError, ErrorCode, invalidConfig } from "../cni/errors";
 import { hostDeviceName, parseOwnerAlias } from "../datapath/naming";
 import { log } from "../log";
 import { deleteLinkByName, listLinks } from "../netlink/links";
 import { RtnlSocket } from "../netlink/socket";
-import { type Invocation, ipamTarget } from "./invocation";
+import type { Invocation } from "./invocation";
+import { ipamBackend } from "./ipam-backend";
 
 export async function cmdGc(inv: Invocation): Promise<void> {
   const valid = inv.conf.validAttachments;
@@ -38,10 +38,10 @@ export async function cmdGc(inv: Invocation): Promise<void> {
     host.close();
   }
 
-  const ipam = ipamTarget(inv);
+  const ipam = ipamBackend(inv);
   if (ipam) {
     try {
-      if (!delegateSince110(ipam, "GC")) log.info(`gc: ipam plugin ${ipam.pluginType} predates GC; not forwarded`);
+      log.info(`gc: ${ipam.name}: ${ipam.gc(valid)}`);
     } catch (e) {
       failures.push((e as Error).message);
     }

@@ -3,11 +3,11 @@
  * and the IPAM plugin, if it has a STATUS verb, must say it is ready. Anything else is
  * code 50 (plugin not available), with the reason.
  */
-import { delegateSince110 } from "../cni/delegate";
 import { CniError, ErrorCode } from "../cni/errors";
 import { listLinks } from "../netlink/links";
 import { RtnlSocket } from "../netlink/socket";
-import { type Invocation, ipamTarget } from "./invocation";
+import type { Invocation } from "./invocation";
+import { ipamBackend } from "./ipam-backend";
 
 export async function cmdStatus(inv: Invocation): Promise<void> {
   const notReady = (why: string) => new CniError(ErrorCode.PluginNotAvailable, `not ready: ${why}`);
@@ -21,10 +21,8 @@ export async function cmdStatus(inv: Invocation): Promise<void> {
   } catch (e) {
     throw notReady(`netlink: ${(e as Error).message}`);
   }
-  const ipam = ipamTarget(inv);
-  if (!ipam) return;
   try {
-    delegateSince110(ipam, "STATUS");
+    ipamBackend(inv)?.status();
   } catch (e) {
     if (e instanceof CniError && e.code === ErrorCode.PluginNotAvailable) throw e;
     throw notReady((e as Error).message);

@@ -1,0 +1,66 @@
+/**
+ * The IPAM half of every verb, behind one interface whether addresses come from the
+ * embedded allocator (`ipam.type: "netkit-cni"`, src/ipam) or from a delegated plugin
+ * found in CNI_PATH (src/cni/delegate). Never delegates to ourselves: with the embedded
+ * type that would exec this very binary with the same config, forever.
+ */
+import type { Attachment } from "../cni/config";
+import { type DelegateTarget, delegateAdd, delegateCheck, delegateDel, delegateSince110 } from "../cni/delegate";
+import { invalidConfig } from "../cni/errors";
+import type { Result } from "../cni/result";
+import * as embedded from "../ipam/index";
+import type { Invocation } from "./invocation";
+
+export interface IpamBackend {
+  /** For messages: "embedded ipam" or "ipam plugin host-local". */
+  readonly name: string;
+  add(): Result;
+  /** Idempotent: releasing what is not allocated succeeds. */
+  del(): void;
+  check(addresses: string[]): void;
+  /** Returns a line for the log saying what was done. */
+  gc(valid: Attachment[]): string;
+  status(): void;
+}
+
+function embeddedBackend(inv: Invocation, cfg: embedded.EmbeddedIpamConfig): IpamBackend {
+  const { containerId, ifname } = inv.env;
+  return {
+    name: "embedded ipam",
+    add: () => embedded.allocate(cfg, containerId, ifname),
+    del: () => embedded.release(cfg, containerId, ifname),
+    check: (addresses) => embedded.check(cfg, containerId, ifname, addresses),
+    gc: (valid) => {
+      const { released } = embedded.gc(cfg, valid);
+      return released.length ? `released ${released.join(", ")}` : "nothing to release";
+    },
+    status: () => embedded.status(cfg),
+  };
+}
+
+function delegatedBackend(target: DelegateTarget): IpamBackend {
+  return {
+    name: `ipam plugin ${target.pluginType}`,
+    add: () => delegateAdd(target),
+    del: () => delegateDel(target),
+    check: () => delegateCheck(target),
+    gc: () => (delegateSince110(target, "GC") ? "forwarded" : "plugin predates GC; not forwarded"),
+    status: () => {
+      delegateSince110(target, "STATUS");
+    },
+  };
+}
+
+/** The configured IPAM, or undefined when the config has none. */
+export function ipamBackend(inv: Invocation): IpamBackend | undefined {
+  const ipam = inv.conf.ipam;
+  if (!ipam) return undefined;
+  if (embedded.isEmbeddedIpam(ipam)) return embeddedBackend(inv, embedded.parseIpamConfig(ipam, inv.conf.name));
+  return delegatedBackend({ pluginType: ipam.type, searchPath: inv.env.path, conf: inv.conf.raw, env: inv.processEnv });
+}
+
+export function requireIpamBackend(inv: Invocation): IpamBackend {
+  const backend = ipamBackend(inv);
+  if (!backend) throw invalidConfig(`"ipam" is required: the plugin needs addresses for the pod`);
+  return backend;
+}

@@ -1,0 +1,82 @@
+/**
+ * The allocation policy, host-local's: round-robin through a range set's ranges, starting
+ * just after the address last reserved from that set and wrapping around, skipping the
+ * network address, the IPv4 broadcast and the gateway. Pure: it proposes addresses; the
+ * store decides whether one is still free. Never reads or writes files.
+ */
+import type { RangeSet } from "./config";
+import { capacity, formatAddress, type IpRange, isExcluded, parseAddress, rangeContains } from "./ranges";
+
+export interface Candidate {
+  range: IpRange;
+  ip: string;
+}
+
+/** The range of the set holding `ip`, if any. */
+export function rangeFor(set: RangeSet, ip: string): IpRange | undefined {
+  const addr = parseAddress(ip);
+  return addr ? set.ranges.find((r) => rangeContains(r, addr)) : undefined;
+}
+
+/**
+ * Every allocatable address of the set once, in round-robin order: from the address after
+ * `lastReserved` (when it still lies in the set) or else from the first range's start,
+ * through the ranges in order, wrapping to the first.
+ */
+export function* candidates(set: RangeSet, lastReserved: string | undefined): Generator<Candidate> {
+  const { ranges, family } = set;
+  let index = 0;
+  let cur: bigint | undefined;
+  const last = lastReserved === undefined ? undefined : parseAddress(lastReserved);
+  if (last) {
+    const at = ranges.findIndex((r) => rangeContains(r, last));
+    if (at !== -1) {
+      index = at;
+      cur = last.value;
+    }
+  }
+  const first = ranges[index];
+  if (!first) return;
+  // Walk positions, not addresses: the count of steps is the set's size, whatever the start.
+  let remaining = ranges.reduce((n, r) => n + (r.end - r.start + 1n), 0n);
+  let range = first;
+  let value = cur === undefined ? range.start : cur + 1n;
+  while (remaining > 0n) {
+    if (value > range.end) {
+      index = (index + 1) % ranges.length;
+      range = ranges[index] as IpRange;
+      value = range.start;
+    }
+    remaining--;
+    if (!isExcluded(range, value)) yield { range, ip: formatAddress(family, value) };
+    value++;
+  }
+}
+
+/** How many addresses the set can hand out in total. */
+export function setCapacity(set: RangeSet): bigint {
+  return set.ranges.reduce((n, r) => n + capacity(r), 0n);
+}
+
+/**
+ * The first free candidate, or undefined when the set is full. `reservedInSet` counts the
+ * set's addresses already taken: when it reaches the capacity the answer is known without
+ * walking (a full /8 would otherwise mean millions of steps); otherwise the walk meets at
+ * most that many taken addresses before a free one.
+ */
+export function pickFree(
+  set: RangeSet,
+  lastReserved: string | undefined,
+  isTaken: (ip: string) => boolean,
+  reservedInSet: number,
+): Candidate | undefined {
+  if (BigInt(reservedInSet) >= setCapacity(set)) return undefined;
+  for (const c of candidates(set, lastReserved)) {
+    if (!isTaken(c.ip)) return c;
+  }
+  return undefined;
+}
+
+export function describeSet(set: RangeSet): string {
+  return set.ranges.map((r) => `${formatAddress(set.family, r.start)}-${formatAddress(set.family, r.end)}`).join(",");
+}

@@ -1,0 +1,277 @@
+/**
+ * The embedded IPAM, used when `ipam.type` is "netkit-cni": host-local's behaviour and
+ * on-disk store without exec'ing another binary. The verbs' IPAM halves live here:
+ * allocate (ADD), release (DEL), check (CHECK), gc (GC), status (STATUS), plus
+ * listAllocations for tools and tests.
+ * Everything is synchronous and every change happens under the store's lock. Errors carry
+ * their CNI code: 7 bad config (config.ts), 11 lock busy, 50 no free address, 5 I/O,
+ * 101 CHECK mismatch. Never touches network devices or namespaces.
+ */
+
+import * as fs from "node:fs";
+import * as path from "node:path";
+import type { Attachment } from "../cni/config";
+import { CniError, ErrorCode, invalidEnv } from "../cni/errors";
+import type { IpConfig, Result } from "../cni/result";
+import { describeSet, pickFree, rangeFor } from "./allocator";
+import type { EmbeddedIpamConfig } from "./config";
+import { formatAddress, parseAddressOrCidr } from "./ranges";
+import { IpStore, type LockedStore, type Owner, type Reservation } from "./store";
+
+export {
+  DEFAULT_DATA_DIR,
+  DEFAULT_LOCK_TIMEOUT_MS,
+  EMBEDDED_IPAM_TYPE,
+  type EmbeddedIpamConfig,
+  isEmbeddedIpam,
+  type ParseOptions,
+  parseIpamConfig,
+  type RangeSet,
+} from "./config";
+
+export interface Allocation {
+  ip: string;
+  containerId: string;
+  /** Undefined for legacy reservations that recorded only the container. */
+  ifname: string | undefined;
+}
+
+function storeOf(cfg: EmbeddedIpamConfig): IpStore {
+  return new IpStore(cfg.storeDir, cfg.lockTimeoutMs);
+}
+
+/** The ID and ifname become file content split by "\r\n"; anything that breaks that is refused. */
+function requireAttachment(containerId: string, ifname: string): void {
+  if (containerId.trim() === "" || /[\r\n\0]/.test(containerId)) {
+    throw invalidEnv(`container ID ${JSON.stringify(containerId)} cannot own an IP address`);
+  }
+  if (ifname === "" || /[\r\n\0]/.test(ifname)) {
+    throw invalidEnv(`interface name ${JSON.stringify(ifname)} cannot own an IP address`);
+  }
+}
+
+const ownedExactly = (owner: Owner, containerId: string, ifname: string) =>
+  owner.ifname === ifname && owner.containerId === containerId.trim();
+
+const ownedLegacy = (owner: Owner, containerId: string) =>
+  owner.ifname === undefined && owner.containerId === containerId.trim();
+
+function prefixOf(cfg: EmbeddedIpamConfig, setIndex: number, ip: string): IpConfig {
+  const set = cfg.rangeSets[setIndex];
+  const range = set && rangeFor(set, ip);
+  if (!set || !range) throw new CniError(ErrorCode.Internal, `${ip} is not in range set ${setIndex}`);
+  return {
+    address: `${ip}/${range.subnet.prefixLength}`,
+    gateway: formatAddress(set.family, range.gateway),
+  };
+}
+
+/**
+ * ADD: one address per range set for this attachment. An address the attachment already
+ * holds in a set is returned again (an ADD repeated after a crash must not take a second
+ * one). If any set cannot be served, the addresses this call reserved are released before
+ * the error is thrown.
+ */
+export function allocate(cfg: EmbeddedIpamConfig, containerId: string, ifname: string): Result {
+  requireAttachment(containerId, ifname);
+  const ips = storeOf(cfg).withLock((store) => {
+    const reserved = store.reservations();
+    const ours: string[] = [];
+    try {
+      return cfg.rangeSets.map((set, index) => {
+        const held = [...reserved.values()].find(
+          (r) => ownedExactly(r.owner, containerId, ifname) && rangeFor(set, r.ip),
+        );
+        if (held) return prefixOf(cfg, index, held.ip);
+        const ip = reserveIn(store, reserved, index, cfg, containerId, ifname);
+        ours.push(ip);
+        return prefixOf(cfg, index, ip);
+      });
+    } catch (e) {
+      for (const ip of ours) store.remove(ip);
+      throw e;
+    }
+  });
+  return { interfaces: [], ips, routes: cfg.routes.map((r) => ({ ...r })), dns: { ...cfg.dns } };
+}
+
+function reserveIn(
+  store: LockedStore,
+  reserved: Map<string, Reservation>,
+  index: number,
+  cfg: EmbeddedIpamConfig,
+  containerId: string,
+  ifname: string,
+): string {
+  const set = cfg.rangeSets[index];
+  if (!set) throw new CniError(ErrorCode.Internal, `no range set ${index}`);
+  const last = store.lastReserved(index);
+  let inSet = [...reserved.keys()].filter((ip) => rangeFor(set, ip)).length;
+  for (;;) {
+    const pick = pickFree(set, last, (ip) => reserved.has(ip), inSet);
+    if (!pick) {
+      // Code 50, "cannot service ADD requests": the same answer STATUS gives for this
+      // state, so a runtime that polls STATUS stops scheduling pods here. Not 11: a full
+      // range does not clear up by retrying, only by pods going away. The message is
+      // host-local's, so existing alerts keep matching.
+      throw new CniError(
+        ErrorCode.PluginNotAvailable,
+        `no IP addresses available in range set: ${describeSet(set)}`,
+        `network ${cfg.networkName}, range set ${index}, store ${cfg.storeDir}`,
+      );
+    }
+    const owner: Owner = { containerId: containerId.trim(), ifname };
+    if (store.reserve(pick.ip, containerId, ifname)) {
+      reserved.set(pick.ip, { ip: pick.ip, owner });
+      store.setLastReserved(index, pick.ip);
+      return pick.ip;
+    }
+    // Taken behind our back (a writer that ignores the lock): count it and look further.
+    reserved.set(pick.ip, { ip: pick.ip, owner: { containerId: "", ifname: undefined } });
+    inSet++;
+  }
+}
+
+/**
+ * DEL: frees every address this attachment holds. Like host-local, reservations that
+ * name only the container (written by older versions) are freed when none names the
+ * attachment exactly. Nothing to free, or no store at all, is success: DEL may repeat.
+ */
+export function release(cfg: EmbeddedIpamConfig, containerId: string, ifname: string): void {
+  requireAttachment(containerId, ifname);
+  const store = storeOf(cfg);
+  if (!store.exists()) return;
+  store.withLock((locked) => {
+    const all = [...locked.reservations().values()];
+    let mine = all.filter((r) => ownedExactly(r.owner, containerId, ifname));
+    if (mine.length === 0) mine = all.filter((r) => ownedLegacy(r.owner, containerId));
+    for (const r of mine) locked.remove(r.ip);
+  });
+}
+
+/**
+ * CHECK: every address in `addresses` (plain or CIDR) is reserved for this attachment.
+ * With no addresses given, the attachment must hold at least one (host-local's check).
+ */
+export function check(cfg: EmbeddedIpamConfig, containerId: string, ifname: string, addresses: string[]): void {
+  requireAttachment(containerId, ifname);
+  const mismatch = (msg: string) => new CniError(ErrorCode.CheckMismatch, msg);
+  const store = storeOf(cfg);
+  if (!store.exists())
+    throw mismatch(`no IP address is reserved for ${containerId}/${ifname}: ${cfg.storeDir} is missing`);
+  store.withLock((locked) => {
+    const reserved = locked.reservations();
+    const owns = (r: Reservation | undefined) =>
+      r !== undefined && (ownedExactly(r.owner, containerId, ifname) || ownedLegacy(r.owner, containerId));
+    if (addresses.length === 0) {
+      if (![...reserved.values()].some(owns)) throw mismatch(`no IP address is reserved for ${containerId}/${ifname}`);
+      return;
+    }
+    for (const text of addresses) {
+      const addr = parseAddressOrCidr(text);
+      if (!addr) throw mismatch(`${JSON.stringify(text)} is not an IP address`);
+      const ip = formatAddress(addr.family, addr.value);
+      const r = reserved.get(ip);
+      if (!r) throw mismatch(`${ip} is not reserved in ${cfg.storeDir}`);
+      if (!owns(r)) {
+        const holder = r.owner.ifname === undefined ? r.owner.containerId : `${r.owner.containerId}/${r.owner.ifname}`;
+        throw mismatch(`${ip} is reserved for ${holder}, not ${containerId}/${ifname}`);
+      }
+    }
+  });
+}
+
+/**
+ * GC: frees every address whose owner is not among `valid`. A legacy reservation (no
+ * ifname) stays while any valid attachment has its container ID. Keeps going past
+ * failures and reports them together (code 5).
+ */
+export function gc(cfg: EmbeddedIpamConfig, valid: Attachment[]): { released: string[] } {
+  const store = storeOf(cfg);
+  if (!store.exists()) return { released: [] };
+  const keep = new Set(valid.map((a) => `${a.containerId.trim()}\0${a.ifname}`));
+  const keepContainers = new Set(valid.map((a) => a.containerId.trim()));
+  return store.withLock((locked) => {
+    const released: string[] = [];
+    const failures: string[] = [];
+    for (const r of locked.reservations().values()) {
+      const { containerId, ifname } = r.owner;
+      const stays = ifname === undefined ? keepContainers.has(containerId) : keep.has(`${containerId}\0${ifname}`);
+      if (stays) continue;
+      try {
+        locked.remove(r.ip);
+        released.push(r.ip);
+      } catch (e) {
+        failures.push((e as Error).message);
+      }
+    }
+    if (failures.length > 0) {
+      throw new CniError(
+        ErrorCode.IoFailure,
+        `IPAM GC could not free ${failures.length} address(es)`,
+        failures.join("; "),
+      );
+    }
+    return { released };
+  });
+}
+
+/**
+ * STATUS: can an ADD succeed now? Fails with code 50 when the store directory cannot be
+ * used or a range set has no free address. Reads only: creates nothing, takes no lock
+ * (a busy lock is not unreadiness).
+ */
+export function status(cfg: EmbeddedIpamConfig): void {
+  const notReady = (why: string) => new CniError(ErrorCode.PluginNotAvailable, `IPAM not ready: ${why}`);
+  const unusable = storeProblem(cfg.storeDir);
+  if (unusable) throw notReady(unusable);
+  const reserved = storeOf(cfg).reservedAddresses();
+  for (const [index, set] of cfg.rangeSets.entries()) {
+    const inSet = [...reserved].filter((ip) => rangeFor(set, ip)).length;
+    if (!pickFree(set, undefined, (ip) => reserved.has(ip), inSet)) {
+      throw notReady(`no IP addresses available in range set ${index}: ${describeSet(set)}`);
+    }
+  }
+}
+
+/** Why the store directory (or, before the first ADD, the directory it will be made in) is unusable. */
+function storeProblem(dir: string): string | undefined {
+  let at = dir;
+  for (;;) {
+    let st: fs.Stats;
+    try {
+      st = fs.statSync(at);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === "ENOENT" && path.dirname(at) !== at) {
+        at = path.dirname(at);
+        continue;
+      }
+      return `cannot use ${at}: ${(e as Error).message}`;
+    }
+    if (!st.isDirectory()) return `${at} is not a directory`;
+    try {
+      fs.accessSync(at, fs.constants.W_OK | fs.constants.X_OK);
+    } catch (e) {
+      return `${at} is not writable: ${(e as Error).message}`;
+    }
+    return undefined;
+  }
+}
+
+/** Every reservation in the store, ordered by address. */
+export function listAllocations(cfg: EmbeddedIpamConfig): Allocation[] {
+  const store = storeOf(cfg);
+  if (!store.exists()) return [];
+  const all = store.withLock((locked) => [...locked.reservations().values()]);
+  return all
+    .map((r) => ({ ip: r.ip, containerId: r.owner.containerId, ifname: r.owner.ifname }))
+    .sort((a, b) => compareIps(a.ip, b.ip));
+}
+
+function compareIps(a: string, b: string): number {
+  const x = parseAddressOrCidr(a);
+  const y = parseAddressOrCidr(b);
+  if (!x || !y) return a.localeCompare(b);
+  if (x.family !== y.family) return x.family - y.family;
+  return x.value < y.value ? -1 : x.value > y.value ? 1 : 0;
+}
