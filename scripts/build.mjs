@@ -37,6 +37,8 @@ const nativeAddonsPlugin = {
 };
 
 fs.mkdirSync(dist, { recursive: true });
+// The eBPF objects first: they travel inside the executable as SEA assets.
+execFileSync(path.join(root, "scripts/build-bpf.sh"), { stdio: "inherit" });
 const bundle = path.join(dist, "netkit-cni.js");
 await esbuild.build({
   entryPoints: [path.join(root, "src/main.ts")],
@@ -59,7 +61,12 @@ fs.writeFileSync(
     output: blob,
     disableExperimentalSEAWarning: true,
     useCodeCache: true,
-    assets: { "netlink.node": addons.netlink, "ffi-rs.node": addons["ffi-rs"] },
+    assets: {
+      "netlink.node": addons.netlink,
+      "ffi-rs.node": addons["ffi-rs"],
+      "bpf_lxc.o": path.join(dist, "bpf/bpf_lxc.o"),
+      "bpf_host.o": path.join(dist, "bpf/bpf_host.o"),
+    },
   }),
 );
 execFileSync(process.execPath, ["--experimental-sea-config", seaConfig], { stdio: ["ignore", "ignore", "inherit"] });

@@ -49,7 +49,8 @@ apt_install() { # apt_install [-t suite] pkg...
 
 need_root
 ensure_apt_sources
-apt_install -t bookworm-backports iproute2 bpftool
+# linux-libc-dev from backports: the uapi headers for tcx and netkit (6.6+) the BPF C uses.
+apt_install -t bookworm-backports iproute2 bpftool linux-libc-dev
 apt_install clang llvm libbpf-dev containernetworking-plugins iputils-ping iptables \
   procps util-linux
 

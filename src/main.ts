@@ -81,8 +81,10 @@ async function main(): Promise<number> {
     return 0;
   } catch (e) {
     // Kernel refusals below the protocol layer become "datapath failure" with their text.
+    // File-system errors (they carry a syscall name) are I/O failures.
     const kernel = e instanceof NetlinkError || e instanceof ErrnoError;
-    const err = asCniError(e, kernel ? ErrorCode.DatapathFailure : ErrorCode.Internal);
+    const io = (e as NodeJS.ErrnoException | undefined)?.syscall !== undefined;
+    const err = asCniError(e, kernel ? ErrorCode.DatapathFailure : io ? ErrorCode.IoFailure : ErrorCode.Internal);
     log.error(`${err.message}${err.details ? ` (${err.details})` : ""}`);
     if (!(e instanceof CniError)) log.debug((e as Error).stack ?? "");
     process.stdout.write(`${JSON.stringify(renderError(err, versionForErrors(stdin)))}\n`);

@@ -14,7 +14,7 @@ import { randomBytes } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { CniError, ErrorCode } from "../cni/errors";
-import { flock, LOCK_EX, LOCK_NB, LOCK_UN } from "../sys/libc";
+import { LockTimeoutError, withFileLock } from "../sys/file-lock";
 import { formatAddress, parseAddress } from "./ranges";
 
 /** host-local's separator between container ID and ifname, kept for compatibility. */
@@ -29,9 +29,6 @@ const TEMP_PREFIX = ".netkit-cni-tmp.";
 // so it still reads and removes what we write.
 const DIR_MODE = 0o700;
 const FILE_MODE = 0o600;
-
-const POLL_MIN_MS = 5;
-const POLL_MAX_MS = 50;
 
 /** Who holds an address. `ifname` is undefined for legacy files that name only the container. */
 export interface Owner {
@@ -60,11 +57,6 @@ const ioError = (what: string, e: unknown) =>
 
 function errnoCode(e: unknown): string | undefined {
   return (e as NodeJS.ErrnoException | undefined)?.code;
-}
-
-/** Blocks the thread: everything here is synchronous, as the netns rules require. */
-function sleepSync(ms: number): void {
-  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
 }
 
 /** The operations that need the lock; only reachable through `IpStore.withLock`. */
@@ -115,46 +107,16 @@ export class IpStore {
     } catch (e) {
       throw ioError(`cannot create ${this.dir}`, e);
     }
-    let fd: number;
     try {
-      // Read-only is enough for flock, and is how host-local opens the same file.
-      fd = fs.openSync(this.lockPath, fs.constants.O_RDONLY | fs.constants.O_CREAT, FILE_MODE);
-    } catch (e) {
-      throw ioError(`cannot open ${this.lockPath}`, e);
-    }
-    try {
-      this.acquire(fd);
-      try {
+      return withFileLock(this.lockPath, this.lockTimeoutMs, () => {
         this.removeStaleTemps();
         return fn(new Locked(this));
-      } finally {
-        flock(fd, LOCK_UN);
+      });
+    } catch (e) {
+      if (e instanceof LockTimeoutError) {
+        throw new CniError(ErrorCode.TryAgainLater, `IPAM store is busy: ${e.message}; try again later`);
       }
-    } finally {
-      fs.closeSync(fd);
-    }
-  }
-
-  private acquire(fd: number): void {
-    const deadline = Date.now() + this.lockTimeoutMs;
-    let pause = POLL_MIN_MS;
-    for (;;) {
-      let got: boolean;
-      try {
-        got = flock(fd, LOCK_EX | LOCK_NB);
-      } catch (e) {
-        throw ioError(`cannot lock ${this.lockPath}`, e);
-      }
-      if (got) return;
-      const left = deadline - Date.now();
-      if (left <= 0) {
-        throw new CniError(
-          ErrorCode.TryAgainLater,
-          `IPAM store is busy: timed out after ${this.lockTimeoutMs} ms waiting for the lock ${this.lockPath}; try again later`,
-        );
-      }
-      sleepSync(Math.min(pause, left));
-      pause = Math.min(pause * 2, POLL_MAX_MS);
+      throw e;
     }
   }
 

@@ -8,26 +8,12 @@
 import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
+import { readAsset, seaModule } from "./sea-assets";
 
 export type NativeAddonName = "netlink" | "ffi-rs";
 
 /** Where extracted addons live; overridable for tests and read-only roots. */
 const cacheDir = process.env.NETKIT_CNI_ADDON_CACHE ?? "/var/lib/netkit-cni/addons";
-
-interface SeaModule {
-  isSea(): boolean;
-  getAsset(key: string): ArrayBuffer;
-}
-
-function seaModule(): SeaModule | undefined {
-  try {
-    // node:sea exists from Node 20.12; require lazily so older tooling can still import us.
-    const sea = require("node:sea") as SeaModule;
-    return sea.isSea() ? sea : undefined;
-  } catch {
-    return undefined;
-  }
-}
 
 const loaded = new Map<NativeAddonName, unknown>();
 
@@ -35,9 +21,8 @@ const loaded = new Map<NativeAddonName, unknown>();
 export function requireAddon(name: NativeAddonName): unknown {
   const cached = loaded.get(name);
   if (cached !== undefined) return cached;
-  const sea = seaModule();
-  if (!sea) throw new Error(`native addon ${name}: this bundle only runs as the netkit-cni executable`);
-  const bytes = Buffer.from(sea.getAsset(`${name}.node`));
+  if (!seaModule()) throw new Error(`native addon ${name}: this bundle only runs as the netkit-cni executable`);
+  const bytes = readAsset(`${name}.node`, "");
   const digest = createHash("sha256").update(bytes).digest("hex").slice(0, 16);
   const file = path.join(cacheDir, `${name}-${digest}.node`);
   if (!isTrustedCopy(file, bytes.length)) writeAtomically(file, bytes);

@@ -1,0 +1,157 @@
+/*
+ * The pod's side ("lxc"): programs on the pod's device pair.
+ *
+ * nkc_from_pod - packets the pod sends. veth: tcx ingress of the host-side
+ *   device. netkit: the peer hook. Checks the source address, then sends
+ *   pod-to-pod traffic straight to its device and everything else (Service
+ *   VIPs, the node, the internet) to the stack.
+ * nkc_to_pod - packets the stack delivers to the pod. veth: tcx egress of the
+ *   host-side device. netkit: the primary hook (where skb->ifindex is the
+ *   pod-side peer's, so nothing here keys on it). Only observes, always NEXT.
+ *
+ * The datapath kind is read at run time from the source endpoint's flags, so
+ * one object serves both:
+ *  - veth: we run in tcx ingress, where bpf_redirect_peer is allowed: it
+ *    switches skb->dev to the peer inside the pod and re-runs the receive path
+ *    without a backlog queue crossing.
+ *  - netkit: we run from netkit's ndo_start_xmit. bpf_redirect_peer there is
+ *    silently dropped (BPF_F_PEER is only honoured from tc ingress), so a
+ *    local pod gets a plain bpf_redirect to its primary, whose xmit hands the
+ *    packet to the peer. In the peer hook skb->ifindex is already the
+ *    primary's ifindex (netkit sets skb->dev to the other end before running
+ *    programs), which is what the endpoint map holds as host_ifindex.
+ */
+#include "common.h"
+#include "counters.h"
+#include "eps.h"
+#include "fib.h"
+#include "flows.h"
+#include "l3.h"
+
+static __always_inline int pass_to_stack(__u32 ifindex, enum nkc_counter why)
+{
+	nkc_count(ifindex, why);
+	return NKC_NEXT;
+}
+
+/* A header rewrite failed half-way: the packet can no longer be trusted. */
+static __always_inline int drop_other(__u32 ifindex)
+{
+	nkc_count(ifindex, NKC_CNT_DROPPED_OTHER);
+	return NKC_DROP;
+}
+
+static __always_inline int deliver_local(struct __sk_buff *skb, const struct nkc_pkt *p,
+					 const struct nkc_endpoint *src_ep, const struct nkc_endpoint *dst_ep,
+					 const struct nkc_flow_key *fk, __u32 path)
+{
+	__u32 ifindex = skb->ifindex;
+	__u32 target = dst_ep->host_ifindex;
+
+	if (src_ep->flags & NKC_EP_F_NETKIT) {
+		/* A plain redirect to a veth host side would arrive with the wrong
+		 * destination MAC for the veth pod (L2); the stack resolves it. */
+		if (!(dst_ep->flags & NKC_EP_F_NETKIT))
+			return pass_to_stack(ifindex, NKC_CNT_PASSED_STACK);
+		if (nkc_dec_ttl(skb, p->family))
+			return drop_other(ifindex);
+		/* The primary hook (nkc_to_pod) sees this packet: mark it ours. */
+		nkc_flow_mark_direct(fk, path);
+		nkc_count(ifindex, NKC_CNT_REDIRECTED_LOCAL);
+		return bpf_redirect(target, 0);
+	}
+	if (nkc_dec_ttl(skb, p->family))
+		return drop_other(ifindex);
+	nkc_count(ifindex, NKC_CNT_REDIRECTED_LOCAL);
+	return bpf_redirect_peer(target, 0);
+}
+
+static __always_inline int forward_fib(struct __sk_buff *skb, const struct nkc_pkt *p,
+				       const struct nkc_flow_key *fk, __u32 path)
+{
+	__u32 ifindex = skb->ifindex;
+	struct bpf_fib_lookup fib;
+	long rc = nkc_fib_lookup(skb, p, &fib);
+
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH)
+		return pass_to_stack(ifindex, NKC_CNT_PASSED_STACK);
+	if (nkc_dec_ttl(skb, p->family))
+		return drop_other(ifindex);
+	/* The uplink's tcx egress (nkc_host_out) sees this packet: mark it ours. */
+	nkc_flow_mark_direct(fk, path);
+	if (rc == BPF_FIB_LKUP_RET_SUCCESS) {
+		nkc_count(ifindex, NKC_CNT_REDIRECTED_FIB);
+		return nkc_fib_redirect(skb, &fib);
+	}
+	nkc_count(ifindex, NKC_CNT_REDIRECTED_NEIGH);
+	return nkc_fib_redirect_neigh(&fib);
+}
+
+SEC("tc/from_pod")
+int nkc_from_pod(struct __sk_buff *skb)
+{
+	__u32 ifindex = skb->ifindex;
+	struct nkc_flow_key fk;
+	struct nkc_pkt p;
+
+	switch (nkc_parse(skb, &p)) {
+	case NKC_PARSE_NOT_IP:
+		return NKC_NEXT; /* ARP and friends */
+	case NKC_PARSE_BAD:
+		nkc_count(ifindex, NKC_CNT_DROPPED_OTHER);
+		return NKC_DROP;
+	case NKC_PARSE_IP:
+		break;
+	}
+	if (nkc_ipv6_link_scope(&p))
+		return pass_to_stack(ifindex, NKC_CNT_PASSED_STACK);
+
+	/* A pod may only send from its own addresses. */
+	struct nkc_endpoint *src_ep = nkc_endpoint_lookup(p.family, p.src);
+	if (!src_ep || src_ep->host_ifindex != ifindex) {
+		nkc_count(ifindex, NKC_CNT_DROPPED_SPOOFED);
+		return NKC_DROP;
+	}
+
+	/* Fragments have no ports to key a flow on, and ICMP errors carry an inner
+	 * header that conntrack may have to translate: both are the stack's. */
+	if (p.fragment || p.icmp_error)
+		return pass_to_stack(ifindex, NKC_CNT_PASSED_STACK);
+
+	nkc_flow_key(&p, &fk);
+	struct nkc_endpoint *dst_ep = nkc_endpoint_lookup(p.family, p.dst);
+	if (!dst_ep && !nkc_in_cluster(p.family, p.dst)) {
+		/* Service VIPs, the node, the internet: netfilter may translate the
+		 * flow, so its replies must come back through the stack too. */
+		nkc_flow_to_stack(&fk);
+		return pass_to_stack(ifindex, NKC_CNT_PASSED_STACK);
+	}
+
+	__u32 path = nkc_flow_path(&fk);
+	if (path == NKC_FLOW_STACK)
+		return pass_to_stack(ifindex, NKC_CNT_PASSED_STACK_NAT);
+	if (!nkc_ttl_allows_forward(&p))
+		return pass_to_stack(ifindex, NKC_CNT_PASSED_STACK);
+	if (dst_ep)
+		return deliver_local(skb, &p, src_ep, dst_ep, &fk, path);
+	return forward_fib(skb, &p, &fk, path);
+}
+
+SEC("tc/to_pod")
+int nkc_to_pod(struct __sk_buff *skb)
+{
+	struct nkc_flow_key fk;
+	struct nkc_pkt p;
+
+	if (nkc_parse(skb, &p) != NKC_PARSE_IP || p.fragment || p.icmp_error)
+		return NKC_NEXT;
+	/* Only flows whose other end is a pod can ever be redirected by us; the
+	 * rest (host processes, the internet) need no memory. */
+	if (nkc_in_cluster(p.family, p.src)) {
+		nkc_flow_key(&p, &fk);
+		nkc_flow_seen_in_stack(&fk);
+	}
+	return NKC_NEXT;
+}
+
+char __license[] SEC("license") = "GPL";

@@ -1,0 +1,102 @@
+/*
+ * The layouts shared with userspace: map definitions, map keys and values.
+ * src/bpf/ mirrors every struct here byte for byte (src/bpf/abi.ts); the
+ * _Static_asserts pin the sizes so a change here fails the build instead of
+ * silently skewing the loader. Owns layouts only: no logic, no maps.
+ */
+#ifndef NKC_ABI_H
+#define NKC_ABI_H
+
+#include <linux/types.h>
+
+/*
+ * Map definitions live in the legacy "maps" ELF section as this fixed struct,
+ * one symbol per map. The loader reads it at the symbol's offset; no BTF
+ * parsing is needed. libbpf 1.x dropped its own struct bpf_map_def, so the
+ * struct is ours and only our loader reads it.
+ */
+struct nkc_map_def {
+	__u32 type;        /* enum bpf_map_type */
+	__u32 key_size;
+	__u32 value_size;
+	__u32 max_entries;
+	__u32 map_flags;
+};
+_Static_assert(sizeof(struct nkc_map_def) == 20, "nkc_map_def is 20 bytes");
+
+#define NKC_AF_INET  2
+#define NKC_AF_INET6 10
+
+/* nkc_endpoints key: one entry per pod address. IPv4 uses addr[0..3], rest zero. */
+struct nkc_endpoint_key {
+	__u32 family;      /* NKC_AF_INET or NKC_AF_INET6 */
+	__u8 addr[16];     /* network order */
+};
+_Static_assert(sizeof(struct nkc_endpoint_key) == 20, "nkc_endpoint_key is 20 bytes");
+
+/* The pod's device pair is netkit (else veth): decides how a redirect is made. */
+#define NKC_EP_F_NETKIT (1U << 0)
+
+struct nkc_endpoint {
+	__u32 host_ifindex; /* veth host side, or netkit primary */
+	__u32 flags;        /* NKC_EP_F_* */
+};
+_Static_assert(sizeof(struct nkc_endpoint) == 8, "nkc_endpoint is 8 bytes");
+
+/*
+ * nkc_cluster key (LPM trie). The trie matches the first prefixlen bits of
+ * everything after prefixlen, so the family byte comes first and is part of
+ * every prefix: an entry for 10.0.0.0/8 has prefixlen 8 + 8.
+ */
+struct nkc_cidr_key {
+	__u32 prefixlen;   /* 8 (family byte) + prefix length */
+	__u8 family;
+	__u8 addr[16];
+	__u8 pad[3];       /* always zero */
+};
+_Static_assert(sizeof(struct nkc_cidr_key) == 24, "nkc_cidr_key is 24 bytes");
+
+/*
+ * nkc_flows key: a 5-tuple normalised so both directions of a flow give the
+ * same key: the (addr, port) pair that sorts lower goes in slot a. ICMP echo
+ * uses the echo identifier as both ports.
+ */
+struct nkc_flow_key {
+	__u8 addr_a[16];
+	__u8 addr_b[16];
+	__be16 port_a;
+	__be16 port_b;
+	__u8 family;
+	__u8 proto;
+	__u16 pad;         /* always zero */
+};
+_Static_assert(sizeof(struct nkc_flow_key) == 40, "nkc_flow_key is 40 bytes");
+
+/* nkc_flows value: which path the flow takes. */
+#define NKC_FLOW_STACK  1  /* seen crossing the host stack: keep it there */
+#define NKC_FLOW_DIRECT 2  /* redirected by us: observers must not claim it */
+
+struct nkc_flow {
+	__u32 path;
+};
+_Static_assert(sizeof(struct nkc_flow) == 4, "nkc_flow is 4 bytes");
+
+/* nkc_counters value (per CPU), keyed by __u32 host ifindex. Order is ABI. */
+enum nkc_counter {
+	NKC_CNT_REDIRECTED_LOCAL,
+	NKC_CNT_REDIRECTED_FIB,
+	NKC_CNT_REDIRECTED_NEIGH,
+	NKC_CNT_REDIRECTED_PEER,
+	NKC_CNT_PASSED_STACK,
+	NKC_CNT_PASSED_STACK_NAT,
+	NKC_CNT_DROPPED_SPOOFED,
+	NKC_CNT_DROPPED_OTHER,
+	NKC_CNT_MAX,
+};
+
+struct nkc_counters {
+	__u64 v[NKC_CNT_MAX];
+};
+_Static_assert(sizeof(struct nkc_counters) == 64, "nkc_counters is 64 bytes");
+
+#endif

@@ -1,0 +1,125 @@
+/**
+ * The byte layouts of our map keys and values and the names our objects use, mirroring
+ * bpf/include/nkc_abi.h (whose _Static_asserts pin the sizes used here). Pure encoding
+ * and decoding: no kernel calls.
+ */
+import { AF_INET, AF_INET6, familyOf, ipBytes, ipString } from "../netlink/ip";
+
+export const MAP_NAMES = {
+  endpoints: "nkc_endpoints",
+  cluster: "nkc_cluster",
+  flows: "nkc_flows",
+  counters: "nkc_counters",
+} as const;
+
+export const PROGRAM_NAMES = {
+  fromPod: "nkc_from_pod",
+  toPod: "nkc_to_pod",
+  hostIn: "nkc_host_in",
+  hostOut: "nkc_host_out",
+} as const;
+
+export const EP_FLAG_NETKIT = 1;
+
+/** struct nkc_endpoint_key: u32 family, u8 addr[16]. */
+export function endpointKey(ip: string): Buffer {
+  const key = Buffer.alloc(20);
+  key.writeUInt32LE(familyOf(ip), 0);
+  ipBytes(ip).copy(key, 4);
+  return key;
+}
+
+export function decodeEndpointKey(key: Buffer): string {
+  const family = key.readUInt32LE(0);
+  return ipString(Buffer.from(key.subarray(4, family === AF_INET ? 8 : 20)));
+}
+
+export interface EndpointValue {
+  hostIfindex: number;
+  flags: number;
+}
+
+/** struct nkc_endpoint: u32 host_ifindex, u32 flags. */
+export function endpointValue(v: EndpointValue): Buffer {
+  const value = Buffer.alloc(8);
+  value.writeUInt32LE(v.hostIfindex, 0);
+  value.writeUInt32LE(v.flags, 4);
+  return value;
+}
+
+export function decodeEndpointValue(value: Buffer): EndpointValue {
+  return { hostIfindex: value.readUInt32LE(0), flags: value.readUInt32LE(4) };
+}
+
+/** struct nkc_cidr_key: u32 prefixlen (8 + prefix, the family byte leads), u8 family, u8 addr[16], pad. */
+export function cidrKey(cidr: string): Buffer {
+  const [address = "", lengthText] = cidr.split("/");
+  const family = familyOf(address);
+  const max = family === AF_INET ? 32 : 128;
+  const length = lengthText === undefined ? max : Number(lengthText);
+  if (!Number.isInteger(length) || length < 0 || length > max) throw new Error(`invalid CIDR ${cidr}`);
+  const addr = ipBytes(address);
+  // Clear host bits: the trie would ignore them on lookup, but two spellings of one
+  // prefix must give one key.
+  for (let bit = length; bit < addr.length * 8; bit++) addr[bit >> 3] = (addr[bit >> 3] ?? 0) & ~(0x80 >> (bit & 7));
+  const key = Buffer.alloc(24);
+  key.writeUInt32LE(8 + length, 0);
+  key.writeUInt8(family, 4);
+  addr.copy(key, 5);
+  return key;
+}
+
+export function decodeCidrKey(key: Buffer): string {
+  const family = key.readUInt8(4);
+  const bytes = Buffer.from(key.subarray(5, family === AF_INET ? 9 : 21));
+  return `${ipString(bytes)}/${key.readUInt32LE(0) - 8}`;
+}
+
+export const COUNTER_NAMES = [
+  "redirectedLocal",
+  "redirectedFib",
+  "redirectedNeigh",
+  "redirectedPeer",
+  "passedStack",
+  "passedStackNat",
+  "droppedSpoofed",
+  "droppedOther",
+] as const;
+export type CounterName = (typeof COUNTER_NAMES)[number];
+export type Counters = Record<CounterName, bigint>;
+
+export function zeroCounters(): Counters {
+  return Object.fromEntries(COUNTER_NAMES.map((n) => [n, 0n])) as Counters;
+}
+
+/** Adds one CPU's struct nkc_counters (u64 v[8]) into `into`. */
+export function addCounters(into: Counters, value: Buffer): Counters {
+  COUNTER_NAMES.forEach((name, i) => {
+    into[name] += value.readBigUInt64LE(i * 8);
+  });
+  return into;
+}
+
+export const FLOW_PATH = { stack: 1, direct: 2 } as const;
+
+export interface Flow {
+  family: typeof AF_INET | typeof AF_INET6;
+  proto: number;
+  a: { ip: string; port: number };
+  b: { ip: string; port: number };
+  path: "stack" | "direct" | "unknown";
+}
+
+/** struct nkc_flow_key (40 bytes) and struct nkc_flow (u32 path). */
+export function decodeFlow(key: Buffer, value: Buffer): Flow {
+  const family = key.readUInt8(36) === AF_INET ? AF_INET : AF_INET6;
+  const addr = (o: number) => ipString(Buffer.from(key.subarray(o, o + (family === AF_INET ? 4 : 16))));
+  const path = value.readUInt32LE(0);
+  return {
+    family,
+    proto: key.readUInt8(37),
+    a: { ip: addr(0), port: key.readUInt16BE(32) },
+    b: { ip: addr(16), port: key.readUInt16BE(34) },
+    path: path === FLOW_PATH.stack ? "stack" : path === FLOW_PATH.direct ? "direct" : "unknown",
+  };
+}

@@ -1,0 +1,56 @@
+/**
+ * BPF links to network devices: tcx ingress/egress (veth host side, uplink NIC) and the
+ * netkit primary/peer hooks. A link holds its program attached for as long as the link
+ * fd is open or the link is pinned; closing the last reference detaches it. Never pins
+ * (pins.ts) and never loads programs.
+ */
+import { BPF_ATTACH_TYPE, closeFd, linkCreate, linkDetach, linkUpdate } from "../sys/bpf-syscall";
+import { openPin, pinObject } from "./pins";
+import type { BpfProgram } from "./programs";
+
+export type TcxDirection = "ingress" | "egress";
+export type NetkitHook = "primary" | "peer";
+
+export class BpfLink {
+  private open = true;
+
+  constructor(readonly fd: number) {}
+
+  static openPinned(pinPath: string): BpfLink {
+    return new BpfLink(openPin(pinPath));
+  }
+
+  pin(pinPath: string): void {
+    pinObject(this.fd, pinPath);
+  }
+
+  /** Replaces the program atomically (no window without one). With `expected`, fails
+   * (EPERM) unless that program is the one attached now. */
+  update(program: BpfProgram, expected?: BpfProgram): void {
+    linkUpdate(this.fd, program.fd, expected?.fd);
+  }
+
+  /** Detaches now, even while pinned; the link object lingers, defunct, until released. */
+  detach(): void {
+    linkDetach(this.fd);
+  }
+
+  close(): void {
+    if (!this.open) return;
+    this.open = false;
+    closeFd(this.fd);
+  }
+}
+
+/** Appends `program` to the device's tcx chain (after programs already there). */
+export function attachTcx(program: BpfProgram, ifindex: number, direction: TcxDirection): BpfLink {
+  const attachType = direction === "ingress" ? BPF_ATTACH_TYPE.TCX_INGRESS : BPF_ATTACH_TYPE.TCX_EGRESS;
+  return new BpfLink(linkCreate({ progFd: program.fd, targetIfindex: ifindex, attachType }));
+}
+
+/** Attaches to a netkit device's hook; `ifindex` is the primary's (both hooks are
+ * addressed through the primary, which lives in the host namespace). */
+export function attachNetkit(program: BpfProgram, primaryIfindex: number, hook: NetkitHook): BpfLink {
+  const attachType = hook === "primary" ? BPF_ATTACH_TYPE.NETKIT_PRIMARY : BPF_ATTACH_TYPE.NETKIT_PEER;
+  return new BpfLink(linkCreate({ progFd: program.fd, targetIfindex: primaryIfindex, attachType }));
+}

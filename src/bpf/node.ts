@@ -1,0 +1,180 @@
+/**
+ * The node-wide datapath objects: the maps every program shares, pinned once under
+ * `<bpffsRoot>/maps/`, and our programs loaded against them. The entry point the ADD,
+ * DEL, CHECK and GC commands use; it composes the layers below and never attaches
+ * anything itself (callers pick devices and hooks, see links.ts).
+ */
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { BpfError } from "../sys/bpf-syscall";
+import { type Counters, MAP_NAMES, PROGRAM_NAMES } from "./abi";
+import { syncClusterCidrs } from "./cluster";
+import { readCounters } from "./counters";
+import { type MapSpec, readObject } from "./elf";
+import { EndpointMap } from "./endpoints";
+import { BpfMap, specMismatches } from "./maps";
+import { ensureBpffs, pinObject } from "./pins";
+import { type BpfProgram, loadProgram } from "./programs";
+
+/** The compiled objects' bytes (dist/bpf/*.o, embedded in the executable). */
+export interface NodeObjects {
+  lxc: Buffer;
+  host: Buffer;
+}
+
+export const OBJECT_FILES = { lxc: "bpf_lxc.o", host: "bpf_host.o" } as const;
+
+export function readObjectsDir(dir: string): NodeObjects {
+  return {
+    lxc: fs.readFileSync(path.join(dir, OBJECT_FILES.lxc)),
+    host: fs.readFileSync(path.join(dir, OBJECT_FILES.host)),
+  };
+}
+
+export interface NodeMaps {
+  endpoints: BpfMap;
+  cluster: BpfMap;
+  flows: BpfMap;
+  counters: BpfMap;
+}
+
+export interface NodePrograms {
+  maps: NodeMaps;
+  endpoints: EndpointMap;
+  programs: { fromPod: BpfProgram; toPod: BpfProgram; hostIn: BpfProgram; hostOut: BpfProgram };
+  readCounters(hostIfindex: number): Counters;
+  /** Closes our fds. Pinned maps stay; attached links keep their programs alive. */
+  close(): void;
+}
+
+export interface NodeProgramsOptions {
+  /** The cluster's pod CIDRs (v4 and v6): destinations forwarded by FIB lookup. */
+  clusterCidrs: readonly string[];
+}
+
+export const mapsDir = (bpffsRoot: string) => path.join(bpffsRoot, "maps");
+
+/**
+ * Mounts the bpffs at `bpffsRoot` if needed, creates or reuses the pinned maps, writes
+ * the cluster CIDRs and loads all programs. On failure everything opened is closed
+ * (maps that were pinned stay pinned: they are node state, shared by every pod).
+ */
+export function loadNodePrograms(bpffsRoot: string, objects: NodeObjects, options: NodeProgramsOptions): NodePrograms {
+  ensureBpffs(bpffsRoot);
+  const lxc = readObject(objects.lxc);
+  const host = readObject(objects.host);
+  const specs = mergeMapSpecs([...lxc.maps, ...host.maps]);
+
+  const opened: { close(): void }[] = [];
+  try {
+    const byName = new Map<string, BpfMap>();
+    for (const spec of specs) {
+      const map = openOrCreatePinnedMap(spec, path.join(mapsDir(bpffsRoot), spec.name));
+      opened.push(map);
+      byName.set(spec.name, map);
+    }
+    const maps = nodeMaps(byName);
+    syncClusterCidrs(maps.cluster, options.clusterCidrs);
+
+    const load = (object: typeof lxc, name: string) => {
+      const spec = object.programs.find((p) => p.name === name);
+      if (!spec) throw new Error(`program ${name} not found in object`);
+      const program = loadProgram(spec, { license: object.license, maps: byName });
+      opened.push(program);
+      return program;
+    };
+    const programs = {
+      fromPod: load(lxc, PROGRAM_NAMES.fromPod),
+      toPod: load(lxc, PROGRAM_NAMES.toPod),
+      hostIn: load(host, PROGRAM_NAMES.hostIn),
+      hostOut: load(host, PROGRAM_NAMES.hostOut),
+    };
+    return {
+      maps,
+      endpoints: new EndpointMap(maps.endpoints),
+      programs,
+      readCounters: (ifindex) => readCounters(maps.counters, ifindex),
+      close: () => {
+        for (const o of opened) o.close();
+      },
+    };
+  } catch (e) {
+    for (const o of opened) o.close();
+    throw e;
+  }
+}
+
+/** The pinned maps alone (DEL, CHECK, GC need no programs). Throws if not pinned yet. */
+export function openNodeMaps(bpffsRoot: string): NodeMaps & { close(): void } {
+  const opened = new Map<string, BpfMap>();
+  try {
+    for (const name of Object.values(MAP_NAMES)) {
+      opened.set(name, BpfMap.openPinned(path.join(mapsDir(bpffsRoot), name)));
+    }
+  } catch (e) {
+    for (const m of opened.values()) m.close();
+    throw e;
+  }
+  return {
+    ...nodeMaps(opened),
+    close: () => {
+      for (const m of opened.values()) m.close();
+    },
+  };
+}
+
+/**
+ * The pinned map at `pinPath` if its layout matches `spec`, else a new map pinned there.
+ * Two ADDs racing on a fresh node: the loser's pin fails with EEXIST and it opens the
+ * winner's map instead.
+ */
+export function openOrCreatePinnedMap(spec: MapSpec, pinPath: string): BpfMap {
+  if (fs.existsSync(pinPath)) return openCompatible(spec, pinPath);
+  const map = BpfMap.create(spec);
+  try {
+    pinObject(map.fd, pinPath);
+    return map;
+  } catch (e) {
+    map.close();
+    if (e instanceof BpfError && e.code === "EEXIST") return openCompatible(spec, pinPath);
+    throw e;
+  }
+}
+
+function openCompatible(spec: MapSpec, pinPath: string): BpfMap {
+  const map = BpfMap.openPinned(pinPath);
+  const problems = specMismatches(spec, map.spec);
+  if (problems.length > 0) {
+    map.close();
+    // Replacing it would silently drop every endpoint on the node; an upgrade that
+    // changes a layout must migrate or remove the pin deliberately.
+    throw new Error(`pinned map ${pinPath} does not match this version: ${problems.join(", ")}`);
+  }
+  return map;
+}
+
+function mergeMapSpecs(all: MapSpec[]): MapSpec[] {
+  const byName = new Map<string, MapSpec>();
+  for (const spec of all) {
+    const seen = byName.get(spec.name);
+    if (!seen) byName.set(spec.name, spec);
+    else if (specMismatches(seen, spec).length > 0) {
+      throw new Error(`map ${spec.name} is defined differently in two objects`);
+    }
+  }
+  return [...byName.values()];
+}
+
+function nodeMaps(byName: ReadonlyMap<string, BpfMap>): NodeMaps {
+  const get = (name: string) => {
+    const map = byName.get(name);
+    if (!map) throw new Error(`map ${name} missing from the objects`);
+    return map;
+  };
+  return {
+    endpoints: get(MAP_NAMES.endpoints),
+    cluster: get(MAP_NAMES.cluster),
+    flows: get(MAP_NAMES.flows),
+    counters: get(MAP_NAMES.counters),
+  };
+}

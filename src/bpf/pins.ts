@@ -1,0 +1,66 @@
+/**
+ * The bpf filesystem: make sure one is mounted at our root, pin objects (maps, links)
+ * under it, open and remove pins. A pin keeps its object alive after every fd is closed;
+ * removing the pin (and closing fds) releases it. Never decides *what* to pin where
+ * beyond the directory layout below the root.
+ */
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { MNT_DETACH, mountBpffs, objGet, objPin, unmount } from "../sys/bpf-syscall";
+
+const BPF_FS_MAGIC = 0xcafe4a11;
+const ROOT_MODE = 0o700;
+
+export function isBpffs(dir: string): boolean {
+  try {
+    return fs.statfsSync(dir).type === BPF_FS_MAGIC;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Makes `root` usable for pins: reused when it is on a bpffs already (/sys/fs/bpf, a
+ * directory inside it, or our own earlier mount); created (0700) inside a bpffs parent;
+ * otherwise created and given its own bpffs mount (mode 0700). Returns true when this
+ * call mounted one. A root below an unmounted /sys/fs/bpf fails at mkdir (sysfs refuses
+ * it): ensure /sys/fs/bpf itself first.
+ */
+export function ensureBpffs(root: string): boolean {
+  if (isBpffs(root)) return false;
+  fs.mkdirSync(root, { recursive: true, mode: ROOT_MODE });
+  if (isBpffs(root)) return false; // a directory inside an existing bpffs
+  mountBpffs(root, ROOT_MODE);
+  return true;
+}
+
+/** Detaches a bpffs mount; pins inside it go away with it once unreferenced. */
+export function unmountBpffs(root: string): void {
+  unmount(root, MNT_DETACH);
+}
+
+/** Pins `fd` at `pinPath`, creating parent directories (0700) inside the bpffs. */
+export function pinObject(fd: number, pinPath: string): void {
+  fs.mkdirSync(path.dirname(pinPath), { recursive: true, mode: ROOT_MODE });
+  objPin(fd, pinPath);
+}
+
+/** A new fd for the pinned object. */
+export function openPin(pinPath: string): number {
+  return objGet(pinPath);
+}
+
+/** Removes a pin; false when there was none. */
+export function unpin(pinPath: string): boolean {
+  try {
+    fs.unlinkSync(pinPath);
+    return true;
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "ENOENT") return false;
+    throw e;
+  }
+}
+
+export function pinExists(pinPath: string): boolean {
+  return fs.existsSync(pinPath);
+}

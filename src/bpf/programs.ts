@@ -1,0 +1,81 @@
+/**
+ * Loading programs: patch each map relocation (ld_imm64 of the map's symbol becomes
+ * ld_imm64 src_reg=BPF_PSEUDO_MAP_FD imm=<map fd>) and BPF_PROG_LOAD as SCHED_CLS.
+ * A failed load is retried with the verifier log on, so the thrown error carries the
+ * log. Owns the program fd until close(); never attaches (links.ts does).
+ */
+import { BPF_MISC, BPF_PROG_TYPE, closeFd, ProgLoadError, progLoad } from "../sys/bpf-syscall";
+import type { ProgramSpec } from "./elf";
+import type { BpfMap } from "./maps";
+
+const BPF_LD_IMM64 = 0x18; // BPF_LD | BPF_IMM | BPF_DW
+const FIRST_LOG_SIZE = 1 << 20;
+const MAX_LOG_SIZE = 1 << 26;
+
+export class BpfProgram {
+  private open = true;
+
+  constructor(
+    readonly fd: number,
+    readonly name: string,
+  ) {}
+
+  close(): void {
+    if (!this.open) return;
+    this.open = false;
+    closeFd(this.fd);
+  }
+}
+
+export interface LoadOptions {
+  license: string;
+  /** Maps by name, for the relocations. */
+  maps: ReadonlyMap<string, BpfMap>;
+  /** Left 0 (none) by default: tcx and netkit both accept SCHED_CLS programs without one,
+   * so one program can serve either hook. */
+  expectedAttachType?: number;
+}
+
+export function loadProgram(spec: ProgramSpec, options: LoadOptions): BpfProgram {
+  const insns = relocate(spec, options.maps);
+  const attr = {
+    progType: BPF_PROG_TYPE.SCHED_CLS,
+    insns,
+    license: options.license,
+    name: spec.name,
+    expectedAttachType: options.expectedAttachType,
+  };
+  try {
+    return new BpfProgram(progLoad({ ...attr, logLevel: 0, logSize: 0 }), spec.name);
+  } catch (e) {
+    if (!(e instanceof ProgLoadError)) throw e;
+  }
+  // Same load again with the log on: slower, and only needed to explain the failure.
+  for (let logSize = FIRST_LOG_SIZE; ; logSize *= 4) {
+    try {
+      return new BpfProgram(progLoad({ ...attr, logLevel: 1, logSize }), spec.name);
+    } catch (e) {
+      // ENOSPC: the log did not fit; the verdict is in its tail, so grow and retry.
+      if (e instanceof ProgLoadError && e.code === "ENOSPC" && logSize < MAX_LOG_SIZE) continue;
+      throw e;
+    }
+  }
+}
+
+/** A copy of the instructions with every map reference resolved to its fd. */
+export function relocate(spec: ProgramSpec, maps: ReadonlyMap<string, BpfMap>): Buffer {
+  const insns = Buffer.from(spec.instructions);
+  for (const r of spec.relocations) {
+    const map = maps.get(r.mapName);
+    if (!map) throw new Error(`program ${spec.name}: no map ${r.mapName} to relocate against`);
+    const at = r.insnIndex * 8;
+    if (insns[at] !== BPF_LD_IMM64 || at + 16 > insns.length) {
+      throw new Error(`program ${spec.name}: relocation for ${r.mapName} at insn ${r.insnIndex} is not ld_imm64`);
+    }
+    const regs = insns.readUInt8(at + 1);
+    insns.writeUInt8((regs & 0x0f) | (BPF_MISC.PSEUDO_MAP_FD << 4), at + 1); // src_reg is the high nibble
+    insns.writeInt32LE(map.fd, at + 4);
+    insns.writeInt32LE(0, at + 12); // the second half's imm: offset into the map value, none
+  }
+  return insns;
+}

@@ -1,0 +1,245 @@
+/**
+ * The loader against this kernel: uapi numbers and attr offsets match the installed
+ * headers, native memory is really shared with C, our ELF objects parse, maps are
+ * created, pinned and reused, and a rejected program's error carries the verifier log.
+ */
+import { execFileSync } from "node:child_process";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import * as ffi from "ffi-rs";
+import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { MAP_NAMES, PROGRAM_NAMES } from "../../src/bpf/abi";
+import { readObject } from "../../src/bpf/elf";
+import { BpfMap, mapId } from "../../src/bpf/maps";
+import { loadNodePrograms, mapsDir, type NodeObjects, openNodeMaps } from "../../src/bpf/node";
+import { ensureBpffs, isBpffs, pinObject } from "../../src/bpf/pins";
+import { loadProgram } from "../../src/bpf/programs";
+import {
+  ATTR,
+  BPF_ATTACH_TYPE,
+  BPF_CMD,
+  BPF_MAP_TYPE,
+  BPF_MISC,
+  BPF_PROG_TYPE,
+  NativeBuffer,
+  ProgLoadError,
+  SIZEOF,
+  sysBpf,
+  TCX_VERDICT,
+} from "../../src/sys/bpf-syscall";
+import { TestBpffs } from "./helpers/bpffs";
+import { buildObjects, repoRoot } from "./helpers/objects";
+
+let objects: NodeObjects;
+beforeAll(() => {
+  objects = buildObjects();
+});
+
+describe("uapi numbers and layouts", () => {
+  it("match /usr/include/linux/bpf.h", () => {
+    const bin = `/tmp/nkb-uapi-layout-${process.pid}`;
+    try {
+      const multiarch = execFileSync("gcc", ["-print-multiarch"], { encoding: "utf8" }).trim();
+      execFileSync("clang", [
+        "-idirafter",
+        `/usr/include/${multiarch}`,
+        "-o",
+        bin,
+        path.join(repoRoot, "test/bpf/uapi-layout.c"),
+      ]);
+      const fromHeader = JSON.parse(execFileSync(bin, { encoding: "utf8" })) as Record<string, number>;
+      const ours: Record<string, number> = {};
+      const tables = { BPF_CMD, BPF_MAP_TYPE, BPF_PROG_TYPE, BPF_ATTACH_TYPE, BPF_MISC, TCX_VERDICT, SIZEOF, ATTR };
+      for (const [group, table] of Object.entries(tables)) {
+        for (const [name, value] of Object.entries(table)) {
+          if (typeof value === "number") ours[`${group}.${name}`] = value;
+          else for (const [field, off] of Object.entries(value)) ours[`${group}.${name}.${field}`] = off as number;
+        }
+      }
+      const expected = Object.fromEntries(Object.keys(ours).map((k) => [k, fromHeader[k]]));
+      expect(ours).toEqual(expected);
+      // netkit links share tcx's relative_fd slot in link_create.
+      expect(fromHeader["netkit.relative_fd"]).toBe(ATTR.LINK_CREATE.relative_fd);
+      expect(fromHeader["SYS.bpf"]).toBe(sysBpf());
+    } finally {
+      fs.rmSync(bin, { force: true });
+    }
+  });
+});
+
+describe("NativeBuffer", () => {
+  it("is the same memory for JavaScript and C", () => {
+    ffi.open({ library: "nkb-test-libc", path: "libc.so.6" });
+    const buf = NativeBuffer.alloc(32);
+    try {
+      buf.bytes.write("netkit", 0, "ascii");
+      // memset returns its first argument: the address we put into attrs.
+      const addr = ffi.load({
+        library: "nkb-test-libc",
+        funcName: "strlen",
+        retType: ffi.DataType.U64,
+        paramsType: [ffi.DataType.BigInt],
+        paramsValue: [buf.address],
+      });
+      expect(addr).toBe(6); // C read what JavaScript wrote, through the numeric address
+      ffi.load({
+        library: "nkb-test-libc",
+        funcName: "memset",
+        retType: ffi.DataType.BigInt,
+        paramsType: [ffi.DataType.BigInt, ffi.DataType.I32, ffi.DataType.U64],
+        paramsValue: [buf.address, 0x41, 3],
+      });
+      expect(buf.bytes.toString("ascii", 0, 6)).toBe("AAAkit"); // JavaScript sees what C wrote
+    } finally {
+      buf.free();
+    }
+  });
+});
+
+describe("ELF objects", () => {
+  it("bpf_lxc.o has from_pod, to_pod, the shared maps and a GPL license", () => {
+    const spec = readObject(objects.lxc);
+    expect(spec.license).toBe("GPL");
+    expect(spec.programs.map((p) => [p.name, p.section])).toEqual([
+      [PROGRAM_NAMES.fromPod, "tc/from_pod"],
+      [PROGRAM_NAMES.toPod, "tc/to_pod"],
+    ]);
+    expect(spec.maps.map((m) => m.name).sort()).toEqual(Object.values(MAP_NAMES).sort());
+    const endpoints = spec.maps.find((m) => m.name === MAP_NAMES.endpoints);
+    expect(endpoints).toEqual({
+      name: "nkc_endpoints",
+      type: BPF_MAP_TYPE.HASH,
+      keySize: 20,
+      valueSize: 8,
+      maxEntries: 16384,
+      flags: 0,
+    });
+    expect(spec.maps.find((m) => m.name === MAP_NAMES.cluster)).toMatchObject({
+      type: BPF_MAP_TYPE.LPM_TRIE,
+      keySize: 24,
+      flags: BPF_MISC.F_NO_PREALLOC,
+    });
+    expect(spec.maps.find((m) => m.name === MAP_NAMES.flows)).toMatchObject({
+      type: BPF_MAP_TYPE.LRU_HASH,
+      keySize: 40,
+    });
+    expect(spec.maps.find((m) => m.name === MAP_NAMES.counters)).toMatchObject({
+      type: BPF_MAP_TYPE.PERCPU_HASH,
+      valueSize: 64,
+    });
+    const fromPod = spec.programs[0];
+    expect(fromPod?.instructions.length).toBeGreaterThan(0);
+    const relocatedMaps = new Set(fromPod?.relocations.map((r) => r.mapName));
+    expect([...relocatedMaps].sort()).toEqual(Object.values(MAP_NAMES).sort());
+    for (const r of fromPod?.relocations ?? []) expect(fromPod?.instructions[r.insnIndex * 8]).toBe(0x18); // ld_imm64
+  });
+
+  it("bpf_host.o has host_in and host_out", () => {
+    const spec = readObject(objects.host);
+    expect(spec.programs.map((p) => p.name)).toEqual([PROGRAM_NAMES.hostIn, PROGRAM_NAMES.hostOut]);
+    expect(spec.programs[0]?.relocations.length).toBeGreaterThan(0);
+  });
+
+  it("rejects what is not a BPF object", () => {
+    expect(() => readObject(Buffer.from("hello"))).toThrow(/not an ELF file/);
+    expect(() => readObject(fs.readFileSync("/bin/true"))).toThrow(/not a BPF object/);
+  });
+});
+
+describe("maps and programs in a private bpffs", () => {
+  let bpffs: TestBpffs | undefined;
+  afterEach(() => {
+    bpffs?.release();
+    bpffs = undefined;
+  });
+
+  it("loads every program against maps pinned under <root>/maps and reuses them on the next load", () => {
+    bpffs = TestBpffs.mount();
+    const first = loadNodePrograms(bpffs.root, objects, { clusterCidrs: ["10.244.0.0/16"] });
+    const ids: number[] = [];
+    try {
+      expect(fs.readdirSync(mapsDir(bpffs.root)).sort()).toEqual(Object.values(MAP_NAMES).sort());
+      for (const name of Object.values(MAP_NAMES)) ids.push(idOf(first.maps[keyOf(name)]));
+      first.endpoints.upsert("10.244.1.10", { hostIfindex: 7, datapath: "veth" });
+    } finally {
+      first.close();
+    }
+    const second = loadNodePrograms(bpffs.root, objects, { clusterCidrs: ["10.244.0.0/16", "fd00:244::/48"] });
+    try {
+      expect(Object.values(MAP_NAMES).map((n) => idOf(second.maps[keyOf(n)]))).toEqual(ids);
+      expect(second.endpoints.get("10.244.1.10")).toEqual({ hostIfindex: 7, datapath: "veth" });
+      expect(second.programs.fromPod.fd).toBeGreaterThan(0);
+    } finally {
+      second.close();
+    }
+    const maps = openNodeMaps(bpffs.root);
+    try {
+      expect([...maps.endpoints.keys()].length).toBe(1);
+    } finally {
+      maps.close();
+    }
+  });
+
+  it("refuses a pinned map whose layout differs", () => {
+    bpffs = TestBpffs.mount();
+    const wrong = BpfMap.create({
+      name: "nkc_flows",
+      type: BPF_MAP_TYPE.HASH,
+      keySize: 8,
+      valueSize: 4,
+      maxEntries: 4,
+      flags: 0,
+    });
+    try {
+      pinObject(wrong.fd, path.join(mapsDir(bpffs.root), "nkc_flows"));
+    } finally {
+      wrong.close();
+    }
+    expect(() => loadNodePrograms(bpffs?.root ?? "", objects, { clusterCidrs: [] })).toThrow(
+      /nkc_flows does not match this version: type 1 \(want 9\), keySize 8 \(want 40\)/,
+    );
+  });
+
+  it("puts the verifier log into a load failure", () => {
+    // "exit" alone: R0 is never written, which the verifier rejects.
+    const exitOnly = Buffer.from([0x95, 0, 0, 0, 0, 0, 0, 0]);
+    let error: unknown;
+    try {
+      loadProgram(
+        { name: "nkb_bad", section: "tc", instructions: exitOnly, relocations: [] },
+        { license: "GPL", maps: new Map() },
+      );
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(ProgLoadError);
+    expect((error as ProgLoadError).code).toBe("EACCES");
+    expect((error as ProgLoadError).message).toMatch(/nkb_bad: verifier log:[\s\S]*R0 !read_ok/);
+  });
+});
+
+function idOf(map: BpfMap): number {
+  return mapId(map.fd);
+}
+
+function keyOf(name: string): "endpoints" | "cluster" | "flows" | "counters" {
+  const entry = Object.entries(MAP_NAMES).find(([, n]) => n === name);
+  return entry?.[0] as "endpoints" | "cluster" | "flows" | "counters";
+}
+
+describe("bpffs", () => {
+  it("mounts a private bpffs (mode 0700) once and nests roots inside an existing one", () => {
+    const outer = TestBpffs.mount();
+    try {
+      expect(isBpffs(outer.root)).toBe(true);
+      expect(fs.statSync(outer.root).mode & 0o777).toBe(0o700);
+      expect(ensureBpffs(outer.root)).toBe(false); // already mounted: reused
+      const nested = path.join(outer.root, "netkit-cni");
+      expect(ensureBpffs(nested)).toBe(false); // a directory inside it, no new mount
+      expect(isBpffs(nested)).toBe(true);
+    } finally {
+      outer.release();
+    }
+    expect(isBpffs(outer.root)).toBe(false);
+  });
+});
