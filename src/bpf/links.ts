@@ -4,7 +4,7 @@
  * fd is open or the link is pinned; closing the last reference detaches it. Never pins
  * (pins.ts) and never loads programs.
  */
-import { BPF_ATTACH_TYPE, closeFd, linkCreate, linkDetach, linkUpdate } from "../sys/bpf-syscall";
+import { BPF_ATTACH_TYPE, closeFd, linkCreate, linkDetach, linkUpdate, objGetInfo } from "../sys/bpf-syscall";
 import { openPin, pinObject } from "./pins";
 import type { BpfProgram } from "./programs";
 
@@ -28,6 +28,11 @@ export class BpfLink {
    * (EPERM) unless that program is the one attached now. */
   update(program: BpfProgram, expected?: BpfProgram): void {
     linkUpdate(this.fd, program.fd, expected?.fd);
+  }
+
+  /** The kernel id of the program attached now (struct bpf_link_info.prog_id). */
+  programId(): number {
+    return objGetInfo(this.fd, 16).readUInt32LE(8);
   }
 
   /** Detaches now, even while pinned; the link object lingers, defunct, until released. */

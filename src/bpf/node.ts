@@ -4,6 +4,7 @@
  * DEL, CHECK and GC commands use; it composes the layers below and never attaches
  * anything itself (callers pick devices and hooks, see links.ts).
  */
+import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { BpfError } from "../sys/bpf-syscall";
@@ -13,8 +14,8 @@ import { readCounters } from "./counters";
 import { type MapSpec, readObject } from "./elf";
 import { EndpointMap } from "./endpoints";
 import { BpfMap, specMismatches } from "./maps";
-import { ensureBpffs, pinObject } from "./pins";
-import { type BpfProgram, loadProgram } from "./programs";
+import { ensureBpffs, openPin, pinObject, unpin } from "./pins";
+import { BpfProgram, loadProgram } from "./programs";
 
 /** The compiled objects' bytes (dist/bpf/*.o, embedded in the executable). */
 export interface NodeObjects {
@@ -76,11 +77,22 @@ export function loadNodePrograms(bpffsRoot: string, objects: NodeObjects, option
     const maps = nodeMaps(byName);
     syncClusterCidrs(maps.cluster, options.clusterCidrs);
 
+    // Programs are pinned per object version: every ADD after the first opens them (no
+    // verifier run per pod), and a new version gets its own directory.
+    const programsDir = path.join(bpffsRoot, "programs", objectsVersion(objects));
+    const reuse = Object.values(PROGRAM_NAMES).every((name) => fs.existsSync(path.join(programsDir, name)));
     const load = (object: typeof lxc, name: string) => {
+      const pin = path.join(programsDir, name);
+      if (reuse) {
+        const program = new BpfProgram(openPin(pin), name);
+        opened.push(program);
+        return program;
+      }
       const spec = object.programs.find((p) => p.name === name);
       if (!spec) throw new Error(`program ${name} not found in object`);
       const program = loadProgram(spec, { license: object.license, maps: byName });
       opened.push(program);
+      replacePin(program.fd, pin);
       return program;
     };
     const programs = {
@@ -89,6 +101,7 @@ export function loadNodePrograms(bpffsRoot: string, objects: NodeObjects, option
       hostIn: load(host, PROGRAM_NAMES.hostIn),
       hostOut: load(host, PROGRAM_NAMES.hostOut),
     };
+    if (!reuse) removeOtherVersions(path.dirname(programsDir), path.basename(programsDir));
     return {
       maps,
       endpoints: new EndpointMap(maps.endpoints),
@@ -101,6 +114,27 @@ export function loadNodePrograms(bpffsRoot: string, objects: NodeObjects, option
   } catch (e) {
     for (const o of opened) o.close();
     throw e;
+  }
+}
+
+/** Identifies a build of the programs: a hash of both objects. */
+export function objectsVersion(objects: NodeObjects): string {
+  return createHash("sha256").update(objects.lxc).update(objects.host).digest("hex").slice(0, 16);
+}
+
+/** Pins `fd` at `pin`, replacing what is there (a half-pinned set from a crashed ADD). */
+function replacePin(fd: number, pin: string): void {
+  unpin(pin);
+  pinObject(fd, pin);
+}
+
+/**
+ * Old versions' program pins go once a new version is pinned. Links attached to old
+ * programs keep those programs alive until they are updated or removed.
+ */
+function removeOtherVersions(dir: string, keep: string): void {
+  for (const name of fs.readdirSync(dir)) {
+    if (name !== keep) fs.rmSync(path.join(dir, name), { recursive: true, force: true });
   }
 }
 

@@ -4,7 +4,7 @@
  * A failed load is retried with the verifier log on, so the thrown error carries the
  * log. Owns the program fd until close(); never attaches (links.ts does).
  */
-import { BPF_MISC, BPF_PROG_TYPE, closeFd, ProgLoadError, progLoad } from "../sys/bpf-syscall";
+import { BPF_MISC, BPF_PROG_TYPE, closeFd, objGetInfo, ProgLoadError, progLoad } from "../sys/bpf-syscall";
 import type { ProgramSpec } from "./elf";
 import type { BpfMap } from "./maps";
 
@@ -19,6 +19,11 @@ export class BpfProgram {
     readonly fd: number,
     readonly name: string,
   ) {}
+
+  /** The kernel's id for this program (struct bpf_prog_info.id). */
+  id(): number {
+    return objGetInfo(this.fd, 16).readUInt32LE(4);
+  }
 
   close(): void {
     if (!this.open) return;

@@ -5,7 +5,7 @@
  * asks, so configs written for newer versions still load.
  */
 import { CniError, ErrorCode, invalidConfig } from "./errors";
-import { parseResult, type Result } from "./result";
+import { isCidr, parseResult, type Result } from "./result";
 import { type CniVersion, negotiateVersion } from "./version";
 
 export const DATAPATHS = ["veth"] as const;
@@ -24,6 +24,19 @@ export interface Attachment {
   ifname: string;
 }
 
+/** Settings of the eBPF fast path. */
+export interface FastPathConf {
+  enabled: boolean;
+  /** Where maps, programs and links are pinned. */
+  bpffsRoot: string;
+  /** The node's uplink device; undefined = the device of the default route. */
+  hostInterface: string | undefined;
+  /** The cluster's pod networks: destinations the fast path forwards by FIB lookup. */
+  clusterCidrs: string[];
+}
+
+export const DEFAULT_BPFFS_ROOT = "/sys/fs/bpf/netkit-cni";
+
 export interface NetConf {
   cniVersion: CniVersion;
   name: string;
@@ -34,6 +47,7 @@ export interface NetConf {
   ipam: IpamConf | undefined;
   logFile: string;
   logLevel: LogLevel;
+  fastPath: FastPathConf;
   prevResult: Result | undefined;
   /** GC only: the attachments the runtime still knows about. */
   validAttachments: Attachment[] | undefined;
@@ -104,6 +118,24 @@ function parseIpam(raw: Record<string, unknown>): IpamConf | undefined {
   return v as IpamConf;
 }
 
+function parseFastPath(raw: Record<string, unknown>): FastPathConf {
+  const enabled = raw.fastPath ?? true;
+  if (typeof enabled !== "boolean") throw invalidConfig(`"fastPath" must be true or false`);
+  const bpffsRoot = stringField(raw, "bpffsRoot") ?? DEFAULT_BPFFS_ROOT;
+  if (!bpffsRoot.startsWith("/") || bpffsRoot.split("/").includes("..")) {
+    throw invalidConfig(`"bpffsRoot" must be an absolute path without ".."; got "${bpffsRoot}"`);
+  }
+  const hostInterface = stringField(raw, "hostInterface");
+  if (hostInterface !== undefined && !/^[^/:\s]{1,15}$/.test(hostInterface)) {
+    throw invalidConfig(`"hostInterface" "${hostInterface}" is not a valid interface name`);
+  }
+  const cidrs = raw.clusterCIDRs ?? [];
+  if (!Array.isArray(cidrs) || cidrs.some((c) => typeof c !== "string" || !isCidr(c))) {
+    throw invalidConfig(`"clusterCIDRs" must be a list of CIDRs such as "10.244.0.0/16"`);
+  }
+  return { enabled, bpffsRoot, hostInterface, clusterCidrs: cidrs as string[] };
+}
+
 function parseValidAttachments(raw: Record<string, unknown>): Attachment[] | undefined {
   const v = raw["cni.dev/valid-attachments"];
   if (v === undefined || v === null) return undefined;
@@ -141,6 +173,7 @@ export function parseNetConf(stdin: Buffer | string): NetConf {
     ipam: parseIpam(raw),
     logFile: stringField(raw, "logFile") ?? DEFAULT_LOG_FILE,
     logLevel: oneOf(raw, "logLevel", LOG_LEVELS, "info"),
+    fastPath: parseFastPath(raw),
     prevResult,
     validAttachments: parseValidAttachments(raw),
     raw,

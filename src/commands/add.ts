@@ -5,6 +5,7 @@
  */
 import { CniError, ErrorCode } from "../cni/errors";
 import type { Result } from "../cni/result";
+import { NodeFastPath, removeEndpoint } from "../datapath/fastpath";
 import { GATEWAY_V4, GATEWAY_V6 } from "../datapath/gateway";
 import { configureHostEnd, enableForwarding } from "../datapath/host-end";
 import { datapathFor } from "../datapath/index";
@@ -13,6 +14,7 @@ import { closeNamespaces, openNamespaces } from "../datapath/namespaces";
 import { hostDeviceMac, hostDeviceName, ownerAlias } from "../datapath/naming";
 import { configurePodEnd, hostPrefix, podDefaultRoutes } from "../datapath/pod-end";
 import type { Endpoint } from "../datapath/types";
+import { liveIfindexes, resolveUplink } from "../datapath/uplink";
 import { log } from "../log";
 import { deleteLinkByName, getLinkByName } from "../netlink/links";
 import type { Invocation } from "./invocation";
@@ -60,6 +62,21 @@ export async function cmdAdd(inv: Invocation): Promise<Result> {
     await configurePodEnd(ns.pod, pair.podLink, endpoint.hostMac, addresses);
     enableForwarding(addresses);
     await configureHostEnd(ns.host, pair.hostLink, ownerAlias(env.containerId, env.ifname), addresses);
+
+    if (conf.fastPath.enabled) {
+      const uplink = await resolveUplink(ns.host, conf.fastPath.hostInterface);
+      if (!uplink) log.warn("no uplink (no hostInterface, no default route): wire traffic reaches pods via the stack");
+      const fast = NodeFastPath.open(conf.fastPath, uplink);
+      try {
+        const gone = { hostIfindex: pair.hostLink.index, addresses };
+        rollback.onFailure("remove fast path state", async () =>
+          removeEndpoint(conf.fastPath.bpffsRoot, hostDevice, gone, await liveIfindexes(ns.host)),
+        );
+        fast.attachEndpoint({ hostDevice, hostIfindex: pair.hostLink.index, kind: datapath.kind, addresses });
+      } finally {
+        fast.close();
+      }
+    }
 
     log.info(`added ${datapath.kind} ${hostDevice} <-> ${env.ifname} with ${addresses.join(", ")}`);
     return {

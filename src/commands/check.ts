@@ -6,6 +6,7 @@
  */
 import { CniError, ErrorCode, invalidConfig } from "../cni/errors";
 import type { IpConfig, Result } from "../cni/result";
+import { endpointMapEntries, endpointState } from "../datapath/fastpath";
 import { closeNamespaces, openNamespaces } from "../datapath/namespaces";
 import { hostDeviceName, ownerAlias } from "../datapath/naming";
 import { hostPrefix, podDefaultRoutes } from "../datapath/pod-end";
@@ -55,8 +56,24 @@ export async function cmdCheck(inv: Invocation): Promise<void> {
         throw mismatch(`route ${dst} dev ${hostDevice} is missing on the host`);
       }
     }
+    if (conf.fastPath.enabled) checkFastPath(conf.fastPath.bpffsRoot, hostDevice, hostLink.index, addresses);
   } finally {
     closeNamespaces(ns);
+  }
+}
+
+/** The pod's programs are pinned and the endpoint map sends each address to its device. */
+function checkFastPath(root: string, hostDevice: string, hostIfindex: number, addresses: string[]): void {
+  if (!endpointState(root, hostDevice).pinned) {
+    throw mismatch(`eBPF programs of ${hostDevice} are not attached (no pins under ${root}/endpoints/${hostDevice})`);
+  }
+  const entries = endpointMapEntries(root);
+  for (const cidr of addresses) {
+    const ip = hostPrefix(cidr).address;
+    const entry = entries.get(ip);
+    if (entry?.hostIfindex !== hostIfindex) {
+      throw mismatch(`endpoint map entry for ${ip} is ${entry ? `on ifindex ${entry.hostIfindex}` : "missing"}`);
+    }
   }
 }
 

@@ -5,7 +5,9 @@
  * come twice. Each of those succeeds.
  * Only a device carrying this attachment's ownership alias is deleted.
  */
+import { removeEndpoint } from "../datapath/fastpath";
 import { hostDeviceName, ownerAlias } from "../datapath/naming";
+import { liveIfindexes } from "../datapath/uplink";
 import { log } from "../log";
 import { deleteLinkByName, getLinkByName } from "../netlink/links";
 import { RtnlSocket } from "../netlink/socket";
@@ -21,20 +23,24 @@ export async function cmdDel(inv: Invocation): Promise<void> {
   const host = RtnlSocket.open();
   try {
     const link = await getLinkByName(host, hostDevice);
-    if (!link) {
-      log.info(`${hostDevice} already gone`);
-      return;
-    }
     // A link without our alias is one an ADD created but had not yet labelled (killed
     // mid-way); one with another owner's alias is not ours to delete.
     const expected = ownerAlias(env.containerId, env.ifname);
-    if (link.alias !== undefined && link.alias !== expected) {
+    if (link?.alias !== undefined && link.alias !== expected) {
       log.warn(`${hostDevice} belongs to "${link.alias}", not "${expected}"; left alone`);
       return;
     }
-    // Removing the host end removes the pod end (if its netns still exists) and the routes.
-    await deleteLinkByName(host, hostDevice);
-    log.info(`deleted ${hostDevice}`);
+    if (link) {
+      // Removing the host end removes the pod end (if its netns still exists) and the routes.
+      await deleteLinkByName(host, hostDevice);
+      log.info(`deleted ${hostDevice}`);
+    } else {
+      log.info(`${hostDevice} already gone`);
+    }
+    // Pins and map entries go whether or not the device was still there.
+    const addresses = (inv.conf.prevResult?.ips ?? []).map((ip) => ip.address);
+    const gone = { hostIfindex: link?.index, addresses };
+    removeEndpoint(inv.conf.fastPath.bpffsRoot, hostDevice, gone, await liveIfindexes(host));
   } finally {
     host.close();
   }

@@ -5,13 +5,39 @@
  * keeps going past individual failures and reports them all at the end. The IPAM
  * plugin gets the same GC request.
  */
+
+import type { Attachment } from "../cni/config";
 import { CniError, ErrorCode, invalidConfig } from "../cni/errors";
+import { pinnedEndpointDevices, pruneDeadEndpoints, unpinEndpoint } from "../datapath/fastpath";
 import { hostDeviceName, parseOwnerAlias } from "../datapath/naming";
+import { liveIfindexes } from "../datapath/uplink";
 import { log } from "../log";
 import { deleteLinkByName, listLinks } from "../netlink/links";
 import { RtnlSocket } from "../netlink/socket";
 import type { Invocation } from "./invocation";
 import { ipamBackend } from "./ipam-backend";
+
+/** Endpoint pins of attachments not kept, and map entries of devices that are gone. */
+async function collectFastPathGarbage(root: string, host: RtnlSocket, valid: Attachment[]): Promise<string[]> {
+  const failures: string[] = [];
+  const keptDevices = new Set(valid.map((a) => hostDeviceName(a.containerId, a.ifname)));
+  for (const device of pinnedEndpointDevices(root)) {
+    if (keptDevices.has(device)) continue;
+    try {
+      unpinEndpoint(root, device);
+      log.info(`gc: removed pins of ${device}`);
+    } catch (e) {
+      failures.push(`pins of ${device}: ${(e as Error).message}`);
+    }
+  }
+  try {
+    const removed = pruneDeadEndpoints(root, await liveIfindexes(host));
+    if (removed.length > 0) log.info(`gc: removed endpoint entries ${removed.join(", ")}`);
+  } catch (e) {
+    failures.push(`endpoint map: ${(e as Error).message}`);
+  }
+  return failures;
+}
 
 export async function cmdGc(inv: Invocation): Promise<void> {
   const valid = inv.conf.validAttachments;
@@ -34,6 +60,7 @@ export async function cmdGc(inv: Invocation): Promise<void> {
         failures.push(`${link.name}: ${(e as Error).message}`);
       }
     }
+    failures.push(...(await collectFastPathGarbage(inv.conf.fastPath.bpffsRoot, host, valid)));
   } finally {
     host.close();
   }

@@ -2,9 +2,11 @@
  * What every datapath kind (veth today; netkit next) provides, so commands/ can build
  * and remove a pod's device pair without knowing which kind it is.
  */
-import type { DatapathKind } from "../cni/config";
 import type { Link } from "../netlink/links";
 import type { RtnlSocket } from "../netlink/socket";
+
+/** The kinds of device pair a pod can get. */
+export type DeviceKind = "veth" | "netkit";
 
 /** One pod attachment: everything a datapath needs to build or find its devices. */
 export interface Endpoint {
@@ -32,7 +34,7 @@ export interface DevicePair {
 }
 
 export interface Datapath {
-  readonly kind: DatapathKind;
+  readonly kind: DeviceKind;
   /** Creates the pair with the pod end already inside the pod netns, named `ifname`. */
   createPair(ns: Namespaces, endpoint: Endpoint): Promise<DevicePair>;
 }

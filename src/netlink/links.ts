@@ -17,6 +17,8 @@ const IFLA_LINK = 5;
 const IFLA_LINKINFO = 18;
 const IFLA_IFALIAS = 20;
 const IFLA_NET_NS_FD = 28;
+const IFLA_GSO_MAX_SIZE = 41;
+const IFLA_GRO_MAX_SIZE = 58;
 const IFLA_INFO_KIND = 1;
 const IFLA_INFO_DATA = 2;
 /** VETH_INFO_PEER and IFLA_NETKIT_PEER_INFO: both kinds carry the peer's ifinfomsg in attribute 1. */
@@ -35,6 +37,8 @@ export interface Link {
   alias: string | undefined;
   /** Index of the peer/parent in its own namespace (veth, netkit). */
   peerIndex: number | undefined;
+  gsoMaxSize: number | undefined;
+  groMaxSize: number | undefined;
 }
 
 export const isUp = (link: Link) => (link.flags & IFF_UP) !== 0;
@@ -66,6 +70,8 @@ function parseLink(data: Buffer): Link {
     kind: info ? readString(parseAttrs(info).get(IFLA_INFO_KIND)) : undefined,
     alias: readString(attrs.get(IFLA_IFALIAS)),
     peerIndex: readU32(attrs.get(IFLA_LINK)),
+    gsoMaxSize: readU32(attrs.get(IFLA_GSO_MAX_SIZE)),
+    groMaxSize: readU32(attrs.get(IFLA_GRO_MAX_SIZE)),
   };
 }
 
@@ -74,12 +80,17 @@ export interface PairEnd {
   name: string;
   mtu?: number;
   mac?: string;
+  /** Largest GSO/GRO packets the end builds or accepts (BIG TCP when above 64 KiB). */
+  gsoMaxSize?: number;
+  groMaxSize?: number;
 }
 
 function endAttrs(end: PairEnd): Attr[] {
   const attrs = [attrString(IFLA_IFNAME, end.name)];
   if (end.mtu) attrs.push(attrU32(IFLA_MTU, end.mtu));
   if (end.mac) attrs.push(attr(IFLA_ADDRESS, macBytes(end.mac)));
+  if (end.gsoMaxSize) attrs.push(attrU32(IFLA_GSO_MAX_SIZE, end.gsoMaxSize));
+  if (end.groMaxSize) attrs.push(attrU32(IFLA_GRO_MAX_SIZE, end.groMaxSize));
   return attrs;
 }
 

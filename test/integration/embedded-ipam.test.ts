@@ -26,6 +26,8 @@ function conf(ranges: unknown[]): Record<string, unknown> {
     datapath: "veth",
     logFile: path.join(dataDir, "plugin.log"),
     ipam: { type: "netkit-cni", ranges, dataDir },
+    bpffsRoot: fx.bpffsRoot,
+    hostInterface: "uplink0",
   };
 }
 

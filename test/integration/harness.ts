@@ -9,6 +9,7 @@ import { execFileSync, spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
+import { nodeLockPath } from "../../src/datapath/fastpath";
 
 export const BINARY = path.resolve(__dirname, "../../dist/netkit-cni");
 export const CNI_PATH = "/usr/lib/cni";
@@ -51,6 +52,11 @@ export interface Attachment {
 export class Fixture {
   readonly netnses: string[] = [];
   readonly dirs: string[] = [];
+  /** This fixture's bpffs root: tests never touch the node's real one. */
+  readonly bpffsRoot = `/sys/fs/bpf/${uniqueName("nkt")}`;
+  readonly extraBpffsRoots: string[] = [];
+  /** Background processes (servers) to kill. */
+  readonly processes: { kill(): void }[] = [];
 
   /**
    * A node: its own netns with lo up and an uplink carrying the node's addresses (a veth
@@ -86,8 +92,13 @@ export class Fixture {
   }
 
   cleanup(): void {
+    for (const p of this.processes.splice(0)) p.kill();
     for (const ns of this.netnses.splice(0)) trySh("ip", ["netns", "del", ns]);
     for (const dir of this.dirs.splice(0)) fs.rmSync(dir, { recursive: true, force: true });
+    for (const root of [this.bpffsRoot, ...this.extraBpffsRoots.splice(0)]) {
+      fs.rmSync(root, { recursive: true, force: true });
+      fs.rmSync(nodeLockPath(root), { force: true });
+    }
   }
 }
 
@@ -125,6 +136,7 @@ export function runPlugin(
 
 /** A veth-datapath network config with host-local IPAM keeping its state in `dataDir`. */
 export function vethConf(opts: {
+  bpffsRoot: string;
   cniVersion?: string;
   subnet4?: string;
   subnet6?: string;
@@ -151,6 +163,8 @@ export function vethConf(opts: {
     logFile: opts.logFile,
     logLevel: "debug",
     ipam: { type: "host-local", ranges, dataDir: opts.dataDir },
+    bpffsRoot: opts.bpffsRoot,
+    hostInterface: "uplink0",
     ...opts.extra,
   };
 }

@@ -19,7 +19,12 @@ beforeEach(() => {
   node = fx.makeNode("10.211.255.1", "fd10:211::1");
   pod = fx.makeNetns();
   dataDir = fx.tempDir("nkt-err-");
-  conf = vethConf({ subnet4: "10.211.0.0/24", dataDir, logFile: path.join(dataDir, "plugin.log") });
+  conf = vethConf({
+    subnet4: "10.211.0.0/24",
+    dataDir,
+    logFile: path.join(dataDir, "plugin.log"),
+    bpffsRoot: fx.bpffsRoot,
+  });
 });
 
 afterEach(() => fx.cleanup());

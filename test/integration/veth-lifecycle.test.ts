@@ -20,6 +20,7 @@ beforeEach(() => {
   node = fx.makeNode(NODE_V4, NODE_V6);
   dataDir = fx.tempDir("nkt-ipam-");
   conf = vethConf({
+    bpffsRoot: fx.bpffsRoot,
     subnet4: "10.210.0.0/24",
     subnet6: "fd10:210:0:1::/64",
     dataDir,
@@ -99,6 +100,7 @@ describe("ADD", () => {
   it("rolls back the device and releases the IP when a step after creating the pair fails", () => {
     // Pin IPAM to one address and occupy the node's route to it, so the host-route step fails.
     const pinned = vethConf({
+      bpffsRoot: fx.bpffsRoot,
       subnet4: "10.210.0.0/24",
       rangeStart4: "10.210.0.77",
       dataDir,

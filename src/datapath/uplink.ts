@@ -1,0 +1,30 @@
+/**
+ * The node's uplink: the device whose ingress hands wire traffic to local pods. Named by
+ * the config (`hostInterface`), else the device of the default route (IPv4 first).
+ */
+import { CniError, ErrorCode } from "../cni/errors";
+import { getLinkByIndex, getLinkByName, listLinks } from "../netlink/links";
+import { listRoutes } from "../netlink/routes";
+import type { RtnlSocket } from "../netlink/socket";
+import type { Uplink } from "./fastpath";
+
+export async function resolveUplink(host: RtnlSocket, configured: string | undefined): Promise<Uplink | undefined> {
+  if (configured) {
+    const link = await getLinkByName(host, configured);
+    if (!link) {
+      throw new CniError(ErrorCode.InvalidNetworkConfig, `hostInterface "${configured}" does not exist on this node`);
+    }
+    return { name: link.name, index: link.index };
+  }
+  const routes = await listRoutes(host);
+  const dflt =
+    routes.find((r) => r.dst === "0.0.0.0/0" && r.ifindex) ?? routes.find((r) => r.dst === "::/0" && r.ifindex);
+  if (!dflt) return undefined;
+  const link = await getLinkByIndex(host, dflt.ifindex);
+  return link ? { name: link.name, index: link.index } : undefined;
+}
+
+/** Every ifindex in the namespace: what "still alive" means for endpoint map entries. */
+export async function liveIfindexes(host: RtnlSocket): Promise<Set<number>> {
+  return new Set((await listLinks(host)).map((l) => l.index));
+}

@@ -1,0 +1,203 @@
+/**
+ * The eBPF fast path on the veth datapath, end to end across two nodes built in
+ * namespaces: which path packets took is read from the per-endpoint counters, and the
+ * NAT cases (Service DNAT, hostPort-style DNAT, masquerade) must stay correct because
+ * those flows keep going through netfilter.
+ */
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import type { Counters } from "../../src/bpf/index";
+import { countersOf, endpointMapEntries, pinnedEndpointDevices } from "../../src/datapath/fastpath";
+import { Fixture, inNs, ping, runPlugin, sh } from "./harness";
+import { startServer, tcpRequest } from "./tcp";
+import { addPod, type ClusterNode, delPod, ifindexOf, makeCluster, type Pod } from "./topology";
+
+let fx: Fixture;
+let a: ClusterNode;
+let b: ClusterNode;
+
+beforeEach(() => {
+  fx = new Fixture();
+  [a, b] = makeCluster(fx);
+});
+afterEach(() => fx.cleanup());
+
+const counters = (pod: Pod): Counters => {
+  const c = countersOf(pod.node.bpffsRoot, ifindexOf(pod.node.netns, pod.hostDevice));
+  if (!c) throw new Error("no counters map");
+  return c;
+};
+
+/** Counter increase over `fn`. */
+function delta(pod: Pod, fn: () => void): Counters {
+  const before = counters(pod);
+  fn();
+  const after = counters(pod);
+  return Object.fromEntries(
+    Object.entries(after).map(([k, v]) => [k, v - before[k as keyof Counters]]),
+  ) as unknown as Counters;
+}
+
+describe("fast path", () => {
+  it("redirects pod-to-pod traffic on one node (v4 and v6)", () => {
+    const p1 = addPod(fx, a, "a1");
+    const p2 = addPod(fx, a, "a2");
+    const d = delta(p1, () => {
+      expect(ping(p1.netns, p2.v4)).toBe(true);
+      expect(ping(p1.netns, p2.v6)).toBe(true);
+    });
+    expect(d.redirectedLocal).toBeGreaterThanOrEqual(2);
+    expect(d.passedStack).toBe(0n);
+  });
+
+  it("forwards pod-to-pod traffic across nodes by FIB lookup, and delivers wire traffic with redirect_peer", () => {
+    const pa = addPod(fx, a, "a1");
+    const pb = addPod(fx, b, "b1");
+    const da = delta(pa, () => {
+      const db = delta(pb, () => {
+        expect(ping(pa.netns, pb.v4)).toBe(true);
+        expect(ping(pa.netns, pb.v6)).toBe(true);
+      });
+      // Requests arrive on B's wire and go straight into b1's netns.
+      expect(db.redirectedPeer).toBeGreaterThanOrEqual(2);
+    });
+    expect(da.redirectedFib + da.redirectedNeigh).toBeGreaterThanOrEqual(2);
+    expect(da.redirectedPeer).toBeGreaterThanOrEqual(2); // the replies, on A's wire
+  });
+
+  it("keeps node-to-pod and pod-to-node traffic working through the stack", () => {
+    const pa = addPod(fx, a, "a1");
+    expect(ping(a.netns, pa.v4)).toBe(true);
+    expect(ping(a.netns, pa.v6)).toBe(true);
+    const d = delta(pa, () => expect(ping(pa.netns, a.wireV4)).toBe(true));
+    expect(d.passedStack).toBeGreaterThanOrEqual(1);
+  });
+
+  it("drops packets whose source is not the pod's own address", () => {
+    const p1 = addPod(fx, a, "a1");
+    const p2 = addPod(fx, a, "a2");
+    inNs(p1.netns, "ip", ["addr", "add", "10.221.1.250/32", "dev", "eth0"]);
+    const d = delta(p1, () => {
+      const r = sh("sh", [
+        "-c",
+        `nsenter --net=/run/netns/${p1.netns} ping -c2 -W1 -I 10.221.1.250 ${p2.v4} >/dev/null 2>&1; echo $?`,
+      ]);
+      expect(r.trim()).not.toBe("0");
+    });
+    expect(d.droppedSpoofed).toBeGreaterThanOrEqual(2);
+    expect(ping(p1.netns, p2.v4)).toBe(true); // its own address still works
+  });
+
+  it("lists our named programs on the right hooks in bpftool", () => {
+    const pa = addPod(fx, a, "a1");
+    const net = JSON.parse(inNs(a.netns, "bpftool", ["-j", "net", "show"])) as {
+      tc: { devname: string; kind: string; name: string }[];
+    }[];
+    const tc = net.flatMap((n) => n.tc ?? []);
+    const on = (dev: string, kind: string) => tc.filter((t) => t.devname === dev && t.kind === kind).map((t) => t.name);
+    expect(on(pa.hostDevice, "tcx/ingress")).toEqual(["nkc_from_pod"]);
+    expect(on(pa.hostDevice, "tcx/egress")).toEqual(["nkc_to_pod"]);
+    expect(on("wire0", "tcx/ingress")).toEqual(["nkc_host_in"]);
+    expect(on("wire0", "tcx/egress")).toEqual(["nkc_host_out"]);
+  });
+
+  it("leaves no pins, endpoint entries or devices after DEL of every pod and GC", () => {
+    const pods = [addPod(fx, a, "a1"), addPod(fx, a, "a2")];
+    expect(pinnedEndpointDevices(a.bpffsRoot)).toHaveLength(2);
+    expect(endpointMapEntries(a.bpffsRoot).size).toBe(4);
+    for (const p of pods) expect(delPod(p).status).toBe(0);
+    const gc = runPlugin(a.netns, "GC", {}, { ...a.conf, "cni.dev/valid-attachments": [] });
+    expect(gc.status, gc.stdout).toBe(0);
+    expect(pinnedEndpointDevices(a.bpffsRoot)).toEqual([]);
+    expect(endpointMapEntries(a.bpffsRoot).size).toBe(0);
+  });
+
+  it("GC prunes the state of a pod whose DEL never came", () => {
+    const p = addPod(fx, a, "lost");
+    const keep = addPod(fx, a, "kept");
+    // The runtime lost the pod: its netns vanished (taking the veth), no DEL followed.
+    fx.deleteNetns(p.netns);
+    const gc = runPlugin(
+      a.netns,
+      "GC",
+      {},
+      { ...a.conf, "cni.dev/valid-attachments": [{ containerID: "kept", ifname: "eth0" }] },
+    );
+    expect(gc.status, gc.stdout).toBe(0);
+    expect(pinnedEndpointDevices(a.bpffsRoot)).toEqual([keep.hostDevice]);
+    expect([...endpointMapEntries(a.bpffsRoot).keys()].sort()).toEqual([keep.v4, keep.v6].sort());
+  });
+});
+
+describe("NAT stays correct", () => {
+  it("a Service VIP DNAT'ed on node A to a pod on node B completes TCP connections", async () => {
+    const client = addPod(fx, a, "client");
+    const backend = addPod(fx, b, "backend");
+    await startServer(fx, backend.netns, "0.0.0.0", 8080);
+    inNs(a.netns, "iptables", [
+      "-t",
+      "nat",
+      "-A",
+      "PREROUTING",
+      "-d",
+      "10.96.0.10",
+      "-p",
+      "tcp",
+      "--dport",
+      "80",
+      "-j",
+      "DNAT",
+      "--to-destination",
+      `${backend.v4}:8080`,
+    ]);
+    const d = delta(client, () => {
+      expect(tcpRequest(client.netns, "10.96.0.10", 80)).toBe(`from ${client.v4}`);
+    });
+    expect(d.passedStack).toBeGreaterThanOrEqual(1);
+    // And plain pod-to-pod traffic between the same two pods is still redirected.
+    const direct = delta(client, () => expect(tcpRequest(client.netns, backend.v4, 8080)).toBe(`from ${client.v4}`));
+    expect(direct.redirectedFib + direct.redirectedNeigh).toBeGreaterThanOrEqual(1);
+  });
+
+  it("a hostPort-style DNAT on node B's address reaches a pod on B from a pod on A", async () => {
+    const client = addPod(fx, a, "client");
+    const backend = addPod(fx, b, "backend");
+    await startServer(fx, backend.netns, "0.0.0.0", 8080);
+    inNs(b.netns, "iptables", [
+      "-t",
+      "nat",
+      "-A",
+      "PREROUTING",
+      "-d",
+      b.wireV4,
+      "-p",
+      "tcp",
+      "--dport",
+      "30080",
+      "-j",
+      "DNAT",
+      "--to-destination",
+      `${backend.v4}:8080`,
+    ]);
+    expect(tcpRequest(client.netns, b.wireV4, 30080)).toBe(`from ${client.v4}`);
+  });
+
+  it("masquerade to an address outside the cluster CIDRs works", async () => {
+    const client = addPod(fx, a, "client");
+    await startServer(fx, b.netns, b.wireV4, 9090);
+    inNs(a.netns, "iptables", [
+      "-t",
+      "nat",
+      "-A",
+      "POSTROUTING",
+      "-s",
+      a.podSubnet4,
+      "!",
+      "-d",
+      "10.221.0.0/16",
+      "-j",
+      "MASQUERADE",
+    ]);
+    const d = delta(client, () => expect(tcpRequest(client.netns, b.wireV4, 9090)).toBe(`from ${a.wireV4}`));
+    expect(d.passedStack).toBeGreaterThanOrEqual(1);
+  });
+});
