@@ -45,7 +45,8 @@ console_setup() {
 
 stage1() {
   mount -t proc proc /proc || exit 1
-  mount -t devtmpfs devtmpfs /dev || exit 1
+  # The kernel mounts devtmpfs itself when built with DEVTMPFS_MOUNT.
+  mountpoint -q /dev || mount -t devtmpfs devtmpfs /dev || exit 1
   console_setup
   [[ -n ${nkvm_share:-} ]] || fail "no nkvm_share= on the kernel command line"
   # /tmp of the host root only serves as a mount point here.
@@ -56,7 +57,8 @@ stage1() {
   # The switch_root idiom: make the overlay the root of the mount tree (not
   # only a chroot) so tools that pivot_root or inspect mounts behave normally.
   cd /tmp/root || fail "cd /tmp/root"
-  mount --move . / || fail "moving the overlay to /"
+  # -n: the read-only root has no room for mount(8)'s bookkeeping.
+  mount -n --move . / || fail "moving the overlay to /"
   exec chroot . /bin/bash "$0" stage2
 }
 
@@ -83,7 +85,7 @@ run_command() {
   ((${#argv[@]})) || fail "empty command"
 
   if [[ $cwd != / ]]; then
-    mkdir -p "$cwd" && mount -t hostfs -o "$cwd" hostfs "$cwd" ||
+    { mkdir -p "$cwd" && mount -t hostfs -o "$cwd" hostfs "$cwd"; } ||
       fail "cannot mount the host folder $cwd"
   fi
 
@@ -98,12 +100,16 @@ run_command() {
   cat "$ERR_FIFO" >/dev/tty2 &
   local err_relay=$!
 
+  # The outer 2>/dev/null swallows bash's own "Killed" report when the
+  # command dies of a signal; the command's stderr goes to the FIFO.
   local status=0
-  (cd "$cwd" && exec env -i \
-    PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-    HOME=/root USER=root LOGNAME=root SHELL=/bin/sh TERM=dumb LANG=C.UTF-8 \
-    PWD="$cwd" NETKIT_VM=1 "${env[@]}" "${sh[@]}") \
-    >"$OUT_FIFO" 2>"$ERR_FIFO" || status=$?
+  {
+    (cd "$cwd" && exec env -i \
+      PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+      HOME=/root USER=root LOGNAME=root SHELL=/bin/sh TERM=dumb LANG=C.UTF-8 \
+      PWD="$cwd" NETKIT_VM=1 "${env[@]}" "${sh[@]}") \
+      >"$OUT_FIFO" 2>"$ERR_FIFO"
+  } 2>/dev/null || status=$?
 
   # The command's end is the machine's end: kill what it left running so the
   # relays see end-of-file and drain instead of waiting forever.

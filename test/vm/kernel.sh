@@ -22,11 +22,15 @@ REQUIRED=(
   NETKIT VETH BPF_SYSCALL BPF DEBUG_INFO DEBUG_INFO_BTF
   CGROUPS CGROUP_BPF NET_SCHED NET_SCH_INGRESS NET_CLS_BPF NET_CLS_ACT
   NET_ACT_BPF NET_XGRESS
-  # guest plumbing: host root via hostfs, writable overlay, tmpfs, /dev
-  HOSTFS OVERLAY_FS TMPFS DEVTMPFS UNIX98_PTYS BINFMT_SCRIPT MAGIC_SYSRQ
-  # networking used by the tests
-  NAMESPACES NET_NS UTS_NS IPC_NS PID_NS INET IPV6 BRIDGE TUN DUMMY PACKET
-  IP_ADVANCED_ROUTER IP_MULTIPLE_TABLES IPV6_MULTIPLE_TABLES
+  # guest plumbing: host root via hostfs, writable overlay, tmpfs, /dev;
+  # overlayfs keeps its metadata in xattrs of the tmpfs upper layer (without
+  # them, renaming a directory from the host's root fails with EXDEV)
+  HOSTFS OVERLAY_FS TMPFS TMPFS_XATTR DEVTMPFS UNIX98_PTYS BINFMT_SCRIPT
+  MAGIC_SYSRQ
+  # networking used by the tests, including the bandwidth plugin's tbf/ifb
+  NAMESPACES NET_NS UTS_NS IPC_NS PID_NS USER_NS INET IPV6 BRIDGE TUN DUMMY
+  PACKET IP_ADVANCED_ROUTER IP_MULTIPLE_TABLES IPV6_MULTIPLE_TABLES
+  NET_SCH_TBF NET_CLS_U32 NET_ACT_MIRRED IFB
   # netfilter: Debian's iptables is iptables-nft, which needs nft_compat plus
   # the xt targets/matches it translates (those kube-proxy and portmap use)
   NETFILTER NETFILTER_ADVANCED NETFILTER_NETLINK NF_CONNTRACK NF_NAT
@@ -66,30 +70,46 @@ apt_install() {
   fi
 }
 
-pkg_version() {
-  dpkg-query -W -f='${db:Status-Abbrev} ${Version}\n' "$1" 2>/dev/null |
-    awk '$1 == "ii" { print $2 }'
+# Installed versions of the given packages, as "name version" lines; one
+# dpkg-query for all keeps the cached path's lookup fast.
+installed_versions() {
+  dpkg-query -W -f='${Package} ${db:Status-Abbrev} ${Version}\n' "$@" 2>/dev/null |
+    awk '$2 == "ii" { print $1, $3 }' || true
 }
 
-ensure_packages() {
-  local missing=() pkg
-  for pkg in build-essential flex bison bc libelf-dev dwarves xz-utils iptables; do
-    [[ -n $(pkg_version "$pkg") ]] || missing+=("$pkg")
-  done
-  ((${#missing[@]} == 0)) || apt_install "${missing[@]}"
-
-  # Bookworm's own iproute2 and bpftool predate netkit; the guest runs the
-  # host's binaries, so the backports versions must be on the host.
-  local backports=()
-  [[ -f $SOURCE_TARBALL && -n $(pkg_version "$SOURCE_PKG") ]] || backports+=("$SOURCE_PKG")
+# What the guest needs at run time (it runs the host's binaries) and the
+# source whose version names the cache entry.
+ensure_runtime_packages() {
+  local -A have=()
+  local name version
+  while read -r name version; do have[$name]=$version; done < <(
+    installed_versions iptables bpftool "$SOURCE_PKG"
+  )
+  local plain=() backports=()
+  [[ -n ${have[iptables]:-} ]] || plain+=(iptables)
+  # Bookworm's own iproute2 and bpftool predate netkit.
   [[ $(ip link help 2>&1) == *netkit* ]] || backports+=(iproute2)
-  local bpftool_version
-  bpftool_version=$(pkg_version bpftool)
-  if [[ -z $bpftool_version ]] || ! dpkg --compare-versions "$bpftool_version" ge 7.5; then
+  if [[ -z ${have[bpftool]:-} ]] || ! dpkg --compare-versions "${have[bpftool]}" ge 7.5; then
     backports+=(bpftool)
   fi
+  [[ -f $SOURCE_TARBALL && -n ${have[$SOURCE_PKG]:-} ]] || backports+=("$SOURCE_PKG")
+  ((${#plain[@]} == 0)) || apt_install "${plain[@]}"
   ((${#backports[@]} == 0)) || apt_install -t bookworm-backports "${backports[@]}"
   [[ -f $SOURCE_TARBALL ]] || die "$SOURCE_TARBALL missing after installing $SOURCE_PKG"
+}
+
+ensure_build_packages() {
+  local wanted=(build-essential flex bison bc libelf-dev dwarves xz-utils)
+  local -A have=()
+  local name version
+  while read -r name version; do have[$name]=$version; done < <(
+    installed_versions "${wanted[@]}"
+  )
+  local missing=() pkg
+  for pkg in "${wanted[@]}"; do
+    [[ -n ${have[$pkg]:-} ]] || missing+=("$pkg")
+  done
+  ((${#missing[@]} == 0)) || apt_install "${missing[@]}"
 }
 
 # Everything that shapes the kernel image. Its text (bash prints function
@@ -143,10 +163,10 @@ cache_key() {
 }
 
 main() {
-  ensure_packages
+  ensure_runtime_packages
   local version dir
   # Debian versions may contain '~' and '+', harmless in a path but not '/'.
-  version=$(pkg_version "$SOURCE_PKG" | tr '/:' '__')
+  version=$(installed_versions "$SOURCE_PKG" | awk '{ print $2 }' | tr '/:' '__')
   dir=$CACHE_ROOT/$version-$(cache_key)
   if [[ -x $dir/linux ]]; then
     printf '%s\n' "$dir/linux"
@@ -156,12 +176,18 @@ main() {
   mkdir -p "$CACHE_ROOT"
   # Concurrent callers wait for one build instead of racing.
   exec 9>"$CACHE_ROOT/.lock"
-  flock 9
+  if ! flock -n 9; then
+    log "waiting for another kernel.sh to finish building"
+    flock 9
+  fi
   if [[ ! -x $dir/linux ]]; then
-    local workdir stage
+    # Globals: the EXIT trap runs after main has returned.
     workdir=$(mktemp -d /var/tmp/netkit-uml-build.XXXXXX)
     stage=$(mktemp -d "$CACHE_ROOT/.stage.XXXXXX")
     trap 'rm -rf "$workdir" "$stage"' EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM HUP
+    ensure_build_packages
     log "building UML kernel from $SOURCE_PKG $version into $dir"
     build_kernel "$SOURCE_TARBALL" "$workdir" "$(nproc)"
     cp "$workdir/linux" "$workdir/config" "$stage/"

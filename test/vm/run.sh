@@ -20,7 +20,7 @@ usage() {
 }
 
 die() {
-  echo "run.sh: $*" >&2
+  echo "run.sh: $1" >&2
   exit "${2:-125}"
 }
 
@@ -62,13 +62,28 @@ cwd=$(pwd -P)
 # Private folder per run: guest RAM file, UML's pid/console socket folder and
 # the folder shared with the guest, so concurrent runs never meet.
 run=$(mktemp -d /dev/shm/netkit-vm.XXXXXX)
-uml_pid=
+UMID=guest
+timeout_pid=
 relays=()
-cleanup() {
-  if [[ -n $uml_pid ]]; then
-    kill -TERM "$uml_pid" 2>/dev/null || true
-    kill -KILL -- -"$uml_pid" 2>/dev/null || true
+# UML starts by calling setsid, so neither our process group nor timeout(1)'s
+# reaches its host processes: kill the session of timeout's child (before
+# timeout goes and the child is orphaned), and the one named in UML's pid file.
+# Runs from the EXIT trap too, so nothing in it may fail under set -e.
+kill_guest() {
+  local pids=() pid
+  if [[ -n $timeout_pid ]]; then
+    mapfile -t pids < <(pgrep -P "$timeout_pid" || true)
+    kill -KILL "$timeout_pid" 2>/dev/null || true
   fi
+  pids+=("$(cat "$run/$UMID/pid" 2>/dev/null || true)")
+  for pid in "${pids[@]}"; do
+    [[ $pid =~ ^[0-9]+$ ]] || continue
+    kill -KILL -- -"$pid" "$pid" 2>/dev/null || true
+  done
+}
+# shellcheck disable=SC2317 # called from the EXIT trap
+cleanup() {
+  kill_guest
   rm -rf "$run"
 }
 trap cleanup EXIT
@@ -93,19 +108,30 @@ relays+=($!)
 # A crashing UML aborts; its core dump is of no use and would land in $cwd.
 ulimit -c 0
 
-# timeout(1) puts UML and all its host processes in one process group and
-# signals the whole group when time runs out (0 disables the limit).
+# The guest kernel's own console (boot log, panics) is discarded unless
+# NETKIT_VM_DEBUG=1, which sends it to stderr.
+console=("con0=null,null" quiet)
+if [[ ${NETKIT_VM_DEBUG:-} == 1 ]]; then
+  # A distinct descriptor: UML cannot watch one fd for two consoles.
+  exec 3>"$run/stderr"
+  console=("con0=null,fd:3")
+fi
+
+# On time-out, timeout(1) sends SIGTERM to UML, which then shuts down and
+# takes its host processes with it (0 disables the limit).
 TMPDIR=$run timeout -k 5 "$timeout" "$kernel" \
   mem=2G root=/dev/root rootfstype=hostfs rootflags=/ ro \
-  init="$HERE/init.sh" nkvm_share="$share" uml_dir="$run" \
-  con=null con0=null,null con1=null,fd:1 con2=null,fd:2 ssl=null quiet \
+  init="$HERE/init.sh" nkvm_share="$share" uml_dir="$run" umid="$UMID" \
+  con=null "${console[@]}" con1=null,fd:1 con2=null,fd:2 ssl=null \
   </dev/null >"$run/stdout" 2>"$run/stderr" &
-uml_pid=$!
+timeout_pid=$!
+exec 3>&-
 uml_status=0
-wait "$uml_pid" || uml_status=$?
+# 2>/dev/null: bash would add its own "Aborted" line when UML crashes.
+{ wait "$timeout_pid"; } 2>/dev/null || uml_status=$?
+timeout_pid=
 # Leftover UML helpers would hold the FIFOs open; then let the relays drain.
-kill -KILL -- -"$uml_pid" 2>/dev/null || true
-uml_pid=
+kill_guest
 wait "${relays[@]}" || true
 
 if [[ -s $share/status ]]; then
@@ -114,4 +140,4 @@ fi
 if ((uml_status == 124)); then
   die "guest timed out after ${timeout}s" 124
 fi
-die "guest ended without reporting the command's exit status (UML exit status $uml_status)" 125
+die "guest ended without reporting the command's exit status (UML exit status $uml_status; NETKIT_VM_DEBUG=1 shows the guest's console)" 125
