@@ -4,7 +4,6 @@
  * document on stdout: the result, or the spec's error object with exit status 1.
  * Diagnostics go to the configured log file only.
  */
-import * as fs from "node:fs";
 import { parseNetConf } from "./cni/config";
 import { parseEnv } from "./cni/env";
 import { asCniError, CniError, ErrorCode, renderError } from "./cni/errors";
@@ -22,13 +21,15 @@ import { ErrnoError } from "./sys/libc";
 
 const ABOUT = "netkit-cni: CNI plugin giving pods netkit or veth devices with eBPF fast paths";
 
-function readStdin(): Buffer {
+/**
+ * The whole of stdin. Read as a stream: the runtime may still be writing when we start,
+ * and a synchronous read of a non-blocking pipe fails with EAGAIN instead of waiting.
+ */
+async function readStdin(): Promise<Buffer> {
   if (process.stdin.isTTY) return Buffer.alloc(0);
-  try {
-    return fs.readFileSync(0);
-  } catch {
-    return Buffer.alloc(0);
-  }
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks);
 }
 
 /** The version to render an error in: the config's if it got that far, else the latest. */
@@ -74,7 +75,7 @@ async function main(): Promise<number> {
   if (!process.env.CNI_COMMAND && process.argv.length <= 2) {
     process.stderr.write(`${ABOUT}\nRun by a container runtime with CNI_COMMAND set; see README.md.\n`);
   }
-  const stdin = readStdin();
+  const stdin = await readStdin();
   try {
     const out = await runPlugin(stdin);
     if (out !== undefined) process.stdout.write(`${out}\n`);

@@ -30,6 +30,11 @@ export class BpfLink {
     linkUpdate(this.fd, program.fd, expected?.fd);
   }
 
+  /** The link's own kernel id (struct bpf_link_info.id). */
+  id(): number {
+    return objGetInfo(this.fd, 16).readUInt32LE(4);
+  }
+
   /** The kernel id of the program attached now (struct bpf_link_info.prog_id). */
   programId(): number {
     return objGetInfo(this.fd, 16).readUInt32LE(8);

@@ -103,8 +103,8 @@ export class NodeFastPath {
       const node = loadNodePrograms(root, embeddedObjects(), { clusterCidrs: settings.clusterCidrs });
       try {
         if (uplink) {
-          ensureUplinkLink(root, uplink, "ingress", node.programs.hostIn);
-          ensureUplinkLink(root, uplink, "egress", node.programs.hostOut);
+          attachUplink(root, uplink, "ingress", node.programs.hostIn);
+          attachUplink(root, uplink, "egress", node.programs.hostOut);
         }
         return new NodeFastPath(node, root);
       } catch (e) {
@@ -150,7 +150,7 @@ export class NodeFastPath {
 }
 
 /** Attaches `program` to the uplink, or switches an existing link to it atomically. */
-function ensureUplinkLink(root: string, uplink: Uplink, direction: "ingress" | "egress", program: BpfProgram): void {
+export function attachUplink(root: string, uplink: Uplink, direction: "ingress" | "egress", program: BpfProgram): void {
   const pin = path.join(root, "uplink", uplink.name, direction);
   if (fs.existsSync(pin)) {
     const link = BpfLink.openPinned(pin);

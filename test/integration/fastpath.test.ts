@@ -4,10 +4,12 @@
  * NAT cases (Service DNAT, hostPort-style DNAT, masquerade) must stay correct because
  * those flows keep going through netfilter.
  */
+import * as fs from "node:fs";
+import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { Counters } from "../../src/bpf/index";
 import { countersOf, endpointMapEntries, pinnedEndpointDevices } from "../../src/datapath/fastpath";
-import { Fixture, inNs, ping, runPlugin, sh } from "./harness";
+import { Fixture, inNs, ping, runPlugin, runPluginAsync, sh } from "./harness";
 import { startServer, tcpRequest } from "./tcp";
 import { addPod, type ClusterNode, delPod, ifindexOf, makeCluster, type Pod } from "./topology";
 
@@ -109,6 +111,25 @@ describe("fast path", () => {
     expect(gc.status, gc.stdout).toBe(0);
     expect(pinnedEndpointDevices(a.bpffsRoot)).toEqual([]);
     expect(endpointMapEntries(a.bpffsRoot).size).toBe(0);
+  });
+
+  it("concurrent ADDs on a fresh node agree on one set of maps and programs", async () => {
+    const runs = await Promise.all(
+      Array.from({ length: 8 }, (_, i) => {
+        const netns = fx.makeNetns("nkp");
+        return runPluginAsync(
+          a.netns,
+          "ADD",
+          { containerId: `par${i}`, netns: `/run/netns/${netns}`, ifname: "eth0" },
+          a.conf,
+        );
+      }),
+    );
+    for (const r of runs) expect(r.status, r.stdout).toBe(0);
+    expect(pinnedEndpointDevices(a.bpffsRoot)).toHaveLength(8);
+    expect(endpointMapEntries(a.bpffsRoot).size).toBe(16);
+    expect(fs.readdirSync(path.join(a.bpffsRoot, "programs"))).toHaveLength(1);
+    expect(fs.statSync(a.bpffsRoot).mode & 0o777).toBe(0o700);
   });
 
   it("GC prunes the state of a pod whose DEL never came", () => {

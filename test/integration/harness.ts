@@ -5,7 +5,7 @@
  * test creates is registered and removed in `cleanup()`, which tests call from afterEach
  * so a failing assertion still leaves nothing behind.
  */
-import { execFileSync, spawnSync } from "node:child_process";
+import { execFileSync, spawn, spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
@@ -102,14 +102,7 @@ export class Fixture {
   }
 }
 
-/** Runs the plugin from inside `node` (its host namespace), as a runtime would. */
-export function runPlugin(
-  node: string,
-  verb: string,
-  att: Partial<Attachment>,
-  conf: unknown,
-  extraEnv: Record<string, string> = {},
-): PluginRun {
+function pluginEnv(verb: string, att: Partial<Attachment>, extraEnv: Record<string, string>): Record<string, string> {
   const env: Record<string, string> = {
     PATH: "/usr/sbin:/usr/bin:/sbin:/bin",
     CNI_COMMAND: verb,
@@ -119,19 +112,55 @@ export function runPlugin(
   if (att.containerId !== undefined) env.CNI_CONTAINERID = att.containerId;
   if (att.ifname !== undefined) env.CNI_IFNAME = att.ifname;
   if (att.netns !== undefined) env.CNI_NETNS = att.netns;
-  const r = spawnSync("nsenter", [`--net=/run/netns/${node}`, BINARY], {
-    input: typeof conf === "string" ? conf : JSON.stringify(conf),
-    env,
-    encoding: "utf8",
-    timeout: 30_000,
-  });
+  return env;
+}
+
+function parseRun(status: number | null, stdout: string): PluginRun {
   let json: Record<string, unknown> | undefined;
   try {
-    json = r.stdout.trim() ? (JSON.parse(r.stdout) as Record<string, unknown>) : undefined;
+    json = stdout.trim() ? (JSON.parse(stdout) as Record<string, unknown>) : undefined;
   } catch {
     json = undefined;
   }
-  return { status: r.status, stdout: r.stdout, json };
+  return { status, stdout, json };
+}
+
+const stdinOf = (conf: unknown) => (typeof conf === "string" ? conf : JSON.stringify(conf));
+
+/** Runs the plugin from inside `node` (its host namespace), as a runtime would. */
+export function runPlugin(
+  node: string,
+  verb: string,
+  att: Partial<Attachment>,
+  conf: unknown,
+  extraEnv: Record<string, string> = {},
+): PluginRun {
+  const r = spawnSync("nsenter", [`--net=/run/netns/${node}`, BINARY], {
+    input: stdinOf(conf),
+    env: pluginEnv(verb, att, extraEnv),
+    encoding: "utf8",
+    timeout: 30_000,
+  });
+  return parseRun(r.status, r.stdout);
+}
+
+/** `runPlugin` without waiting: for concurrent invocations. */
+export function runPluginAsync(
+  node: string,
+  verb: string,
+  att: Partial<Attachment>,
+  conf: unknown,
+): Promise<PluginRun> {
+  return new Promise((resolve, reject) => {
+    const child = spawn("nsenter", [`--net=/run/netns/${node}`, BINARY], { env: pluginEnv(verb, att, {}) });
+    let stdout = "";
+    child.stdout.on("data", (d: Buffer) => {
+      stdout += d.toString();
+    });
+    child.on("error", reject);
+    child.on("close", (status) => resolve(parseRun(status, stdout)));
+    child.stdin.end(stdinOf(conf));
+  });
 }
 
 /** A veth-datapath network config with host-local IPAM keeping its state in `dataDir`. */
