@@ -1,13 +1,24 @@
 import { defineConfig } from "vitest/config";
 
 // The forks pool: ffi-rs crashes the process when a worker thread that loaded it exits,
-// and setns() must run on a process's main thread.
+// and setns() must run on a process's main thread. Projects run in groupOrder: pure
+// unit tests first, then the eBPF programs, then the executable in real namespaces.
 export default defineConfig({
   test: {
     pool: "forks",
     projects: [
-      { test: { name: "unit", include: ["test/unit/**/*.test.ts"], pool: "forks" } },
-      { test: { name: "bpf", include: ["test/bpf/**/*.test.ts"], pool: "forks", testTimeout: 30_000 } },
+      {
+        test: { name: "unit", include: ["test/unit/**/*.test.ts"], pool: "forks", sequence: { groupOrder: 0 } },
+      },
+      {
+        test: {
+          name: "bpf",
+          include: ["test/bpf/**/*.test.ts"],
+          pool: "forks",
+          testTimeout: 30_000,
+          sequence: { groupOrder: 1 },
+        },
+      },
       {
         test: {
           name: "integration",
@@ -15,8 +26,22 @@ export default defineConfig({
           pool: "forks",
           testTimeout: 60_000,
           hookTimeout: 60_000,
-          // Tests build real namespaces and devices; two at a time is what 2 cores sustain.
-          maxWorkers: 2,
+          // Tests build real namespaces and devices; two at a time is what 2 cores sustain,
+          // one in the single-CPU netkit VM.
+          maxWorkers: process.env.NETKIT_VM ? 1 : 2,
+          sequence: { groupOrder: 2 },
+        },
+      },
+      {
+        // Only inside the netkit VM (make test-vm): these need a kernel with netkit.
+        test: {
+          name: "netkit",
+          include: ["test/netkit/**/*.test.ts"],
+          pool: "forks",
+          testTimeout: 120_000,
+          hookTimeout: 60_000,
+          maxWorkers: 1,
+          sequence: { groupOrder: 3 },
         },
       },
     ],

@@ -8,8 +8,12 @@ import { CniError, ErrorCode, invalidConfig } from "./errors";
 import { isCidr, parseResult, type Result } from "./result";
 import { type CniVersion, negotiateVersion } from "./version";
 
-export const DATAPATHS = ["veth"] as const;
+/** "auto": netkit where the kernel has it, else veth. */
+export const DATAPATHS = ["auto", "netkit", "veth"] as const;
 export type DatapathKind = (typeof DATAPATHS)[number];
+
+export const NETKIT_MODES = ["l3", "l2"] as const;
+export type NetkitMode = (typeof NETKIT_MODES)[number];
 
 export const LOG_LEVELS = ["error", "warn", "info", "debug"] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
@@ -42,6 +46,8 @@ export interface NetConf {
   name: string;
   type: string;
   datapath: DatapathKind;
+  /** netkit only: L3 (no ARP, zero MACs) or L2 (explicit MACs). */
+  mode: NetkitMode;
   /** MTU for both ends of the pod's device; undefined = the host default route device's. */
   mtu: number | undefined;
   ipam: IpamConf | undefined;
@@ -168,7 +174,8 @@ export function parseNetConf(stdin: Buffer | string): NetConf {
     cniVersion,
     name,
     type,
-    datapath: oneOf(raw, "datapath", DATAPATHS, "veth"),
+    datapath: oneOf(raw, "datapath", DATAPATHS, "auto"),
+    mode: oneOf(raw, "mode", NETKIT_MODES, "l3"),
     mtu: parseMtu(raw),
     ipam: parseIpam(raw),
     logFile: stringField(raw, "logFile") ?? DEFAULT_LOG_FILE,

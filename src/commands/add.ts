@@ -1,29 +1,29 @@
 /**
  * ADD: give a pod its network. Reads top to bottom as the pod's story; every step that
  * leaves something behind registers its undo right after it succeeds, and any failure
- * unwinds them in reverse, so a failed ADD leaves no device, route or IP allocation.
+ * unwinds them in reverse, so a failed ADD leaves no device, route, pin, map entry or
+ * IP allocation.
  */
 import { CniError, ErrorCode } from "../cni/errors";
 import type { Result } from "../cni/result";
 import { NodeFastPath, removeEndpoint } from "../datapath/fastpath";
 import { GATEWAY_V4, GATEWAY_V6 } from "../datapath/gateway";
 import { configureHostEnd, enableForwarding } from "../datapath/host-end";
-import { datapathFor } from "../datapath/index";
-import { defaultRouteMtu } from "../datapath/mtu";
+import { chooseDatapath, podEndUsesNeighbours } from "../datapath/index";
 import { closeNamespaces, openNamespaces } from "../datapath/namespaces";
-import { hostDeviceMac, hostDeviceName, ownerAlias } from "../datapath/naming";
+import { hostDeviceMac, hostDeviceName, ownerAlias, podDeviceMac } from "../datapath/naming";
 import { configurePodEnd, hostPrefix, podDefaultRoutes } from "../datapath/pod-end";
 import type { Endpoint } from "../datapath/types";
-import { liveIfindexes, resolveUplink } from "../datapath/uplink";
+import { FALLBACK_MTU, liveIfindexes, resolveUplink } from "../datapath/uplink";
 import { log } from "../log";
 import { deleteLinkByName, getLinkByName } from "../netlink/links";
+import { failpoint } from "../sys/failpoints";
 import type { Invocation } from "./invocation";
 import { requireIpamBackend } from "./ipam-backend";
 import { Rollback } from "./rollback";
 
 export async function cmdAdd(inv: Invocation): Promise<Result> {
   const { env, conf } = inv;
-  const datapath = datapathFor(conf.datapath);
   const ipam = requireIpamBackend(inv);
   const ns = openNamespaces(env.netns);
   const rollback = new Rollback();
@@ -39,32 +39,38 @@ export async function cmdAdd(inv: Invocation): Promise<Result> {
         `host device ${hostDevice} for container ${env.containerId} ${env.ifname} already exists; DEL it first`,
       );
     }
+    const datapath = await chooseDatapath(conf, ns.host);
+    const uplink = await resolveUplink(ns.host, conf.fastPath.hostInterface);
 
     const ipamResult = ipam.add();
     rollback.onFailure("release IP addresses", () => ipam.del());
     const addresses = ipamResult.ips.map((ip) => ip.address);
-    if (addresses.length === 0) {
-      throw new CniError(ErrorCode.IpamFailure, `${ipam.name} returned no addresses`);
-    }
+    if (addresses.length === 0) throw new CniError(ErrorCode.IpamFailure, `${ipam.name} returned no addresses`);
+    await failpoint("ipam-allocated");
 
     const endpoint: Endpoint = {
       containerId: env.containerId,
       ifname: env.ifname,
       hostDevice,
       hostMac: hostDeviceMac(env.containerId, env.ifname),
-      mtu: conf.mtu ?? (await defaultRouteMtu(ns.host)),
+      podMac: podDeviceMac(env.containerId, env.ifname),
+      mtu: conf.mtu ?? uplink?.mtu ?? FALLBACK_MTU,
+      offload: { gsoMaxSize: uplink?.gsoMaxSize, groMaxSize: uplink?.groMaxSize },
       addresses,
     };
     const pair = await datapath.createPair(ns, endpoint);
     // Deleting the host end takes the pod end and every route through it along.
     rollback.onFailure(`delete ${hostDevice}`, () => deleteLinkByName(ns.host, hostDevice).then(() => undefined));
+    await failpoint("pair-created");
 
-    await configurePodEnd(ns.pod, pair.podLink, endpoint.hostMac, addresses);
+    const gatewayMac = podEndUsesNeighbours(datapath, conf) ? endpoint.hostMac : undefined;
+    await configurePodEnd(ns.pod, pair.podLink, gatewayMac, addresses);
+    await failpoint("pod-configured");
     enableForwarding(addresses);
     await configureHostEnd(ns.host, pair.hostLink, ownerAlias(env.containerId, env.ifname), addresses);
+    await failpoint("host-configured");
 
     if (conf.fastPath.enabled) {
-      const uplink = await resolveUplink(ns.host, conf.fastPath.hostInterface);
       if (!uplink) log.warn("no uplink (no hostInterface, no default route): wire traffic reaches pods via the stack");
       const fast = NodeFastPath.open(conf.fastPath, uplink);
       try {
@@ -76,12 +82,13 @@ export async function cmdAdd(inv: Invocation): Promise<Result> {
       } finally {
         fast.close();
       }
+      await failpoint("fastpath-attached");
     }
 
     log.info(`added ${datapath.kind} ${hostDevice} <-> ${env.ifname} with ${addresses.join(", ")}`);
     return {
       interfaces: [
-        { name: hostDevice, mac: endpoint.hostMac },
+        { name: hostDevice, mac: pair.hostLink.mac },
         { name: env.ifname, mac: pair.podLink.mac, mtu: endpoint.mtu, sandbox: env.netns },
       ],
       ips: addresses.map((cidr) => {

@@ -1,25 +1,27 @@
 /**
- * STATUS (spec 1.1.0): is this node ready to add pods? The kernel must answer netlink
- * and the IPAM plugin, if it has a STATUS verb, must say it is ready. Anything else is
- * code 50 (plugin not available), with the reason.
+ * STATUS (spec 1.1.0): is this node ready to add pods? The kernel must answer netlink,
+ * offer the configured datapath (a `netkit` config on a kernel without netkit is not
+ * ready; `auto` is, with veth, and the log says which), and the IPAM, if it can tell,
+ * must have addresses left. Anything else is code 50 (plugin not available), with why.
  */
 import { CniError, ErrorCode } from "../cni/errors";
-import { listLinks } from "../netlink/links";
+import { chooseDatapath } from "../datapath/index";
+import { log } from "../log";
 import { RtnlSocket } from "../netlink/socket";
 import type { Invocation } from "./invocation";
 import { ipamBackend } from "./ipam-backend";
 
 export async function cmdStatus(inv: Invocation): Promise<void> {
   const notReady = (why: string) => new CniError(ErrorCode.PluginNotAvailable, `not ready: ${why}`);
+  const host = RtnlSocket.open();
   try {
-    const host = RtnlSocket.open();
-    try {
-      await listLinks(host);
-    } finally {
-      host.close();
-    }
+    const datapath = await chooseDatapath(inv.conf, host);
+    log.info(`ready for ${datapath.kind} pods (datapath "${inv.conf.datapath}")`);
   } catch (e) {
+    if (e instanceof CniError) throw e;
     throw notReady(`netlink: ${(e as Error).message}`);
+  } finally {
+    host.close();
   }
   try {
     ipamBackend(inv)?.status();

@@ -46,6 +46,9 @@ export interface FastPathSettings {
 export interface Uplink {
   name: string;
   index: number;
+  mtu?: number;
+  gsoMaxSize?: number;
+  groMaxSize?: number;
 }
 
 /** The endpoint as the fast path sees it. */

@@ -1,8 +1,34 @@
-/** Picks the datapath implementation for a configured kind. */
-import type { DatapathKind } from "../cni/config";
+/**
+ * Picks the device kind for an ADD: what the config asks for, with `auto` choosing netkit
+ * where the kernel has it. `netkit` on a kernel without it is refused before anything is
+ * allocated, naming the missing feature.
+ */
+import type { NetConf } from "../cni/config";
+import { CniError, ErrorCode } from "../cni/errors";
+import { log } from "../log";
+import type { RtnlSocket } from "../netlink/socket";
+import { netkitDatapath } from "./netkit";
+import { kernelHasNetkit } from "./probe";
 import type { Datapath } from "./types";
 import { vethDatapath } from "./veth";
 
-const DATAPATHS: Record<DatapathKind, Datapath> = { veth: vethDatapath };
+export async function chooseDatapath(conf: NetConf, host: RtnlSocket): Promise<Datapath> {
+  if (conf.datapath === "veth") return vethDatapath;
+  if (await kernelHasNetkit(host)) {
+    return netkitDatapath({ mode: conf.mode, blackholeUntilAttached: conf.fastPath.enabled });
+  }
+  if (conf.datapath === "netkit") throw netkitMissing();
+  log.info("datapath auto: this kernel has no netkit devices (CONFIG_NETKIT, Linux 6.7+); using veth");
+  return vethDatapath;
+}
 
-export const datapathFor = (kind: DatapathKind): Datapath => DATAPATHS[kind];
+export function netkitMissing(): CniError {
+  return new CniError(
+    ErrorCode.PluginNotAvailable,
+    'datapath "netkit" needs netkit devices, which this kernel lacks (CONFIG_NETKIT, Linux 6.7 or later)',
+    'use "datapath": "auto" to fall back to veth on such nodes, or "veth"',
+  );
+}
+
+/** Whether the pod end needs its gateways pinned to the host MAC (devices that do ARP/ND). */
+export const podEndUsesNeighbours = (dp: Datapath, conf: NetConf) => dp.kind === "veth" || conf.mode === "l2";

@@ -24,6 +24,13 @@ export function hostDeviceMac(containerId: string, ifname: string): string {
   return bytes.map((b) => b.toString(16).padStart(2, "0")).join(":");
 }
 
+/** The pod end's MAC, for device kinds where we choose it (netkit L2). */
+export function podDeviceMac(containerId: string, ifname: string): string {
+  const d = digest(containerId, ifname);
+  const bytes = [0x02, d[26], d[27], d[28], d[29], d[30]] as number[];
+  return bytes.map((b) => b.toString(16).padStart(2, "0")).join(":");
+}
+
 /** The alias written on the host device: who owns it, for GC and for DEL's safety check. */
 export const ownerAlias = (containerId: string, ifname: string) => `${OWNER_ALIAS_PREFIX}${ifname}/${containerId}`;
 

@@ -27,7 +27,16 @@ export function podDefaultRoutes(addresses: string[]): { dst: string; gw: string
   return routes;
 }
 
-export async function configurePodEnd(pod: RtnlSocket, podLink: Link, hostMac: string, addresses: string[]) {
+/**
+ * `gatewayMac`: the host end's MAC, pinned as the gateways' neighbour entry on devices
+ * that resolve neighbours; undefined for devices that do not (netkit L3, NOARP).
+ */
+export async function configurePodEnd(
+  pod: RtnlSocket,
+  podLink: Link,
+  gatewayMac: string | undefined,
+  addresses: string[],
+) {
   await setLinkUp(pod, podLink);
   for (const cidr of addresses) {
     const ip = hostPrefix(cidr);
@@ -35,7 +44,7 @@ export async function configurePodEnd(pod: RtnlSocket, podLink: Link, hostMac: s
   }
   for (const route of podDefaultRoutes(addresses)) {
     const family = familyOf(route.gw);
-    await addPermanentNeighbor(pod, podLink.index, route.gw, hostMac);
+    if (gatewayMac) await addPermanentNeighbor(pod, podLink.index, route.gw, gatewayMac);
     // No prefix on the device covers 169.254.1.1, hence onlink; fe80::1 is on-link by definition.
     await addRoute(pod, { family, dst: route.dst, gateway: route.gw, ifindex: podLink.index }, family === AF_INET);
   }

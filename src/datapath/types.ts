@@ -15,7 +15,11 @@ export interface Endpoint {
   /** Host-side device name, derived from containerId + ifname. */
   hostDevice: string;
   hostMac: string;
+  /** The pod end's MAC where the device kind uses MACs we choose (netkit L2). */
+  podMac: string;
   mtu: number;
+  /** GSO/GRO limits copied from the uplink, so big packets are not split at the pod. */
+  offload: { gsoMaxSize?: number; groMaxSize?: number };
   /** The pod's addresses as CIDRs from IPAM; the pod gets each as a /32 or /128. */
   addresses: string[];
 }

@@ -1,12 +1,16 @@
 /**
- * The node's uplink: the device whose ingress hands wire traffic to local pods. Named by
- * the config (`hostInterface`), else the device of the default route (IPv4 first).
+ * The node's uplink: the device whose ingress hands wire traffic to local pods, and whose
+ * MTU and GSO/GRO limits pods inherit. Named by the config (`hostInterface`), else the
+ * device of the default route (IPv4 first).
  */
 import { CniError, ErrorCode } from "../cni/errors";
-import { getLinkByIndex, getLinkByName, listLinks } from "../netlink/links";
+import { getLinkByIndex, getLinkByName, type Link, listLinks } from "../netlink/links";
 import { listRoutes } from "../netlink/routes";
 import type { RtnlSocket } from "../netlink/socket";
 import type { Uplink } from "./fastpath";
+
+/** MTU for pods when neither the config nor an uplink says. */
+export const FALLBACK_MTU = 1500;
 
 export async function resolveUplink(host: RtnlSocket, configured: string | undefined): Promise<Uplink | undefined> {
   if (configured) {
@@ -14,15 +18,23 @@ export async function resolveUplink(host: RtnlSocket, configured: string | undef
     if (!link) {
       throw new CniError(ErrorCode.InvalidNetworkConfig, `hostInterface "${configured}" does not exist on this node`);
     }
-    return { name: link.name, index: link.index };
+    return uplinkOf(link);
   }
   const routes = await listRoutes(host);
   const dflt =
     routes.find((r) => r.dst === "0.0.0.0/0" && r.ifindex) ?? routes.find((r) => r.dst === "::/0" && r.ifindex);
   if (!dflt) return undefined;
   const link = await getLinkByIndex(host, dflt.ifindex);
-  return link ? { name: link.name, index: link.index } : undefined;
+  return link ? uplinkOf(link) : undefined;
 }
+
+const uplinkOf = (link: Link): Uplink => ({
+  name: link.name,
+  index: link.index,
+  mtu: link.mtu,
+  gsoMaxSize: link.gsoMaxSize,
+  groMaxSize: link.groMaxSize,
+});
 
 /** Every ifindex in the namespace: what "still alive" means for endpoint map entries. */
 export async function liveIfindexes(host: RtnlSocket): Promise<Set<number>> {

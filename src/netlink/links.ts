@@ -98,11 +98,15 @@ function endAttrs(end: PairEnd): Attr[] {
  * Builds one RTM_NEWLINK that creates a device pair whose peer lands directly in
  * `peerNetnsFd`, so the pod end never exists in the host namespace.
  */
-export function newPairMessage(kind: string, host: PairEnd, peer: PairEnd, peerNetnsFd: number, data: Attr[]): Buffer {
-  const peerInfo = attr(
-    PEER_INFO,
-    Buffer.concat([ifinfomsg(), ...endAttrs(peer), attrS32(IFLA_NET_NS_FD, peerNetnsFd)]),
-  );
+export function newPairMessage(
+  kind: string,
+  host: PairEnd,
+  peer: PairEnd,
+  peerNetnsFd: number | undefined,
+  data: Attr[],
+): Buffer {
+  const netns = peerNetnsFd === undefined ? [] : [attrS32(IFLA_NET_NS_FD, peerNetnsFd)];
+  const peerInfo = attr(PEER_INFO, Buffer.concat([ifinfomsg(), ...endAttrs(peer), ...netns]));
   const linkinfo = attrNested(IFLA_LINKINFO, [
     attrString(IFLA_INFO_KIND, kind),
     attrNested(IFLA_INFO_DATA, [peerInfo, ...data]),

@@ -5,7 +5,7 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { Fixture, ping, pluginLinks, runPlugin } from "./harness";
+import { Fixture, ping, pluginLinks, runPlugin, TEST_DATAPATH } from "./harness";
 
 let fx: Fixture;
 let node: string;
@@ -23,7 +23,7 @@ function conf(ranges: unknown[]): Record<string, unknown> {
     cniVersion: "1.1.0",
     name: "embnet",
     type: "netkit-cni",
-    datapath: "veth",
+    datapath: TEST_DATAPATH,
     logFile: path.join(dataDir, "plugin.log"),
     ipam: { type: "netkit-cni", ranges, dataDir },
     bpffsRoot: fx.bpffsRoot,

@@ -9,7 +9,7 @@ import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { Counters } from "../../src/bpf/index";
 import { countersOf, endpointMapEntries, pinnedEndpointDevices } from "../../src/datapath/fastpath";
-import { Fixture, inNs, ping, runPlugin, runPluginAsync, sh } from "./harness";
+import { Fixture, inNs, ping, runPlugin, runPluginAsync, sh, TEST_DATAPATH } from "./harness";
 import { startServer, tcpRequest } from "./tcp";
 import { addPod, type ClusterNode, delPod, ifindexOf, makeCluster, type Pod } from "./topology";
 
@@ -96,8 +96,10 @@ describe("fast path", () => {
     }[];
     const tc = net.flatMap((n) => n.tc ?? []);
     const on = (dev: string, kind: string) => tc.filter((t) => t.devname === dev && t.kind === kind).map((t) => t.name);
-    expect(on(pa.hostDevice, "tcx/ingress")).toEqual(["nkc_from_pod"]);
-    expect(on(pa.hostDevice, "tcx/egress")).toEqual(["nkc_to_pod"]);
+    const [fromHook, toHook] =
+      TEST_DATAPATH === "netkit" ? ["netkit/peer", "netkit/primary"] : ["tcx/ingress", "tcx/egress"];
+    expect(on(pa.hostDevice, fromHook)).toEqual(["nkc_from_pod"]);
+    expect(on(pa.hostDevice, toHook)).toEqual(["nkc_to_pod"]);
     expect(on("wire0", "tcx/ingress")).toEqual(["nkc_host_in"]);
     expect(on("wire0", "tcx/egress")).toEqual(["nkc_host_out"]);
   });

@@ -14,6 +14,12 @@ import { nodeLockPath } from "../../src/datapath/fastpath";
 export const BINARY = path.resolve(__dirname, "../../dist/netkit-cni");
 export const CNI_PATH = "/usr/lib/cni";
 
+/**
+ * The device kind the suite builds pods with: veth on this kernel; the netkit VM run
+ * sets NETKIT_CNI_TEST_DATAPATH=netkit and the same tests then prove the netkit datapath.
+ */
+export const TEST_DATAPATH = process.env.NETKIT_CNI_TEST_DATAPATH === "netkit" ? "netkit" : "veth";
+
 let counter = 0;
 /** A short name unique to this process: netns and link names must stay short. */
 export function uniqueName(prefix: string): string {
@@ -150,9 +156,10 @@ export function runPluginAsync(
   verb: string,
   att: Partial<Attachment>,
   conf: unknown,
+  extraEnv: Record<string, string> = {},
 ): Promise<PluginRun> {
   return new Promise((resolve, reject) => {
-    const child = spawn("nsenter", [`--net=/run/netns/${node}`, BINARY], { env: pluginEnv(verb, att, {}) });
+    const child = spawn("nsenter", [`--net=/run/netns/${node}`, BINARY], { env: pluginEnv(verb, att, extraEnv) });
     let stdout = "";
     child.stdout.on("data", (d: Buffer) => {
       stdout += d.toString();
@@ -188,7 +195,7 @@ export function vethConf(opts: {
     cniVersion: opts.cniVersion ?? "1.1.0",
     name: "nktest",
     type: "netkit-cni",
-    datapath: "veth",
+    datapath: TEST_DATAPATH,
     logFile: opts.logFile,
     logLevel: "debug",
     ipam: { type: "host-local", ranges, dataDir: opts.dataDir },

@@ -4,7 +4,7 @@
  * each with its own bpffs root and IPAM store, pods made by the real executable.
  */
 import * as path from "node:path";
-import { type Fixture, inNs, type PluginRun, runPlugin } from "./harness";
+import { type Fixture, inNs, type PluginRun, runPlugin, TEST_DATAPATH } from "./harness";
 
 export interface ClusterNode {
   name: "a" | "b";
@@ -51,7 +51,7 @@ export function makeCluster(fx: Fixture, extraConf: Record<string, unknown> = {}
         cniVersion: "1.1.0",
         name: "cluster",
         type: "netkit-cni",
-        datapath: "veth",
+        datapath: TEST_DATAPATH,
         logFile: path.join(dataDir, "plugin.log"),
         logLevel: "debug",
         bpffsRoot: `${fx.bpffsRoot}-${name}`,

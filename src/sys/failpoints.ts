@@ -1,0 +1,18 @@
+/**
+ * Named pause points for fault-injection tests. When NETKIT_CNI_PAUSE_AT names a step,
+ * the plugin creates the file NETKIT_CNI_PAUSE_FILE on reaching it and waits until the
+ * test removes that file (or kills the process, which is the point: proving that an ADD
+ * interrupted at any step leaves nothing a later DEL or GC cannot remove). Without the
+ * variable set this is a no-op.
+ */
+import * as fs from "node:fs";
+
+export type Failpoint = "ipam-allocated" | "pair-created" | "pod-configured" | "host-configured" | "fastpath-attached";
+
+export async function failpoint(step: Failpoint): Promise<void> {
+  if (process.env.NETKIT_CNI_PAUSE_AT !== step) return;
+  const file = process.env.NETKIT_CNI_PAUSE_FILE;
+  if (!file) return;
+  fs.writeFileSync(file, `${process.pid}\n`);
+  while (fs.existsSync(file)) await new Promise((r) => setTimeout(r, 20));
+}

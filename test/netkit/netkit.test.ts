@@ -1,0 +1,145 @@
+/**
+ * The netkit datapath, on a kernel that has netkit (the UML guest: `make test-vm`). The
+ * shared integration suite already runs here with netkit pods; these tests cover what
+ * only netkit has: the device settings, the backlog crossings it removes, the blackhole
+ * before programs are attached, hooks controlled only from the host, and netkit and veth
+ * pods side by side. A kernel without netkit fails this suite; it is never skipped.
+ */
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { attachNetkit, attachTcx, loadNodePrograms, readObjectsDir } from "../../src/bpf/index";
+import { countersOf } from "../../src/datapath/fastpath";
+import { inNetns } from "../../src/sys/netns";
+import { Fixture, inNs, ping, runPluginAsync } from "../integration/harness";
+import { countNetifRx, pingMany } from "../integration/netif-rx";
+import { addPod, type ClusterNode, ifindexOf, makeCluster } from "../integration/topology";
+
+let fx: Fixture;
+let a: ClusterNode;
+let b: ClusterNode;
+
+beforeEach(() => {
+  fx = new Fixture();
+  [a, b] = makeCluster(fx, { datapath: "netkit" });
+});
+afterEach(() => fx.cleanup());
+
+const details = (netns: string, dev: string) =>
+  (JSON.parse(inNs(netns, "ip", ["-d", "-j", "link", "show", "dev", dev])) as Record<string, unknown>[])[0] ?? {};
+
+describe("netkit devices", () => {
+  it("are L3 netkit pairs: primary forwards, peer blackholes without programs, MTU on both ends", () => {
+    const pod = addPod(fx, a, "nk1", { ...a.conf, mtu: 1400 });
+    const host = details(a.netns, pod.hostDevice);
+    const info = (host.linkinfo as { info_kind: string; info_data: Record<string, unknown> }) ?? {};
+    expect(info.info_kind).toBe("netkit");
+    expect(info.info_data).toMatchObject({ mode: "l3", policy: "forward", peer_policy: "blackhole" });
+    expect(host.mtu).toBe(1400);
+    const peer = details(pod.netns, "eth0");
+    expect(peer.mtu).toBe(1400);
+    expect(peer.flags).toContain("NOARP");
+    // The result names the netkit devices.
+    expect((pod.add.json?.interfaces as { name: string }[]).map((i) => i.name)).toEqual([pod.hostDevice, "eth0"]);
+  });
+
+  it("L2 mode gives both ends the MACs we chose", () => {
+    const pod = addPod(fx, a, "nkl2", { ...a.conf, mode: "l2" });
+    const info = details(a.netns, pod.hostDevice).linkinfo as { info_data: Record<string, unknown> };
+    expect(info.info_data.mode).toBe("l2");
+    expect(details(pod.netns, "eth0").address).toMatch(/^02:/);
+    expect(ping(pod.netns, a.wireV4)).toBe(true);
+    expect(ping(a.netns, pod.v6)).toBe(true);
+  });
+});
+
+describe("backlog-queue crossings (net:netif_rx per 100 pings)", () => {
+  it("pod to pod across nodes costs what host to host costs; plain netkit pays a crossing more each way", () => {
+    const pa = addPod(fx, a, "xa");
+    const pb = addPod(fx, b, "xb");
+    const plainA = addPod(fx, a, "plain-a", { ...a.conf, fastPath: false });
+    const plainB = addPod(fx, b, "plain-b", { ...b.conf, fastPath: false });
+    pingMany(pa.netns, pb.v4, 5); // warm up neighbours and flows
+    pingMany(plainA.netns, plainB.v4, 5);
+    pingMany(a.netns, b.wireV4, 5);
+
+    const host = countNetifRx(() => pingMany(a.netns, b.wireV4, 100));
+    const fast = countNetifRx(() => pingMany(pa.netns, pb.v4, 100));
+    const plain = countNetifRx(() => pingMany(plainA.netns, plainB.v4, 100));
+    const sameNode = countNetifRx(() => pingMany(pa.netns, addPod(fx, a, "xa2").v4, 100));
+    console.log(
+      `netif_rx per 100 pings: host↔host ${host}, netkit pods ${fast}, plain netkit ${plain}, same node ${sameNode}`,
+    );
+    expect(host).toBeGreaterThanOrEqual(200);
+    expect(fast).toBeLessThanOrEqual(host + 5);
+    expect(plain).toBeGreaterThanOrEqual(host + 190);
+    // One node, pod to pod: no crossing at all with redirect between netkit devices.
+    expect(sameNode).toBeLessThanOrEqual(host);
+  });
+});
+
+describe("before and after attach", () => {
+  it("drops what the pod sends before its program is attached", async () => {
+    const podNs = fx.makeNetns("nkp");
+    const pause = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "nkt-pause-")), "paused");
+    fx.dirs.push(path.dirname(pause));
+    const adding = runPluginAsync(
+      a.netns,
+      "ADD",
+      { containerId: "early", netns: `/run/netns/${podNs}`, ifname: "eth0" },
+      a.conf,
+      { NETKIT_CNI_PAUSE_AT: "host-configured", NETKIT_CNI_PAUSE_FILE: pause },
+    );
+    await waitFor(() => fs.existsSync(pause));
+    // Addresses and routes are in place, the program is not: the peer policy blackholes.
+    expect(ping(podNs, a.wireV4)).toBe(false);
+    fs.unlinkSync(pause);
+    const added = await adding;
+    expect(added.status, added.stdout).toBe(0);
+    expect(ping(podNs, a.wireV4)).toBe(true);
+  });
+
+  it("refuses, from inside the pod's netns, to attach to or replace the pod's hooks", () => {
+    const pod = addPod(fx, a, "guarded");
+    const node = loadNodePrograms(a.bpffsRoot, readObjectsDir("dist/bpf"), { clusterCidrs: [] });
+    try {
+      const eth0 = ifindexOf(pod.netns, "eth0");
+      for (const hook of ["peer", "primary"] as const) {
+        expect(() => inNetns(`/run/netns/${pod.netns}`, () => attachNetkit(node.programs.toPod, eth0, hook))).toThrow();
+      }
+      // Our program still decides: the pod's traffic is still counted.
+      const before = countersOf(a.bpffsRoot, ifindexOf(a.netns, pod.hostDevice))?.passedStack ?? 0n;
+      expect(ping(pod.netns, a.wireV4)).toBe(true);
+      expect(countersOf(a.bpffsRoot, ifindexOf(a.netns, pod.hostDevice))?.passedStack).toBeGreaterThan(before);
+      // tcx on the pod's device is a different hook: attaching there does not displace ours.
+      const link = inNetns(`/run/netns/${pod.netns}`, () => attachTcx(node.programs.toPod, eth0, "ingress"));
+      link.close();
+    } finally {
+      node.close();
+    }
+  });
+});
+
+describe("mixed node", () => {
+  it("netkit and veth pods on one node reach each other", () => {
+    const nk = addPod(fx, a, "mix-nk");
+    const veth = addPod(fx, a, "mix-veth", { ...a.conf, datapath: "veth" });
+    expect(details(a.netns, veth.hostDevice).linkinfo).toMatchObject({ info_kind: "veth" });
+    for (const [from, to] of [
+      [nk, veth],
+      [veth, nk],
+    ] as const) {
+      expect(ping(from.netns, to.v4), `${from.containerId} -> ${to.v4}`).toBe(true);
+      expect(ping(from.netns, to.v6), `${from.containerId} -> ${to.v6}`).toBe(true);
+    }
+  });
+});
+
+async function waitFor(cond: () => boolean, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error("timed out waiting");
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
