@@ -5,7 +5,7 @@ SHELL := /bin/bash
 BIN := dist/netkit-cni
 SRC := $(shell find src bpf -name '*.ts' -o -name '*.c' -o -name '*.h') scripts/build.mjs scripts/build-bpf.sh package-lock.json
 
-.PHONY: deps build bpf test test-unit test-bpf test-integration typecheck lint demo clean
+.PHONY: deps build bpf test test-unit test-bpf test-integration test-vm typecheck lint demo demo-vm clean
 
 deps:
 	@scripts/deps.sh
@@ -34,13 +34,25 @@ test-bpf: deps
 test-integration: build
 	npx vitest run --project integration
 
-# The whole suite: static checks, unit, eBPF programs against this kernel, then the
-# built executable in real namespaces.
+# The netkit suite: inside a User-Mode Linux 6.12 guest (test/vm; the first run builds
+# its kernel, ~5-10 min, then it is cached), the integration tests again with netkit
+# pods, plus the netkit-only tests.
+test-vm: build
+	test/vm/run.sh --timeout 1800 --env NETKIT_CNI_TEST_DATAPATH=netkit -- \
+	  npx vitest run --project integration --project netkit
+
+# The whole suite: static checks, unit, eBPF programs against this kernel, the built
+# executable in real namespaces, then the same with netkit in the VM.
 test: typecheck lint build
 	npx vitest run --project unit --project bpf --project integration
+	$(MAKE) --no-print-directory test-vm
 
 demo: build
 	@scripts/demo.sh
+
+# The demo on a kernel with netkit: inside the UML guest.
+demo-vm: build
+	@test/vm/run.sh --timeout 600 -- scripts/demo.sh
 
 clean:
 	rm -rf dist

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The main job, end to end: builds nothing itself (make demo builds first), then plays a
 # container runtime. A "node" network namespace stands in for the host so the machine's
-# own network is never touched; two pods are added with the real binary and host-local
-# IPAM, traffic is shown flowing, and everything is removed again.
+# own network is never touched; two pods are added with the real binary ("datapath":
+# "auto": netkit where the kernel has it, else veth) and the embedded IPAM, traffic is
+# shown flowing and the fast-path counters say which path it took, then everything is
+# removed again, eBPF pins included.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,13 +13,14 @@ NODE=nkdemo-node
 PODS=(nkdemo-pod-a nkdemo-pod-b)
 WORK=$(mktemp -d /tmp/nkdemo.XXXXXX)
 CONF=$WORK/10-netkit-cni.conf
+BPFFS=/sys/fs/bpf/netkit-cni-demo
 
 bold() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 innode() { nsenter --net=/run/netns/$NODE "$@"; }
 
 cleanup() {
   for ns in "${PODS[@]}" $NODE; do ip netns del "$ns" 2>/dev/null || true; done
-  rm -rf "$WORK"
+  rm -rf "$WORK" "$BPFFS"
 }
 trap cleanup EXIT
 cleanup_before() { for ns in "${PODS[@]}" $NODE; do ip netns del "$ns" 2>/dev/null || true; done; }
@@ -37,10 +40,13 @@ cat >"$CONF" <<JSON
   "cniVersion": "1.1.0",
   "name": "demo",
   "type": "netkit-cni",
-  "datapath": "veth",
+  "datapath": "auto",
+  "hostInterface": "uplink0",
+  "clusterCIDRs": ["10.244.0.0/16", "fd00:244::/48"],
+  "bpffsRoot": "$BPFFS",
   "logFile": "$WORK/netkit-cni.log",
   "ipam": {
-    "type": "host-local",
+    "type": "netkit-cni",
     "ranges": [[{ "subnet": "10.244.1.0/24" }], [{ "subnet": "fd00:244:1::/64" }]],
     "dataDir": "$WORK/ipam"
   }
@@ -50,7 +56,7 @@ echo "network config ($CONF):"; sed 's/^/  /' "$CONF"
 
 cni() { # cni VERB POD [extra env...]
   local verb=$1 pod=$2; shift 2
-  innode env CNI_COMMAND="$verb" CNI_CONTAINERID="demo-$pod" CNI_NETNS="/run/netns/$pod" \
+  innode env CNI_COMMAND="$verb" CNI_CONTAINERID="${pod#nkdemo-}" CNI_NETNS="/run/netns/$pod" \
     CNI_IFNAME=eth0 CNI_PATH=/usr/lib/cni "$@" "$BIN"
 }
 
@@ -84,22 +90,34 @@ ping_from "$B" fd00:244:ff::1 "pod-b -> node fd00:244:ff::1"
 ping_from $NODE "${V4[$A]}" "node -> pod-a ${V4[$A]}"
 
 bold "Host side (node namespace)"
-innode ip -br link show type veth | grep '^nk' | sed 's/^/  /'
+innode ip -br link | grep '^nk' | sed 's/^/  /'
 innode ip route | grep 10.244.1 | sed 's/^/  /'
+DATAPATH=$(innode ip -d -j link show dev "$(echo "${RESULT[$A]}" | node -e 'console.log(JSON.parse(require("fs").readFileSync(0)).interfaces[0].name)')" | node -e 'console.log(JSON.parse(require("fs").readFileSync(0))[0].linkinfo.info_kind)')
+
+bold "Endpoints and fast-path counters (netkit-cni endpoints)"
+innode "$BIN" endpoints --bpffs-root "$BPFFS" | sed 's/^/  /'
 
 bold "CHECK $A"
-cni CHECK "$A" < <(node -e 'const c=JSON.parse(require("fs").readFileSync(process.argv[1]));c.prevResult=JSON.parse(process.argv[2]);console.log(JSON.stringify(c))' "$CONF" "${RESULT[$A]}") && echo "  ok"
+node -e 'const c=JSON.parse(require("fs").readFileSync(process.argv[1]));c.prevResult=JSON.parse(process.argv[2]);console.log(JSON.stringify(c))' "$CONF" "${RESULT[$A]}" >"$WORK/check.conf"
+cni CHECK "$A" <"$WORK/check.conf"
+echo "  ok"
 
 for pod in "${PODS[@]}"; do
   bold "DEL $pod"
-  cni DEL "$pod" <"$CONF" && echo "  ok"
+  cni DEL "$pod" <"$CONF"
+  echo "  ok"
   ip netns del "$pod"
 done
 
 bold "Leftovers"
 left=$(innode ip -br link | grep -c '^nk' || true)
 ips=$(find "$WORK/ipam" -type f -regex '.*/[0-9a-f.:]+' | wc -l)
-echo "  plugin devices on the node: $left, allocated IPs: $ips"
-[ "$left" = 0 ] && [ "$ips" = 0 ] || { echo "  something was left behind" >&2; exit 1; }
+pins=$(find "$BPFFS/endpoints" -mindepth 1 2>/dev/null | wc -l)
+echo "  plugin devices on the node: $left, allocated IPs: $ips, endpoint pins: $pins"
+[ "$left" = 0 ] && [ "$ips" = 0 ] && [ "$pins" = 0 ] || { echo "  something was left behind" >&2; exit 1; }
 echo
-echo "demo finished: datapath veth (this kernel has no netkit; see README)"
+if [ "$DATAPATH" = netkit ]; then
+  echo "demo finished: datapath netkit"
+else
+  echo "demo finished: datapath $DATAPATH (this kernel has no netkit devices; 'make demo-vm' runs the demo on one that does)"
+fi

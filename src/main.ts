@@ -4,6 +4,7 @@
  * document on stdout: the result, or the spec's error object with exit status 1.
  * Diagnostics go to the configured log file only.
  */
+import { runCli } from "./cli/index";
 import { parseNetConf } from "./cni/config";
 import { parseEnv } from "./cni/env";
 import { asCniError, CniError, ErrorCode, renderError } from "./cni/errors";
@@ -72,7 +73,9 @@ async function runPlugin(stdin: Buffer): Promise<string | undefined> {
 }
 
 async function main(): Promise<number> {
-  if (!process.env.CNI_COMMAND && process.argv.length <= 2) {
+  // Commands for people take arguments; runtimes never pass any.
+  if (!process.env.CNI_COMMAND && process.argv.length > 2) return runCli(process.argv.slice(2));
+  if (!process.env.CNI_COMMAND) {
     process.stderr.write(`${ABOUT}\nRun by a container runtime with CNI_COMMAND set; see README.md.\n`);
   }
   const stdin = await readStdin();

@@ -6,7 +6,7 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { allocatedIps, Fixture, pluginLinks, runPlugin, vethConf } from "./harness";
+import { allocatedIps, Fixture, pluginLinks, runPlugin, TEST_DATAPATH, vethConf } from "./harness";
 
 let fx: Fixture;
 let node: string;
@@ -89,7 +89,9 @@ describe("diagnostics", () => {
     const logFile = path.join(dataDir, "plugin.log");
     expect(fs.statSync(logFile).mode & 0o777).toBe(0o600);
     const text = fs.readFileSync(logFile, "utf8");
-    expect(text).toMatch(/INFO .*ADD c-err\/eth0 added veth nk[0-9a-f]{13} <-> eth0 with 10\.211\.0\.\d+\/24/);
+    expect(text).toMatch(
+      new RegExp(`INFO .*ADD c-err/eth0 added ${TEST_DATAPATH} nk[0-9a-f]{13} <-> eth0 with 10\\.211\\.0\\.\\d+/24`),
+    );
     const bad = runPlugin(node, "ADD", { ...att(), containerId: "c-err2", netns: "/run/netns/absent" }, conf);
     expect(bad.status).toBe(1);
     expect(fs.readFileSync(logFile, "utf8")).toMatch(/ERROR .*CNI_NETNS: network namespace \/run\/netns\/absent/);

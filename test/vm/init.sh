@@ -67,6 +67,12 @@ mount_kernel_filesystems() {
   mount -t sysfs sysfs /sys
   mount -t devtmpfs devtmpfs /dev
   mkdir -p /dev/pts /dev/shm
+  # devtmpfs has no /dev/fd and friends (udev makes them on a real system); bash's
+  # process substitution and many scripts need them.
+  ln -sfn /proc/self/fd /dev/fd
+  ln -sfn /proc/self/fd/0 /dev/stdin
+  ln -sfn /proc/self/fd/1 /dev/stdout
+  ln -sfn /proc/self/fd/2 /dev/stderr
   mount -t devpts -o newinstance,ptmxmode=0666 devpts /dev/pts
   mount -t tmpfs -o mode=1777 tmpfs /dev/shm
   mount -t tmpfs -o mode=1777 tmpfs /tmp

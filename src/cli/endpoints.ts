@@ -1,0 +1,87 @@
+/**
+ * `netkit-cni endpoints`: the pods this node's plugin wired, one row each: container,
+ * interface, host device and its kind, addresses, and the fast-path counters that say
+ * which path their packets took. Read-only; run in the node's network namespace.
+ */
+import type { Counters } from "../bpf/index";
+import { countersOf, endpointMapEntries, endpointState } from "../datapath/fastpath";
+import { parseOwnerAlias } from "../datapath/naming";
+import { listLinks } from "../netlink/links";
+import { RtnlSocket } from "../netlink/socket";
+
+export interface EndpointRow {
+  containerId: string;
+  ifname: string;
+  hostDevice: string;
+  datapath: string;
+  addresses: string[];
+  programsAttached: boolean;
+  counters: Record<keyof Counters, number> | undefined;
+}
+
+export async function listEndpoints(bpffsRoot: string): Promise<EndpointRow[]> {
+  const host = RtnlSocket.open();
+  let links: Awaited<ReturnType<typeof listLinks>>;
+  try {
+    links = await listLinks(host);
+  } finally {
+    host.close();
+  }
+  const entries = endpointMapEntries(bpffsRoot);
+  const rows: EndpointRow[] = [];
+  for (const link of links) {
+    const owner = parseOwnerAlias(link.alias);
+    if (!owner) continue;
+    const counters = countersOf(bpffsRoot, link.index);
+    rows.push({
+      containerId: owner.containerId,
+      ifname: owner.ifname,
+      hostDevice: link.name,
+      datapath: link.kind ?? "?",
+      addresses: [...entries].filter(([, e]) => e.hostIfindex === link.index).map(([ip]) => ip),
+      programsAttached: endpointState(bpffsRoot, link.name).pinned,
+      counters: counters
+        ? (Object.fromEntries(Object.entries(counters).map(([k, v]) => [k, Number(v)])) as EndpointRow["counters"])
+        : undefined,
+    });
+  }
+  return rows;
+}
+
+export function formatEndpoints(rows: EndpointRow[]): string {
+  const header = [
+    "CONTAINER",
+    "IFNAME",
+    "HOST DEVICE",
+    "DATAPATH",
+    "ADDRESSES",
+    "BPF",
+    "REDIRECTED",
+    "STACK",
+    "DROPPED",
+  ];
+  const table = rows.map((r) => {
+    const c = r.counters;
+    const redirected = c ? c.redirectedLocal + c.redirectedFib + c.redirectedNeigh + c.redirectedPeer : 0;
+    return [
+      r.containerId.slice(0, 12),
+      r.ifname,
+      r.hostDevice,
+      r.datapath,
+      r.addresses.join(",") || "-",
+      r.programsAttached ? "yes" : "no",
+      String(redirected),
+      String(c ? c.passedStack + c.passedStackNat : 0),
+      String(c ? c.droppedSpoofed + c.droppedOther : 0),
+    ];
+  });
+  const widths = header.map((h, i) => Math.max(h.length, ...table.map((row) => row[i]?.length ?? 0)));
+  return [header, ...table]
+    .map((row) =>
+      row
+        .map((cell, i) => cell.padEnd(widths[i] ?? 0))
+        .join("  ")
+        .trimEnd(),
+    )
+    .join("\n");
+}
