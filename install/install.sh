@@ -5,12 +5,12 @@
 # alone; ours is only replaced with --force.
 #
 #   install/install.sh [--bin-dir /opt/cni/bin] [--conf-dir /etc/cni/net.d]
-#                      [--conflist cni-conf/10-netkit-cni-veth.conflist] [--force]
+#                      [--conflist cni-conf/10-netkit-cni.conflist] [--force]
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 bin_dir=/opt/cni/bin
 conf_dir=/etc/cni/net.d
-conflist=$here/cni-conf/10-netkit-cni-veth.conflist
+conflist=$here/cni-conf/10-netkit-cni.conflist
 binary=$here/dist/netkit-cni
 force=no
 while [ $# -gt 0 ]; do

@@ -61,7 +61,7 @@ describe("datapath choice", () => {
       { ...conf, datapath: "auto" },
     );
     expect(r.status, r.stdout).toBe(0);
-    const dev = (r.json?.interfaces as { name: string }[])[0]?.name ?? "";
+    const dev = ((r.json?.interfaces ?? []) as { name: string }[])[0]?.name ?? "";
     expect(kindOf(dev)).toBe(hasNetkit ? "netkit" : "veth");
     expect(ping(node, "10.214.0.2")).toBe(true);
   });
@@ -77,7 +77,7 @@ describe("datapath choice", () => {
     );
     if (hasNetkit) {
       expect(r.status, r.stdout).toBe(0);
-      expect(kindOf((r.json?.interfaces as { name: string }[])[0]?.name ?? "")).toBe("netkit");
+      expect(kindOf(((r.json?.interfaces ?? []) as { name: string }[])[0]?.name ?? "")).toBe("netkit");
       return;
     }
     expect(r.status).toBe(1);

@@ -43,7 +43,7 @@ describe("embedded IPAM", () => {
     const att = { containerId: "emb1", netns: `/run/netns/${pod}`, ifname: "eth0" };
     const a = runPlugin(node, "ADD", att, c);
     expect(a.status, a.stdout).toBe(0);
-    const ips = (a.json?.ips as { address: string }[]).map((i) => i.address);
+    const ips = ((a.json?.ips ?? []) as { address: string }[]).map((i) => i.address);
     expect(ips).toEqual(["10.213.0.2/32", "fd10:213:0:1::2/128"]);
     expect(storeFiles().sort()).toEqual(["10.213.0.2", "fd10:213:0:1::2"]);
     expect(fs.readFileSync(path.join(dataDir, "embnet", "10.213.0.2"), "utf8")).toBe("emb1\r\neth0");

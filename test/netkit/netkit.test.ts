@@ -41,7 +41,10 @@ describe("netkit devices", () => {
     expect(peer.mtu).toBe(1400);
     expect(peer.flags).toContain("NOARP");
     // The result names the netkit devices.
-    expect((pod.add.json?.interfaces as { name: string }[]).map((i) => i.name)).toEqual([pod.hostDevice, "eth0"]);
+    expect(((pod.add.json?.interfaces ?? []) as { name: string }[]).map((i) => i.name)).toEqual([
+      pod.hostDevice,
+      "eth0",
+    ]);
   });
 
   it("L2 mode gives both ends the MACs we chose", () => {

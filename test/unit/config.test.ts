@@ -1,3 +1,5 @@
+import * as fs from "node:fs";
+import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { parseNetConf } from "../../src/cni/config";
 import { CniError } from "../../src/cni/errors";
@@ -93,5 +95,20 @@ describe("parseNetConf", () => {
     );
     expect(conf.prevResult?.ips).toEqual([{ address: "10.1.0.5/32", interface: 1 }]);
     expect(conf.validAttachments).toEqual([{ containerId: "c1", ifname: "eth0" }]);
+  });
+});
+
+describe("the example conflists in cni-conf/", () => {
+  it("each plugin config of ours parses as a runtime would pass it", () => {
+    const dir = path.resolve(__dirname, "../../cni-conf");
+    const files = fs.readdirSync(dir).filter((f) => f.endsWith(".conflist"));
+    expect(files.length).toBeGreaterThan(0);
+    for (const file of files) {
+      const list = JSON.parse(fs.readFileSync(path.join(dir, file), "utf8"));
+      for (const plugin of list.plugins.filter((p: { type: string }) => p.type === "netkit-cni")) {
+        const conf = parseNetConf(JSON.stringify({ cniVersion: list.cniVersion, name: list.name, ...plugin }));
+        expect(conf.ipam?.type, file).toBeDefined();
+      }
+    }
   });
 });
