@@ -75,8 +75,8 @@ export async function cmdAdd(inv: Invocation): Promise<Result> {
       const fast = NodeFastPath.open(conf.fastPath, uplink);
       try {
         const gone = { hostIfindex: pair.hostLink.index, addresses };
-        rollback.onFailure("remove fast path state", async () =>
-          removeEndpoint(conf.fastPath.bpffsRoot, hostDevice, gone, await liveIfindexes(ns.host)),
+        rollback.onFailure("remove fast path state", () =>
+          removeEndpoint(conf.fastPath.bpffsRoot, hostDevice, gone, () => liveIfindexes(ns.host)),
         );
         fast.attachEndpoint({ hostDevice, hostIfindex: pair.hostLink.index, kind: datapath.kind, addresses });
       } finally {

@@ -40,7 +40,7 @@ export async function cmdDel(inv: Invocation): Promise<void> {
     // Pins and map entries go whether or not the device was still there.
     const addresses = (inv.conf.prevResult?.ips ?? []).map((ip) => ip.address);
     const gone = { hostIfindex: link?.index, addresses };
-    removeEndpoint(inv.conf.fastPath.bpffsRoot, hostDevice, gone, await liveIfindexes(host));
+    await removeEndpoint(inv.conf.fastPath.bpffsRoot, hostDevice, gone, () => liveIfindexes(host));
   } finally {
     host.close();
   }

@@ -181,30 +181,39 @@ export function attachUplink(root: string, uplink: Uplink, direction: "ingress" 
 
 /**
  * Removes an endpoint's pins, its map entries and counters. Safe to repeat and safe when
- * the node has no fast path state at all. Entries are found by address (the caller's,
- * e.g. from prevResult) and by the device's ifindex when it is known; then every entry
- * whose device is no longer alive is pruned, since a gone device's ifindex will be
- * handed to another device. `live` must be every ifindex in the host namespace.
+ * the node has no fast path state at all. The common case (DEL with prevResult, device
+ * still there) deletes by address without scanning the map. Without addresses the map is
+ * scanned for the device's ifindex; with the device already gone (its netns vanished)
+ * its ifindex is unknown, so every entry whose device no longer exists is pruned, since a
+ * gone device's ifindex will be handed to another device. `liveIfindexes` is asked for
+ * only then.
  */
-export function removeEndpoint(
+export async function removeEndpoint(
   root: string,
   hostDevice: string,
   gone: { hostIfindex: number | undefined; addresses: string[] },
-  live: ReadonlySet<number>,
-): void {
+  liveIfindexes: () => Promise<ReadonlySet<number>>,
+): Promise<void> {
   unpinEndpoint(root, hostDevice);
+  if (!fs.existsSync(path.join(root, "maps"))) return;
+  const live = gone.hostIfindex === undefined ? await liveIfindexes() : undefined;
   withNodeMaps(root, (maps) => {
     const endpoints = new EndpointMap(maps.endpoints);
     for (const cidr of gone.addresses) {
       const ip = hostPrefix(cidr).address;
       const entry = endpoints.get(ip);
-      if (entry && (entry.hostIfindex === gone.hostIfindex || !live.has(entry.hostIfindex))) endpoints.delete(ip);
+      // Another pod may hold the address by now; only our device's (or a dead one's) entry goes.
+      if (entry && (entry.hostIfindex === gone.hostIfindex || (live && !live.has(entry.hostIfindex)))) {
+        endpoints.delete(ip);
+      }
     }
     if (gone.hostIfindex !== undefined) {
-      for (const [ip, entry] of endpoints.list()) if (entry.hostIfindex === gone.hostIfindex) endpoints.delete(ip);
+      if (gone.addresses.length === 0) {
+        for (const [ip, entry] of endpoints.list()) if (entry.hostIfindex === gone.hostIfindex) endpoints.delete(ip);
+      }
       deleteCounters(maps.counters, gone.hostIfindex);
     }
-    pruneDead(maps, live);
+    if (live) pruneDead(maps, live);
   });
 }
 

@@ -4,7 +4,6 @@
  * checks and releases those allocations. Skipped where the package is not installed.
  */
 import { spawnSync } from "node:child_process";
-import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { allocate, check, listAllocations, release } from "../../../src/ipam/index";

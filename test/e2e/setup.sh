@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Installs what the e2e suite (test/e2e) needs on Debian 12, on top of scripts/deps.sh:
+# the real CNI clients (podman 4.3, containerd 1.6 + ctr, runc), a static busybox for
+# container images, and cnitool, which Debian does not package: it is built from the
+# Debian source of golang-github-appc-cni-dev with golang-go from bookworm-backports and
+# cached under /var/cache/netkit-cni/cnitool/<source version>/.
+# Idempotent: every step checks first; a machine that has everything only runs checks.
+#
+#   test/e2e/setup.sh            installs, then prints the path of cnitool
+set -euo pipefail
+
+[ "$(id -u)" = 0 ] || { echo "setup.sh: run as root" >&2; exit 1; }
+
+CACHE=/var/cache/netkit-cni/cnitool
+SRC_LIST=/etc/apt/sources.list.d/netkit-cni-e2e-src.sources
+
+APT_UPDATED=no
+apt_update() { if [ "$APT_UPDATED" != yes ]; then apt-get update -qq; APT_UPDATED=yes; fi; }
+
+# deb-src for bookworm (cnitool's source) and the backports suite (golang-go 1.23).
+ensure_sources() {
+  if [ ! -f "$SRC_LIST" ]; then
+    cat >"$SRC_LIST" <<'SRC'
+Types: deb-src
+URIs: http://deb.debian.org/debian
+Suites: bookworm
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+    APT_UPDATED=no
+  fi
+  if ! grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+    cat >/etc/apt/sources.list.d/netkit-cni-e2e-backports.sources <<'SRC'
+Types: deb
+URIs: http://deb.debian.org/debian
+Suites: bookworm-backports
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+    APT_UPDATED=no
+  fi
+}
+
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
+
+apt_install() { # apt_install [-t suite] pkg...
+  local target=()
+  if [ "$1" = -t ]; then target=(-t "$2"); shift 2; fi
+  local missing=()
+  for p in "$@"; do
+    if [ ${#target[@]} -gt 0 ]; then
+      # From backports: present is not enough, it must be the backports version.
+      local inst cand
+      inst=$(dpkg-query -W -f='${Version}' "$p" 2>/dev/null || true)
+      case $inst in *bpo*) ;; *)
+        apt_update
+        cand=$(apt-cache policy "${target[@]}" "$p" | awk '/Candidate:/{print $2}')
+        [ -n "$cand" ] && [ "$cand" = "$inst" ] || missing+=("$p") ;;
+      esac
+    else
+      installed "$p" || missing+=("$p")
+    fi
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  apt_update
+  echo "setup.sh: installing ${missing[*]}" >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${target[@]}" "${missing[@]}" >/dev/null
+}
+
+ensure_sources
+apt_install podman conmon runc containerd busybox-static containernetworking-plugins \
+  golang-github-appc-cni-dev iptables iproute2 dpkg-dev
+apt_install -t bookworm-backports golang-go
+
+# cnitool, keyed by the source version of the libcni the runtimes embed.
+version=$(dpkg-query -W -f='${source:Version}' golang-github-appc-cni-dev)
+bin=$CACHE/$version/cnitool
+if [ ! -x "$bin" ]; then
+  work=$(mktemp -d /tmp/nkc-cnitool.XXXXXX)
+  chmod 0755 "$work" # apt-get source downloads as _apt
+  trap 'rm -rf "$work"' EXIT
+  apt_update
+  (cd "$work" && apt-get source -qq "golang-github-appc-cni-dev=$version" >/dev/null)
+  src=$(find "$work" -mindepth 1 -maxdepth 1 -type d | head -n1)
+  [ -f "$src/cnitool/cnitool.go" ] || { echo "setup.sh: no cnitool/ in $src" >&2; exit 1; }
+  mkdir -p "$work/gopath/src/github.com/containernetworking"
+  ln -s "$src" "$work/gopath/src/github.com/containernetworking/cni"
+  mkdir -p "$CACHE/$version"
+  (cd "$work/gopath/src/github.com/containernetworking/cni" &&
+    GO111MODULE=off GOPATH="$work/gopath:/usr/share/gocode" GOCACHE="$work/gocache" GOFLAGS="" \
+      go build -o "$bin.tmp" ./cnitool)
+  mv -f "$bin.tmp" "$bin"
+fi
+echo "$bin"

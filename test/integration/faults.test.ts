@@ -1,0 +1,80 @@
+/**
+ * An ADD killed at every step boundary (SIGKILL while paused at a named failpoint), then
+ * the runtime's DEL (without a result: the ADD never returned one), then GC: nothing is
+ * left — no device, route, pin, endpoint entry or IP reservation — and the address can
+ * be handed out again.
+ */
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { endpointMapEntries, pinnedEndpointDevices } from "../../src/datapath/fastpath";
+import { Fixture, inNs, pluginLinks, runPlugin, runPluginAsync } from "./harness";
+import { type ClusterNode, makeCluster } from "./topology";
+
+const STEPS = ["ipam-allocated", "pair-created", "pod-configured", "host-configured", "fastpath-attached"] as const;
+
+let fx: Fixture;
+let node: ClusterNode;
+let conf: Record<string, unknown>;
+let dataDir: string;
+
+beforeEach(() => {
+  fx = new Fixture();
+  [node] = makeCluster(fx);
+  dataDir = fx.tempDir("nkt-fault-");
+  // One address only: "the IP is reusable" then means exactly that address comes back.
+  conf = {
+    ...node.conf,
+    ipam: {
+      type: "netkit-cni",
+      ranges: [[{ subnet: "10.221.1.0/24", rangeStart: "10.221.1.9", rangeEnd: "10.221.1.9" }]],
+      dataDir,
+    },
+  };
+});
+afterEach(() => fx.cleanup());
+
+const reservations = () => {
+  const dir = path.join(dataDir, "cluster");
+  return fs.existsSync(dir) ? fs.readdirSync(dir).filter((f) => /^\d+\.\d+\.\d+\.\d+$/.test(f)) : [];
+};
+
+async function waitForFile(file: string): Promise<number> {
+  const deadline = Date.now() + 30_000;
+  while (!fs.existsSync(file) || fs.readFileSync(file, "utf8").trim() === "") {
+    if (Date.now() > deadline) throw new Error(`the plugin never reached ${file}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  return Number(fs.readFileSync(file, "utf8").trim());
+}
+
+describe("ADD interrupted by SIGKILL", () => {
+  it.each(STEPS)("at %s: DEL then GC leave nothing, and the IP is reusable", async (step) => {
+    const pod = fx.makeNetns("nkp");
+    const att = { containerId: `killed-${step}`, netns: `/run/netns/${pod}`, ifname: "eth0" };
+    const pause = path.join(dataDir, `pause-${step}`);
+    const adding = runPluginAsync(node.netns, "ADD", att, conf, {
+      NETKIT_CNI_PAUSE_AT: step,
+      NETKIT_CNI_PAUSE_FILE: pause,
+    });
+    const pid = await waitForFile(pause);
+    process.kill(pid, "SIGKILL");
+    expect((await adding).status).not.toBe(0);
+    fs.rmSync(pause, { force: true });
+
+    const del = runPlugin(node.netns, "DEL", att, conf);
+    expect(del.status, del.stdout).toBe(0);
+    const gc = runPlugin(node.netns, "GC", {}, { ...conf, "cni.dev/valid-attachments": [] });
+    expect(gc.status, gc.stdout).toBe(0);
+
+    expect(pluginLinks(node.netns)).toEqual([]);
+    expect(inNs(node.netns, "ip", ["route"])).not.toContain("10.221.1.9");
+    expect(pinnedEndpointDevices(node.bpffsRoot)).toEqual([]);
+    expect(endpointMapEntries(node.bpffsRoot).size).toBe(0);
+    expect(reservations()).toEqual([]);
+
+    const again = runPlugin(node.netns, "ADD", { ...att, containerId: "after" }, conf);
+    expect(again.status, again.stdout).toBe(0);
+    expect((again.json?.ips as { address: string }[] | undefined)?.[0]?.address).toBe("10.221.1.9/32");
+  });
+});
