@@ -7,6 +7,7 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import type { LogLevel } from "./cni/config";
+import { mkdirs } from "./sys/mkdirs";
 
 const ORDER: Record<LogLevel, number> = { error: 0, warn: 1, info: 2, debug: 3 };
 
@@ -46,7 +47,7 @@ export class Logger {
     if (ORDER[level] > ORDER[this.level] || !this.file) return;
     try {
       if (this.fd === undefined) {
-        fs.mkdirSync(path.dirname(this.file), { recursive: true, mode: 0o755 });
+        mkdirs(path.dirname(this.file), 0o755);
         this.fd = fs.openSync(this.file, "a", 0o600);
       }
       fs.writeSync(

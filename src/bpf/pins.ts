@@ -7,6 +7,7 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { MNT_DETACH, mountBpffs, objGet, objPin, unmount } from "../sys/bpf-syscall";
+import { mkdirs } from "../sys/mkdirs";
 
 const BPF_FS_MAGIC = 0xcafe4a11;
 const ROOT_MODE = 0o700;
@@ -28,7 +29,7 @@ export function isBpffs(dir: string): boolean {
  */
 export function ensureBpffs(root: string): boolean {
   if (isBpffs(root)) return false;
-  fs.mkdirSync(root, { recursive: true, mode: ROOT_MODE });
+  mkdirs(root, ROOT_MODE);
   if (isBpffs(root)) return false; // a directory inside an existing bpffs
   mountBpffs(root, ROOT_MODE);
   return true;
@@ -41,7 +42,7 @@ export function unmountBpffs(root: string): void {
 
 /** Pins `fd` at `pinPath`, creating parent directories (0700) inside the bpffs. */
 export function pinObject(fd: number, pinPath: string): void {
-  fs.mkdirSync(path.dirname(pinPath), { recursive: true, mode: ROOT_MODE });
+  mkdirs(path.dirname(pinPath), ROOT_MODE);
   objPin(fd, pinPath);
 }
 

@@ -55,8 +55,11 @@ export function negotiateVersion(cniVersion: unknown, cniVersions: unknown): Cni
     if (best) return best;
     throw incompatible(JSON.stringify(cniVersions));
   }
-  if (typeof cniVersion !== "string" || cniVersion === "") {
+  if (cniVersion === undefined || cniVersion === null || cniVersion === "") {
     throw new CniError(ErrorCode.InvalidNetworkConfig, "cniVersion is missing from the network configuration");
+  }
+  if (typeof cniVersion !== "string") {
+    throw new CniError(ErrorCode.InvalidNetworkConfig, `cniVersion must be a string such as "1.0.0"`);
   }
   if (!isSupportedVersion(cniVersion)) throw incompatible(cniVersion);
   return cniVersion;

@@ -31,6 +31,7 @@ import {
 import { CniError, ErrorCode } from "../cni/errors";
 import { log } from "../log";
 import { LockTimeoutError, withFileLock } from "../sys/file-lock";
+import { mkdirs } from "../sys/mkdirs";
 import { readAsset } from "../sys/sea-assets";
 import { hostPrefix } from "./pod-end";
 import type { DeviceKind } from "./types";
@@ -67,7 +68,7 @@ export const nodeLockPath = (root: string) =>
   path.join(LOCK_DIR, `node-${createHash("sha256").update(root).digest("hex").slice(0, 12)}.lock`);
 
 function underNodeLock<T>(root: string, fn: () => T): T {
-  fs.mkdirSync(LOCK_DIR, { recursive: true, mode: 0o700 });
+  mkdirs(LOCK_DIR, 0o700);
   try {
     return withFileLock(nodeLockPath(root), NODE_LOCK_TIMEOUT_MS, fn);
   } catch (e) {

@@ -10,6 +10,7 @@ import * as path from "node:path";
 import { attrU32 } from "../netlink/attrs";
 import { deleteLinkByName, newPairMessage } from "../netlink/links";
 import { NetlinkError, NLM_F_CREATE, NLM_F_EXCL, type RtnlSocket } from "../netlink/socket";
+import { mkdirs } from "../sys/mkdirs";
 
 const CACHE_FILE = "/run/netkit-cni/kernel-features.json";
 const RTM_NEWLINK = 16;
@@ -33,7 +34,7 @@ export async function kernelHasNetkit(host: RtnlSocket): Promise<boolean> {
   }
   const netkit = await askKernel(host);
   try {
-    fs.mkdirSync(path.dirname(CACHE_FILE), { recursive: true, mode: 0o700 });
+    mkdirs(path.dirname(CACHE_FILE), 0o700);
     const tmp = `${CACHE_FILE}.${process.pid}`;
     fs.writeFileSync(tmp, JSON.stringify({ bootId: boot, netkit } satisfies FeatureCache), { mode: 0o600 });
     fs.renameSync(tmp, CACHE_FILE);

@@ -15,6 +15,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { CniError, ErrorCode } from "../cni/errors";
 import { LockTimeoutError, withFileLock } from "../sys/file-lock";
+import { mkdirs } from "../sys/mkdirs";
 import { formatAddress, parseAddress } from "./ranges";
 
 /** host-local's separator between container ID and ifname, kept for compatibility. */
@@ -103,7 +104,7 @@ export class IpStore {
    */
   withLock<T>(fn: (store: LockedStore) => T): T {
     try {
-      fs.mkdirSync(this.dir, { recursive: true, mode: DIR_MODE });
+      mkdirs(this.dir, DIR_MODE);
     } catch (e) {
       throw ioError(`cannot create ${this.dir}`, e);
     }

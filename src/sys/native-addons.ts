@@ -8,6 +8,7 @@
 import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
+import { mkdirs } from "./mkdirs";
 import { readAsset, seaModule } from "./sea-assets";
 
 export type NativeAddonName = "netlink" | "ffi-rs";
@@ -45,7 +46,7 @@ function isTrustedCopy(file: string, size: number): boolean {
 }
 
 function writeAtomically(file: string, bytes: Buffer): void {
-  fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
+  mkdirs(path.dirname(file), 0o700);
   fs.chmodSync(path.dirname(file), 0o700);
   const tmp = `${file}.${process.pid}.tmp`;
   fs.writeFileSync(tmp, bytes, { mode: 0o500 });

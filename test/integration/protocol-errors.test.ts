@@ -3,6 +3,8 @@
  * with exit status 1, one error JSON on stdout with the spec's code and a readable
  * message, and creates nothing.
  */
+
+import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -31,35 +33,217 @@ afterEach(() => fx.cleanup());
 
 const att = () => ({ containerId: "c-err", netns: `/run/netns/${pod}`, ifname: "eth0" });
 
-describe("bad input", () => {
-  it.each([
-    ["no CNI_COMMAND", "", {}, {}, 4, /CNI_COMMAND is required/],
-    ["unknown verb", "REBOOT", {}, {}, 4, /not one of/],
-    ["bad ifname", "ADD", { ifname: "eth0:1" }, {}, 4, /contains '\/', ':' or whitespace/],
-    ["overlong ifname", "ADD", { ifname: "a-very-long-name0" }, {}, 4, /longer than 15/],
-    ["path-like container ID", "ADD", { containerId: "../../etc" }, {}, 4, /invalid characters/],
-    ["relative netns", "ADD", { netns: "netns/x" }, {}, 4, /not an absolute path/],
-    ["netns that is a plain file", "ADD", { netns: "/etc/hostname" }, {}, 4, /not a network namespace/],
-    ["unsupported version", "ADD", {}, { cniVersion: "0.2.0" }, 1, /incompatible CNI versions/],
-    ["CHECK in 0.3.1", "CHECK", {}, { cniVersion: "0.3.1" }, 1, /CHECK is not defined/],
-    ["missing ipam", "ADD", {}, { ipam: undefined }, 7, /"ipam" is required/],
-    ["ipam plugin not found", "ADD", {}, { ipam: { type: "no-such-ipam" } }, 7, /failed to find plugin/],
-    ["bad datapath", "ADD", {}, { datapath: "ovs" }, 7, /"datapath" must be one of/],
-    ["CHECK without prevResult", "CHECK", {}, {}, 7, /CHECK needs prevResult/],
-  ])("%s", (_what, verb, envOverride, confOverride, code, msg) => {
-    const r = runPlugin(
-      node,
-      verb,
-      { ...att(), ...envOverride },
-      { ...conf, ...confOverride },
-      verb === "" ? { CNI_COMMAND: "" } : {},
-    );
+interface BadInput {
+  /** What is wrong, as the test's name. */
+  what: string;
+  verb?: string;
+  env?: Partial<ReturnType<typeof att>>;
+  extraEnv?: Record<string, string>;
+  /** Config overrides, or the exact stdin text. */
+  conf?: Record<string, unknown> | string;
+  code: number;
+  msg: RegExp;
+}
+
+const big = "x".repeat((1 << 20) + 10);
+const prevWith = (address: string) => ({
+  cniVersion: "1.1.0",
+  interfaces: [{ name: "nk0000000000000" }, { name: "eth0", sandbox: "/x" }],
+  ips: [{ address, interface: 1 }],
+});
+
+const CORPUS: BadInput[] = [
+  // Undecodable stdin: code 6.
+  { what: "empty stdin", conf: "", code: 6, msg: /no network configuration on stdin/ },
+  { what: "whitespace only", conf: "  \n ", code: 6, msg: /no network configuration on stdin/ },
+  { what: "truncated JSON", conf: '{"cniVersion":"1.1.0","name":', code: 6, msg: /not valid JSON/ },
+  { what: "trailing garbage", conf: '{"cniVersion":"1.1.0"} x', code: 6, msg: /not valid JSON/ },
+  { what: "a JSON number", conf: "42", code: 6, msg: /must be a JSON object/ },
+  { what: "JSON null", conf: "null", code: 6, msg: /must be a JSON object/ },
+  { what: "a JSON string", conf: '"netkit"', code: 6, msg: /must be a JSON object/ },
+  { what: "over 1 MiB", conf: { padding: big }, code: 6, msg: /larger than 1048576 bytes/ },
+  {
+    what: "prevResult with a bad address",
+    verb: "CHECK",
+    conf: { prevResult: prevWith("10.0.0.1") },
+    code: 6,
+    msg: /prevResult\.ips\[0\]\.address/,
+  },
+  {
+    what: "prevResult not an object",
+    verb: "CHECK",
+    conf: { prevResult: [1] },
+    code: 6,
+    msg: /prevResult must be a JSON object/,
+  },
+  // Versions: code 1.
+  { what: "unsupported cniVersion", conf: { cniVersion: "0.2.0" }, code: 1, msg: /incompatible CNI versions/ },
+  { what: "unknown future cniVersion", conf: { cniVersion: "2.0.0" }, code: 1, msg: /incompatible CNI versions/ },
+  {
+    what: "cniVersions with nothing in common",
+    conf: { cniVersion: undefined, cniVersions: ["0.1.0"] },
+    code: 1,
+    msg: /incompatible/,
+  },
+  {
+    what: "CHECK in 0.3.1",
+    verb: "CHECK",
+    conf: { cniVersion: "0.3.1" },
+    code: 1,
+    msg: /CHECK is not defined in CNI spec 0\.3\.1/,
+  },
+  { what: "GC in 1.0.0", verb: "GC", conf: { cniVersion: "1.0.0" }, code: 1, msg: /GC is not defined/ },
+  { what: "STATUS in 0.4.0", verb: "STATUS", conf: { cniVersion: "0.4.0" }, code: 1, msg: /STATUS is not defined/ },
+  // Environment: code 4.
+  { what: "no CNI_COMMAND", verb: "", extraEnv: { CNI_COMMAND: "" }, code: 4, msg: /CNI_COMMAND is required/ },
+  { what: "unknown verb", verb: "REBOOT", code: 4, msg: /CNI_COMMAND "REBOOT" is not one of/ },
+  { what: "missing CNI_CONTAINERID", env: { containerId: "" }, code: 4, msg: /CNI_CONTAINERID is required/ },
+  { what: "missing CNI_IFNAME", env: { ifname: "" }, code: 4, msg: /CNI_IFNAME is required/ },
+  { what: "missing CNI_NETNS", env: { netns: "" }, code: 4, msg: /CNI_NETNS is required for ADD/ },
+  { what: "missing CNI_PATH", extraEnv: { CNI_PATH: "" }, code: 4, msg: /CNI_PATH is required/ },
+  { what: "ifname with a colon", env: { ifname: "eth0:1" }, code: 4, msg: /contains '\/', ':' or whitespace/ },
+  { what: "ifname with a slash", env: { ifname: "a/b" }, code: 4, msg: /contains '\/'/ },
+  { what: "ifname with a space", env: { ifname: "a b" }, code: 4, msg: /whitespace/ },
+  { what: "ifname '..'", env: { ifname: ".." }, code: 4, msg: /not a valid interface name/ },
+  { what: "16-character ifname", env: { ifname: "a-very-long-name" }, code: 4, msg: /longer than 15/ },
+  {
+    what: "path-like container ID",
+    env: { containerId: "../../etc/passwd" },
+    code: 4,
+    msg: /CNI_CONTAINERID has invalid characters/,
+  },
+  { what: "container ID with a space", env: { containerId: "a b" }, code: 4, msg: /invalid characters/ },
+  { what: "container ID starting with '-'", env: { containerId: "-rf" }, code: 4, msg: /invalid characters/ },
+  {
+    what: "overlong container ID",
+    env: { containerId: "c".repeat(201) },
+    code: 4,
+    msg: /201 characters long; at most 200/,
+  },
+  { what: "relative CNI_NETNS", env: { netns: "netns/x" }, code: 4, msg: /not an absolute path/ },
+  {
+    what: "CNI_NETNS that does not exist",
+    env: { netns: "/run/netns/absent-xyz" },
+    code: 4,
+    msg: /\/run\/netns\/absent-xyz: ENOENT/,
+  },
+  { what: "CNI_NETNS that is a plain file", env: { netns: "/etc/hostname" }, code: 4, msg: /not a network namespace/ },
+  {
+    what: "CNI_NETNS that is a mount namespace",
+    env: { netns: "/proc/self/ns/mnt" },
+    code: 4,
+    msg: /not a network namespace/,
+  },
+  {
+    what: "malformed CNI_ARGS",
+    extraEnv: { CNI_ARGS: "K8S_POD_NAME" },
+    code: 4,
+    msg: /CNI_ARGS entry "K8S_POD_NAME" is not KEY=VALUE/,
+  },
+  // Configuration: code 7.
+  { what: "missing cniVersion", conf: { cniVersion: undefined }, code: 7, msg: /cniVersion is missing/ },
+  { what: "cniVersion a number", conf: { cniVersion: 1 }, code: 7, msg: /cniVersion must be a string/ },
+  { what: "missing name", conf: { name: undefined }, code: 7, msg: /"name" is required/ },
+  { what: "name with a slash", conf: { name: "a/b" }, code: 7, msg: /"name" "a\/b" must start with a letter or digit/ },
+  { what: "name a number", conf: { name: 7 }, code: 7, msg: /"name" must be a string/ },
+  { what: "missing type", conf: { type: undefined }, code: 7, msg: /"type" is required/ },
+  {
+    what: "unknown datapath",
+    conf: { datapath: "ovs" },
+    code: 7,
+    msg: /"datapath" must be one of "auto", "netkit", "veth"/,
+  },
+  { what: "unknown netkit mode", conf: { mode: "l4" }, code: 7, msg: /"mode" must be one of/ },
+  { what: "mtu too small", conf: { mtu: 100 }, code: 7, msg: /"mtu" must be an integer from 576 to 65535; got 100/ },
+  { what: "mtu a string", conf: { mtu: "1500" }, code: 7, msg: /"mtu" must be an integer/ },
+  { what: "fastPath not a boolean", conf: { fastPath: "yes" }, code: 7, msg: /"fastPath" must be true or false/ },
+  { what: "relative bpffsRoot", conf: { bpffsRoot: "bpf" }, code: 7, msg: /"bpffsRoot" must be an absolute path/ },
+  {
+    what: "clusterCIDRs not CIDRs",
+    conf: { clusterCIDRs: ["10.0.0.0"] },
+    code: 7,
+    msg: /"clusterCIDRs" must be a list of CIDRs/,
+  },
+  {
+    what: "hostInterface that does not exist",
+    conf: { hostInterface: "nope0" },
+    code: 7,
+    msg: /hostInterface "nope0" does not exist/,
+  },
+  { what: "bad log level", conf: { logLevel: "loud" }, code: 7, msg: /"logLevel" must be one of/ },
+  { what: "missing ipam", conf: { ipam: undefined }, code: 7, msg: /"ipam" is required/ },
+  { what: "ipam without type", conf: { ipam: { ranges: [] } }, code: 7, msg: /"ipam.type" is required/ },
+  {
+    what: "ipam type that is a path",
+    conf: { ipam: { type: "../../bin/sh" } },
+    code: 7,
+    msg: /must be a plugin name, not a path/,
+  },
+  {
+    what: "ipam plugin not in CNI_PATH",
+    conf: { ipam: { type: "no-such-ipam" } },
+    code: 7,
+    msg: /failed to find plugin "no-such-ipam"/,
+  },
+  {
+    what: "embedded ipam with a bad subnet",
+    conf: { ipam: { type: "netkit-cni", ranges: [[{ subnet: "10.0.0.0/33" }]] } },
+    code: 7,
+    msg: /subnet/,
+  },
+  { what: "CHECK without prevResult", verb: "CHECK", code: 7, msg: /CHECK needs prevResult/ },
+  { what: "GC without valid-attachments", verb: "GC", code: 7, msg: /GC needs "cni.dev\/valid-attachments"/ },
+  {
+    what: "valid-attachments of the wrong shape",
+    verb: "GC",
+    conf: { "cni.dev/valid-attachments": [{ containerID: 1 }] },
+    code: 7,
+    msg: /must have string "containerID" and "ifname"/,
+  },
+  // The node cannot serve: code 50 / plugin codes.
+  { what: "netkit requested on a kernel without it", conf: { datapath: "netkit" }, code: 50, msg: /CONFIG_NETKIT/ },
+  {
+    what: "bpffs root that cannot be made",
+    conf: { bpffsRoot: "/proc/netkit-cni-test" },
+    code: 5,
+    msg: /\/proc\/netkit-cni-test/,
+  },
+];
+
+const hasNetkit =
+  spawnSync("sh", [
+    "-c",
+    "ip netns add nkkprobe && ip -n nkkprobe link add nk0 type netkit peer name nk1; r=$?; ip netns del nkkprobe; exit $r",
+  ]).status === 0;
+
+describe(`bad input corpus (${CORPUS.length} cases)`, () => {
+  // On a kernel with netkit, "datapath": "netkit" is not bad input (datapath-choice tests it).
+  const cases = CORPUS.filter((c) => !(hasNetkit && c.what.startsWith("netkit requested")));
+  it.each(cases)("$what → code $code", ({ verb = "ADD", env = {}, extraEnv = {}, conf: override = {}, code, msg }) => {
+    const stdin = typeof override === "string" ? override : { ...conf, ...override };
+    const r = runPlugin(node, verb, { ...att(), ...env }, stdin, extraEnv);
     expect(r.status).toBe(1);
-    expect(r.json).toMatchObject({ code });
+    expect(r.json, r.stdout).toMatchObject({ code });
     expect(String(r.json?.msg)).toMatch(msg);
     expect(r.stdout.trim().split("\n")).toHaveLength(1);
+    // Nothing made: no device, no reservation, no pins.
     expect(pluginLinks(node)).toEqual([]);
     expect(allocatedIps(dataDir)).toEqual([]);
+    expect(
+      fs.existsSync(path.join(fx.bpffsRoot, "endpoints")) ? fs.readdirSync(path.join(fx.bpffsRoot, "endpoints")) : [],
+    ).toEqual([]);
+  });
+
+  it("has at least 40 cases", () => {
+    expect(CORPUS.length).toBeGreaterThanOrEqual(40);
+  });
+
+  it("a prevResult naming an address the pod does not have fails CHECK with code 101", () => {
+    const added = runPlugin(node, "ADD", att(), conf);
+    expect(added.status, added.stdout).toBe(0);
+    const r = runPlugin(node, "CHECK", att(), { ...conf, prevResult: prevWith("10.211.0.200/32") });
+    expect(r.json).toMatchObject({ code: 101 });
+    expect(String(r.json?.msg)).toMatch(/10\.211\.0\.200/);
   });
 
   it("answers undecodable stdin with code 6, in the latest version", () => {

@@ -1,0 +1,81 @@
+/**
+ * What an attacker who controls a container's ID or a pod's traffic could reach for: no
+ * shell ever runs with input from a runtime, a container ID never becomes a file or
+ * device name, and what the plugin keeps on disk is readable by root alone. (The log
+ * file's 0600 and the bpffs root's 0700 are asserted where those are made:
+ * protocol-errors and fastpath tests.)
+ */
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { Fixture, pluginLinks, runPlugin } from "./harness";
+import { makeCluster } from "./topology";
+
+const SRC = path.resolve(__dirname, "../../src");
+
+function sourceFiles(dir: string): string[] {
+  return fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+    const p = path.join(dir, e.name);
+    return e.isDirectory() ? sourceFiles(p) : p.endsWith(".ts") ? [p] : [];
+  });
+}
+
+function walk(dir: string): string[] {
+  if (!fs.existsSync(dir)) return [];
+  return fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+    const p = path.join(dir, e.name);
+    return e.isDirectory() ? [p, ...walk(p)] : [p];
+  });
+}
+
+let fx: Fixture;
+beforeEach(() => {
+  fx = new Fixture();
+});
+afterEach(() => fx.cleanup());
+
+describe("security", () => {
+  it("never runs a shell: only the IPAM delegation spawns, with an argument vector", () => {
+    const spawning = sourceFiles(SRC).filter((f) => /from "node:child_process"/.test(fs.readFileSync(f, "utf8")));
+    expect(spawning.map((f) => path.relative(SRC, f))).toEqual(["cni/delegate.ts"]);
+    const delegate = fs.readFileSync(path.join(SRC, "cni/delegate.ts"), "utf8");
+    expect(delegate).not.toMatch(/shell\s*:/);
+    expect(delegate).not.toMatch(/\bexec(Sync)?\(/);
+    expect(delegate).toMatch(/spawnSync\(binary, \[\]/);
+  });
+
+  it("keeps a container ID out of every name it creates", () => {
+    const [node] = makeCluster(fx);
+    const id = "evil..ID_with.dots-and_more";
+    const pod = fx.makeNetns("nkp");
+    const r = runPlugin(node.netns, "ADD", { containerId: id, netns: `/run/netns/${pod}`, ifname: "eth0" }, node.conf);
+    expect(r.status, r.stdout).toBe(0);
+    const dataDir = (node.conf.ipam as { dataDir: string }).dataDir;
+    const names = [...walk(dataDir), ...walk(node.bpffsRoot), ...walk("/run/netkit-cni")].map((p) => path.basename(p));
+    expect(names.filter((n) => n.includes(id) || n.includes(".."))).toEqual([]);
+    expect(pluginLinks(node.netns).every((n) => /^nk[0-9a-f]{13}$/.test(n))).toBe(true);
+    // The ID is recorded only as data: in the IPAM reservation and the device alias.
+    const reservation = walk(path.join(dataDir, "cluster")).find((p) => /\d+\.\d+\.\d+\.\d+$/.test(p)) ?? "";
+    expect(fs.readFileSync(reservation, "utf8")).toBe(`${id}\r\neth0`);
+  });
+
+  it("keeps its files readable by root alone", () => {
+    const [node] = makeCluster(fx);
+    const pod = fx.makeNetns("nkp");
+    expect(
+      runPlugin(node.netns, "ADD", { containerId: "perm", netns: `/run/netns/${pod}`, ifname: "eth0" }, node.conf)
+        .status,
+    ).toBe(0);
+    const dataDir = (node.conf.ipam as { dataDir: string }).dataDir;
+    for (const p of [
+      ...walk(path.join(dataDir, "cluster")),
+      "/run/netkit-cni",
+      "/var/lib/netkit-cni/addons",
+      ...walk("/var/lib/netkit-cni/addons"),
+    ]) {
+      const st = fs.statSync(p);
+      expect(st.uid, p).toBe(0);
+      expect(st.mode & 0o077, `${p} is open to others: ${(st.mode & 0o777).toString(8)}`).toBe(0);
+    }
+  });
+});
