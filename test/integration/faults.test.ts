@@ -4,10 +4,11 @@
  * left — no device, route, pin, endpoint entry or IP reservation — and the address can
  * be handed out again.
  */
+import { spawn } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { endpointMapEntries, pinnedEndpointDevices } from "../../src/datapath/fastpath";
+import { endpointMapEntries, nodeLockPath, pinnedEndpointDevices } from "../../src/datapath/fastpath";
 import { Fixture, inNs, pluginLinks, runPlugin, runPluginAsync } from "./harness";
 import { type ClusterNode, makeCluster } from "./topology";
 
@@ -77,4 +78,27 @@ describe("ADD interrupted by SIGKILL", () => {
     expect(again.status, again.stdout).toBe(0);
     expect((again.json?.ips as { address: string }[] | undefined)?.[0]?.address).toBe("10.221.1.9/32");
   });
+});
+
+describe("a node lock held by a stuck process", () => {
+  it("fails ADD with code 11 (try again later) after the timeout, leaving nothing", async () => {
+    fs.mkdirSync("/run/netkit-cni", { recursive: true, mode: 0o700 });
+    const holder = spawn("flock", [nodeLockPath(node.bpffsRoot), "sleep", "30"], { stdio: "ignore" });
+    fx.processes.push({ kill: () => holder.kill("SIGKILL") });
+    await new Promise((r) => setTimeout(r, 300)); // let flock take it
+    const pod = fx.makeNetns("nkp");
+    const started = Date.now();
+    const r = await runPluginAsync(
+      node.netns,
+      "ADD",
+      { containerId: "locked", netns: `/run/netns/${pod}`, ifname: "eth0" },
+      conf,
+    );
+    const waited = Date.now() - started;
+    expect(r.json, r.stdout).toMatchObject({ code: 11 });
+    expect(String(r.json?.msg)).toMatch(/node datapath is busy: timed out after 10000 ms waiting for the lock/);
+    expect(waited).toBeGreaterThanOrEqual(10_000);
+    expect(pluginLinks(node.netns)).toEqual([]);
+    expect(reservations()).toEqual([]);
+  }, 60_000);
 });
