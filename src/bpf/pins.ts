@@ -6,7 +6,8 @@
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { MNT_DETACH, mountBpffs, objGet, objPin, unmount } from "../sys/bpf-syscall";
+import { objGet, objPin } from "../sys/bpf-syscall";
+import { MNT_DETACH, mountBpffs, unmount } from "../sys/libc";
 import { mkdirs } from "../sys/mkdirs";
 
 const BPF_FS_MAGIC = 0xcafe4a11;

@@ -6,10 +6,10 @@
  * peer hook the policy no longer decides (a program's NEXT means pass; see netkit_xmit).
  * MTU and GSO/GRO limits are set on both ends: the peer does not inherit them.
  */
-import { CniError, ErrorCode } from "../cni/errors";
-import { createPair, getLinkByName } from "../netlink/links";
+import { createPair } from "../netlink/links";
 import { netkitInfoData } from "../netlink/netkit";
 import { NetlinkError } from "../netlink/socket";
+import { readPair } from "./pair";
 import type { Datapath, DevicePair, Endpoint, Namespaces } from "./types";
 
 export interface NetkitSettings {
@@ -42,15 +42,7 @@ export function netkitDatapath(settings: NetkitSettings): Datapath {
         if (!(e instanceof NetlinkError && e.errno === EINVAL && /attribute/i.test(e.extack ?? ""))) throw e;
         await createPair(ns.host, "netkit", host, peer, ns.podNetnsFd, data(false));
       }
-      const hostLink = await getLinkByName(ns.host, ep.hostDevice);
-      const podLink = await getLinkByName(ns.pod, ep.ifname);
-      if (!hostLink || !podLink) {
-        throw new CniError(
-          ErrorCode.DatapathFailure,
-          `netkit pair ${ep.hostDevice}/${ep.ifname} vanished right after creation`,
-        );
-      }
-      return { hostLink, podLink };
+      return readPair(ns, ep, "netkit");
     },
   };
 }

@@ -3,8 +3,8 @@
  * both ends, the peer directly inside the pod netns under its final name, so there is no
  * moment where the pod device is visible on the host.
  */
-import { CniError, ErrorCode } from "../cni/errors";
-import { createPair, getLinkByName } from "../netlink/links";
+import { createPair } from "../netlink/links";
+import { readPair } from "./pair";
 import type { Datapath, DevicePair, Endpoint, Namespaces } from "./types";
 
 export const vethDatapath: Datapath = {
@@ -13,18 +13,10 @@ export const vethDatapath: Datapath = {
     await createPair(
       ns.host,
       "veth",
-      { name: ep.hostDevice, mtu: ep.mtu, mac: ep.hostMac },
-      { name: ep.ifname, mtu: ep.mtu },
+      { name: ep.hostDevice, mtu: ep.mtu, mac: ep.hostMac, ...ep.offload },
+      { name: ep.ifname, mtu: ep.mtu, ...ep.offload },
       ns.podNetnsFd,
     );
-    const hostLink = await getLinkByName(ns.host, ep.hostDevice);
-    const podLink = await getLinkByName(ns.pod, ep.ifname);
-    if (!hostLink || !podLink) {
-      throw new CniError(
-        ErrorCode.DatapathFailure,
-        `veth pair ${ep.hostDevice}/${ep.ifname} vanished right after creation`,
-      );
-    }
-    return { hostLink, podLink };
+    return readPair(ns, ep, "veth");
   },
 };

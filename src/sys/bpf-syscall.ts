@@ -547,33 +547,3 @@ export function linkDetach(linkFd: number): void {
     bpf("LINK_DETACH", attr);
   });
 }
-
-// ---- bpffs ----
-
-function libcInt(funcName: string, paramsType: ffi.DataType[], paramsValue: unknown[], what: string): void {
-  libc();
-  const r = ffi.load({
-    library: LIBC,
-    funcName,
-    retType: ffi.DataType.I32,
-    paramsType,
-    paramsValue,
-    errno: true,
-  }) as unknown as { value: number; errnoCode: number };
-  if (r.value === -1) {
-    const code = errnoNames.get(r.errnoCode) ?? `errno ${r.errnoCode}`;
-    throw Object.assign(new Error(`${funcName}(${what}): ${code}`), { errno: r.errnoCode, code });
-  }
-}
-
-/** mount -t bpf bpf <target> -o mode=<mode> (mount(2); the bpf filesystem has no device). */
-export function mountBpffs(target: string, mode: number): void {
-  const S = ffi.DataType.String;
-  libcInt("mount", [S, S, S, ffi.DataType.U64, S], ["bpf", target, "bpf", 0, `mode=${mode.toString(8)}`], target);
-}
-
-export const MNT_DETACH = 2;
-
-export function unmount(target: string, flags = 0): void {
-  libcInt("umount2", [ffi.DataType.String, ffi.DataType.I32], [target, flags], target);
-}

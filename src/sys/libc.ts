@@ -26,7 +26,8 @@ export class ErrnoError extends Error {
   }
 }
 
-function callInt(funcName: string, paramsType: ffi.DataType[], paramsValue: unknown[]): number {
+/** Calls an int-returning libc function; `subject` (e.g. a path) goes into the error. */
+function callInt(funcName: string, paramsType: ffi.DataType[], paramsValue: unknown[], subject?: string): number {
   libc();
   const r = ffi.load({
     library: LIBC,
@@ -37,7 +38,8 @@ function callInt(funcName: string, paramsType: ffi.DataType[], paramsValue: unkn
     errno: true,
   }) as unknown as { value: number; errnoCode: number; errnoMessage: string };
   if (r.value === -1) {
-    throw new ErrnoError(funcName, r.errnoCode, r.errnoMessage.replace(/ \(os error \d+\)$/, ""));
+    const call = subject === undefined ? funcName : `${funcName}(${subject})`;
+    throw new ErrnoError(call, r.errnoCode, r.errnoMessage.replace(/ \(os error \d+\)$/, ""));
   }
   return r.value;
 }
@@ -82,4 +84,16 @@ export function namespaceType(fd: number): number {
   } catch {
     return -1;
   }
+}
+
+/** mount -t bpf bpf <target> -o mode=<mode> (the bpf filesystem has no device). */
+export function mountBpffs(target: string, mode: number): void {
+  const S = ffi.DataType.String;
+  callInt("mount", [S, S, S, ffi.DataType.U64, S], ["bpf", target, "bpf", 0, `mode=${mode.toString(8)}`], target);
+}
+
+export const MNT_DETACH = 2;
+
+export function unmount(target: string, flags = 0): void {
+  callInt("umount2", [ffi.DataType.String, ffi.DataType.I32], [target, flags], target);
 }
