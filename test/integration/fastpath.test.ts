@@ -115,6 +115,17 @@ describe("fast path", () => {
     expect(endpointMapEntries(a.bpffsRoot).size).toBe(0);
   });
 
+  it("CHECK notices missing programs and missing endpoint entries", () => {
+    const pod = addPod(fx, a, "chk");
+    const att = { containerId: "chk", netns: `/run/netns/${pod.netns}`, ifname: "eth0" };
+    const withPrev = { ...a.conf, prevResult: pod.add.json };
+    expect(runPlugin(a.netns, "CHECK", att, withPrev).status).toBe(0);
+    fs.rmSync(path.join(a.bpffsRoot, "endpoints", pod.hostDevice), { recursive: true });
+    const r = runPlugin(a.netns, "CHECK", att, withPrev);
+    expect(r.json).toMatchObject({ code: 101 });
+    expect(String(r.json?.msg)).toContain(`eBPF programs of ${pod.hostDevice} are not attached`);
+  });
+
   it("concurrent ADDs on a fresh node agree on one set of maps and programs", async () => {
     const runs = await Promise.all(
       Array.from({ length: 8 }, (_, i) => {
