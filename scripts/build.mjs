@@ -25,6 +25,14 @@ const nativeAddonsPlugin = {
     // netlink calls require('node-gyp-build')(dir); ffi-rs requires its platform package.
     build.onResolve({ filter: /^node-gyp-build$/ }, () => ({ path: "netlink", namespace: "addon" }));
     build.onResolve({ filter: /^@yuuang\/ffi-rs-linux-x64-gnu$/ }, () => ({ path: "ffi-rs", namespace: "addon" }));
+    // ffi-rs asks process.report whether libc is musl (~5 ms per start); we ship the glibc
+    // build only, and load the addon ourselves anyway.
+    build.onLoad({ filter: /ffi-rs[\\/]index\.js$/ }, (args) => {
+      const source = fs.readFileSync(args.path, "utf8");
+      const patched = source.replace("function isMusl() {", "function isMusl() {\n  return false;");
+      if (patched === source) throw new Error("ffi-rs/index.js changed: isMusl() not found");
+      return { contents: patched, loader: "js" };
+    });
     build.onLoad({ filter: /.*/, namespace: "addon" }, (args) => ({
       resolveDir: root,
       loader: "js",

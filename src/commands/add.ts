@@ -12,7 +12,7 @@ import { configureHostEnd, enableForwarding } from "../datapath/host-end";
 import { chooseDatapath, podEndUsesNeighbours } from "../datapath/index";
 import { closeNamespaces, openNamespaces } from "../datapath/namespaces";
 import { hostDeviceMac, hostDeviceName, ownerAlias, podDeviceMac } from "../datapath/naming";
-import { configurePodEnd, hostPrefix, podDefaultRoutes } from "../datapath/pod-end";
+import { configurePodEnd, hostPrefix } from "../datapath/pod-end";
 import type { Endpoint } from "../datapath/types";
 import { FALLBACK_MTU, liveIfindexes, resolveUplink } from "../datapath/uplink";
 import { log } from "../log";
@@ -64,7 +64,7 @@ export async function cmdAdd(inv: Invocation): Promise<Result> {
     await failpoint("pair-created");
 
     const gatewayMac = podEndUsesNeighbours(datapath, conf) ? endpoint.hostMac : undefined;
-    await configurePodEnd(ns.pod, pair.podLink, gatewayMac, addresses);
+    const podRoutes = await configurePodEnd(ns.pod, pair.podLink, gatewayMac, addresses);
     await failpoint("pod-configured");
     enableForwarding(addresses);
     await configureHostEnd(ns.host, pair.hostLink, ownerAlias(env.containerId, env.ifname), addresses);
@@ -99,7 +99,7 @@ export async function cmdAdd(inv: Invocation): Promise<Result> {
           interface: 1,
         };
       }),
-      routes: podDefaultRoutes(addresses),
+      routes: podRoutes,
       dns: ipamResult.dns,
     };
   } catch (e) {

@@ -9,7 +9,7 @@ import type { IpConfig, Result } from "../cni/result";
 import { endpointMapEntries, endpointState } from "../datapath/fastpath";
 import { closeNamespaces, openNamespaces } from "../datapath/namespaces";
 import { hostDeviceName, ownerAlias } from "../datapath/naming";
-import { hostPrefix, podDefaultRoutes } from "../datapath/pod-end";
+import { hostPrefix } from "../datapath/pod-end";
 import { listAddresses } from "../netlink/addrs";
 import { getLinkByName, isUp, type Link } from "../netlink/links";
 import { listRoutes, type Route } from "../netlink/routes";
@@ -43,7 +43,8 @@ export async function cmdCheck(inv: Invocation): Promise<void> {
     }
 
     const podRoutes = await listRoutes(ns.pod);
-    for (const r of podDefaultRoutes(addresses)) {
+    // The routes ADD reported (a second interface may have added none).
+    for (const r of prev.routes.filter((route) => route.gw !== undefined)) {
       if (!hasRoute(podRoutes, r.dst, podLink.index, r.gw)) {
         throw mismatch(`route ${r.dst} via ${r.gw} dev ${env.ifname} is missing in ${env.netns}`);
       }

@@ -5,8 +5,12 @@
  * come twice. Each of those succeeds.
  * Only a device carrying this attachment's ownership alias is deleted.
  */
+import * as fs from "node:fs";
 import { removeEndpoint } from "../datapath/fastpath";
+import { closeNamespaces, openNamespaces } from "../datapath/namespaces";
 import { hostDeviceName, ownerAlias } from "../datapath/naming";
+import { removePodEndRules } from "../datapath/pod-end";
+import type { Namespaces } from "../datapath/types";
 import { liveIfindexes } from "../datapath/uplink";
 import { log } from "../log";
 import { deleteLinkByName, getLinkByName } from "../netlink/links";
@@ -31,6 +35,7 @@ export async function cmdDel(inv: Invocation): Promise<void> {
       return;
     }
     if (link) {
+      await removeSourceRules(env.netns, env.ifname);
       // Removing the host end removes the pod end (if its netns still exists) and the routes.
       await deleteLinkByName(host, hostDevice);
       log.info(`deleted ${hostDevice}`);
@@ -43,5 +48,22 @@ export async function cmdDel(inv: Invocation): Promise<void> {
     await removeEndpoint(inv.conf.fastPath.bpffsRoot, hostDevice, gone, () => liveIfindexes(host));
   } finally {
     host.close();
+  }
+}
+
+/** A secondary interface's source rules live in the pod netns and outlive its device. */
+async function removeSourceRules(netns: string, ifname: string): Promise<void> {
+  if (netns === "" || !fs.existsSync(netns)) return;
+  let ns: Namespaces;
+  try {
+    ns = openNamespaces(netns);
+  } catch {
+    return; // The netns is going away: so are its rules.
+  }
+  try {
+    const podLink = await getLinkByName(ns.pod, ifname);
+    if (podLink) await removePodEndRules(ns.pod, podLink);
+  } finally {
+    closeNamespaces(ns);
   }
 }

@@ -4,11 +4,11 @@
  * fixed gateways pinned to the host device's MAC, and default routes via them.
  * Shared by every datapath kind.
  */
-import { addAddress } from "../netlink/addrs";
+import { addAddress, listAddresses } from "../netlink/addrs";
 import { AF_INET, familyOf, parseCidr } from "../netlink/ip";
 import { type Link, setLinkUp } from "../netlink/links";
 import { addPermanentNeighbor } from "../netlink/neighbors";
-import { addRoute } from "../netlink/routes";
+import { addRoute, addSourceRule, deleteSourceRule, listRoutes } from "../netlink/routes";
 import type { RtnlSocket } from "../netlink/socket";
 import { GATEWAY_V4, GATEWAY_V6 } from "./gateway";
 
@@ -36,16 +36,47 @@ export async function configurePodEnd(
   podLink: Link,
   gatewayMac: string | undefined,
   addresses: string[],
-) {
+): Promise<{ dst: string; gw: string }[]> {
   await setLinkUp(pod, podLink);
   for (const cidr of addresses) {
     const ip = hostPrefix(cidr);
     await addAddress(pod, podLink.index, ip.address, ip.prefixLength);
   }
+  // The first interface of a family gets the pod's default route. A further one (e.g. a
+  // runtime's "network connect") leaves that alone and gets a default route in a table of
+  // its own, chosen by source address: replies from its addresses must leave through it,
+  // or the fast path would rightly drop them as spoofed on the other interface.
+  const mainDefaults = new Set((await listRoutes(pod)).map((r) => r.dst));
+  const installed: { dst: string; gw: string }[] = [];
   for (const route of podDefaultRoutes(addresses)) {
     const family = familyOf(route.gw);
     if (gatewayMac) await addPermanentNeighbor(pod, podLink.index, route.gw, gatewayMac);
-    // No prefix on the device covers 169.254.1.1, hence onlink; fe80::1 is on-link by definition.
-    await addRoute(pod, { family, dst: route.dst, gateway: route.gw, ifindex: podLink.index }, family === AF_INET);
+    const onlink = family === AF_INET; // no prefix on the device covers 169.254.1.1
+    if (!mainDefaults.has(route.dst)) {
+      await addRoute(pod, { family, dst: route.dst, gateway: route.gw, ifindex: podLink.index }, onlink);
+      installed.push(route);
+      continue;
+    }
+    const table = secondaryTable(podLink.index);
+    await addRoute(pod, { family, dst: route.dst, gateway: route.gw, ifindex: podLink.index, table }, onlink);
+    for (const cidr of addresses.filter((a) => hostPrefix(a).family === family)) {
+      await addSourceRule(pod, hostPrefix(cidr).address, table);
+    }
+  }
+  return installed;
+}
+
+/** The table (and rule priority) of a secondary interface: 10000 + its ifindex in the pod. */
+export const secondaryTable = (podIfindex: number) => 10_000 + podIfindex;
+
+/**
+ * Removes the source rules a secondary interface got (the device's own routes go with the
+ * device, rules do not). Runs before the device is deleted, while its addresses are known.
+ */
+export async function removePodEndRules(pod: RtnlSocket, podLink: Link): Promise<void> {
+  for (const a of await listAddresses(pod, podLink.index)) {
+    if (a.prefixLength === (a.family === AF_INET ? 32 : 128)) {
+      await deleteSourceRule(pod, a.address, secondaryTable(podLink.index));
+    }
   }
 }

@@ -1,4 +1,7 @@
-/** Routes: add, list, delete in the main table (struct rtmsg + RTA_* attributes). */
+/**
+ * Routes (struct rtmsg + RTA_* attributes): add, list, delete, in the main table unless
+ * a route names another; and source rules that send a source address to a table.
+ */
 import { attr, attrU32, parseAttrs, readU32 } from "./attrs";
 import { AF_INET, AF_INET6, familyOf, ipBytes, ipString } from "./ip";
 import { NetlinkError, NLM_F_CREATE, NLM_F_EXCL, type RtnlSocket } from "./socket";
@@ -24,6 +27,8 @@ export interface Route {
   dst: string;
   gateway?: string;
   ifindex: number;
+  /** Routing table; the main table when absent. */
+  table?: number;
 }
 
 function rtmsg(family: number, dstLen: number, scope: number, flags: number): Buffer {
@@ -45,7 +50,7 @@ function routeMessage(route: Route, flags = 0): Buffer {
   // A route without a gateway is "on this link"; one with a gateway is onlink when the
   // gateway is a fixed IPv4 link-local address that no prefix on the device covers.
   const scope = route.gateway ? RT_SCOPE_UNIVERSE : RT_SCOPE_LINK;
-  const attrs = [attrU32(RTA_TABLE, RT_TABLE_MAIN), attrU32(RTA_OIF, route.ifindex)];
+  const attrs = [attrU32(RTA_TABLE, route.table ?? RT_TABLE_MAIN), attrU32(RTA_OIF, route.ifindex)];
   if (dstLen > 0) attrs.push(attr(RTA_DST, ipBytes(addr)));
   if (route.gateway) attrs.push(attr(RTA_GATEWAY, ipBytes(route.gateway)));
   return Buffer.concat([rtmsg(family, dstLen, scope, flags), ...attrs]);
@@ -93,4 +98,43 @@ export async function listRoutes(sock: RtnlSocket): Promise<Route[]> {
     }
   }
   return out;
+}
+
+const RTM_NEWRULE = 32;
+const RTM_DELRULE = 33;
+const ENOENT = 2;
+const FRA_SRC = 2;
+const FRA_PRIORITY = 6;
+const FRA_TABLE = 15;
+const FR_ACT_TO_TBL = 1;
+
+function sourceRule(address: string, table: number): Buffer {
+  const family = familyOf(address);
+  const hdr = Buffer.alloc(12); // struct fib_rule_hdr
+  hdr.writeUInt8(family, 0);
+  hdr.writeUInt8(family === AF_INET ? 32 : 128, 2); // src_len
+  hdr.writeUInt8(FR_ACT_TO_TBL, 7);
+  // The table doubles as the priority: unique per interface, and easy to find again.
+  return Buffer.concat([hdr, attr(FRA_SRC, ipBytes(address)), attrU32(FRA_TABLE, table), attrU32(FRA_PRIORITY, table)]);
+}
+
+/** `ip rule add from <address> lookup <table> priority <table>`. */
+export async function addSourceRule(sock: RtnlSocket, address: string, table: number): Promise<void> {
+  await sock.request(
+    `add rule from ${address} lookup ${table}`,
+    RTM_NEWRULE,
+    NLM_F_CREATE | NLM_F_EXCL,
+    sourceRule(address, table),
+  );
+}
+
+/** Removes what `addSourceRule` added; false when it was not there. */
+export async function deleteSourceRule(sock: RtnlSocket, address: string, table: number): Promise<boolean> {
+  try {
+    await sock.request(`delete rule from ${address} lookup ${table}`, RTM_DELRULE, 0, sourceRule(address, table));
+    return true;
+  } catch (e) {
+    if (e instanceof NetlinkError && e.errno === ENOENT) return false;
+    throw e;
+  }
 }

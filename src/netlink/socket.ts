@@ -9,7 +9,8 @@
  */
 import * as fs from "node:fs";
 import * as os from "node:os";
-import { createNetlink, type NetlinkSocket } from "netlink";
+// The transport module alone: the package index also loads nl80211, WireGuard and more.
+import { createNetlink, type NetlinkSocket } from "netlink/dist/netlink";
 import { setsockoptInt } from "../sys/libc";
 import { inNetnsFd } from "../sys/netns";
 import { parseAttrs, readString } from "./attrs";

@@ -7,6 +7,7 @@
  */
 import { createHash } from "node:crypto";
 import * as fs from "node:fs";
+import { createRequire } from "node:module";
 import * as path from "node:path";
 import { mkdirs } from "./mkdirs";
 import { readAsset, seaModule } from "./sea-assets";
@@ -22,11 +23,27 @@ const loaded = new Map<NativeAddonName, unknown>();
 export function requireAddon(name: NativeAddonName): unknown {
   const cached = loaded.get(name);
   if (cached !== undefined) return cached;
-  if (!seaModule()) throw new Error(`native addon ${name}: this bundle only runs as the netkit-cni executable`);
+  if (!seaModule()) return requireFromBuildTree(name);
   const bytes = readAsset(`${name}.node`, "");
   const digest = createHash("sha256").update(bytes).digest("hex").slice(0, 16);
   const file = path.join(cacheDir, `${name}-${digest}.node`);
   if (!isTrustedCopy(file, bytes.length)) writeAtomically(file, bytes);
+  const mod = { exports: {} as unknown };
+  process.dlopen(mod, file);
+  loaded.set(name, mod.exports);
+  return mod.exports;
+}
+
+/**
+ * Outside the executable (the bundle run by node, e.g. to profile it): the addons as
+ * npm installed them next to the bundle.
+ */
+function requireFromBuildTree(name: NativeAddonName): unknown {
+  const req = createRequire(__filename);
+  const file =
+    name === "netlink"
+      ? path.join(path.dirname(req.resolve("netlink/package.json")), "prebuilds/linux-x64/node.napi.node")
+      : req.resolve("@yuuang/ffi-rs-linux-x64-gnu/ffi-rs.linux-x64-gnu.node");
   const mod = { exports: {} as unknown };
   process.dlopen(mod, file);
   loaded.set(name, mod.exports);

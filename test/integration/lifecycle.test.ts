@@ -77,6 +77,40 @@ describe("ADD", () => {
     for (const ip of [NODE_V4, NODE_V6]) expect(ping(podB, ip), `pod B -> node ${ip}`).toBe(true);
   });
 
+  it("gives a pod a second interface without touching its default routes", () => {
+    const pod = fx.makeNetns();
+    const first = add("multi", pod, "eth0");
+    const second = add("multi", pod, "net1");
+    expect(second.status, second.stdout).toBe(0);
+    expect(second.json?.routes).toBeUndefined();
+    expect(inNs(pod, "ip", ["route", "show", "default"])).toContain("dev eth0");
+    const ip1 = podIps(second);
+    expect(inNs(pod, "ip", ["-o", "addr", "show", "dev", "net1"])).toContain(`${ip1.v4}/32`);
+    expect(ping(node, ip1.v4)).toBe(true);
+    for (const [ifname, run] of [
+      ["eth0", first],
+      ["net1", second],
+    ] as const) {
+      const check = runPlugin(
+        node,
+        "CHECK",
+        { containerId: "multi", netns: `/run/netns/${pod}`, ifname },
+        {
+          ...conf,
+          prevResult: run.json,
+        },
+      );
+      expect(check.status, check.stdout).toBe(0);
+    }
+    // Replies from net1's address leave through net1 (its own table, chosen by source).
+    expect(inNs(pod, "ip", ["rule"])).toContain(`from ${ip1.v4} lookup`);
+    expect(
+      runPlugin(node, "DEL", { containerId: "multi", netns: `/run/netns/${pod}`, ifname: "net1" }, conf).status,
+    ).toBe(0);
+    expect(inNs(pod, "ip", ["rule"])).not.toContain(ip1.v4);
+    expect(ping(node, podIps(first).v4)).toBe(true);
+  });
+
   it("reports the result in the shape of each requested spec version", () => {
     for (const [i, version] of ["0.3.1", "0.4.0", "1.0.0", "1.1.0"].entries()) {
       const pod = fx.makeNetns();
