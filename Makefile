@@ -5,7 +5,7 @@ SHELL := /bin/bash
 BIN := dist/netkit-cni
 SRC := $(shell find src bpf -name '*.ts' -o -name '*.c' -o -name '*.h') scripts/build.mjs scripts/build-bpf.sh package-lock.json
 
-.PHONY: deps build bpf test test-unit test-bpf test-integration test-vm typecheck lint demo demo-vm clean
+.PHONY: deps build bpf test test-unit test-bpf test-integration test-vm test-e2e typecheck lint demo demo-vm clean
 
 deps:
 	@scripts/deps.sh
@@ -41,10 +41,17 @@ test-vm: build
 	test/vm/run.sh --timeout 1800 --env NETKIT_CNI_TEST_DATAPATH=netkit -- \
 	  npx vitest run --project integration --project netkit
 
+# Real runtimes drive the plugin: cnitool, podman (CNI backend), containerd (ctr run
+# --cni), chained with portmap and bandwidth. test/e2e/setup.sh installs them.
+test-e2e: build
+	test/e2e/setup.sh >/dev/null
+	npx vitest run --project e2e
+
 # The whole suite: static checks, unit, eBPF programs against this kernel, the built
 # executable in real namespaces, then the same with netkit in the VM.
 test: typecheck lint build
 	npx vitest run --project unit --project bpf --project integration
+	$(MAKE) --no-print-directory test-e2e
 	$(MAKE) --no-print-directory test-vm
 
 demo: build
@@ -56,3 +63,33 @@ demo-vm: build
 
 clean:
 	rm -rf dist
+
+# The benchmark (bench/README.md): crossings per packet, netperf and the control plane on
+# this kernel, then the netkit part inside the UML guest, each writing
+# bench/results/<date>-<kernel>.json; then bench/README.md and the charts are re-rendered.
+# About 15 minutes; needs root. BENCH_ARGS / BENCH_VM_ARGS pass options (e.g. --quick).
+.PHONY: bench bench-tools bench-host bench-vm bench-report
+BENCH_HOST = node bench/.build/bench.js host $(BENCH_ARGS)
+BENCH_VM = test/vm/run.sh --timeout 1200 -- node bench/.build/bench.js vm $(BENCH_VM_ARGS)
+BENCH_REPORT = node bench/.build/bench.js report
+
+bench: bench-tools
+	$(BENCH_HOST)
+	$(BENCH_VM)
+	$(BENCH_REPORT)
+
+bench-host: bench-tools
+	$(BENCH_HOST)
+
+bench-vm: bench-tools
+	$(BENCH_VM)
+	$(BENCH_REPORT)
+
+bench-report:
+	node bench/build.mjs
+	$(BENCH_REPORT)
+
+bench-tools: build
+	@command -v netperf >/dev/null && command -v strace >/dev/null || \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq netperf strace >/dev/null
+	node bench/build.mjs

@@ -44,6 +44,18 @@ export default defineConfig({
           sequence: { groupOrder: 3 },
         },
       },
+      {
+        // Real runtimes (cnitool, podman, containerd) driving the plugin: make test-e2e.
+        test: {
+          name: "e2e",
+          include: ["test/e2e/**/*.test.ts"],
+          pool: "forks",
+          testTimeout: 120_000,
+          hookTimeout: 60_000,
+          maxWorkers: 2,
+          sequence: { groupOrder: 4 },
+        },
+      },
     ],
   },
 });

@@ -4,10 +4,16 @@
  */
 import { DEFAULT_BPFFS_ROOT } from "../cni/config";
 import { formatEndpoints, listEndpoints } from "./endpoints";
+import { formatInstall, INSTALL_USAGE, InstallError, install, parseInstallOptions } from "./install";
+import { formatStatus, nodeStatus } from "./status";
 
 const USAGE = `usage: netkit-cni <command> [options]
 commands:
   endpoints [--json] [--bpffs-root DIR]   pods wired on this node, with fast-path counters
+  status [--json] [--bpffs-root DIR]      kernel features, programs and links, endpoints, problems
+                                          (exit status 1 when there are problems)
+  install [options]                       copy this executable and a conflist into the CNI
+                                          directories (install --help for the options)
 Without a command, netkit-cni acts as a CNI plugin (CNI_COMMAND in the environment).`;
 
 interface Options {
@@ -35,6 +41,28 @@ export async function runCli(argv: string[]): Promise<number> {
         const rows = await listEndpoints(opts.bpffsRoot);
         process.stdout.write(`${opts.json ? JSON.stringify(rows, null, 2) : formatEndpoints(rows)}\n`);
         return 0;
+      }
+      case "status": {
+        const opts = parseOptions(rest);
+        const status = await nodeStatus(opts.bpffsRoot);
+        process.stdout.write(`${opts.json ? JSON.stringify(status, null, 2) : formatStatus(status)}\n`);
+        return status.problems.length > 0 ? 1 : 0;
+      }
+      case "install": {
+        if (rest.includes("--help")) {
+          process.stdout.write(`${INSTALL_USAGE}\n`);
+          return 0;
+        }
+        try {
+          const opts = parseInstallOptions(rest);
+          const report = install(opts);
+          process.stdout.write(`${opts.json ? JSON.stringify(report, null, 2) : formatInstall(report)}\n`);
+          return 0;
+        } catch (e) {
+          if (!(e instanceof InstallError)) throw e;
+          process.stderr.write(`netkit-cni install: ${e.message}\n`);
+          return e.message.startsWith("unknown option") ? 2 : 1;
+        }
       }
       case "help":
       case "--help":

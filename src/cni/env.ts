@@ -87,6 +87,9 @@ export function parseVerb(raw: string | undefined): Verb {
 
 export function parseEnv(env: NodeJS.ProcessEnv): CniEnv {
   const command = parseVerb(env.CNI_COMMAND);
+  // VERSION needs nothing else, and libcni sends it with placeholders ("dummy") that are
+  // no valid paths: judging them would make podman drop our network.
+  if (command === "VERSION") return { command, containerId: "", netns: "", ifname: "", args: {}, path: [] };
   for (const name of REQUIRED[command]) {
     if (!env[name]) throw invalidEnv(`${name} is required for ${command}`);
   }

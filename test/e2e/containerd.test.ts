@@ -75,24 +75,39 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
   });
 
   afterEach(async () => {
-    if (daemon && daemon.exitCode === null) {
-      daemon.kill("SIGTERM");
-      await Sandbox.waitFor(
-        "containerd to stop",
-        () => daemon?.exitCode !== null || daemon?.signalCode !== null,
-        10_000,
-      ).catch(() => undefined);
+    try {
+      if (daemon && daemon.exitCode === null) {
+        daemon.kill("SIGTERM");
+        await Sandbox.waitFor(
+          "containerd to stop",
+          () => daemon?.exitCode !== null || daemon?.signalCode !== null,
+          10_000,
+        ).catch(() => undefined);
+      }
+    } finally {
+      daemon = undefined;
+      fx.cleanup();
     }
-    fx.cleanup();
   });
 
   const ctrArgs = (...args: string[]) => ["--address", address, "--namespace", NAMESPACE, ...args];
   const ctrOk = (...args: string[]) => sb.run(ctr, ctrArgs(...args), { timeout: 30_000 }).status === 0;
   const ctrMust = (...args: string[]) => sb.must(ctr, ctrArgs(...args), { timeout: 30_000 });
+  // runc resolves a bare command name before the process's PATH applies: absolute paths.
   const exec = (id: string, ...cmd: string[]) =>
     sb.run(
       ctr,
-      ctrArgs("task", "exec", "--fifo-dir", path.join(ctrd, "fifo"), "--exec-id", `x${Date.now()}`, id, ...cmd),
+      ctrArgs(
+        "task",
+        "exec",
+        "--fifo-dir",
+        path.join(ctrd, "fifo"),
+        "--exec-id",
+        `x${Date.now()}`,
+        id,
+        `/bin/${cmd[0]}`,
+        ...cmd.slice(1),
+      ),
       {
         timeout: 30_000,
       },
@@ -118,18 +133,49 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
             "--rootfs",
             rootfs.dir,
             id,
-            "sleep",
+            "/bin/sleep",
             "600",
           ),
         ),
       );
     }
-    await Sandbox.waitFor("both tasks to run", () => ["c1", "c2"].every((id) => exec(id, "true").status === 0), 30_000);
+    await Sandbox.waitFor(
+      "both tasks to run",
+      // RUNNING, not just CREATED: ctr starts the task only after the CNI ADD returned
+      // (exec already works on a created task, before the network is there).
+      () => {
+        const tasks = sb.run(ctr, ctrArgs("task", "ls")).stdout;
+        return ["c1", "c2"].every((id) => new RegExp(`^${id}\\s+\\d+\\s+RUNNING`, "m").test(tasks));
+      },
+      30_000,
+    ).catch((e: Error) => {
+      const last = exec("c1", "true");
+      throw new Error(
+        `${e.message}\n${[...runs].map(([id, r]) => `${id}: ${r.output()}`).join("\n")}\nexec: ${last.stderr}`,
+      );
+    });
     const startMs = Date.now() - t0;
 
+    // The task's netns, seen from outside (ctr exec's output is not reliable to capture).
+    const pidOf = (id: string) =>
+      ctrMust("task", "ls")
+        .split("\n")
+        .find((l) => l.startsWith(`${id} `))
+        ?.split(/\s+/)[1];
     const ipOf = (id: string) =>
-      /inet (\d+\.\d+\.\d+\.\d+)\/32/.exec(exec(id, "ip", "-4", "-o", "addr", "show", "eth0").stdout)?.[1];
-    const [ip1, ip2] = [ipOf("c1"), ipOf("c2")];
+      /inet (\d+\.\d+\.\d+\.\d+)\/32/.exec(
+        sb.must("nsenter", [`--net=/proc/${pidOf(id)}/ns/net`, "ip", "-4", "-o", "addr", "show", "eth0"]),
+      )?.[1];
+    let ip1: string | undefined;
+    let ip2: string | undefined;
+    try {
+      [ip1, ip2] = [ipOf("c1"), ipOf("c2")];
+    } catch (e) {
+      const log = fs.readFileSync(path.join(sb.dir, "plugin.log"), "utf8");
+      throw new Error(
+        `${(e as Error).message}\n${ctrMust("task", "ls")}\n${[...runs].map(([id, r]) => `${id}: ${r.output()}`).join("\n")}\n${log}`,
+      );
+    }
     expect(ip1).toMatch(/^10\.233\.1\.\d+$/);
     expect(ip2).toMatch(/^10\.233\.1\.\d+$/);
     expect(exec("c1", "ping", "-c1", "-W2", ip2 as string).status).toBe(0);

@@ -5,11 +5,12 @@
  * the containers (DEL comes from conmon's separate cleanup process) nothing of them is
  * left. podman's storage, runroot, CNI config and cache all live in the sandbox.
  */
+import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { Fixture } from "../integration/harness";
-import { busyboxRootfs, leftovers, NOTHING_LEFT, requireTool, Sandbox } from "./sandbox";
+import { busyboxRootfs, leftovers, NOTHING_LEFT, PLUGIN_BINARY, requireTool, Sandbox } from "./sandbox";
 
 const NODE_V4 = "10.232.0.1";
 const NETS = {
@@ -86,12 +87,33 @@ image_copy_tmp_dir = "${d("tmp")}"
 
   afterEach(() => {
     // podman's own teardown first (so its cleanup runs the plugin's DEL), then the sandbox.
-    sb.run(podman, ["rm", "-a", "-f", "-t", "0"], { env: podmanEnv });
-    fx.cleanup();
+    try {
+      sb.run(podman, ["rm", "-a", "-f", "-t", "0"], { env: podmanEnv });
+    } finally {
+      fx.cleanup();
+    }
   });
 
   const pm = (...args: string[]) => sb.must(podman, args, { env: podmanEnv, timeout: 90_000 }).trim();
   const pmTry = (...args: string[]) => sb.run(podman, args, { env: podmanEnv, timeout: 90_000 });
+
+  // libcni's VERSION call (podman validates every config with it on each start) sets the
+  // other variables to "dummy"; a plugin that rejects them is dropped from the network.
+  it("answers VERSION as libcni sends it (CNI_NETNS=dummy)", () => {
+    const r = spawnSync(PLUGIN_BINARY, [], {
+      input: '{"cniVersion":"1.0.0"}',
+      env: {
+        CNI_COMMAND: "VERSION",
+        CNI_CONTAINERID: "dummy",
+        CNI_NETNS: "dummy",
+        CNI_IFNAME: "dummy",
+        CNI_PATH: "/opt/cni/bin",
+      },
+      encoding: "utf8",
+    });
+    expect(r.status, r.stdout).toBe(0);
+    expect(JSON.parse(r.stdout).supportedVersions).toContain("1.0.0");
+  });
 
   it("containers get addresses, reach each other and the node; removal leaves nothing", async () => {
     const rootfs = busyboxRootfs(fx);
@@ -107,27 +129,36 @@ image_copy_tmp_dir = "${d("tmp")}"
     const ipOf = (name: string, net = "nke2e") =>
       pm("inspect", name, "--format", `{{.NetworkSettings.Networks.${net}.IPAddress}}`);
     const [ip1, ip2] = [ipOf("c1"), ipOf("c2")];
+    const why = () => `${pm("inspect", "c1", "c2")}\n${fs.readFileSync(path.join(sb.dir, "plugin.log"), "utf8")}`;
+    if (!ip1 || !ip2) throw new Error(`no address in podman inspect:\n${why()}`);
     expect(ip1).toMatch(/^10\.232\.1\.\d+$/);
     expect(ip2).toMatch(/^10\.232\.1\.\d+$/);
     expect(pm("exec", "c1", "ip", "-4", "-o", "addr", "show", "eth0")).toContain(`${ip1}/32`);
 
-    expect(pmTry("exec", "c1", "ping", "-c1", "-W2", ip2).status).toBe(0);
-    expect(pmTry("exec", "c2", "ping", "-c1", "-W2", ip1).status).toBe(0);
-    expect(pmTry("exec", "c1", "ping", "-c1", "-W2", NODE_V4).status).toBe(0);
+    // One ping each way and to the node; on failure the message carries the container's
+    // view (neighbours, routes) to tell a missing route from a dropped packet.
+    const reach = (from: string, to: string) => {
+      const r = pmTry("exec", from, "ping", "-c1", "-W2", to);
+      const diag =
+        r.status === 0
+          ? ""
+          : `${from} -> ${to}: ${r.stdout}${r.stderr}\n${pmTry("exec", from, "ip", "neigh").stdout}${pmTry("exec", from, "ip", "route").stdout}`;
+      return { status: r.status, diag };
+    };
+    for (const [from, to] of [
+      ["c1", ip2],
+      ["c2", ip1],
+      ["c1", NODE_V4],
+    ] as const) {
+      const r = reach(from, to);
+      expect(r.status, r.diag).toBe(0);
+    }
 
     // podman passes its 64-hex container ID and K8S_POD_NAME in CNI_ARGS.
     const id1 = pm("inspect", "c1", "--format", "{{.Id}}");
     expect(id1).toMatch(/^[0-9a-f]{64}$/);
     const log = fs.readFileSync(path.join(sb.dir, "plugin.log"), "utf8");
     expect(log).toContain(`ADD ${id1}/eth0`);
-
-    // A second network (eth1): whatever the outcome (see the known failure below), a
-    // failed ADD rolls back and a disconnect removes it, so nothing of it stays.
-    if (pmTry("network", "connect", "nke2e2", "c1").status === 0) pm("network", "disconnect", "nke2e2", "c1");
-    const second = leftovers(node, fx.bpffsRoot, path.join(sb.dir, "ipam", "nke2e2"));
-    expect(second.devices).toHaveLength(2);
-    expect(second.pins).toHaveLength(2);
-    expect(second.ipFiles).toEqual([]);
 
     t = Date.now();
     pm("rm", "-f", "-t", "0", "c1", "c2");
@@ -140,10 +171,7 @@ image_copy_tmp_dir = "${d("tmp")}"
     console.log(`podman: import ${importMs} ms, run ${runMs.toFixed(0)} ms per container, rm of two ${rmMs} ms`);
   });
 
-  // Known failure (reported): the plugin gives every attachment a default route via
-  // 169.254.1.1, so the second one in a netns fails with EEXIST. `it.fails` keeps the
-  // suite green until that is fixed; then drop `.fails`.
-  it.fails("network connect adds eth1 to a running container, disconnect removes it", async () => {
+  it("network connect adds eth1 to a running container, disconnect removes it", async () => {
     pm("import", busyboxRootfs(fx).tarball, IMAGE);
     pm("run", "-d", "--name", "c1", "--network", "nke2e", "--cap-add", "NET_RAW", IMAGE, "sleep", "600");
     pm("run", "-d", "--name", "c2", "--network", "nke2e", "--cap-add", "NET_RAW", IMAGE, "sleep", "600");

@@ -21,6 +21,7 @@ const SETUP_HINT = "run test/e2e/setup.sh (as root) first";
 
 /** cnitool as test/e2e/setup.sh builds it, keyed by the libcni source version. */
 export function cnitoolPath(): string {
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: dpkg-query's format syntax
   const r = spawnSync("dpkg-query", ["-W", "-f=${source:Version}", "golang-github-appc-cni-dev"], { encoding: "utf8" });
   const bin = `/var/cache/netkit-cni/cnitool/${r.stdout.trim()}/cnitool`;
   if (r.status !== 0 || !fs.existsSync(bin)) throw new Error(`cnitool not found at ${bin}: ${SETUP_HINT}`);
@@ -60,6 +61,7 @@ export class Sandbox {
   readonly cacheDir: string;
   private holder: ChildProcess | undefined;
   private mntNs: string | undefined;
+  private mntNsFd: number | undefined;
   private readonly runNetnsBefore: Set<string>;
   private readonly background: ChildProcess[] = [];
   /** cgroup directories (relative to each controller) the runtimes made: removed after. */
@@ -68,7 +70,7 @@ export class Sandbox {
   private readonly runDirs: string[] = [];
 
   constructor(
-    private readonly fx: Fixture,
+    fx: Fixture,
     /** The node network namespace every command runs in. */
     readonly node: string,
   ) {
@@ -118,7 +120,11 @@ export class Sandbox {
         reject(new Error(`sandbox exited with ${code}: ${stderr}`));
       });
     });
-    this.mntNs = mountNsOf(holder.pid as number);
+    // Holding the namespace open keeps its inode number from being handed to another
+    // namespace (another test's sandbox, a container) while cleanup matches by it.
+    this.mntNsFd = fs.openSync(`/proc/${holder.pid}/ns/mnt`, "r");
+    this.mntNs = `mnt:[${fs.fstatSync(this.mntNsFd).ino}]`;
+    if (mountNsOf(holder.pid as number) !== this.mntNs) throw new Error("sandbox namespace changed under us");
   }
 
   private nsenterArgs(cmd: string, args: string[]): string[] {
@@ -139,7 +145,8 @@ export class Sandbox {
       timeout: opts.timeout ?? 60_000,
       maxBuffer: 16 << 20,
     });
-    return { status: r.status, stdout: r.stdout ?? "", stderr: `${r.stderr ?? ""}${r.error ? String(r.error) : ""}` };
+    const why = `${r.error ? String(r.error) : ""}${r.signal ? `killed by ${r.signal}` : ""}`;
+    return { status: r.status, stdout: r.stdout ?? "", stderr: `${r.stderr ?? ""}${why}` };
   }
 
   /** `run`, throwing with the command's output when it fails. */
@@ -202,15 +209,27 @@ export class Sandbox {
       .filter((pid) => mountNsOf(pid) === this.mntNs);
   }
 
+  /** Processes in the cgroups the runtimes made for this test (containers, `runc init`). */
+  containerProcesses(): number[] {
+    const pids = new Set<number>();
+    for (const rel of this.cgroups)
+      for (const dir of cgroupDirs(rel)) for (const pid of cgroupProcs(dir)) pids.add(pid);
+    return [...pids];
+  }
+
   /**
    * Ends every process left in the namespace (the runtimes should have stopped theirs:
    * tests check that first), then the holder; removes netns files clients left in
    * /run/netns (their bind mounts lived inside and went with the namespace).
    */
   cleanup(): void {
+    // Netns files a client bind-mounted inside (podman's /run/netns/netns-<uuid>): the
+    // mounts go with the namespace, the empty files stay; only ours are removed.
+    const ours = this.netnsMountsInside();
     for (const child of this.background.splice(0)) if (child.exitCode === null) child.kill("SIGKILL");
-    for (let round = 0; round < 20; round++) {
-      const pids = this.processes();
+    for (let round = 0; round < 50; round++) {
+      // Containers live in mount namespaces of their own: found by their cgroups.
+      const pids = [...this.processes(), ...this.containerProcesses()];
       if (pids.length === 0) break;
       for (const pid of pids) {
         try {
@@ -223,17 +242,33 @@ export class Sandbox {
     }
     this.holder = undefined;
     this.mntNs = undefined;
+    if (this.mntNsFd !== undefined) fs.closeSync(this.mntNsFd);
+    this.mntNsFd = undefined;
     for (const rel of this.cgroups.splice(0)) {
       for (const dir of cgroupDirs(rel)) removeCgroupTree(dir);
     }
     for (const dir of this.runDirs.splice(0)) fs.rmSync(dir, { recursive: true, force: true });
-    if (fs.existsSync("/run/netns")) {
-      for (const f of fs.readdirSync("/run/netns")) {
-        if (this.runNetnsBefore.has(f) || !/^(netns|cni)-[0-9a-f-]{36}$/.test(f)) continue;
-        spawnSync("umount", [path.join("/run/netns", f)]);
-        fs.rmSync(path.join("/run/netns", f), { force: true });
+    for (const file of ours) fs.rmSync(file, { force: true });
+  }
+
+  /** Mount points under /run/netns that exist in the sandbox but not outside it. */
+  private netnsMountsInside(): string[] {
+    if (!this.holder?.pid) return [];
+    const points = (file: string) => {
+      try {
+        return fs
+          .readFileSync(file, "utf8")
+          .split("\n")
+          .map((l) => l.split(" ")[4] ?? "")
+          .filter((p) => p.startsWith("/run/netns/"));
+      } catch {
+        return [];
       }
-    }
+    };
+    const outside = new Set(points("/proc/self/mountinfo"));
+    return points(`/proc/${this.holder.pid}/mountinfo`).filter(
+      (p) => !outside.has(p) && !this.runNetnsBefore.has(path.basename(p)),
+    );
   }
 
   /** Waits until `fn` holds, polling (runtimes tear down in background processes). */
@@ -256,6 +291,21 @@ function cgroupDirs(relative: string): string[] {
       roots.push(path.join(CGROUP_ROOT, e.name));
   }
   return roots.map((r) => path.join(r, relative));
+}
+
+function cgroupProcs(dir: string): number[] {
+  const pids: number[] = [];
+  let entries: fs.Dirent[];
+  try {
+    entries = fs.readdirSync(dir, { withFileTypes: true });
+    for (const line of fs.readFileSync(path.join(dir, "cgroup.procs"), "utf8").split("\n")) {
+      if (line) pids.push(Number(line));
+    }
+  } catch {
+    return pids;
+  }
+  for (const e of entries) if (e.isDirectory()) pids.push(...cgroupProcs(path.join(dir, e.name)));
+  return pids;
 }
 
 function removeCgroupTree(dir: string): void {

@@ -68,8 +68,10 @@ apt_install() { # apt_install [-t suite] pkg...
 }
 
 ensure_sources
+# The clients, the reference plugins, a static busybox for images; dpkg-dev for
+# `apt-get source`; shellcheck, python3-yaml, openssl and curl for the install-kit tests.
 apt_install podman conmon runc containerd busybox-static containernetworking-plugins \
-  golang-github-appc-cni-dev iptables iproute2 dpkg-dev
+  golang-github-appc-cni-dev iptables iproute2 dpkg-dev shellcheck python3-yaml openssl curl
 apt_install -t bookworm-backports golang-go
 
 # cnitool, keyed by the source version of the libcni the runtimes embed.

@@ -55,6 +55,11 @@ describe("parseEnv", () => {
     expect(parseEnv({ CNI_COMMAND: "GC", CNI_PATH: "/opt/cni/bin" }).command).toBe("GC");
   });
 
+  it("answers VERSION as libcni sends it, placeholders and all", () => {
+    const env = { CNI_COMMAND: "VERSION", CNI_CONTAINERID: "dummy", CNI_NETNS: "dummy", CNI_IFNAME: "dummy" };
+    expect(parseEnv(env).command).toBe("VERSION");
+  });
+
   it("rejects unknown commands and relative netns paths", () => {
     expect(codeOf(() => parseEnv({ ...base, CNI_COMMAND: "UPDATE" }))).toBe(4);
     expect(codeOf(() => parseEnv({ ...base, CNI_NETNS: "run/netns/pod" }))).toBe(4);

@@ -1,0 +1,199 @@
+/**
+ * `netkit-cni status`: what this node's datapath looks like. Kernel features (netkit,
+ * tcx, bpffs), the device kind `"datapath": "auto"` picks here, our programs pinned under
+ * the bpffs root and the links running them (the uplink's, each endpoint's), the endpoint
+ * count, and what is wrong: pins or map entries for devices that no longer exist, links
+ * whose device is gone, devices we own that have no programs. Read-only (the netkit
+ * answer is cached under /run like ADD caches it); run in the node's network namespace.
+ */
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { BpfLink, BpfProgram, isBpffs, openPin, PROGRAM_NAMES } from "../bpf/index";
+import { objectsVersion } from "../bpf/node";
+import { embeddedObjects, endpointMapEntries, pinnedEndpointDevices } from "../datapath/fastpath";
+import { parseOwnerAlias } from "../datapath/naming";
+import { kernelHasNetkit } from "../datapath/probe";
+import { type Link, listLinks } from "../netlink/links";
+import { RtnlSocket } from "../netlink/socket";
+import { objGetInfo } from "../sys/bpf-syscall";
+
+export interface LinkStatus {
+  /** Pin path relative to the bpffs root. */
+  pin: string;
+  linkId: number;
+  programId: number;
+  /** The device the link is attached to (0: the device is gone, the link is defunct). */
+  ifindex: number;
+  device: string | undefined;
+}
+
+export interface NodeStatus {
+  kernel: { release: string; netkit: boolean; tcx: boolean; bpffsMounted: boolean };
+  /** What `"datapath": "auto"` picks on this kernel. */
+  autoDatapath: "netkit" | "veth";
+  bpffsRoot: string;
+  /** False when nothing is pinned under the root yet (no pod was ever added with it). */
+  initialized: boolean;
+  programs: {
+    /** This executable's build of the programs (a hash of the objects). */
+    build: string;
+    /** Builds pinned under programs/; normally just one. */
+    pinnedBuilds: string[];
+    /** Kernel ids of this build's programs, by name; absent when not loaded. */
+    ids: Record<string, number>;
+  };
+  uplinks: LinkStatus[];
+  endpoints: {
+    /** Host devices carrying our owner alias. */
+    devices: number;
+    /** Endpoint pin directories (one per pod interface with programs). */
+    pinned: number;
+    /** Addresses in the endpoint map. */
+    addresses: number;
+    links: LinkStatus[];
+  };
+  problems: string[];
+}
+
+/** struct bpf_link_info: type, id, prog_id, then (8-aligned) tcx/netkit { ifindex, attach_type }. */
+function linkStatus(root: string, pin: string, byIndex: Map<number, Link>): LinkStatus {
+  const link = BpfLink.openPinned(path.join(root, pin));
+  try {
+    const info = objGetInfo(link.fd, 24);
+    const ifindex = info.readUInt32LE(16);
+    return {
+      pin,
+      linkId: info.readUInt32LE(4),
+      programId: info.readUInt32LE(8),
+      ifindex,
+      device: byIndex.get(ifindex)?.name,
+    };
+  } finally {
+    link.close();
+  }
+}
+
+const listDir = (dir: string) => (fs.existsSync(dir) ? fs.readdirSync(dir).sort() : []);
+
+/** tcx arrived in Linux 6.6; the release string is all a read-only check can go by. */
+function kernelHasTcx(release: string): boolean {
+  const [major = 0, minor = 0] = release.split(/[.-]/).map((n) => Number.parseInt(n, 10));
+  return major > 6 || (major === 6 && minor >= 6);
+}
+
+export async function nodeStatus(bpffsRoot: string): Promise<NodeStatus> {
+  const host = RtnlSocket.open();
+  let links: Link[];
+  let netkit: boolean;
+  try {
+    links = await listLinks(host);
+    netkit = await kernelHasNetkit(host);
+  } finally {
+    host.close();
+  }
+  const byIndex = new Map(links.map((l) => [l.index, l]));
+  const byName = new Map(links.map((l) => [l.name, l]));
+  const release = os.release();
+  const problems: string[] = [];
+  const root = bpffsRoot;
+  const initialized = fs.existsSync(path.join(root, "maps"));
+
+  const build = objectsVersion(embeddedObjects());
+  const pinnedBuilds = listDir(path.join(root, "programs"));
+  const ids: Record<string, number> = {};
+  for (const name of Object.values(PROGRAM_NAMES)) {
+    const pin = path.join(root, "programs", build, name);
+    if (!fs.existsSync(pin)) continue;
+    const program = new BpfProgram(openPin(pin), name);
+    try {
+      ids[name] = program.id();
+    } finally {
+      program.close();
+    }
+  }
+  if (initialized && Object.keys(ids).length === 0) {
+    problems.push(`this build's programs (${build}) are not loaded yet; the next ADD loads them`);
+  }
+
+  const uplinks: LinkStatus[] = [];
+  for (const dev of listDir(path.join(root, "uplink"))) {
+    for (const dir of listDir(path.join(root, "uplink", dev))) {
+      const st = linkStatus(root, path.join("uplink", dev, dir), byIndex);
+      uplinks.push(st);
+      if (!byName.has(dev)) problems.push(`uplink ${dev}: pinned ${dir} link, but no device ${dev} exists`);
+      else if (st.ifindex === 0) problems.push(`uplink ${dev}: ${dir} link is defunct (its device went away)`);
+      else if (st.device !== dev) problems.push(`uplink ${dev}: ${dir} link is attached to ${st.device ?? st.ifindex}`);
+      if (Object.keys(ids).length > 0 && !Object.values(ids).includes(st.programId)) {
+        problems.push(
+          `uplink ${dev}: ${dir} runs program ${st.programId}, not this build's (the next ADD switches it)`,
+        );
+      }
+    }
+  }
+
+  const owned = links.filter((l) => parseOwnerAlias(l.alias) !== undefined);
+  const pinned = pinnedEndpointDevices(root).sort();
+  const endpointLinks: LinkStatus[] = [];
+  for (const dev of pinned) {
+    if (!byName.has(dev)) {
+      problems.push(`endpoint pins for ${dev}, which no longer exists (DEL or GC removes them)`);
+    }
+    for (const pin of listDir(path.join(root, "endpoints", dev))) {
+      const st = linkStatus(root, path.join("endpoints", dev, pin), byIndex);
+      endpointLinks.push(st);
+      if (byName.has(dev) && st.ifindex === 0) problems.push(`endpoint ${dev}: ${pin} link is defunct`);
+    }
+  }
+  for (const l of owned) {
+    if (initialized && !pinned.includes(l.name)) {
+      problems.push(`device ${l.name} (${l.alias}) has no programs pinned (fastPath off, or a failed ADD)`);
+    }
+  }
+  const entries = endpointMapEntries(root);
+  for (const [ip, e] of entries) {
+    if (!byIndex.has(e.hostIfindex))
+      problems.push(`endpoint map: ${ip} points at ifindex ${e.hostIfindex}, which is gone`);
+  }
+
+  const bpffsMounted = isBpffs("/sys/fs/bpf") || isBpffs(root);
+  if (!bpffsMounted) problems.push("no bpffs mounted at /sys/fs/bpf (ADD mounts one)");
+
+  return {
+    kernel: { release, netkit, tcx: kernelHasTcx(release), bpffsMounted },
+    autoDatapath: netkit ? "netkit" : "veth",
+    bpffsRoot: root,
+    initialized,
+    programs: { build, pinnedBuilds, ids },
+    uplinks,
+    endpoints: { devices: owned.length, pinned: pinned.length, addresses: entries.size, links: endpointLinks },
+    problems,
+  };
+}
+
+export function formatStatus(s: NodeStatus): string {
+  const yes = (b: boolean) => (b ? "yes" : "no");
+  const lines = [
+    `kernel          ${s.kernel.release}: netkit ${yes(s.kernel.netkit)}, tcx ${yes(s.kernel.tcx)}, bpffs ${s.kernel.bpffsMounted ? "mounted" : "not mounted"}`,
+    `datapath auto   ${s.autoDatapath}`,
+    `bpffs root      ${s.bpffsRoot}${s.initialized ? "" : " (nothing pinned yet)"}`,
+    `programs        build ${s.programs.build}: ${
+      Object.keys(s.programs.ids).length > 0
+        ? Object.entries(s.programs.ids)
+            .map(([n, id]) => `${n}=${id}`)
+            .join(" ")
+        : "not loaded"
+    }`,
+  ];
+  for (const u of s.uplinks) {
+    lines.push(
+      `uplink link     ${u.pin}: link ${u.linkId}, program ${u.programId}, on ${u.device ?? `ifindex ${u.ifindex}`}`,
+    );
+  }
+  lines.push(
+    `endpoints       ${s.endpoints.devices} devices, ${s.endpoints.pinned} with programs, ${s.endpoints.addresses} addresses in the endpoint map`,
+  );
+  if (s.problems.length === 0) lines.push("problems        none");
+  else for (const p of s.problems) lines.push(`problem         ${p}`);
+  return lines.join("\n");
+}
