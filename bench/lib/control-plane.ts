@@ -1,0 +1,189 @@
+/**
+ * The control plane: how long a runtime waits for the plugin. Three configurations, each
+ * on a node of its own (a cluster from the integration tests' topology), measured in the
+ * same run and interleaved cycle by cycle:
+ *
+ *   ours-embedded    this plugin, embedded IPAM (ipam.type "netkit-cni": no exec)
+ *   ours-host-local  this plugin, delegating to the reference host-local
+ *   ptp              the reference ptp plugin + host-local
+ *
+ * All at cniVersion 1.0.0 (Debian's host-local refuses 1.1.0, which would make our plugin
+ * retry) and IPv4 only, like the ptp configuration. Figures: ADD+DEL cycle latency, a
+ * parallel ADD storm (wall time, failures), peak RSS of single invocations.
+ */
+import * as fs from "node:fs";
+import type { ClusterNode } from "../../test/integration/topology";
+import { makeCluster } from "../../test/integration/topology";
+import type { BenchFixture } from "./cleanup";
+import { newFixture, tick } from "./cleanup";
+import { type Attachment, type CniRun, OUR_PLUGIN, refPlugin, runCni, runCniAsync, runCniPeakRss } from "./cni";
+import { refConf } from "./paths";
+import { type Summary, summarize } from "./stats";
+
+export type CpId = "ours-embedded" | "ours-host-local" | "ptp";
+
+export const CP_LABELS: Record<CpId, string> = {
+  "ours-embedded": "netkit-cni, embedded IPAM",
+  "ours-host-local": "netkit-cni + host-local",
+  ptp: "ptp + host-local",
+};
+
+export interface CpConfig {
+  id: CpId;
+  fx: BenchFixture;
+  node: ClusterNode;
+  plugin: string;
+  conf: Record<string, unknown>;
+}
+
+export function makeConfig(id: CpId, datapath: string): CpConfig {
+  const fx = newFixture(`cp-${id}`);
+  const [node] = makeCluster(fx, { logLevel: "info", datapath });
+  const dataDir = fx.tempDir(`nkb-ipam-${id}-`);
+  if (id === "ptp") return { id, fx, node, plugin: refPlugin("ptp"), conf: refConf("ptp", node, dataDir) };
+  const ranges = [[{ subnet: node.podSubnet4 }]];
+  const ipam =
+    id === "ours-embedded" ? { type: "netkit-cni", ranges, dataDir } : { type: "host-local", ranges, dataDir };
+  return { id, fx, node, plugin: OUR_PLUGIN, conf: { ...node.conf, cniVersion: "1.0.0", ipam } };
+}
+
+const att = (containerId: string, netns: string): Attachment => ({
+  containerId,
+  netns: `/run/netns/${netns}`,
+  ifname: "eth0",
+});
+
+function add(cfg: CpConfig, a: Attachment): CniRun {
+  return runCni(cfg.plugin, cfg.node.netns, "ADD", a, cfg.conf);
+}
+
+function del(cfg: CpConfig, a: Attachment, prevResult: unknown): CniRun {
+  return runCni(cfg.plugin, cfg.node.netns, "DEL", a, { ...cfg.conf, prevResult });
+}
+
+export interface CycleResult {
+  /** The very first ADD on a fresh node (ours: loads and pins the node's programs). */
+  firstAddMs: number;
+  add: Summary;
+  del: Summary;
+  cycle: Summary;
+  failures: number;
+  samples: { add: number[]; del: number[] };
+}
+
+/** `cycles` ADD+DEL cycles per configuration, configurations interleaved within each cycle. */
+export async function measureCycles(
+  cfgs: CpConfig[],
+  cycles: number,
+  warmup = 2,
+): Promise<Record<string, CycleResult>> {
+  const podNs = new Map(cfgs.map((c) => [c.id, c.fx.makeNetns("nkp")]));
+  const out: Record<string, CycleResult> = {};
+  const samples = new Map(cfgs.map((c) => [c.id, { add: [] as number[], del: [] as number[], failures: 0, first: 0 }]));
+  for (let i = 0; i < warmup + cycles; i++) {
+    await tick();
+    for (const cfg of cfgs) {
+      const s = samples.get(cfg.id) as { add: number[]; del: number[]; failures: number; first: number };
+      const a = att(`cycle-${cfg.id}-${i}`, podNs.get(cfg.id) as string);
+      const r = add(cfg, a);
+      if (i === 0) s.first = r.ms;
+      const d = del(cfg, a, r.json);
+      if (r.status !== 0 || d.status !== 0) {
+        s.failures += 1;
+        process.stderr.write(`  ${cfg.id} cycle ${i}: ADD ${r.status} DEL ${d.status} ${r.stdout}${d.stdout}\n`);
+      }
+      if (i >= warmup) {
+        s.add.push(r.ms);
+        s.del.push(d.ms);
+      }
+    }
+  }
+  for (const cfg of cfgs) {
+    const s = samples.get(cfg.id) as { add: number[]; del: number[]; failures: number; first: number };
+    out[cfg.id] = {
+      firstAddMs: s.first,
+      add: summarize(s.add),
+      del: summarize(s.del),
+      cycle: summarize(s.add.map((x, i) => x + (s.del[i] as number))),
+      failures: s.failures,
+      samples: { add: s.add, del: s.del },
+    };
+  }
+  return out;
+}
+
+async function pool<T>(items: T[], concurrency: number, fn: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const item = items[next++] as T;
+      await fn(item);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(concurrency, items.length) }, worker));
+}
+
+export interface StormResult {
+  pods: number;
+  concurrency: number;
+  wallMs: number;
+  failures: number;
+  firstError?: string;
+  add: Summary;
+  delWallMs: number;
+  delFailures: number;
+}
+
+/** `pods` ADDs, `concurrency` at a time, into fresh pod namespaces; then DEL them all the same way. */
+export async function storm(cfg: CpConfig, pods: number, concurrency: number): Promise<StormResult> {
+  const netnses = Array.from({ length: pods }, () => cfg.fx.makeNetns("nks"));
+  const results = new Map<string, CniRun>();
+  const t0 = process.hrtime.bigint();
+  await pool(netnses, concurrency, async (ns) => {
+    results.set(ns, await runCniAsync(cfg.plugin, cfg.node.netns, "ADD", att(`storm-${ns}`, ns), cfg.conf));
+  });
+  const wallMs = Number(process.hrtime.bigint() - t0) / 1e6;
+  const failed = [...results.values()].filter((r) => r.status !== 0);
+  const t1 = process.hrtime.bigint();
+  let delFailures = 0;
+  await pool(netnses, concurrency, async (ns) => {
+    const prevResult = results.get(ns)?.json;
+    const d = await runCniAsync(cfg.plugin, cfg.node.netns, "DEL", att(`storm-${ns}`, ns), { ...cfg.conf, prevResult });
+    if (d.status !== 0) delFailures += 1;
+  });
+  const delWallMs = Number(process.hrtime.bigint() - t1) / 1e6;
+  for (const ns of netnses) cfg.fx.deleteNetns(ns);
+  return {
+    pods,
+    concurrency,
+    wallMs,
+    failures: failed.length,
+    firstError: failed[0]?.stdout.trim().slice(0, 300),
+    add: summarize([...results.values()].map((r) => r.ms)),
+    delWallMs,
+    delFailures,
+  };
+}
+
+export interface RssResult {
+  addKb: Summary;
+  delKb: Summary;
+}
+
+/** Peak RSS of single ADD and DEL invocations (GNU time %M), `n` of each. */
+export async function measureRss(cfg: CpConfig, n: number): Promise<RssResult> {
+  const ns = cfg.fx.makeNetns("nkp");
+  const scratch = cfg.fx.tempDir("nkb-rss-");
+  const addKb: number[] = [];
+  const delKb: number[] = [];
+  for (let i = 0; i < n; i++) {
+    await tick();
+    const a = att(`rss-${cfg.id}-${i}`, ns);
+    const r = runCniPeakRss(cfg.plugin, cfg.node.netns, "ADD", a, cfg.conf, scratch);
+    const d = runCniPeakRss(cfg.plugin, cfg.node.netns, "DEL", a, { ...cfg.conf, prevResult: r.run.json }, scratch);
+    if (r.run.status === 0) addKb.push(r.peakKb);
+    if (d.run.status === 0) delKb.push(d.peakKb);
+  }
+  fs.rmSync(scratch, { recursive: true, force: true });
+  return { addKb: summarize(addKb), delKb: summarize(delKb) };
+}

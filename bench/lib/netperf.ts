@@ -1,0 +1,86 @@
+/**
+ * netperf, the paper's tool: a netserver inside each server netns (entered with
+ * nsenter --net only: `ip netns exec` would remount /sys and hide the bpffs pins), netperf
+ * run from the client's netns. Servers run in their own process group, registered with
+ * the fixture so they are killed however the run ends.
+ */
+import { spawn, spawnSync } from "node:child_process";
+import type { Fixture } from "../../test/integration/harness";
+
+export type NetperfTest = "TCP_RR" | "TCP_CRR" | "TCP_STREAM";
+
+export const UNITS: Record<NetperfTest, string> = {
+  TCP_RR: "transactions/s",
+  TCP_CRR: "connections/s",
+  TCP_STREAM: "Mbit/s",
+};
+
+function listening(netns: string): boolean {
+  const r = spawnSync("nsenter", [`--net=/run/netns/${netns}`, "ss", "-Hltn", "sport = :12865"], { encoding: "utf8" });
+  return r.status === 0 && r.stdout.trim() !== "";
+}
+
+export function startNetserver(fx: Fixture, netns: string): void {
+  const child = spawn("nsenter", [`--net=/run/netns/${netns}`, "netserver", "-D", "-4"], {
+    detached: true,
+    stdio: "ignore",
+  });
+  fx.processes.push({
+    kill: () => {
+      try {
+        if (child.pid) process.kill(-child.pid, "SIGKILL");
+      } catch {
+        // already gone
+      }
+    },
+  });
+  const deadline = Date.now() + 10_000;
+  while (!listening(netns)) {
+    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`netserver did not start in ${netns}`);
+    spawnSync("sleep", ["0.05"]);
+  }
+}
+
+export interface NetperfResult {
+  value: number;
+  error?: string;
+}
+
+/**
+ * One netperf test. `length` > 0: seconds; < 0: a fixed number of transactions (RR tests).
+ * `testArgs` go after `--` (e.g. ["-r", "1000,1200"]).
+ */
+export function netperf(
+  client: string,
+  server: string,
+  test: NetperfTest,
+  length: number,
+  testArgs: string[] = [],
+): NetperfResult {
+  const r = spawnSync(
+    "nsenter",
+    [
+      `--net=/run/netns/${client}`,
+      "netperf",
+      "-4",
+      "-H",
+      server,
+      "-t",
+      test,
+      "-l",
+      String(length),
+      "-P",
+      "0",
+      "--",
+      ...testArgs,
+      "-o",
+      "THROUGHPUT",
+    ],
+    { encoding: "utf8", timeout: (Math.abs(length) + 30) * 1000 },
+  );
+  const value = Number.parseFloat(r.stdout.trim().split("\n").pop() ?? "");
+  if (r.status !== 0 || !Number.isFinite(value)) {
+    return { value: Number.NaN, error: `${test} ${client} → ${server}: ${(r.stderr || r.stdout || "").trim()}` };
+  }
+  return { value };
+}

@@ -1,0 +1,45 @@
+/** The JSON document one benchmark run writes (bench/results/<date>-<kernel>.json). */
+import type { CpId, CycleResult, RssResult, StormResult } from "./control-plane";
+import type { CrossingResult, NetperfRun } from "./dataplane";
+import type { PathId } from "./paths";
+import type { StartupReport } from "./startup";
+
+export interface BenchResult {
+  schema: 1;
+  /** "host": this machine's kernel; "vm": the UML guest with netkit. */
+  kind: "host" | "vm";
+  startedAt: string;
+  finishedAt: string;
+  durationS: number;
+  machine: {
+    kernel: string;
+    kernelVersion: string;
+    os: string;
+    cpu: string;
+    cpus: number;
+    memGiB: number;
+    node: string;
+    netperf: string;
+    plugin: { sha256: string; builtAt: string; commit: string; srcChanged: boolean };
+  };
+  settings: {
+    rounds: number;
+    seconds: number;
+    pings: number;
+    transactions: number;
+    cycles: number;
+    storm: number;
+    stormRepeats: number;
+    concurrency: number;
+    skipped: string[];
+  };
+  paths?: PathId[];
+  crossings?: CrossingResult[];
+  netperf?: NetperfRun;
+  controlPlane?: {
+    cycles: Partial<Record<CpId, CycleResult>>;
+    storms: Partial<Record<CpId, StormResult[]>>;
+    rss: Partial<Record<CpId, RssResult>>;
+  };
+  startup?: StartupReport;
+}

@@ -1,0 +1,574 @@
+/**
+ * Where one invocation's time goes, measured on the real executable without changing it:
+ *
+ * 1. Process start: the bare Node runtime (`node -e 0`, the floor any Node SEA pays) and
+ *    the executable answering VERSION (start + loading the bundle, no work).
+ * 2. Phases of ADD and DEL, from a probe preloaded through NODE_OPTIONS (bench/lib/
+ *    startup-probe.js): Node bootstrap (performance.nodeTiming), module loading (probe →
+ *    first read of stdin, which main() does first), the verb (→ exit), and the time spent
+ *    inside wrapped built-ins (addon dlopen, SEA asset reads, hashing, process.report,
+ *    the IPAM exec).
+ * 3. System calls, from one strace of each verb: netlink requests and the kernel time
+ *    they took, bpf(2) commands, file-system calls, the IPAM exec.
+ * 4. A CPU profile (inspector, 100 µs sampling) of several ADDs, each sample charged to
+ *    the innermost frame of the bundle (mapped back to its source module through the
+ *    bundle's `// src/...` markers), split into module loading and verb.
+ */
+import { spawnSync } from "node:child_process";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { makeCluster } from "../../test/integration/topology";
+import { newFixture, tick } from "./cleanup";
+import { type Attachment, cniEnv, OUR_PLUGIN, runCni } from "./cni";
+import { makeConfig } from "./control-plane";
+import { type Summary, summarize } from "./stats";
+
+const PROBE = path.resolve(__dirname, "../lib/startup-probe.js");
+const BUNDLE = path.resolve(path.dirname(OUR_PLUGIN), "netkit-cni.js");
+
+interface ProbeDoc {
+  code: number;
+  nodeTiming: { v8Start: number; environment: number; bootstrapComplete: number };
+  probeAt: number;
+  mainAt?: number;
+  mainHr?: string;
+  exitAt: number;
+  spans: Record<string, { ms: number; calls: number }>;
+  profile?: CpuProfile;
+}
+
+interface CpuProfile {
+  nodes: { id: number; callFrame: { functionName: string; url: string; lineNumber: number }; children?: number[] }[];
+  startTime: number;
+  samples: number[];
+  timeDeltas: number[];
+}
+
+export interface PhaseReport {
+  runs: number;
+  /** Wall time seen by the caller (fork → exit, including nsenter). */
+  wall: Summary;
+  /** Process start to the end of Node's bootstrap (V8, OpenSSL, ICU, the runtime's JS). */
+  bootstrap: Summary;
+  /** Bootstrap end to main(): the SEA bundle compiled (code cache) and evaluated, addons loaded. */
+  moduleLoad: Summary;
+  /** main() to exit: parsing, the verb's work, printing the result. */
+  verb: Summary;
+  /** The rest of the caller's wall time: fork/exec, nsenter, process teardown. */
+  outside: Summary;
+  /** Time inside wrapped built-ins (median per run). */
+  spans: Record<string, { ms: number; calls: number }>;
+}
+
+export interface SyscallReport {
+  /** Requests the plugin sent (sendmsg on its rtnetlink sockets), and the sockets it opened. */
+  netlinkRequests: number;
+  netlinkSockets: number;
+  netlinkKernelMs: number;
+  /** Interface dumps by glibc's getifaddrs: process.report, called by ffi-rs to tell glibc from musl. */
+  getifaddrsDumps: number;
+  bpf: Record<string, { calls: number; ms: number }>;
+  counts: Record<string, number>;
+  ipamExecMs?: number;
+  /** Main thread's timeline (ms since the plugin's execve) of a few landmarks. */
+  landmarks: Record<string, number>;
+}
+
+export interface ProfileReport {
+  runs: number;
+  sampledMs: number;
+  /** ms per run, by source module group, for module loading and for the verb. */
+  load: Record<string, number>;
+  verb: Record<string, number>;
+  topModules: { module: string; ms: number }[];
+  /** CPU time per step of the verb (what cmdAdd was calling), ms per run. */
+  steps: { name: string; ms: number }[];
+  /** CPU time in the verb by innermost function of src/ (its callees included), ms per run. */
+  srcFunctions: { name: string; ms: number }[];
+}
+
+export interface StartupReport {
+  nodeBare: Summary;
+  /** node:net's isIPv6 in a fresh Node process: first call, and each later one (ms). */
+  ipv6Regex?: { first: number; next: number };
+  seaVersion: Summary;
+  add: PhaseReport;
+  addHostLocal: PhaseReport;
+  del: PhaseReport;
+  strace?: {
+    add: SyscallReport;
+    addHostLocal: SyscallReport;
+    del: SyscallReport;
+    ptpAdd: SyscallReport;
+    ptpDel: SyscallReport;
+  };
+  profile?: ProfileReport;
+}
+
+function timeCommand(cmd: string, args: string[], env: Record<string, string>, n: number): Summary {
+  const ms: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const t0 = process.hrtime.bigint();
+    spawnSync(cmd, args, { env, input: "", stdio: ["pipe", "ignore", "ignore"] });
+    ms.push(Number(process.hrtime.bigint() - t0) / 1e6);
+  }
+  return summarize(ms);
+}
+
+function medianSpans(docs: ProbeDoc[]): Record<string, { ms: number; calls: number }> {
+  const names = new Set(docs.flatMap((d) => Object.keys(d.spans)));
+  const out: Record<string, { ms: number; calls: number }> = {};
+  for (const name of names) {
+    const ms = summarize(docs.map((d) => d.spans[name]?.ms ?? 0)).median;
+    const calls = summarize(docs.map((d) => d.spans[name]?.calls ?? 0)).median;
+    out[name] = { ms, calls };
+  }
+  return out;
+}
+
+function phases(docs: ProbeDoc[], walls: number[]): PhaseReport {
+  return {
+    runs: docs.length,
+    wall: summarize(walls),
+    bootstrap: summarize(docs.map((d) => d.nodeTiming.bootstrapComplete)),
+    moduleLoad: summarize(docs.map((d) => (d.mainAt ?? d.exitAt) - d.nodeTiming.bootstrapComplete)),
+    verb: summarize(docs.map((d) => d.exitAt - (d.mainAt ?? d.exitAt))),
+    outside: summarize(docs.map((d, i) => (walls[i] as number) - d.exitAt)),
+    spans: medianSpans(docs),
+  };
+}
+
+// --- strace -------------------------------------------------------------------------
+
+const TRACED =
+  "socket,close,sendto,sendmsg,recvfrom,recvmsg,bpf,execve,setns,mkdir,readlink,openat,unlink,rename,flock,clone,clone3,vfork,wait4,exit_group";
+
+function parseStrace(file: string, binary: string): SyscallReport {
+  const lines = fs.readFileSync(file, "utf8").split("\n");
+  const counts: Record<string, number> = {};
+  const bpf: Record<string, { calls: number; ms: number }> = {};
+  const netlinkFds = new Map<string, Map<number, "new" | "plugin" | "libc">>();
+  let netlinkRequests = 0;
+  let getifaddrsDumps = 0;
+  let netlinkSockets = 0;
+  let netlinkKernelMs = 0;
+  const pending = new Map<string, string>(); // pid → unfinished call name
+  let pluginPid = "";
+  let t0 = 0;
+  const landmarks: Record<string, number> = {};
+  const startOf = new Map<string, number>();
+  const endOf = new Map<string, number>();
+  let ipamPid = "";
+  const mark = (name: string, t: number) => {
+    if (landmarks[name] === undefined && t0) landmarks[name] = (t - t0) * 1000;
+  };
+  for (const line of lines) {
+    const m = /^(\d+)\s+(\d+\.\d+)\s+(.*)$/.exec(line);
+    if (!m) continue;
+    const [, pid = "", ts = "0", rest = ""] = m;
+    const t = Number(ts);
+    if (!startOf.has(pid)) startOf.set(pid, t);
+    if (rest.startsWith("+++ exited")) {
+      endOf.set(pid, t);
+      continue;
+    }
+    let name: string;
+    let body: string;
+    const resumed = /^<\.\.\. (\w+) resumed>(.*)$/.exec(rest);
+    if (resumed) {
+      name = resumed[1] ?? "";
+      body = `${pending.get(pid) ?? ""}${resumed[2] ?? ""}`;
+      pending.delete(pid);
+    } else {
+      const call = /^(\w+)\((.*)$/.exec(rest);
+      if (!call) continue;
+      name = call[1] ?? "";
+      body = call[2] ?? "";
+      if (body.endsWith("<unfinished ...>")) {
+        pending.set(pid, body);
+        counts[name] = (counts[name] ?? 0) + 1;
+        continue;
+      }
+      counts[name] = (counts[name] ?? 0) + 1;
+    }
+    const dur = Number(/<(\d+\.\d+)>$/.exec(body)?.[1] ?? 0) * 1000;
+    const ret = /= (-?\d+)/.exec(body)?.[1];
+    if (name === "execve") {
+      if (body.includes(`"${binary}"`) && !pluginPid) {
+        pluginPid = pid;
+        t0 = t;
+      } else if (/\/host-local"/.test(body)) {
+        ipamPid = pid;
+      }
+    }
+    const fds = netlinkFds.get(pid) ?? new Map<number, "new" | "plugin" | "libc">();
+    netlinkFds.set(pid, fds);
+    const fd = Number(/^(\d+)/.exec(body)?.[1] ?? -1);
+    const kind = fds.get(fd);
+    if (name === "socket" && body.startsWith("AF_NETLINK") && ret !== undefined) {
+      fds.set(Number(ret), "new");
+    } else if (name === "close") {
+      fds.delete(fd);
+    } else if (kind !== undefined && ["sendto", "sendmsg", "recvfrom", "recvmsg"].includes(name)) {
+      // In our executable, glibc's getifaddrs (behind process.report) uses sendto and the
+      // netlink package sendmsg; Go plugins send their requests with sendto.
+      const k = kind === "new" ? (name === "sendto" && binary === OUR_PLUGIN ? "libc" : "plugin") : kind;
+      if (kind === "new" && k === "plugin") netlinkSockets += 1;
+      fds.set(fd, k);
+      if (k === "libc") {
+        if (name === "sendto") getifaddrsDumps += 1;
+        mark("getifaddrs dump (process.report)", t);
+      } else {
+        netlinkKernelMs += dur;
+        if (name.startsWith("send")) {
+          netlinkRequests += 1;
+          mark("first netlink request", t);
+          landmarks["last netlink request"] = (t - t0) * 1000;
+        }
+      }
+    } else if (name === "bpf") {
+      const cmd = /^(BPF_\w+)/.exec(body)?.[1] ?? "?";
+      const b = bpf[cmd] ?? { calls: 0, ms: 0 };
+      b.calls += 1;
+      b.ms += dur;
+      bpf[cmd] = b;
+      mark("first bpf call", t);
+    } else if (name === "openat" && /addons\/ffi-rs/.test(body)) {
+      mark("ffi-rs addon opened", t);
+    } else if (name === "openat" && /addons\/netlink/.test(body)) {
+      mark("netlink addon opened", t);
+    } else if (name === "setns") {
+      mark("first setns", t);
+    } else if (name === "exit_group" && pid === pluginPid) {
+      mark("exit_group", t);
+    }
+  }
+  const ipamExecMs =
+    ipamPid && startOf.has(ipamPid) && endOf.has(ipamPid)
+      ? ((endOf.get(ipamPid) as number) - (startOf.get(ipamPid) as number)) * 1000
+      : undefined;
+  return { netlinkRequests, netlinkSockets, netlinkKernelMs, getifaddrsDumps, bpf, counts, ipamExecMs, landmarks };
+}
+
+const STRACE_RUNS = 3;
+
+/** The first report's counts with the median of every time over all of them. */
+function medianReport(rs: SyscallReport[]): SyscallReport {
+  const first = rs[0] as SyscallReport;
+  const med = (pick: (r: SyscallReport) => number | undefined) => {
+    const v = rs.map(pick).filter((x): x is number => x !== undefined);
+    return v.length ? summarize(v).median : undefined;
+  };
+  const bpf = Object.fromEntries(
+    Object.entries(first.bpf).map(([cmd, b]) => [cmd, { calls: b.calls, ms: med((r) => r.bpf[cmd]?.ms) ?? b.ms }]),
+  );
+  return {
+    ...first,
+    netlinkKernelMs: med((r) => r.netlinkKernelMs) ?? first.netlinkKernelMs,
+    ipamExecMs: med((r) => r.ipamExecMs),
+    bpf,
+  };
+}
+
+// --- CPU profile ----------------------------------------------------------------------
+
+/** [first line (0-based), module] of each module in the bundle, from esbuild's markers. */
+function bundleModules(): [number, string][] {
+  const out: [number, string][] = [];
+  fs.readFileSync(BUNDLE, "utf8")
+    .split("\n")
+    .forEach((l, i) => {
+      const m = /^\/\/ ((?:src|node_modules)\/\S+)$/.exec(l);
+      if (m) out.push([i, m[1] ?? ""]);
+    });
+  return out;
+}
+
+function moduleAt(mods: [number, string][], line: number): string {
+  let lo = 0;
+  let hi = mods.length - 1;
+  let found = "bundle runtime helpers";
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1;
+    const [start, name] = mods[mid] as [number, string];
+    if (start <= line) {
+      found = name;
+      lo = mid + 1;
+    } else hi = mid - 1;
+  }
+  return found;
+}
+
+export function groupOf(module: string): string {
+  if (module.startsWith("node_modules/netlink/")) return "netlink package (JS)";
+  if (module.startsWith("node_modules/ffi-rs/")) return "ffi-rs package (JS)";
+  if (module.startsWith("node_modules/")) return "other packages";
+  const m = /^src\/([^/]+)\//.exec(module);
+  if (m) return `src/${m[1]}`;
+  if (module.startsWith("src/")) return module;
+  return module;
+}
+
+function addTo(rec: Record<string, number>, key: string, v: number) {
+  rec[key] = (rec[key] ?? 0) + v;
+}
+
+const VERBS = new Set(["cmdAdd", "cmdDel", "cmdCheck", "cmdGc", "cmdStatus"]);
+
+interface SampleInfo {
+  group: string;
+  module: string;
+  /** The step of the verb: the function the verb (cmdAdd, ...) was calling, or "" outside it. */
+  step: string;
+  /** The innermost function of our own source (src/), or "" if none is on the stack. */
+  srcFunction: string;
+}
+
+function analyseProfiles(docs: ProbeDoc[]): ProfileReport {
+  const mods = bundleModules();
+  const load: Record<string, number> = {};
+  const verb: Record<string, number> = {};
+  const byModule: Record<string, number> = {};
+  const bySteps: Record<string, number> = {};
+  const bySrc: Record<string, number> = {};
+  let sampled = 0;
+  for (const doc of docs) {
+    const p = doc.profile;
+    if (!p) continue;
+    const parent = new Map<number, number>();
+    const byId = new Map(p.nodes.map((n) => [n.id, n]));
+    for (const n of p.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
+    const infoOf = new Map<number, SampleInfo>();
+    const frameName = (id: number): { bundle: boolean; module: string; fn: string } => {
+      const f = (byId.get(id) as CpuProfile["nodes"][number]).callFrame;
+      const bundle = f.url.endsWith("/netkit-cni.js");
+      return { bundle, module: bundle ? moduleAt(mods, f.lineNumber) : f.url, fn: f.functionName || "(anonymous)" };
+    };
+    const info = (leaf: number): SampleInfo => {
+      const cached = infoOf.get(leaf);
+      if (cached) return cached;
+      const stack: number[] = []; // leaf first
+      for (let cur: number | undefined = leaf; cur !== undefined; cur = parent.get(cur)) stack.push(cur);
+      const frames = stack.map(frameName);
+      const innermost = frames.find((f) => f.bundle);
+      let group: string;
+      let module: string;
+      if (innermost) {
+        module = innermost.module;
+        group = groupOf(module);
+      } else {
+        const fn = frames[0]?.fn ?? "";
+        group =
+          fn === "(garbage collector)"
+            ? "garbage collection"
+            : fn === "(idle)"
+              ? "idle (waiting: I/O, child processes)"
+              : fn === "(program)"
+                ? "native code outside JS (V8, libuv, addons)"
+                : "Node runtime (loader, built-ins)";
+        module = group;
+      }
+      const v = frames.findIndex((f) => f.bundle && VERBS.has(f.fn));
+      let step = "";
+      if (v === 0) step = `${frames[0]?.fn} itself`;
+      else if (v > 0) {
+        const callee = frames[v - 1] as { bundle: boolean; module: string; fn: string };
+        step = callee.bundle ? `${callee.fn} (${callee.module})` : `${callee.fn} (Node)`;
+      }
+      const src = frames.find((f) => f.bundle && f.module.startsWith("src/"));
+      const srcFunction = src ? `${src.fn} (${src.module})` : "";
+      const result = { group, module, step, srcFunction };
+      infoOf.set(leaf, result);
+      return result;
+    };
+    const mainUs = doc.mainHr ? Number(BigInt(doc.mainHr) / 1000n) : Number.POSITIVE_INFINITY;
+    let t = p.startTime;
+    for (let i = 0; i < p.samples.length; i++) {
+      const dt = (p.timeDeltas[i] ?? 0) / 1000;
+      t += p.timeDeltas[i] ?? 0;
+      const s = info(p.samples[i] as number);
+      addTo(t < mainUs ? load : verb, s.group, dt);
+      addTo(byModule, s.module, dt);
+      if (s.step) addTo(bySteps, s.step, dt);
+      if (s.srcFunction && t >= mainUs) addTo(bySrc, s.srcFunction, dt);
+      sampled += dt;
+    }
+  }
+  const n = docs.filter((d) => d.profile).length || 1;
+  const perRun = (r: Record<string, number>) =>
+    Object.fromEntries(
+      Object.entries(r)
+        .map(([k, v]) => [k, v / n] as const)
+        .sort((a, b) => b[1] - a[1]),
+    );
+  const top = (r: Record<string, number>, k: number) =>
+    Object.entries(r)
+      .map(([name, ms]) => ({ name, ms: ms / n }))
+      .sort((a, b) => b.ms - a.ms)
+      .slice(0, k);
+  return {
+    runs: n,
+    sampledMs: sampled / n,
+    load: perRun(load),
+    verb: perRun(verb),
+    topModules: top(byModule, 15).map(({ name, ms }) => ({ module: name, ms })),
+    steps: top(bySteps, 15),
+    srcFunctions: top(bySrc, 15),
+  };
+}
+
+/** Cost of node:net's isIPv6 in fresh processes of this Node (the plugin checks addresses with it). */
+function measureIsIPv6(runs: number): { first: number; next: number } | undefined {
+  const script =
+    'const net = require("node:net"); let t = performance.now(); net.isIPv6("fd00::1"); const a = performance.now() - t;' +
+    't = performance.now(); for (let i = 0; i < 5; i++) net.isIPv6("fd00::" + (i + 2)); const b = (performance.now() - t) / 5;' +
+    "console.log(JSON.stringify([a, b]))";
+  const firsts: number[] = [];
+  const nexts: number[] = [];
+  for (let i = 0; i < runs; i++) {
+    const r = spawnSync(process.execPath, ["-e", script], { encoding: "utf8" });
+    try {
+      const [a, b] = JSON.parse(r.stdout) as [number, number];
+      firsts.push(a);
+      nexts.push(b);
+    } catch {
+      return undefined;
+    }
+  }
+  return { first: summarize(firsts).median, next: summarize(nexts).median };
+}
+
+// --- the measurement -----------------------------------------------------------------
+
+export async function measureStartup(opts: {
+  runs: number;
+  profileRuns: number;
+  datapath: string;
+}): Promise<StartupReport> {
+  const fx = newFixture("startup");
+  const [node] = makeCluster(fx, { logLevel: "info", datapath: opts.datapath });
+  const scratch = fx.tempDir("nkb-startup-");
+  const dataDir = fx.tempDir("nkb-startup-ipam-");
+  const ranges = [[{ subnet: node.podSubnet4 }]];
+  const embedded = { ...node.conf, cniVersion: "1.0.0", ipam: { type: "netkit-cni", ranges, dataDir } };
+  const hostLocal = { ...node.conf, cniVersion: "1.0.0", ipam: { type: "host-local", ranges, dataDir } };
+  const podNs = fx.makeNetns("nkp");
+  const att = (id: string): Attachment => ({ containerId: id, netns: `/run/netns/${podNs}`, ifname: "eth0" });
+
+  // The node's programs are loaded and pinned by its first ADD: not part of what a pod pays.
+  const warm = runCni(OUR_PLUGIN, node.netns, "ADD", att("warm"), embedded);
+  runCni(OUR_PLUGIN, node.netns, "DEL", att("warm"), { ...embedded, prevResult: warm.json });
+
+  const nodeBare = timeCommand(process.execPath, ["-e", "0"], { PATH: process.env.PATH ?? "" }, opts.runs);
+  const seaVersion = timeCommand(OUR_PLUGIN, [], { CNI_COMMAND: "VERSION" }, opts.runs);
+  const ipv6Regex = measureIsIPv6(3);
+
+  let seq = 0;
+  const probed = (verb: string, a: Attachment, conf: unknown, profile: boolean) => {
+    const out = path.join(scratch, `probe-${seq++}.json`);
+    const env = {
+      NODE_OPTIONS: `--require ${PROBE}`,
+      NKBENCH_PROBE_OUT: out,
+      NKBENCH_PROBE_PROFILE: profile ? "1" : "0",
+    };
+    const run = runCni(OUR_PLUGIN, node.netns, verb, a, conf, { extraEnv: env });
+    if (run.status !== 0) throw new Error(`probed ${verb} failed: ${run.stdout}`);
+    const doc = JSON.parse(fs.readFileSync(out, "utf8")) as ProbeDoc;
+    fs.rmSync(out);
+    return { run, doc };
+  };
+
+  const collect = async (conf: Record<string, unknown>, label: string) => {
+    const adds: ProbeDoc[] = [];
+    const addWalls: number[] = [];
+    const dels: ProbeDoc[] = [];
+    const delWalls: number[] = [];
+    for (let i = 0; i < opts.runs; i++) {
+      await tick();
+      const a = att(`${label}-${i}`);
+      const r = probed("ADD", a, conf, false);
+      adds.push(r.doc);
+      addWalls.push(r.run.ms);
+      const d = probed("DEL", a, { ...conf, prevResult: r.run.json }, false);
+      dels.push(d.doc);
+      delWalls.push(d.run.ms);
+    }
+    return { add: phases(adds, addWalls), del: phases(dels, delWalls) };
+  };
+  const emb = await collect(embedded, "probe-emb");
+  const hl = await collect(hostLocal, "probe-hl");
+
+  // The CPU profile of ADDs (embedded IPAM); each followed by an unprofiled DEL.
+  const profiled: ProbeDoc[] = [];
+  for (let i = 0; i < opts.profileRuns; i++) {
+    await tick();
+    const a = att(`prof-${i}`);
+    const r = probed("ADD", a, embedded, true);
+    profiled.push(r.doc);
+    runCni(OUR_PLUGIN, node.netns, "DEL", a, { ...embedded, prevResult: r.run.json });
+  }
+
+  let strace: StartupReport["strace"];
+  await tick();
+  if (spawnSync("strace", ["-V"]).status === 0) {
+    const traced = (plugin: string, nodeNs: string, verb: string, a: Attachment, conf: unknown) => {
+      const file = path.join(scratch, `strace-${seq++}.txt`);
+      const r = spawnSync(
+        "strace",
+        [
+          "-f",
+          "-q",
+          "-T",
+          "-ttt",
+          "--seccomp-bpf",
+          "-e",
+          `trace=${TRACED}`,
+          "-o",
+          file,
+          "nsenter",
+          `--net=/run/netns/${nodeNs}`,
+          plugin,
+        ],
+        { input: JSON.stringify(conf), env: cniEnv(verb, a), encoding: "utf8", timeout: 60_000 },
+      );
+      if (r.status !== 0) throw new Error(`strace ${verb} failed: ${r.stdout}${r.stderr}`);
+      const report = parseStrace(file, plugin);
+      fs.rmSync(file);
+      return { report, json: JSON.parse(r.stdout || "null") as unknown };
+    };
+    // A few traced ADD+DEL pairs per configuration: counts from the first, times as medians.
+    const pairs = (plugin: string, nodeNs: string, conf: Record<string, unknown>, label: string, podNetns: string) => {
+      const adds: SyscallReport[] = [];
+      const dels: SyscallReport[] = [];
+      for (let i = 0; i < STRACE_RUNS; i++) {
+        const a = { containerId: `strace-${label}-${i}`, netns: `/run/netns/${podNetns}`, ifname: "eth0" };
+        const add = traced(plugin, nodeNs, "ADD", a, conf);
+        adds.push(add.report);
+        dels.push(traced(plugin, nodeNs, "DEL", a, { ...conf, prevResult: add.json }).report);
+      }
+      return { add: medianReport(adds), del: medianReport(dels) };
+    };
+    const tracedEmb = pairs(OUR_PLUGIN, node.netns, embedded, "emb", podNs);
+    const tracedHl = pairs(OUR_PLUGIN, node.netns, hostLocal, "hl", podNs);
+    const ptp = makeConfig("ptp", opts.datapath);
+    const ptpRuns = pairs(ptp.plugin, ptp.node.netns, ptp.conf, "ptp", ptp.fx.makeNetns("nkp"));
+    strace = {
+      add: tracedEmb.add,
+      addHostLocal: tracedHl.add,
+      del: tracedEmb.del,
+      ptpAdd: ptpRuns.add,
+      ptpDel: ptpRuns.del,
+    };
+  }
+
+  return {
+    nodeBare,
+    ipv6Regex,
+    seaVersion,
+    add: emb.add,
+    addHostLocal: hl.add,
+    del: emb.del,
+    strace,
+    profile: opts.profileRuns > 0 ? analyseProfiles(profiled) : undefined,
+  };
+}

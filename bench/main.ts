@@ -1,0 +1,311 @@
+/**
+ * The benchmark runner (bench/README.md). Bundled by bench/build.mjs and run as root:
+ *
+ *   node bench/.build/bench.js host [options]   this kernel: host, bridge, ptp, veth, veth plain;
+ *                                               control plane; start-up breakdown
+ *   node bench/.build/bench.js vm [options]     inside the UML guest (make bench-vm): host,
+ *                                               bridge, veth and netkit, with and without programs
+ *   node bench/.build/bench.js report           renders the latest results (tables, SVG, README)
+ *
+ * Options: --rounds N --seconds S --pings N --transactions N --cycles N --storm N
+ *          --concurrency N --quick (a smoke run: few rounds, small counts)
+ *          --skip netperf,control,startup,crossings
+ * Writes bench/results/<UTC date and time>-<kernel release>.json, then the report.
+ */
+import { execFileSync, spawnSync } from "node:child_process";
+import * as crypto from "node:crypto";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { cleanupAll, tick } from "./lib/cleanup";
+import { OUR_PLUGIN } from "./lib/cni";
+import { CP_LABELS, type CpId, makeConfig, measureCycles, measureRss, storm } from "./lib/control-plane";
+import { NetifRxCounter, pingSized } from "./lib/crossings";
+import { measureCrossings, measureNetperf, startServers } from "./lib/dataplane";
+import type { NetperfTest } from "./lib/netperf";
+import { type BenchPath, buildPath, checkPath, type PathId } from "./lib/paths";
+import { renderReport } from "./lib/report";
+import type { BenchResult } from "./lib/result";
+import { measureStartup } from "./lib/startup";
+
+const BENCH_DIR = path.resolve(__dirname, "..");
+export const RESULTS_DIR = path.join(BENCH_DIR, "results");
+
+interface Options {
+  rounds: number;
+  seconds: number;
+  pings: number;
+  transactions: number;
+  cycles: number;
+  storm: number;
+  stormRepeats: number;
+  concurrency: number;
+  rssRuns: number;
+  startupRuns: number;
+  profileRuns: number;
+  skip: Set<string>;
+}
+
+function parseOptions(kind: "host" | "vm", argv: string[]): Options {
+  const o: Options =
+    kind === "host"
+      ? {
+          rounds: 7,
+          seconds: 2,
+          pings: 200,
+          transactions: 1000,
+          cycles: 30,
+          storm: 100,
+          stormRepeats: 2,
+          concurrency: 16,
+          rssRuns: 5,
+          startupRuns: 10,
+          profileRuns: 5,
+          skip: new Set(),
+        }
+      : {
+          rounds: 3,
+          seconds: 2,
+          pings: 200,
+          transactions: 1000,
+          cycles: 0,
+          storm: 0,
+          stormRepeats: 0,
+          concurrency: 4,
+          rssRuns: 0,
+          startupRuns: 0,
+          profileRuns: 0,
+          skip: new Set(["control", "startup"]),
+        };
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i] as string;
+    const value = () => {
+      const v = Number(argv[++i]);
+      if (!Number.isFinite(v) || v < 0) throw new Error(`${arg} needs a number`);
+      return v;
+    };
+    switch (arg) {
+      case "--rounds":
+        o.rounds = value();
+        break;
+      case "--seconds":
+        o.seconds = value();
+        break;
+      case "--pings":
+        o.pings = value();
+        break;
+      case "--transactions":
+        o.transactions = value();
+        break;
+      case "--cycles":
+        o.cycles = value();
+        break;
+      case "--storm":
+        o.storm = value();
+        break;
+      case "--concurrency":
+        o.concurrency = value();
+        break;
+      case "--skip":
+        for (const s of (argv[++i] ?? "").split(",")) if (s) o.skip.add(s);
+        break;
+      case "--quick":
+        Object.assign(o, {
+          rounds: 1,
+          seconds: 1,
+          pings: 20,
+          transactions: 100,
+          cycles: Math.min(o.cycles, 3),
+          storm: Math.min(o.storm, 10),
+          stormRepeats: Math.min(o.stormRepeats, 1),
+          rssRuns: Math.min(o.rssRuns, 1),
+          startupRuns: Math.min(o.startupRuns, 2),
+          profileRuns: Math.min(o.profileRuns, 1),
+        });
+        break;
+      default:
+        throw new Error(`unknown option ${arg}`);
+    }
+  }
+  return o;
+}
+
+function sh(cmd: string, args: string[]): string {
+  try {
+    return execFileSync(cmd, args, { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim();
+  } catch {
+    return "";
+  }
+}
+
+function machine(): BenchResult["machine"] {
+  const cpuinfo = fs.readFileSync("/proc/cpuinfo", "utf8");
+  const osRelease = fs.existsSync("/etc/os-release") ? fs.readFileSync("/etc/os-release", "utf8") : "";
+  const binary = fs.readFileSync(OUR_PLUGIN);
+  const root = path.resolve(BENCH_DIR, "..");
+  return {
+    kernel: os.release(),
+    kernelVersion: os.version(),
+    os: /^PRETTY_NAME="?([^"\n]*)"?/m.exec(osRelease)?.[1] ?? "",
+    cpu: /^model name\s*:\s*(.*)$/m.exec(cpuinfo)?.[1] ?? os.cpus()[0]?.model ?? "",
+    cpus: os.cpus().length,
+    memGiB: Math.round((os.totalmem() / 2 ** 30) * 10) / 10,
+    node: process.version,
+    netperf: sh("netperf", ["-V"]).replace(/^Netperf version /, ""),
+    plugin: {
+      sha256: crypto.createHash("sha256").update(binary).digest("hex").slice(0, 16),
+      builtAt: fs.statSync(OUR_PLUGIN).mtime.toISOString(),
+      commit: sh("git", ["-C", root, "rev-parse", "--short", "HEAD"]),
+      srcChanged: sh("git", ["-C", root, "status", "--porcelain", "--", "src", "bpf"]) !== "",
+    },
+  };
+}
+
+function preflight(): void {
+  if (process.getuid?.() !== 0) throw new Error("run as root (namespaces, bpffs, tracefs)");
+  if (!fs.existsSync(OUR_PLUGIN)) throw new Error(`${OUR_PLUGIN} is missing: make build`);
+  for (const tool of ["netperf", "netserver", "nsenter", "ping", "ss"]) {
+    if (spawnSync("sh", ["-c", `command -v ${tool}`]).status !== 0) throw new Error(`${tool} is not installed`);
+  }
+}
+
+const stamp = () =>
+  new Date()
+    .toISOString()
+    .replace(/\.\d+Z$/, "Z")
+    .replace(/:/g, "");
+
+function log(msg: string): void {
+  process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
+}
+
+async function run(kind: "host" | "vm", argv: string[]): Promise<string> {
+  const o = parseOptions(kind, argv);
+  preflight();
+  const started = Date.now();
+  const result: BenchResult = {
+    schema: 1,
+    kind,
+    startedAt: new Date(started).toISOString(),
+    finishedAt: "",
+    durationS: 0,
+    machine: machine(),
+    settings: {
+      rounds: o.rounds,
+      seconds: o.seconds,
+      pings: o.pings,
+      transactions: o.transactions,
+      cycles: o.cycles,
+      storm: o.storm,
+      stormRepeats: o.stormRepeats,
+      concurrency: o.concurrency,
+      skipped: [...o.skip],
+    },
+  };
+  log(`${kind} run on ${result.machine.kernel}, plugin ${result.machine.plugin.sha256}`);
+
+  const ids: PathId[] =
+    kind === "host"
+      ? ["host", "bridge", "ptp", "veth", "veth-plain"]
+      : ["host", "bridge", "veth", "veth-plain", "netkit", "netkit-plain"];
+  const netperfIds: PathId[] =
+    kind === "host" ? ["host", "bridge", "ptp", "veth", "veth-plain"] : ["host", "bridge", "veth", "netkit"];
+  result.paths = ids;
+
+  if (!o.skip.has("crossings") || !o.skip.has("netperf")) {
+    log(`building ${ids.length} two-node clusters: ${ids.join(", ")}`);
+    const paths: BenchPath[] = [];
+    for (const id of ids) {
+      paths.push(buildPath(id));
+      await tick();
+    }
+    for (const p of paths) checkPath(p, pingSized);
+    startServers(paths);
+
+    if (!o.skip.has("crossings")) {
+      log(`crossings: ${o.pings} pings and ${o.transactions} TCP_RR transactions per path and placement`);
+      const counter = new NetifRxCounter(`netkit-cni-bench-${process.pid}`);
+      result.crossings = await measureCrossings(paths, counter, { pings: o.pings, transactions: o.transactions });
+    }
+    if (!o.skip.has("netperf") && o.rounds > 0) {
+      const tests: NetperfTest[] = ["TCP_RR", "TCP_CRR", "TCP_STREAM"];
+      log(
+        `netperf: ${o.rounds} rounds × ${tests.length} tests × 2 placements × ${netperfIds.length} paths, ${o.seconds} s each`,
+      );
+      const np = paths.filter((p) => netperfIds.includes(p.id));
+      result.netperf = await measureNetperf(np, {
+        rounds: o.rounds,
+        seconds: o.seconds,
+        tests,
+        placements: ["across", "same"],
+      });
+    }
+    for (const p of paths) p.fx.cleanup();
+  }
+
+  if (!o.skip.has("control") && o.cycles > 0) {
+    const ids: CpId[] = ["ours-embedded", "ours-host-local", "ptp"];
+    const datapath = kind === "vm" ? "netkit" : "veth";
+    const cfgs = ids.map((id) => makeConfig(id, datapath));
+    log(`control plane: ${o.cycles} ADD+DEL cycles each, interleaved: ${ids.map((i) => CP_LABELS[i]).join(", ")}`);
+    const cycles = await measureCycles(cfgs, o.cycles);
+    const storms: Record<string, Awaited<ReturnType<typeof storm>>[]> = {};
+    for (let rep = 0; rep < o.stormRepeats; rep++) {
+      const order = rep % 2 === 0 ? cfgs : [...cfgs].reverse();
+      for (const cfg of order) {
+        log(`storm ${rep + 1}/${o.stormRepeats}: ${o.storm} ADDs, ${o.concurrency} at a time, ${CP_LABELS[cfg.id]}`);
+        const outcome = await storm(cfg, o.storm, o.concurrency);
+        storms[cfg.id] = [...(storms[cfg.id] ?? []), outcome];
+      }
+    }
+    log(`peak RSS: ${o.rssRuns} ADD and DEL each`);
+    const rss: Record<string, Awaited<ReturnType<typeof measureRss>>> = {};
+    for (const c of cfgs) rss[c.id] = await measureRss(c, o.rssRuns);
+    result.controlPlane = { cycles, storms, rss };
+    for (const c of cfgs) c.fx.cleanup();
+  }
+
+  if (!o.skip.has("startup") && o.startupRuns > 0) {
+    log(`start-up breakdown: ${o.startupRuns} probed runs per verb, ${o.profileRuns} CPU profiles, one strace each`);
+    result.startup = await measureStartup({
+      runs: o.startupRuns,
+      profileRuns: o.profileRuns,
+      datapath: kind === "vm" ? "netkit" : "veth",
+    });
+  }
+
+  result.finishedAt = new Date().toISOString();
+  result.durationS = Math.round((Date.now() - started) / 1000);
+  fs.mkdirSync(RESULTS_DIR, { recursive: true });
+  const file = path.join(RESULTS_DIR, `${stamp()}-${result.machine.kernel.replace(/[^A-Za-z0-9._-]/g, "_")}.json`);
+  fs.writeFileSync(file, `${JSON.stringify(result, null, 2)}\n`);
+  log(`wrote ${path.relative(process.cwd(), file)} (${result.durationS} s)`);
+  return file;
+}
+
+async function main(): Promise<number> {
+  const [cmd, ...argv] = process.argv.slice(2);
+  try {
+    if (cmd === "host" || cmd === "vm") {
+      await run(cmd, argv);
+      cleanupAll();
+      if (process.env.NETKIT_VM !== "1") renderReport(RESULTS_DIR, path.join(BENCH_DIR, "README.md"));
+      return 0;
+    }
+    if (cmd === "report") {
+      renderReport(RESULTS_DIR, path.join(BENCH_DIR, "README.md"));
+      return 0;
+    }
+    process.stderr.write("usage: bench.js host|vm|report [options]  (see bench/README.md)\n");
+    return 2;
+  } catch (e) {
+    process.stderr.write(`bench: ${(e as Error).stack ?? e}\n`);
+    return 1;
+  } finally {
+    cleanupAll();
+  }
+}
+
+main().then((code) => {
+  process.exitCode = code;
+});
