@@ -4,7 +4,7 @@
  * Version differences handled here: before 1.0.0 every IP carries `version: "4"|"6"`;
  * route attributes mtu/advmss/priority/table/scope exist from 1.1.0 only.
  */
-import { isIPv4, isIPv6 } from "node:net";
+import { isIPv4, isIPv6 } from "./address";
 import { CniError, ErrorCode } from "./errors";
 import { type CniVersion, compareVersions } from "./version";
 

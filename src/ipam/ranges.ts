@@ -4,7 +4,7 @@
  * allocation ranges, and the text forms host-local uses for file names.
  * Pure: no I/O, no CNI errors. Callers turn `undefined` results into messages.
  */
-import { isIPv4, isIPv6 } from "node:net";
+import { isIPv4, isIPv6 } from "../cni/address";
 import { ipBytes, ipString } from "../netlink/ip";
 
 export type Family = 4 | 6;

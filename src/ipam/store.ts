@@ -215,7 +215,8 @@ class Locked implements LockedStore {
 
   setLastReserved(rangeSet: number, ip: string): void {
     const file = path.join(this.dir, `${LAST_RESERVED_PREFIX}${rangeSet}`);
-    const tmp = this.writeTemp(ip);
+    // No fsync: garbage or an older address here only costs round-robin order once.
+    const tmp = this.writeTemp(ip, false);
     try {
       fs.renameSync(tmp, file);
     } catch (e) {
@@ -224,14 +225,14 @@ class Locked implements LockedStore {
     }
   }
 
-  private writeTemp(content: string): string {
+  private writeTemp(content: string, durable = true): string {
     const tmp = path.join(this.dir, `${TEMP_PREFIX}${process.pid}.${randomBytes(6).toString("hex")}`);
     try {
       const fd = fs.openSync(tmp, "wx", FILE_MODE);
       try {
         fs.writeSync(fd, content);
         // On disk before it becomes visible: a reservation must not turn up empty after a crash.
-        fs.fsyncSync(fd);
+        if (durable) fs.fsyncSync(fd);
       } finally {
         fs.closeSync(fd);
       }

@@ -2,7 +2,7 @@
  * IP address helpers shared by the netlink layer: parse "10.1.2.3" / "fd00::1" (and
  * CIDR forms) into family + bytes and back. Pure.
  */
-import { isIPv4, isIPv6 } from "node:net";
+import { isIPv4, isIPv6 } from "../cni/address";
 
 export const AF_INET = 2;
 export const AF_INET6 = 10;
