@@ -10,6 +10,7 @@ need_root() { [ "$(id -u)" = 0 ] || { echo "deps.sh: run as root (apt, netns and
 ensure_apt_sources() {
   local f=/etc/apt/sources.list.d/netkit-cni.sources
   [ -f "$f" ] && return 0
+  APT_UPDATED=no
   cat >"$f" <<'SRC'
 Types: deb
 URIs: http://deb.debian.org/debian
@@ -25,27 +26,8 @@ Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 SRC
 }
 
-APT_UPDATED=no
-apt_install() { # apt_install [-t suite] pkg...
-  local target=()
-  if [ "$1" = -t ]; then target=(-t "$2"); shift 2; fi
-  local missing=()
-  for p in "$@"; do
-    if [ ${#target[@]} -gt 0 ]; then
-      # A package from backports must be at the backports version, not just present.
-      local cand inst
-      cand=$(apt-cache policy "${target[@]}" "$p" 2>/dev/null | awk '/Candidate:/{print $2}')
-      inst=$(dpkg-query -W -f='${Version}' "$p" 2>/dev/null || true)
-      [ -n "$cand" ] && [ "$cand" = "$inst" ] || missing+=("$p")
-    else
-      dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-    fi
-  done
-  [ ${#missing[@]} -eq 0 ] && return 0
-  if [ "$APT_UPDATED" != yes ]; then apt-get update -qq; APT_UPDATED=yes; fi
-  echo "deps.sh: installing ${missing[*]}" >&2
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${target[@]}" "${missing[@]}" >/dev/null
-}
+# shellcheck source=scripts/apt.sh
+source "$(dirname "$0")/apt.sh"
 
 need_root
 ensure_apt_sources

@@ -14,8 +14,10 @@ set -euo pipefail
 CACHE=/var/cache/netkit-cni/cnitool
 SRC_LIST=/etc/apt/sources.list.d/netkit-cni-e2e-src.sources
 
-APT_UPDATED=no
-apt_update() { if [ "$APT_UPDATED" != yes ]; then apt-get update -qq; APT_UPDATED=yes; fi; }
+# shellcheck source=scripts/apt.sh
+source "$(dirname "$0")/../../scripts/apt.sh"
+# The runtimes as tested: without podman's recommended extras (buildah, slirp4netns, …).
+APT_INSTALL_OPTS=--no-install-recommends
 
 # deb-src for bookworm (cnitool's source) and the backports suite (golang-go 1.23).
 ensure_sources() {
@@ -39,32 +41,6 @@ Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 SRC
     APT_UPDATED=no
   fi
-}
-
-installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
-
-apt_install() { # apt_install [-t suite] pkg...
-  local target=()
-  if [ "$1" = -t ]; then target=(-t "$2"); shift 2; fi
-  local missing=()
-  for p in "$@"; do
-    if [ ${#target[@]} -gt 0 ]; then
-      # From backports: present is not enough, it must be the backports version.
-      local inst cand
-      inst=$(dpkg-query -W -f='${Version}' "$p" 2>/dev/null || true)
-      case $inst in *bpo*) ;; *)
-        apt_update
-        cand=$(apt-cache policy "${target[@]}" "$p" | awk '/Candidate:/{print $2}')
-        [ -n "$cand" ] && [ "$cand" = "$inst" ] || missing+=("$p") ;;
-      esac
-    else
-      installed "$p" || missing+=("$p")
-    fi
-  done
-  [ ${#missing[@]} -eq 0 ] && return 0
-  apt_update
-  echo "setup.sh: installing ${missing[*]}" >&2
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${target[@]}" "${missing[@]}" >/dev/null
 }
 
 ensure_sources
