@@ -47,8 +47,9 @@ describe("fast path", () => {
       expect(ping(p1.netns, p2.v4)).toBe(true);
       expect(ping(p1.netns, p2.v6)).toBe(true);
     });
+    // Each ping's request took the redirect. (passedStack is not asserted: the pod's own
+    // IPv6 housekeeping, e.g. MLD reports, may go to the stack at any moment.)
     expect(d.redirectedLocal).toBeGreaterThanOrEqual(2);
-    expect(d.passedStack).toBe(0n);
   });
 
   it("forwards pod-to-pod traffic across nodes by FIB lookup, and delivers wire traffic with redirect_peer", () => {
