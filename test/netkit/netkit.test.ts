@@ -81,12 +81,13 @@ describe("backlog-queue crossings (net:netif_rx per 100 pings)", () => {
         `one node netkit ${sameNode}, plain netkit ${plainSameNode}`,
     );
     // Each ping is two packets; a host process pays one crossing per packet (the wire).
+    // The margin of 10 absorbs the pods' own IPv6 housekeeping; a missing redirect costs 100+.
     expect(host).toBeGreaterThanOrEqual(200);
-    expect(fast).toBeLessThanOrEqual(host + 5);
+    expect(fast).toBeLessThanOrEqual(host + 10);
     expect(plain).toBeGreaterThanOrEqual(host + 190);
     // One node: the redirect to the other pod's primary costs one crossing (netkit's xmit
     // into the peer), where plain netkit pays two.
-    expect(sameNode).toBeLessThanOrEqual(host + 5);
+    expect(sameNode).toBeLessThanOrEqual(host + 10);
     expect(plainSameNode).toBeGreaterThanOrEqual(sameNode + 190);
   });
 });
