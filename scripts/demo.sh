@@ -79,7 +79,7 @@ A=${PODS[0]} B=${PODS[1]}
 bold "Traffic"
 ping_from() { # ping_from NETNS TARGET LABEL
   local out
-  if out=$(nsenter --net=/run/netns/$1 ping -c 3 -i 0.2 -W 2 "$2" 2>&1); then
+  if out=$(nsenter --net="/run/netns/$1" ping -c 3 -i 0.2 -W 2 "$2" 2>&1); then
     printf '  %-34s %s\n' "$3" "$(echo "$out" | grep -o '[0-9]* received.*' | head -1; echo "$out" | tail -1 | sed 's/.*= /rtt /')" | paste -sd' '
   else
     printf '  %-34s FAILED\n%s\n' "$3" "$out"; exit 1
@@ -116,7 +116,10 @@ left=$(innode ip -br link | grep -c '^nk' || true)
 ips=$(find "$WORK/ipam" -type f -regex '.*/[0-9a-f.:]+' | wc -l)
 pins=$(find "$BPFFS/endpoints" -mindepth 1 2>/dev/null | wc -l)
 echo "  plugin devices on the node: $left, allocated IPs: $ips, endpoint pins: $pins"
-[ "$left" = 0 ] && [ "$ips" = 0 ] && [ "$pins" = 0 ] || { echo "  something was left behind" >&2; exit 1; }
+if [ "$left" != 0 ] || [ "$ips" != 0 ] || [ "$pins" != 0 ]; then
+  echo "  something was left behind" >&2
+  exit 1
+fi
 echo
 if [ "$DATAPATH" = netkit ]; then
   echo "demo finished: datapath netkit"
