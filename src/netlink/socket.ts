@@ -70,19 +70,10 @@ export class RtnlSocket {
   }
 
   private static createWithExtack(): NetlinkSocket {
-    const before = new Set(openSockets().map(([, inode]) => inode));
     const sock = createNetlink(NETLINK_ROUTE);
-    // The package hides the descriptor; the one socket that appeared during the (synchronous)
-    // creation is ours. Extended acks turn bare errnos into the kernel's own explanation.
-    for (const [fd, inode] of openSockets()) {
-      if (before.has(inode)) continue;
-      try {
-        setsockoptInt(fd, SOL_NETLINK, NETLINK_EXT_ACK, 1);
-        setsockoptInt(fd, SOL_NETLINK, NETLINK_CAP_ACK, 1);
-      } catch {
-        // Old kernels: errors still arrive, only without the text.
-      }
-    }
+    // The package hides the descriptor; every netlink socket this process holds is ours,
+    // so extended acks are turned on for all of them (setsockopt fails on other sockets).
+    for (const fd of openSockets()) enableExtack(fd);
     return sock;
   }
 
@@ -116,13 +107,26 @@ export class RtnlSocket {
   }
 }
 
-/** [fd, "socket:[inode]"] for every socket this process holds. */
-function openSockets(): [number, string][] {
-  const out: [number, string][] = [];
+/**
+ * Extended acks turn bare errnos into the kernel's own explanation. False when `fd` is
+ * not a netlink socket (or the kernel is too old to have them).
+ */
+function enableExtack(fd: number): boolean {
+  try {
+    setsockoptInt(fd, SOL_NETLINK, NETLINK_EXT_ACK, 1);
+    setsockoptInt(fd, SOL_NETLINK, NETLINK_CAP_ACK, 1);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Every socket descriptor this process holds. */
+function openSockets(): number[] {
+  const out: number[] = [];
   for (const fd of fs.readdirSync("/proc/self/fd")) {
     try {
-      const target = fs.readlinkSync(`/proc/self/fd/${fd}`);
-      if (target.startsWith("socket:")) out.push([Number(fd), target]);
+      if (fs.readlinkSync(`/proc/self/fd/${fd}`).startsWith("socket:")) out.push(Number(fd));
     } catch {
       // The descriptor readdir itself used is gone by now.
     }
