@@ -7,14 +7,13 @@
  */
 import * as fs from "node:fs";
 import { removeEndpoint } from "../datapath/fastpath";
-import { closeNamespaces, openNamespaces } from "../datapath/namespaces";
 import { hostDeviceName, ownerAlias } from "../datapath/naming";
 import { removePodEndRules } from "../datapath/pod-end";
-import type { Namespaces } from "../datapath/types";
 import { liveIfindexes } from "../datapath/uplink";
 import { log } from "../log";
 import { deleteLinkByName, getLinkByName } from "../netlink/links";
 import { RtnlSocket } from "../netlink/socket";
+import { openNetns } from "../sys/netns";
 import type { Invocation } from "./invocation";
 import { ipamBackend } from "./ipam-backend";
 
@@ -53,17 +52,22 @@ export async function cmdDel(inv: Invocation): Promise<void> {
 
 /** A secondary interface's source rules live in the pod netns and outlive its device. */
 async function removeSourceRules(netns: string, ifname: string): Promise<void> {
-  if (netns === "" || !fs.existsSync(netns)) return;
-  let ns: Namespaces;
+  if (netns === "") return;
+  let netnsFd: number;
   try {
-    ns = openNamespaces(netns);
+    netnsFd = openNetns(netns);
   } catch {
-    return; // The netns is going away: so are its rules.
+    return; // The netns is gone or going away: so are its rules.
   }
   try {
-    const podLink = await getLinkByName(ns.pod, ifname);
-    if (podLink) await removePodEndRules(ns.pod, podLink);
+    const pod = RtnlSocket.open(netnsFd);
+    try {
+      const podLink = await getLinkByName(pod, ifname);
+      if (podLink) await removePodEndRules(pod, podLink);
+    } finally {
+      pod.close();
+    }
   } finally {
-    closeNamespaces(ns);
+    fs.closeSync(netnsFd);
   }
 }
