@@ -9,7 +9,6 @@
  * we retry those verbs at 1.0.0. GC and STATUS do not exist before 1.1.0, so they are not
  * forwarded to such plugins.
  */
-import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { CniError, ErrorCode } from "./errors";
@@ -52,6 +51,9 @@ interface ExecOutcome {
 
 function run(target: DelegateTarget, verb: Verb, conf: Record<string, unknown>): ExecOutcome {
   const binary = findPlugin(target.pluginType, target.searchPath);
+  // Loaded on first use: most invocations (embedded IPAM, DEL of a pod without one) never
+  // exec anything, and node:child_process is one of the costlier built-ins to load.
+  const { spawnSync }: typeof import("node:child_process") = require("node:child_process");
   const proc = spawnSync(binary, [], {
     input: JSON.stringify(conf),
     env: { ...target.env, CNI_COMMAND: verb },
