@@ -62,51 +62,24 @@ export const mapsDir = (bpffsRoot: string) => path.join(bpffsRoot, "maps");
  */
 export function loadNodePrograms(bpffsRoot: string, objects: NodeObjects, options: NodeProgramsOptions): NodePrograms {
   ensureBpffs(bpffsRoot);
-  const lxc = readObject(objects.lxc);
-  const host = readObject(objects.host);
-  const specs = mergeMapSpecs([...lxc.maps, ...host.maps]);
-
+  // Programs are pinned per object version: every ADD after the first opens them (no
+  // verifier run per pod), and a new version gets its own directory.
+  const programsDir = path.join(bpffsRoot, "programs", objectsVersion(objects));
   const opened: { close(): void }[] = [];
   try {
-    const byName = new Map<string, BpfMap>();
-    for (const spec of specs) {
-      const map = openOrCreatePinnedMap(spec, path.join(mapsDir(bpffsRoot), spec.name));
-      opened.push(map);
-      byName.set(spec.name, map);
-    }
-    const maps = nodeMaps(byName);
-    syncClusterCidrs(maps.cluster, options.clusterCidrs);
-
-    // Programs are pinned per object version: every ADD after the first opens them (no
-    // verifier run per pod), and a new version gets its own directory.
-    const programsDir = path.join(bpffsRoot, "programs", objectsVersion(objects));
-    const reuse = Object.values(PROGRAM_NAMES).every((name) => fs.existsSync(path.join(programsDir, name)));
-    const load = (object: typeof lxc, name: string) => {
-      const pin = path.join(programsDir, name);
-      if (reuse) {
-        const program = new BpfProgram(openPin(pin), name);
-        opened.push(program);
-        return program;
-      }
-      const spec = object.programs.find((p) => p.name === name);
-      if (!spec) throw new Error(`program ${name} not found in object`);
-      const program = loadProgram(spec, { license: object.license, maps: byName });
-      opened.push(program);
-      replacePin(program.fd, pin);
-      return program;
-    };
-    const programs = {
-      fromPod: load(lxc, PROGRAM_NAMES.fromPod),
-      toPod: load(lxc, PROGRAM_NAMES.toPod),
-      hostIn: load(host, PROGRAM_NAMES.hostIn),
-      hostOut: load(host, PROGRAM_NAMES.hostOut),
-    };
-    if (!reuse) removeOtherVersions(path.dirname(programsDir), path.basename(programsDir));
+    // Maps re-created under programs pinned earlier would leave those programs on the old
+    // maps: a missing map means loading again.
+    const pinned =
+      Object.values(PROGRAM_NAMES).every((name) => fs.existsSync(path.join(programsDir, name))) &&
+      Object.values(MAP_NAMES).every((name) => fs.existsSync(path.join(mapsDir(bpffsRoot), name)));
+    const node = pinned
+      ? openPinnedNode(bpffsRoot, programsDir, opened)
+      : loadAndPinNode(bpffsRoot, programsDir, objects, opened);
+    syncClusterCidrs(node.maps.cluster, options.clusterCidrs);
     return {
-      maps,
-      endpoints: new EndpointMap(maps.endpoints),
-      programs,
-      readCounters: (ifindex) => readCounters(maps.counters, ifindex),
+      ...node,
+      endpoints: new EndpointMap(node.maps.endpoints),
+      readCounters: (ifindex) => readCounters(node.maps.counters, ifindex),
       close: () => {
         for (const o of opened) o.close();
       },
@@ -115,6 +88,72 @@ export function loadNodePrograms(bpffsRoot: string, objects: NodeObjects, option
     for (const o of opened) o.close();
     throw e;
   }
+}
+
+type LoadedNode = Pick<NodePrograms, "maps" | "programs">;
+
+/**
+ * The common case: this version's programs are pinned, so they were loaded against the
+ * pinned maps after those passed the layout checks. Opens the pins without reading the
+ * ELF objects again.
+ */
+function openPinnedNode(bpffsRoot: string, programsDir: string, opened: { close(): void }[]): LoadedNode {
+  const byName = new Map<string, BpfMap>();
+  for (const name of Object.values(MAP_NAMES)) {
+    const map = BpfMap.openPinned(path.join(mapsDir(bpffsRoot), name));
+    opened.push(map);
+    byName.set(name, map);
+  }
+  const open = (name: string) => {
+    const program = new BpfProgram(openPin(path.join(programsDir, name)), name);
+    opened.push(program);
+    return program;
+  };
+  return {
+    maps: nodeMaps(byName),
+    programs: {
+      fromPod: open(PROGRAM_NAMES.fromPod),
+      toPod: open(PROGRAM_NAMES.toPod),
+      hostIn: open(PROGRAM_NAMES.hostIn),
+      hostOut: open(PROGRAM_NAMES.hostOut),
+    },
+  };
+}
+
+/**
+ * First ADD of a version: creates or checks the pinned maps against the objects' layouts,
+ * loads the programs (the verifier runs here) and pins them, then drops older versions.
+ */
+function loadAndPinNode(
+  bpffsRoot: string,
+  programsDir: string,
+  objects: NodeObjects,
+  opened: { close(): void }[],
+): LoadedNode {
+  const lxc = readObject(objects.lxc);
+  const host = readObject(objects.host);
+  const byName = new Map<string, BpfMap>();
+  for (const spec of mergeMapSpecs([...lxc.maps, ...host.maps])) {
+    const map = openOrCreatePinnedMap(spec, path.join(mapsDir(bpffsRoot), spec.name));
+    opened.push(map);
+    byName.set(spec.name, map);
+  }
+  const load = (object: typeof lxc, name: string) => {
+    const spec = object.programs.find((p) => p.name === name);
+    if (!spec) throw new Error(`program ${name} not found in object`);
+    const program = loadProgram(spec, { license: object.license, maps: byName });
+    opened.push(program);
+    replacePin(program.fd, path.join(programsDir, name));
+    return program;
+  };
+  const programs = {
+    fromPod: load(lxc, PROGRAM_NAMES.fromPod),
+    toPod: load(lxc, PROGRAM_NAMES.toPod),
+    hostIn: load(host, PROGRAM_NAMES.hostIn),
+    hostOut: load(host, PROGRAM_NAMES.hostOut),
+  };
+  removeOtherVersions(path.dirname(programsDir), path.basename(programsDir));
+  return { maps: nodeMaps(byName), programs };
 }
 
 /** Identifies a build of the programs: a hash of both objects. */
