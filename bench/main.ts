@@ -10,6 +10,8 @@
  * Options: --rounds N --seconds S --pings N --transactions N --cycles N --storm N
  *          --concurrency N --quick (a smoke run: few rounds, small counts)
  *          --skip netperf,control,startup,crossings
+ *          --baseline PATH (another build of the executable, measured side by side in the
+ *          control plane: before/after figures for a change, from one run)
  * Writes bench/results/<UTC date and time>-<kernel release>.json, then the report.
  */
 import { execFileSync, spawnSync } from "node:child_process";
@@ -44,6 +46,7 @@ interface Options {
   startupRuns: number;
   profileRuns: number;
   skip: Set<string>;
+  baseline?: string;
 }
 
 function parseOptions(kind: "host" | "vm", argv: string[]): Options {
@@ -105,6 +108,10 @@ function parseOptions(kind: "host" | "vm", argv: string[]): Options {
         break;
       case "--concurrency":
         o.concurrency = value();
+        break;
+      case "--baseline":
+        o.baseline = path.resolve(argv[++i] ?? "");
+        if (!fs.existsSync(o.baseline)) throw new Error(`--baseline: ${o.baseline} does not exist`);
         break;
       case "--skip":
         for (const s of (argv[++i] ?? "").split(",")) if (s) o.skip.add(s);
@@ -244,9 +251,10 @@ async function run(kind: "host" | "vm", argv: string[]): Promise<string> {
   }
 
   if (!o.skip.has("control") && o.cycles > 0) {
-    const ids: CpId[] = ["ours-embedded", "ours-host-local", "ptp"];
+    const ids: CpId[] = ["ours-embedded", "ours-host-local", "ours-no-programs", "ptp"];
+    if (o.baseline) ids.unshift("ours-baseline");
     const datapath = kind === "vm" ? "netkit" : "veth";
-    const cfgs = ids.map((id) => makeConfig(id, datapath));
+    const cfgs = ids.map((id) => makeConfig(id, datapath, o.baseline));
     log(`control plane: ${o.cycles} ADD+DEL cycles each, interleaved: ${ids.map((i) => CP_LABELS[i]).join(", ")}`);
     const cycles = await measureCycles(cfgs, o.cycles);
     const storms: Record<string, Awaited<ReturnType<typeof storm>>[]> = {};

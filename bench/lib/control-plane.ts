@@ -5,7 +5,10 @@
  *
  *   ours-embedded    this plugin, embedded IPAM (ipam.type "netkit-cni": no exec)
  *   ours-host-local  this plugin, delegating to the reference host-local
+ *   ours-no-programs this plugin, embedded IPAM, "fastPath": false: the same pods without
+ *                    eBPF programs, which separates the programs' cost from the rest
  *   ptp              the reference ptp plugin + host-local
+ *   ours-baseline    only with --baseline: another build of this plugin, embedded IPAM
  *
  * All at cniVersion 1.0.0 (Debian's host-local refuses 1.1.0, which would make our plugin
  * retry) and IPv4 only, like the ptp configuration. Figures: ADD+DEL cycle latency, a
@@ -20,11 +23,13 @@ import { type Attachment, type CniRun, OUR_PLUGIN, refPlugin, runCni, runCniAsyn
 import { refConf } from "./paths";
 import { type Summary, summarize } from "./stats";
 
-export type CpId = "ours-embedded" | "ours-host-local" | "ptp";
+export type CpId = "ours-baseline" | "ours-embedded" | "ours-host-local" | "ours-no-programs" | "ptp";
 
 export const CP_LABELS: Record<CpId, string> = {
+  "ours-baseline": "netkit-cni baseline build (--baseline), embedded IPAM",
   "ours-embedded": "netkit-cni, embedded IPAM",
   "ours-host-local": "netkit-cni + host-local",
+  "ours-no-programs": "netkit-cni, embedded IPAM, fastPath false (no eBPF programs)",
   ptp: "ptp + host-local",
 };
 
@@ -36,15 +41,18 @@ export interface CpConfig {
   conf: Record<string, unknown>;
 }
 
-export function makeConfig(id: CpId, datapath: string): CpConfig {
+export function makeConfig(id: CpId, datapath: string, baselinePlugin?: string): CpConfig {
   const fx = newFixture(`cp-${id}`);
   const [node] = makeCluster(fx, { logLevel: "info", datapath });
   const dataDir = fx.tempDir(`nkb-ipam-${id}-`);
   if (id === "ptp") return { id, fx, node, plugin: refPlugin("ptp"), conf: refConf("ptp", node, dataDir) };
   const ranges = [[{ subnet: node.podSubnet4 }]];
   const ipam =
-    id === "ours-embedded" ? { type: "netkit-cni", ranges, dataDir } : { type: "host-local", ranges, dataDir };
-  return { id, fx, node, plugin: OUR_PLUGIN, conf: { ...node.conf, cniVersion: "1.0.0", ipam } };
+    id === "ours-host-local" ? { type: "host-local", ranges, dataDir } : { type: "netkit-cni", ranges, dataDir };
+  const plugin = id === "ours-baseline" ? baselinePlugin : OUR_PLUGIN;
+  if (!plugin) throw new Error("the baseline configuration needs --baseline PATH");
+  const fastPath = id === "ours-no-programs" ? { fastPath: false } : {};
+  return { id, fx, node, plugin, conf: { ...node.conf, ...fastPath, cniVersion: "1.0.0", ipam } };
 }
 
 const att = (containerId: string, netns: string): Attachment => ({

@@ -423,37 +423,58 @@ function startupSection(r: BenchResult): string {
         .join(", ")}.`,
     );
   }
-  // Where an ADD's time goes, part by part, with what could be done about each.
+  const pd = s.profileDel;
+  if (pd) {
+    const list = (xs: { name: string; ms: number }[]) =>
+      xs
+        .filter((x) => x.ms >= 0.3)
+        .slice(0, 10)
+        .map((x) => `${x.name} ${ms(x.ms)}`)
+        .join(", ");
+    out.push(
+      "",
+      `CPU profile of DEL (the same ${pd.runs} pods, ${ms(pd.sampledMs)} sampled per run). By step (what \`cmdDel\` was calling; ms per run): ${list(pd.steps)}.`,
+      "",
+      `By innermost function of src/: ${list(pd.srcFunctions)}.`,
+    );
+  }
+  // Where an ADD's time goes, part by part: what was done about each, and what is left.
+  const noProg = r.controlPlane?.cycles["ours-no-programs"];
+  const withProg = r.controlPlane?.cycles["ours-embedded"];
+  const programsCost =
+    noProg && withProg
+      ? `; the same pods without programs (\`fastPath: false\`, same run): ADD+DEL ${ms(noProg.cycle.median)} vs ${ms(withProg.cycle.median)} with them`
+      : "";
   const parts: [string, string, string][] = [
     [
       "Node start-up (process start → bootstrapped)",
       `${ms(s.add.bootstrap.median)}; a bare \`node -e 0\` process: ${ms(s.nodeBare.median)}`,
-      `The floor of any per-invocation Node executable, already ${ptpAdd ? `${x2(s.nodeBare.median / ptpAdd)} ptp's whole ADD (${ms(ptpAdd)})` : "above ptp's whole ADD"}. Only a long-lived node agent behind a small native shim (the Cilium/Calico pattern) goes below it; a V8 startup snapshot (SEA \`useSnapshot\`) or a newer Node shortens it (not measured here).`,
+      `The floor of any per-invocation Node executable, already ${ptpAdd ? `${x2(s.nodeBare.median / ptpAdd)} ptp's whole ADD (${ms(ptpAdd)})` : "above ptp's whole ADD"}, paid twice per ADD+DEL and on both CPUs during a storm. Left: only a long-lived node agent behind a small native shim (the Cilium/Calico pattern) goes below it, at the price of a second, native executable.`,
     ],
     [
       "Bundle evaluation and native addons (→ main())",
       `${ms(s.add.moduleLoad.median)}; addon dlopen ${ms(span(s.add, "dlopen"))}, SEA assets ${ms(span(s.add, "sea.getAsset"))}${s.add.spans["process.report.getReport (ffi-rs libc check)"] ? `, process.report ${ms(span(s.add, "process.report"))}` : ""}`,
-      "Lazy-require what a verb does not use (the bpf loader and ELF reader on DEL/CHECK, the CLI, unused parts of `netlink`); a startup snapshot would make the rest near free.",
+      "Done: bundle 560 → ~200 KB; `node:child_process` (IPAM exec) and `node:net` (a non-blocking stdin) load only when used; stdin is read with read(2) instead of a stream. Left: a V8 startup snapshot (SEA `useSnapshot`) could make the rest near free; its heap must not capture the environment, and the addons must load after it (not tried).",
     ],
     [
       "Two tcx links per pod (BPF_LINK_CREATE)",
-      `${ms(st?.add.bpf.BPF_LINK_CREATE?.ms ?? Number.NaN)} kernel time; \`attachEndpoint\` step ${ms(step("attachEndpoint"))}`,
-      "Each tcx (and netkit) attach swaps the device's bpf_mprog entry and waits for an RCU grace period (`tcx_entry_sync` → `synchronize_rcu`), under RTNL, so two links cost two grace periods and cannot overlap. One link per pod (the `to_pod` flow bookkeeping done elsewhere) would halve it; no user-space change shortens a grace period.",
+      `${ms(st?.add.bpf.BPF_LINK_CREATE?.ms ?? Number.NaN)} kernel time; \`attachEndpoint\` step ${ms(step("attachEndpoint"))}${programsCost}`,
+      "Each tcx (and netkit) attach swaps the device's bpf_mprog entry and waits for an RCU grace period (`tcx_entry_sync` → `synchronize_rcu`) under RTNL: two links, two grace periods that cannot overlap, and storms queue behind them. No user-space change shortens a grace period. Left: one link per pod. `to_pod` only remembers flows the stack delivered into a pod, so that replies of DNAT'd flows go back through conntrack; remembering instead the client's (address, port) wherever the stack takes a packet (in `from_pod` and `host_in`) and checking it before every redirect would make it unnecessary.",
     ],
     [
       "Node fast-path state opened on every ADD",
-      `\`open\` step ${ms(step("open"))} (node lock, ${st?.add.bpf.BPF_OBJ_GET?.calls ?? "?"} BPF_OBJ_GET, ELF objects read)`,
-      "Open only the programs and maps an endpoint needs, and compare the pinned build tag instead of reading the ELF objects when this build's programs are already pinned.",
+      `\`open\` step ${ms(step("open"))} (node lock, ${st?.add.bpf.BPF_OBJ_GET?.calls ?? "?"} BPF_OBJ_GET)`,
+      "Done: when this build's programs are pinned, the pins are opened without reading the ELF objects again (the maps' layouts were checked when those programs were loaded against them).",
     ],
     [
-      "Address checks through node:net isIPv4/isIPv6",
-      `\`isCidr\` ${ms(srcFn("isCidr"))}${s.ipv6Regex ? `; in a fresh Node, isIPv6 costs ${ms(s.ipv6Regex.first)} on first use, ${ms(s.ipv6Regex.next)} per later call` : ""}`,
-      "Node's IPv6 check is a large regular expression compiled and interpreted on first use; validate with the project's own address parser (src/netlink/ip.ts) instead.",
+      "Address checks",
+      `\`isCidr\` ${ms(srcFn("isCidr"))}${s.ipv6Regex ? `; node:net's isIPv6 would cost ${ms(s.ipv6Regex.first)} on first use in a fresh Node` : ""}`,
+      "Done: the project's own parser (`src/cni/address.ts`) instead of node:net's large IPv6 regular expression.",
     ],
     [
       "IPAM",
       `embedded: \`add\` step ${ms(step("add"))}, of which \`writeTemp\` ${ms(srcFn("writeTemp"))}; host-local instead: exec ${ms(span(s.addHostLocal, "exec"))} (ADD wall ${ms(s.addHostLocal.wall.median)} vs ${ms(s.add.wall.median)})`,
-      "Most of the embedded IPAM's time is its two fsync'ed temp files per ADD (the reservation and last_reserved_ip; host-local fsyncs neither). The last_reserved_ip file only steers round-robin order and needs no fsync; that halves it.",
+      "Done: last_reserved_ip (it only steers round-robin order) is written without fsync. The reservation itself stays fsync'ed: after a crash an address must not be handed out twice.",
     ],
     [
       "rtnetlink",
@@ -463,19 +484,19 @@ function startupSection(r: BenchResult): string {
     [
       "Namespaces and sockets",
       `\`openNamespaces\` step ${ms(step("openNamespaces"))}; ${st?.add.counts.readlink ?? "?"} readlink calls`,
-      "Each netlink socket is found by listing /proc/self/fd before and after creating it; creating the socket through the existing ffi path (socket(2) + bind) or asking the package for its fd avoids the scans.",
+      "Done: extended acks are switched on once per socket. Left: each new netlink socket is still found by one scan of /proc/self/fd (the package does not expose its descriptor).",
     ],
     [
       "Outside the process (fork/exec, nsenter, exit)",
       ms(s.add.outside.median),
-      "Mostly exec of a 100 MB executable and teardown of a ~60 MB process; exiting right after the result is written (skipping V8's teardown) is worth trying (not measured).",
+      "Exec of a 100 MB executable and teardown of a ~50 MB process. Tried: `process.exit()` right after the result: no measurable gain side by side, and +14 MiB peak RSS; not kept.",
     ],
     [
       "DEL: deleting the host device",
       st
         ? `${ms(st.del.netlinkKernelMs)} kernel time in rtnetlink vs ${ms(st.ptpDel.netlinkKernelMs)} for ptp's veth`
         : "n/a",
-      "A device with tcx links attached waits for more grace periods as it is unregistered; fewer links per pod helps here too.",
+      "Unregistering a device with tcx (or netkit) links waits one more grace period per hook in use (`tcx_uninstall` → `synchronize_rcu`); one link per pod would save one here too.",
     ],
   ];
   out.push(

@@ -103,6 +103,8 @@ export interface StartupReport {
     ptpDel: SyscallReport;
   };
   profile?: ProfileReport;
+  /** The same for the DEL that follows each profiled ADD (absent in older results). */
+  profileDel?: ProfileReport;
 }
 
 function timeCommand(cmd: string, args: string[], env: Record<string, string>, n: number): Summary {
@@ -498,14 +500,15 @@ export async function measureStartup(opts: {
   const emb = await collect(embedded, "probe-emb");
   const hl = await collect(hostLocal, "probe-hl");
 
-  // The CPU profile of ADDs (embedded IPAM); each followed by an unprofiled DEL.
+  // CPU profiles of ADDs (embedded IPAM), each followed by its profiled DEL.
   const profiled: ProbeDoc[] = [];
+  const profiledDel: ProbeDoc[] = [];
   for (let i = 0; i < opts.profileRuns; i++) {
     await tick();
     const a = att(`prof-${i}`);
     const r = probed("ADD", a, embedded, true);
     profiled.push(r.doc);
-    runCni(OUR_PLUGIN, node.netns, "DEL", a, { ...embedded, prevResult: r.run.json });
+    profiledDel.push(probed("DEL", a, { ...embedded, prevResult: r.run.json }, true).doc);
   }
 
   let strace: StartupReport["strace"];
@@ -570,5 +573,6 @@ export async function measureStartup(opts: {
     del: emb.del,
     strace,
     profile: opts.profileRuns > 0 ? analyseProfiles(profiled) : undefined,
+    profileDel: opts.profileRuns > 0 ? analyseProfiles(profiledDel) : undefined,
   };
 }
