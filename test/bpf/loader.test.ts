@@ -180,6 +180,28 @@ describe("maps and programs in a private bpffs", () => {
     }
   });
 
+  it("loads the programs again when a map pin is gone, so no program keeps a map nobody else sees", () => {
+    bpffs = TestBpffs.mount();
+    const opts = { clusterCidrs: ["10.244.0.0/16"] };
+    const first = loadNodePrograms(bpffs.root, objects, opts);
+    const before = { prog: first.programs.fromPod.id(), map: idOf(first.maps.endpoints) };
+    first.close();
+    // The pinned programs alone keep the old endpoint map alive; its pin is gone.
+    fs.unlinkSync(path.join(mapsDir(bpffs.root), MAP_NAMES.endpoints));
+    const second = loadNodePrograms(bpffs.root, objects, opts);
+    const after = { prog: second.programs.fromPod.id(), map: idOf(second.maps.endpoints) };
+    second.close();
+    expect(after.map).not.toBe(before.map);
+    expect(after.prog).not.toBe(before.prog);
+    // And the next load, with everything pinned, opens those same programs and maps.
+    const third = loadNodePrograms(bpffs.root, objects, opts);
+    try {
+      expect({ prog: third.programs.fromPod.id(), map: idOf(third.maps.endpoints) }).toEqual(after);
+    } finally {
+      third.close();
+    }
+  });
+
   it("refuses a pinned map whose layout differs", () => {
     bpffs = TestBpffs.mount();
     const wrong = BpfMap.create({
