@@ -4,7 +4,9 @@
  * nkc_host_in - tcx ingress of the uplink. A packet for a local pod goes
  *   straight into the pod's namespace with bpf_redirect_peer (allowed here:
  *   tc ingress), skipping the host stack and the backlog queue crossing of
- *   the pod's device pair. Everything else: NEXT, on to the stack.
+ *   the pod's device pair. Everything else: NEXT, on to the stack; a flow a
+ *   pod elsewhere opens that way (e.g. to a hostPort) has its client
+ *   remembered, so the local backend's replies go back through conntrack.
  * nkc_host_out - tcx egress of the uplink. Only observes: remembers flows from
  *   local pods that the stack sent out (e.g. after Service DNAT to a backend
  *   on another node), so their replies are not redirected past conntrack.
@@ -25,10 +27,16 @@ int nkc_host_in(struct __sk_buff *skb)
 	if (nkc_parse(skb, &p) != NKC_PARSE_IP)
 		return NKC_NEXT; /* ARP, and malformed IP for the stack to drop */
 
-	struct nkc_endpoint *ep = nkc_endpoint_lookup(p.family, p.dst);
 	/* Frames not addressed to this host's MAC (promiscuous mode, flooding)
-	 * are not ours to route. */
-	if (!ep || skb->pkt_type != PACKET_HOST) {
+	 * are not ours to route, nor to remember. */
+	if (skb->pkt_type != PACKET_HOST) {
+		nkc_count(ifindex, NKC_CNT_PASSED_STACK);
+		return NKC_NEXT;
+	}
+	struct nkc_endpoint *ep = nkc_endpoint_lookup(p.family, p.dst);
+	if (!ep) {
+		if (!p.fragment && !p.icmp_error && nkc_in_cluster(p.family, p.src))
+			nkc_client_remember(&p);
 		nkc_count(ifindex, NKC_CNT_PASSED_STACK);
 		return NKC_NEXT;
 	}
@@ -38,7 +46,7 @@ int nkc_host_in(struct __sk_buff *skb)
 		return NKC_NEXT;
 	}
 	nkc_flow_key(&p, &fk);
-	if (nkc_flow_path(&fk) == NKC_FLOW_STACK) {
+	if (nkc_flow_path(&fk) == NKC_FLOW_STACK || nkc_client_via_stack(&p)) {
 		nkc_count(pod, NKC_CNT_PASSED_STACK_NAT);
 		return NKC_NEXT;
 	}

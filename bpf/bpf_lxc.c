@@ -4,10 +4,8 @@
  * nkc_from_pod - packets the pod sends. veth: tcx ingress of the host-side
  *   device. netkit: the peer hook. Checks the source address, then sends
  *   pod-to-pod traffic straight to its device and everything else (Service
- *   VIPs, the node, the internet) to the stack.
- * nkc_to_pod - packets the stack delivers to the pod. veth: tcx egress of the
- *   host-side device. netkit: the primary hook (where skb->ifindex is the
- *   pod-side peer's, so nothing here keys on it). Only observes, always NEXT.
+ *   VIPs, the node, the internet) to the stack. The pod's only program:
+ *   what the stack delivers to the pod needs no watching (see flows.h).
  *
  * The datapath kind is read at run time from the source endpoint's flags, so
  * one object serves both:
@@ -42,8 +40,7 @@ static __always_inline int drop_other(__u32 ifindex)
 }
 
 static __always_inline int deliver_local(struct __sk_buff *skb, const struct nkc_pkt *p,
-					 const struct nkc_endpoint *src_ep, const struct nkc_endpoint *dst_ep,
-					 const struct nkc_flow_key *fk, __u32 path)
+					 const struct nkc_endpoint *src_ep, const struct nkc_endpoint *dst_ep)
 {
 	__u32 ifindex = skb->ifindex;
 	__u32 target = dst_ep->host_ifindex;
@@ -55,8 +52,6 @@ static __always_inline int deliver_local(struct __sk_buff *skb, const struct nkc
 			return pass_to_stack(ifindex, NKC_CNT_PASSED_STACK);
 		if (nkc_dec_ttl(skb, p->family))
 			return drop_other(ifindex);
-		/* The primary hook (nkc_to_pod) sees this packet: mark it ours. */
-		nkc_flow_mark_direct(fk, path);
 		nkc_count(ifindex, NKC_CNT_REDIRECTED_LOCAL);
 		return bpf_redirect(target, 0);
 	}
@@ -124,34 +119,18 @@ int nkc_from_pod(struct __sk_buff *skb)
 		/* Service VIPs, the node, the internet: netfilter may translate the
 		 * flow, so its replies must come back through the stack too. */
 		nkc_flow_to_stack(&fk);
+		nkc_client_remember(&p);
 		return pass_to_stack(ifindex, NKC_CNT_PASSED_STACK);
 	}
 
 	__u32 path = nkc_flow_path(&fk);
-	if (path == NKC_FLOW_STACK)
+	if (path == NKC_FLOW_STACK || nkc_client_via_stack(&p))
 		return pass_to_stack(ifindex, NKC_CNT_PASSED_STACK_NAT);
 	if (!nkc_ttl_allows_forward(&p))
 		return pass_to_stack(ifindex, NKC_CNT_PASSED_STACK);
 	if (dst_ep)
-		return deliver_local(skb, &p, src_ep, dst_ep, &fk, path);
+		return deliver_local(skb, &p, src_ep, dst_ep);
 	return forward_fib(skb, &p, &fk, path);
-}
-
-SEC("tc/to_pod")
-int nkc_to_pod(struct __sk_buff *skb)
-{
-	struct nkc_flow_key fk;
-	struct nkc_pkt p;
-
-	if (nkc_parse(skb, &p) != NKC_PARSE_IP || p.fragment || p.icmp_error)
-		return NKC_NEXT;
-	/* Only flows whose other end is a pod can ever be redirected by us; the
-	 * rest (host processes, the internet) need no memory. */
-	if (nkc_in_cluster(p.family, p.src)) {
-		nkc_flow_key(&p, &fk);
-		nkc_flow_seen_in_stack(&fk);
-	}
-	return NKC_NEXT;
 }
 
 char __license[] SEC("license") = "GPL";

@@ -81,6 +81,19 @@ struct nkc_flow {
 };
 _Static_assert(sizeof(struct nkc_flow) == 4, "nkc_flow is 4 bytes");
 
+/*
+ * nkc_clients key: one end of a flow, the client's (address, port) as it
+ * opened the flow through the host stack. ICMP echo uses the echo identifier.
+ * The value is a struct nkc_flow whose path is always NKC_FLOW_STACK.
+ */
+struct nkc_client_key {
+	__u8 addr[16];
+	__be16 port;
+	__u8 family;
+	__u8 proto;
+};
+_Static_assert(sizeof(struct nkc_client_key) == 20, "nkc_client_key is 20 bytes");
+
 /* nkc_counters value (per CPU), keyed by __u32 host ifindex. Order is ABI. */
 enum nkc_counter {
 	NKC_CNT_REDIRECTED_LOCAL,

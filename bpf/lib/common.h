@@ -75,6 +75,8 @@ struct nkc_pkt {
 	__u8 ttl;            /* or hop limit */
 	__u8 fragment;       /* IPv4 fragment or IPv6 fragment header: no ports */
 	__u8 icmp_error;     /* ICMP(v6) other than echo: carries an inner header */
+	__u8 opens;          /* may open a flow: TCP SYN without ACK, ICMP echo request,
+	                        any packet of a protocol without a handshake (UDP, ...) */
 };
 
 enum nkc_parse_result {
@@ -89,13 +91,20 @@ static __always_inline void nkc_ports(struct nkc_pkt *p, void *l4, void *end)
 {
 	if (p->fragment)
 		return;
-	if (p->proto == IPPROTO_TCP || p->proto == IPPROTO_UDP) {
-		/* tcphdr and udphdr both start with source and dest port. */
+	if (p->proto == IPPROTO_TCP) {
+		struct tcphdr *th = l4;
+		if ((void *)(th + 1) > end)
+			return;
+		p->sport = th->source;
+		p->dport = th->dest;
+		p->opens = th->syn && !th->ack;
+	} else if (p->proto == IPPROTO_UDP) {
 		struct udphdr *uh = l4;
 		if ((void *)(uh + 1) > end)
 			return;
 		p->sport = uh->source;
 		p->dport = uh->dest;
+		p->opens = 1;
 	} else if (p->proto == IPPROTO_ICMP) {
 		struct nkc_icmp_echo *ih = l4;
 		if ((void *)(ih + 1) > end)
@@ -104,6 +113,7 @@ static __always_inline void nkc_ports(struct nkc_pkt *p, void *l4, void *end)
 			p->sport = p->dport = ih->id;
 		else
 			p->icmp_error = 1;
+		p->opens = ih->type == ICMP_ECHO;
 	} else if (p->proto == IPPROTO_ICMPV6) {
 		struct icmp6hdr *ih = l4;
 		if ((void *)(ih + 1) > end)
@@ -112,6 +122,9 @@ static __always_inline void nkc_ports(struct nkc_pkt *p, void *l4, void *end)
 			p->sport = p->dport = ih->icmp6_identifier;
 		else
 			p->icmp_error = 1;
+		p->opens = ih->icmp6_type == ICMPV6_ECHO_REQUEST;
+	} else {
+		p->opens = 1;
 	}
 }
 

@@ -9,12 +9,12 @@ export const MAP_NAMES = {
   endpoints: "nkc_endpoints",
   cluster: "nkc_cluster",
   flows: "nkc_flows",
+  clients: "nkc_clients",
   counters: "nkc_counters",
 } as const;
 
 export const PROGRAM_NAMES = {
   fromPod: "nkc_from_pod",
-  toPod: "nkc_to_pod",
   hostIn: "nkc_host_in",
   hostOut: "nkc_host_out",
 } as const;
@@ -121,5 +121,24 @@ export function decodeFlow(key: Buffer, value: Buffer): Flow {
     a: { ip: addr(0), port: key.readUInt16BE(32) },
     b: { ip: addr(16), port: key.readUInt16BE(34) },
     path: path === FLOW_PATH.stack ? "stack" : path === FLOW_PATH.direct ? "direct" : "unknown",
+  };
+}
+
+/** A client that opened a flow through the stack (nkc_clients). */
+export interface Client {
+  family: typeof AF_INET | typeof AF_INET6;
+  proto: number;
+  ip: string;
+  port: number;
+}
+
+/** struct nkc_client_key (20 bytes): addr[16], be16 port, u8 family, u8 proto. */
+export function decodeClient(key: Buffer): Client {
+  const family = key.readUInt8(18) === AF_INET ? AF_INET : AF_INET6;
+  return {
+    family,
+    proto: key.readUInt8(19),
+    ip: ipString(Buffer.from(key.subarray(0, family === AF_INET ? 4 : 16))),
+    port: key.readUInt16BE(16),
   };
 }

@@ -1,8 +1,8 @@
 /**
- * Reading the per-flow path memory (nkc_flows). The programs own its contents; userspace
- * lists it for diagnostics and may clear it, never writes flows itself.
+ * Reading the path memory (nkc_flows, nkc_clients; see bpf/lib/flows.h). The programs own
+ * its contents; userspace lists it for diagnostics and may clear it, never writes it.
  */
-import { decodeFlow, type Flow } from "./abi";
+import { type Client, decodeClient, decodeFlow, type Flow } from "./abi";
 import type { BpfMap } from "./maps";
 
 export function listFlows(map: BpfMap): Flow[] {
@@ -14,6 +14,11 @@ export function listFlows(map: BpfMap): Flow[] {
   return flows;
 }
 
+export function listClients(map: BpfMap): Client[] {
+  return [...map.keys()].map(decodeClient);
+}
+
+/** Empties either map (flows or clients). */
 export function clearFlows(map: BpfMap): void {
   for (const key of [...map.keys()]) map.delete(key);
 }

@@ -8,10 +8,11 @@ export { listClusterCidrs, syncClusterCidrs } from "./cluster";
 export { deleteCounters, readCounters } from "./counters";
 export { type MapSpec, type ObjectSpec, type ProgramSpec, readObject } from "./elf";
 export { type Endpoint, EndpointMap } from "./endpoints";
-export { clearFlows, listFlows } from "./flows";
+export { clearFlows, listClients, listFlows } from "./flows";
 export { attachNetkit, attachTcx, BpfLink, type NetkitHook, type TcxDirection } from "./links";
 export { BpfMap } from "./maps";
 export {
+  type EndpointMaps,
   loadNodePrograms,
   mapsDir,
   type NodeMaps,

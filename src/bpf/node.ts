@@ -36,14 +36,20 @@ export interface NodeMaps {
   endpoints: BpfMap;
   cluster: BpfMap;
   flows: BpfMap;
+  clients: BpfMap;
   counters: BpfMap;
 }
+
+/** The maps DEL, CHECK and GC use: which pod is where, and its counters. */
+export type EndpointMaps = Pick<NodeMaps, "endpoints" | "counters">;
 
 export interface NodePrograms {
   maps: NodeMaps;
   endpoints: EndpointMap;
-  programs: { fromPod: BpfProgram; toPod: BpfProgram; hostIn: BpfProgram; hostOut: BpfProgram };
+  programs: { fromPod: BpfProgram; hostIn: BpfProgram; hostOut: BpfProgram };
   readCounters(hostIfindex: number): Counters;
+  /** True when this call loaded and pinned the programs (the first ADD of a build). */
+  loaded: boolean;
   /** Closes our fds. Pinned maps stay; attached links keep their programs alive. */
   close(): void;
 }
@@ -78,6 +84,7 @@ export function loadNodePrograms(bpffsRoot: string, objects: NodeObjects, option
     syncClusterCidrs(node.maps.cluster, options.clusterCidrs);
     return {
       ...node,
+      loaded: !pinned,
       endpoints: new EndpointMap(node.maps.endpoints),
       readCounters: (ifindex) => readCounters(node.maps.counters, ifindex),
       close: () => {
@@ -113,7 +120,6 @@ function openPinnedNode(bpffsRoot: string, programsDir: string, opened: { close(
     maps: nodeMaps(byName),
     programs: {
       fromPod: open(PROGRAM_NAMES.fromPod),
-      toPod: open(PROGRAM_NAMES.toPod),
       hostIn: open(PROGRAM_NAMES.hostIn),
       hostOut: open(PROGRAM_NAMES.hostOut),
     },
@@ -148,7 +154,6 @@ function loadAndPinNode(
   };
   const programs = {
     fromPod: load(lxc, PROGRAM_NAMES.fromPod),
-    toPod: load(lxc, PROGRAM_NAMES.toPod),
     hostIn: load(host, PROGRAM_NAMES.hostIn),
     hostOut: load(host, PROGRAM_NAMES.hostOut),
   };
@@ -177,21 +182,26 @@ function removeOtherVersions(dir: string, keep: string): void {
   }
 }
 
-/** The pinned maps alone (DEL, CHECK, GC need no programs). Throws if not pinned yet. */
-export function openNodeMaps(bpffsRoot: string): NodeMaps & { close(): void } {
-  const opened = new Map<string, BpfMap>();
+/**
+ * The pinned endpoint and counter maps alone (DEL, CHECK, GC need no programs, and must
+ * work on a node where a newer version has not yet added the maps it brings). Throws if
+ * not pinned yet.
+ */
+export function openNodeMaps(bpffsRoot: string): EndpointMaps & { close(): void } {
+  const endpoints = BpfMap.openPinned(path.join(mapsDir(bpffsRoot), MAP_NAMES.endpoints));
+  let counters: BpfMap;
   try {
-    for (const name of Object.values(MAP_NAMES)) {
-      opened.set(name, BpfMap.openPinned(path.join(mapsDir(bpffsRoot), name)));
-    }
+    counters = BpfMap.openPinned(path.join(mapsDir(bpffsRoot), MAP_NAMES.counters));
   } catch (e) {
-    for (const m of opened.values()) m.close();
+    endpoints.close();
     throw e;
   }
   return {
-    ...nodeMaps(opened),
+    endpoints,
+    counters,
     close: () => {
-      for (const m of opened.values()) m.close();
+      endpoints.close();
+      counters.close();
     },
   };
 }
@@ -248,6 +258,7 @@ function nodeMaps(byName: ReadonlyMap<string, BpfMap>): NodeMaps {
     endpoints: get(MAP_NAMES.endpoints),
     cluster: get(MAP_NAMES.cluster),
     flows: get(MAP_NAMES.flows),
+    clients: get(MAP_NAMES.clients),
     counters: get(MAP_NAMES.counters),
   };
 }

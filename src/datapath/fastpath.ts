@@ -3,11 +3,11 @@
  * this version's programs, the uplink's ingress/egress links) is made once and reused,
  * under a lock file so concurrent ADDs on a fresh node agree; an uplink link running an
  * older program is switched with BPF_LINK_UPDATE, never detached. Per endpoint: the
- * pod's addresses in the endpoint map and its two links pinned under
+ * pod's addresses in the endpoint map and its one link pinned under
  * `<bpffsRoot>/endpoints/<host device>/`.
  *
  * Pin layout:  <root>/maps/nkc_*   <root>/programs/<version>/nkc_*
- *              <root>/uplink/<ifname>/{ingress,egress}   <root>/endpoints/<host device>/{from_pod,to_pod}
+ *              <root>/uplink/<ifname>/{ingress,egress}   <root>/endpoints/<host device>/from_pod
  */
 import { createHash } from "node:crypto";
 import * as fs from "node:fs";
@@ -20,10 +20,10 @@ import {
   type BpfProgram,
   type Counters,
   deleteCounters,
+  type EndpointMaps,
   ensureBpffs,
   isBpffs,
   loadNodePrograms,
-  type NodeMaps,
   type NodePrograms,
   openNodeMaps,
   readCounters,
@@ -61,7 +61,8 @@ export interface FastPathEndpoint {
 }
 
 const endpointDir = (root: string, hostDevice: string) => path.join(root, "endpoints", hostDevice);
-const ENDPOINT_PINS = ["from_pod", "to_pod"] as const;
+/** Pods added by older versions also have a to_pod pin; DEL and GC remove the directory. */
+const ENDPOINT_PINS = ["from_pod"] as const;
 
 /** One lock per bpffs root, outside the bpffs (which holds no regular files). */
 export const nodeLockPath = (root: string) =>
@@ -98,7 +99,9 @@ export class NodeFastPath {
 
   /**
    * Opens the node's datapath, creating what is missing: maps, this version's programs,
-   * and (when an uplink is known) its ingress and egress links.
+   * and (when an uplink is known) its ingress and egress links. The ADD that loads a new
+   * build also moves every existing pod onto it, so one node never mixes two versions'
+   * ideas of which flows are safe to redirect.
    */
   static open(settings: FastPathSettings, uplink: Uplink | undefined): NodeFastPath {
     const root = settings.bpffsRoot;
@@ -110,6 +113,7 @@ export class NodeFastPath {
           attachUplink(root, uplink, "ingress", node.programs.hostIn);
           attachUplink(root, uplink, "egress", node.programs.hostOut);
         }
+        if (node.loaded) switchEndpoints(root, node.programs.fromPod);
         return new NodeFastPath(node, root);
       } catch (e) {
         node.close();
@@ -123,24 +127,23 @@ export class NodeFastPath {
   }
 
   /**
-   * Puts the pod's addresses in the endpoint map and attaches + pins its two programs.
-   * The caller registers `detachEndpoint` as the undo.
+   * Puts the pod's addresses in the endpoint map and attaches + pins its program: one link
+   * (what the pod sends), since each link costs an RCU grace period under RTNL on attach
+   * and again on delete. The caller registers `detachEndpoint` as the undo.
    */
   attachEndpoint(ep: FastPathEndpoint): void {
     const dir = endpointDir(this.root, ep.hostDevice);
-    const { fromPod, toPod } = this.node.programs;
-    const [fromLink, toLink] =
+    const { fromPod } = this.node.programs;
+    const link =
       ep.kind === "netkit"
-        ? [attachNetkit(fromPod, ep.hostIfindex, "peer"), attachNetkit(toPod, ep.hostIfindex, "primary")]
-        : [attachTcx(fromPod, ep.hostIfindex, "ingress"), attachTcx(toPod, ep.hostIfindex, "egress")];
+        ? attachNetkit(fromPod, ep.hostIfindex, "peer")
+        : attachTcx(fromPod, ep.hostIfindex, "ingress");
     try {
       // Pins left by an ADD that was killed before it could clean up name a dead device.
       unpinEndpoint(this.root, ep.hostDevice);
-      fromLink.pin(path.join(dir, "from_pod"));
-      toLink.pin(path.join(dir, "to_pod"));
+      link.pin(path.join(dir, "from_pod"));
     } finally {
-      fromLink.close();
-      toLink.close();
+      link.close();
     }
     // Addresses last: the programs must be in place before traffic is steered here.
     for (const cidr of ep.addresses) {
@@ -178,6 +181,28 @@ export function attachUplink(root: string, uplink: Uplink, direction: "ingress" 
     link.close();
   }
   log.info(`uplink ${uplink.name} ${direction}: attached ${program.name}`);
+}
+
+/**
+ * Points every pod's pinned link at `fromPod` with BPF_LINK_UPDATE: the program is replaced
+ * in place, with no moment without one. Pods added by older builds also have a to_pod
+ * link; it only records flows, and goes at DEL.
+ */
+export function switchEndpoints(root: string, fromPod: BpfProgram): void {
+  const id = fromPod.id();
+  for (const dev of pinnedEndpointDevices(root)) {
+    const pin = path.join(endpointDir(root, dev), "from_pod");
+    if (!fs.existsSync(pin)) continue;
+    const link = BpfLink.openPinned(pin);
+    try {
+      if (link.programId() !== id) link.update(fromPod);
+    } catch (e) {
+      // A link whose device is gone is GC's to remove; the other pods still move.
+      log.warn(`endpoint ${dev}: cannot switch to program ${id}: ${(e as Error).message}`);
+    } finally {
+      link.close();
+    }
+  }
 }
 
 /**
@@ -228,7 +253,7 @@ export function pruneDeadEndpoints(root: string, live: ReadonlySet<number>): str
   return withNodeMaps(root, (maps) => pruneDead(maps, live)) ?? [];
 }
 
-function pruneDead(maps: NodeMaps, live: ReadonlySet<number>): string[] {
+function pruneDead(maps: EndpointMaps, live: ReadonlySet<number>): string[] {
   const removed: string[] = [];
   const endpoints = new EndpointMap(maps.endpoints);
   for (const [ip, entry] of endpoints.list()) {
@@ -241,7 +266,7 @@ function pruneDead(maps: NodeMaps, live: ReadonlySet<number>): string[] {
 }
 
 /** Runs `fn` with the pinned maps, or returns undefined when the node has none yet. */
-function withNodeMaps<T>(root: string, fn: (maps: NodeMaps) => T): T | undefined {
+function withNodeMaps<T>(root: string, fn: (maps: EndpointMaps) => T): T | undefined {
   if (!fs.existsSync(path.join(root, "maps"))) return undefined;
   const maps = openNodeMaps(root);
   try {

@@ -1,5 +1,5 @@
 /**
- * Every decision of nkc_from_pod, nkc_to_pod, nkc_host_in and nkc_host_out, run with
+ * Every decision of nkc_from_pod, nkc_host_in and nkc_host_out, run with
  * BPF_PROG_TEST_RUN on hand-built packets inside a namespace we build, so the FIB the
  * programs consult is ours and deterministic:
  *
@@ -16,7 +16,7 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { Counters } from "../../src/bpf/abi";
-import { clearFlows, listFlows } from "../../src/bpf/flows";
+import { clearFlows, listClients, listFlows } from "../../src/bpf/flows";
 import { loadNodePrograms, type NodePrograms } from "../../src/bpf/node";
 import type { BpfProgram } from "../../src/bpf/programs";
 import { testRun } from "../../src/bpf/test-run";
@@ -24,7 +24,7 @@ import { inNetns } from "../../src/sys/netns";
 import { TestBpffs } from "./helpers/bpffs";
 import { TestNetns } from "./helpers/netns";
 import { buildObjects } from "./helpers/objects";
-import { arpRequest, ipv4HeaderValid, type PacketSpec, packet, readMac, readTtl } from "./helpers/packets";
+import { arpRequest, ipv4HeaderValid, type PacketSpec, packet, readMac, readTtl, TCP } from "./helpers/packets";
 
 const NEXT = -1;
 const DROP = 2;
@@ -35,6 +35,7 @@ const POD2 = { v4: "10.244.1.11", v6: "fd00:244:1::11" };
 const REMOTE_NEIGH = { v4: "10.244.2.20", v6: "fd00:244:2::20" };
 const REMOTE_NO_NEIGH = { v4: "10.244.3.30", v6: "fd00:244:3::30" };
 const GATEWAY_MAC = "02:00:00:00:50:02";
+const FAMILY = { v4: 2, v6: 10 } as const;
 
 let ns: TestNetns;
 let bpffs: TestBpffs;
@@ -84,6 +85,7 @@ beforeEach(() => {
     node.endpoints.upsert(pod.v6, { hostIfindex: ifindex, datapath: "veth" });
   }
   clearFlows(node.maps.flows);
+  clearFlows(node.maps.clients);
   for (const key of [...node.maps.counters.keys()]) node.maps.counters.delete(key);
 });
 
@@ -131,9 +133,9 @@ describe.each(["v4", "v6"] as const)("nkc_from_pod (%s)", (af) => {
     expect(counted(h1)).toEqual({ passedStack: 1n });
   });
 
-  it("passes a Service-like address to the stack and remembers the flow", () => {
+  it("passes a Service-like address to the stack and remembers the flow and its client", () => {
     const vip = af === "v4" ? "10.96.0.10" : "fd00:96::10";
-    const r = fromPod1({ src: POD1[af], dst: vip, proto: "tcp", sport: 40001, dport: 80 });
+    const r = fromPod1({ src: POD1[af], dst: vip, proto: "tcp", sport: 40001, dport: 80, tcpFlags: TCP.SYN });
     expect(r.verdict).toBe(NEXT);
     expect(readTtl(r.packet)).toBe(64); // untouched: the stack routes it
     expect(counted(h1)).toEqual({ passedStack: 1n });
@@ -141,6 +143,12 @@ describe.each(["v4", "v6"] as const)("nkc_from_pod (%s)", (af) => {
     expect(flows).toHaveLength(1);
     expect(flows[0]?.path).toBe("stack");
     expect([flows[0]?.a.ip, flows[0]?.b.ip].sort()).toEqual([POD1[af], vip].sort());
+    expect(listClients(node.maps.clients)).toEqual([{ family: FAMILY[af], proto: 6, ip: POD1[af], port: 40001 }]);
+    // Only a packet that opens a connection names a client: not the rest of it, and not
+    // a server's answer from its listening port.
+    fromPod1({ src: POD1[af], dst: vip, proto: "tcp", sport: 40002, dport: 80 });
+    fromPod1({ src: POD1[af], dst: vip, proto: "tcp", sport: 8443, dport: 50000, tcpFlags: TCP.SYN | TCP.ACK });
+    expect(listClients(node.maps.clients)).toHaveLength(1);
   });
 
   it("passes the node's own address and the internet to the stack", () => {
@@ -158,11 +166,12 @@ describe.each(["v4", "v6"] as const)("nkc_from_pod (%s)", (af) => {
     expect(counted(h1)).toEqual({ droppedSpoofed: 2n });
   });
 
-  it("sends a flow the stack delivered (e.g. after DNAT) back through the stack, even to a local pod", () => {
-    // pod1 -> VIP was DNATed by the stack to pod2:8080; pod2's host-side egress saw it.
-    const delivered = { src: POD1[af], dst: POD2[af], proto: "tcp", sport: 40002, dport: 8080 } as const;
-    expect(run(node.programs.toPod, h2, packet(delivered)).verdict).toBe(NEXT);
-    expect(listFlows(node.maps.flows).map((f) => f.path)).toEqual(["stack"]);
+  it("sends the replies of a flow its client opened through the stack (DNAT) back there, even to a local pod", () => {
+    // pod1 opens a connection to a VIP; the stack DNATs it to pod2:8080 and delivers it
+    // through pod2's device, where no program watches.
+    const vip = af === "v4" ? "10.96.0.10" : "fd00:96::10";
+    fromPod1({ src: POD1[af], dst: vip, proto: "tcp", sport: 40002, dport: 80, tcpFlags: TCP.SYN });
+    for (const key of [...node.maps.counters.keys()]) node.maps.counters.delete(key);
     // pod2's reply must meet conntrack to get the VIP back as its source.
     const reply = { src: POD2[af], dst: POD1[af], proto: "tcp", sport: 8080, dport: 40002 } as const;
     expect(run(node.programs.fromPod, h2, packet(reply)).verdict).toBe(NEXT);
@@ -173,13 +182,17 @@ describe.each(["v4", "v6"] as const)("nkc_from_pod (%s)", (af) => {
     expect(counted(h2)).toEqual({ passedStackNat: 1n, redirectedLocal: 1n });
   });
 
-  it("keys ICMP echo flows on the echo identifier", () => {
-    const request = { src: REMOTE_NEIGH[af], dst: POD1[af], proto: "icmp", echoId: 77 } as const;
-    run(node.programs.toPod, h1, packet(request));
-    const reply = { src: POD1[af], dst: REMOTE_NEIGH[af], proto: "icmp", echoId: 77, echoReply: true } as const;
-    expect(fromPod1(reply).verdict).toBe(NEXT);
-    expect(fromPod1({ ...reply, echoId: 78 }).verdict).toBe(REDIRECT);
-    expect(counted(h1)).toEqual({ passedStackNat: 1n, redirectedFib: 1n });
+  it("keys ICMP echo clients on the echo identifier; an echo reply opens nothing", () => {
+    const vip = af === "v4" ? "10.96.0.10" : "fd00:96::10";
+    fromPod1({ src: POD1[af], dst: vip, proto: "icmp", echoId: 77 });
+    fromPod1({ src: POD1[af], dst: vip, proto: "icmp", echoId: 79, echoReply: true });
+    const proto = af === "v4" ? 1 : 58;
+    expect(listClients(node.maps.clients)).toEqual([{ family: FAMILY[af], proto, ip: POD1[af], port: 77 }]);
+    for (const key of [...node.maps.counters.keys()]) node.maps.counters.delete(key);
+    const reply = { src: POD2[af], dst: POD1[af], proto: "icmp", echoId: 77, echoReply: true } as const;
+    expect(run(node.programs.fromPod, h2, packet(reply)).verdict).toBe(NEXT);
+    expect(run(node.programs.fromPod, h2, packet({ ...reply, echoId: 78 })).verdict).toBe(REDIRECT);
+    expect(counted(h2)).toEqual({ passedStackNat: 1n, redirectedLocal: 1n });
   });
 
   it("leaves TTL expiry, fragments and ICMP errors to the stack", () => {
@@ -202,14 +215,12 @@ describe("nkc_from_pod, other traffic", () => {
     expect(counted(h1)).toEqual({ passedStack: 1n });
   });
 
-  it("netkit source: plain bpf_redirect to a netkit pod, marked DIRECT; a veth pod goes via the stack", () => {
+  it("netkit source: plain bpf_redirect to a netkit pod, nothing remembered; a veth pod goes via the stack", () => {
     node.endpoints.upsert(POD1.v4, { hostIfindex: h1, datapath: "netkit" });
     node.endpoints.upsert(POD2.v4, { hostIfindex: h2, datapath: "netkit" });
-    expect(fromPod1({ src: POD1.v4, dst: POD2.v4, proto: "tcp" }).verdict).toBe(REDIRECT);
-    expect(listFlows(node.maps.flows).map((f) => f.path)).toEqual(["direct"]);
-    // The primary hook sees that redirected packet; it must not pin the flow to the stack.
-    run(node.programs.toPod, h2, packet({ src: POD1.v4, dst: POD2.v4, proto: "tcp" }));
-    expect(listFlows(node.maps.flows).map((f) => f.path)).toEqual(["direct"]);
+    expect(fromPod1({ src: POD1.v4, dst: POD2.v4, proto: "tcp", tcpFlags: TCP.SYN }).verdict).toBe(REDIRECT);
+    expect(listFlows(node.maps.flows)).toEqual([]);
+    expect(listClients(node.maps.clients)).toEqual([]);
 
     node.endpoints.upsert(POD2.v4, { hostIfindex: h2, datapath: "veth" });
     expect(fromPod1({ src: POD1.v4, dst: POD2.v4, proto: "udp" }).verdict).toBe(NEXT);
@@ -247,6 +258,33 @@ describe.each(["v4", "v6"] as const)("nkc_host_in / nkc_host_out (%s)", (af) => 
     const reply = { src: REMOTE_NEIGH[af], dst: POD1[af], proto: "tcp", sport: 8080, dport: 40010 } as const;
     expect(toUplink(reply).verdict).toBe(NEXT);
     expect(counted(h1)).toEqual({ passedStackNat: 1n });
+  });
+
+  it("remembers a pod elsewhere that opens a flow to a local non-pod address (hostPort), for the backend's replies", () => {
+    const nodeIp = af === "v4" ? "192.168.50.1" : "fd00:50::1";
+    const open = { src: REMOTE_NEIGH[af], dst: nodeIp, proto: "tcp", sport: 40020, dport: 8080 } as const;
+    expect(toUplink({ ...open, tcpFlags: TCP.SYN }).verdict).toBe(NEXT);
+    expect(listClients(node.maps.clients)).toEqual([
+      { family: FAMILY[af], proto: 6, ip: REMOTE_NEIGH[af], port: 40020 },
+    ]);
+    // The stack DNATs it to pod1:80; pod1's reply must get the node's address back.
+    const reply = { src: POD1[af], dst: REMOTE_NEIGH[af], proto: "tcp", sport: 80, dport: 40020 } as const;
+    expect(fromPod1(reply).verdict).toBe(NEXT);
+    expect(counted(h1)).toEqual({ passedStackNat: 1n });
+    // A host that is not a pod needs no memory: a pod's replies to it go to the stack anyway.
+    toUplink({ src: af === "v4" ? "192.168.50.2" : "fd00:50::2", dst: nodeIp, proto: "udp", sport: 5353 });
+    expect(listClients(node.maps.clients)).toHaveLength(1);
+  });
+
+  it("keeps a reply for a local client that opened its flow through the stack off the fast path", () => {
+    const vip = af === "v4" ? "10.96.0.10" : "fd00:96::10";
+    fromPod1({ src: POD1[af], dst: vip, proto: "udp", sport: 40030, dport: 53 });
+    for (const key of [...node.maps.counters.keys()]) node.maps.counters.delete(key);
+    // The stack sent it to a backend on another node; the backend's reply comes in here.
+    const reply = { src: REMOTE_NEIGH[af], dst: POD1[af], proto: "udp", sport: 53, dport: 40030 } as const;
+    expect(toUplink(reply).verdict).toBe(NEXT);
+    expect(toUplink({ ...reply, dport: 40031 }).verdict).toBe(REDIRECT);
+    expect(counted(h1)).toEqual({ passedStackNat: 1n, redirectedPeer: 1n });
   });
 
   it("nkc_host_out leaves our own FIB-redirected flows alone", () => {

@@ -97,13 +97,10 @@ describe("NativeBuffer", () => {
 });
 
 describe("ELF objects", () => {
-  it("bpf_lxc.o has from_pod, to_pod, the shared maps and a GPL license", () => {
+  it("bpf_lxc.o has from_pod (a pod's only program), the shared maps and a GPL license", () => {
     const spec = readObject(objects.lxc);
     expect(spec.license).toBe("GPL");
-    expect(spec.programs.map((p) => [p.name, p.section])).toEqual([
-      [PROGRAM_NAMES.fromPod, "tc/from_pod"],
-      [PROGRAM_NAMES.toPod, "tc/to_pod"],
-    ]);
+    expect(spec.programs.map((p) => [p.name, p.section])).toEqual([[PROGRAM_NAMES.fromPod, "tc/from_pod"]]);
     expect(spec.maps.map((m) => m.name).sort()).toEqual(Object.values(MAP_NAMES).sort());
     const endpoints = spec.maps.find((m) => m.name === MAP_NAMES.endpoints);
     expect(endpoints).toEqual({
@@ -122,6 +119,11 @@ describe("ELF objects", () => {
     expect(spec.maps.find((m) => m.name === MAP_NAMES.flows)).toMatchObject({
       type: BPF_MAP_TYPE.LRU_HASH,
       keySize: 40,
+    });
+    expect(spec.maps.find((m) => m.name === MAP_NAMES.clients)).toMatchObject({
+      type: BPF_MAP_TYPE.LRU_HASH,
+      keySize: 20,
+      valueSize: 4,
     });
     expect(spec.maps.find((m) => m.name === MAP_NAMES.counters)).toMatchObject({
       type: BPF_MAP_TYPE.PERCPU_HASH,
@@ -202,6 +204,21 @@ describe("maps and programs in a private bpffs", () => {
     }
   });
 
+  it("opens the endpoint maps for DEL and GC where a map this version adds is not pinned yet", () => {
+    bpffs = TestBpffs.mount();
+    const first = loadNodePrograms(bpffs.root, objects, { clusterCidrs: ["10.244.0.0/16"] });
+    first.endpoints.upsert("10.244.1.10", { hostIfindex: 7, datapath: "veth" });
+    first.close();
+    // A node whose maps an older version pinned: no nkc_clients.
+    fs.unlinkSync(path.join(mapsDir(bpffs.root), MAP_NAMES.clients));
+    const maps = openNodeMaps(bpffs.root);
+    try {
+      expect([...maps.endpoints.keys()].length).toBe(1);
+    } finally {
+      maps.close();
+    }
+  });
+
   it("refuses a pinned map whose layout differs", () => {
     bpffs = TestBpffs.mount();
     const wrong = BpfMap.create({
@@ -244,9 +261,9 @@ function idOf(map: BpfMap): number {
   return mapId(map.fd);
 }
 
-function keyOf(name: string): "endpoints" | "cluster" | "flows" | "counters" {
+function keyOf(name: string): keyof typeof MAP_NAMES {
   const entry = Object.entries(MAP_NAMES).find(([, n]) => n === name);
-  return entry?.[0] as "endpoints" | "cluster" | "flows" | "counters";
+  return entry?.[0] as keyof typeof MAP_NAMES;
 }
 
 describe("bpffs", () => {

@@ -6,13 +6,13 @@
  *   nkb-tn-pod2 eth0 10.244.1.11/32 <-> nkbh2 ├ nkb-tn-node (forwarding, proxy ARP)
  *   nkb-tn-rem  nkbwire 10.244.2.1/24 <-> nkbup 10.244.2.254/24 ┘
  *
- * Programs: nkc_from_pod / nkc_to_pod on tcx ingress / egress of nkbh1, nkbh2;
+ * Programs: nkc_from_pod on tcx ingress of nkbh1, nkbh2 (a pod's only program);
  * nkc_host_in / nkc_host_out on tcx ingress / egress of nkbup. The node DNATs
  * 10.96.0.10:9000/udp to pod1 like a kube-proxy Service.
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { clearFlows, listFlows } from "../../src/bpf/flows";
+import { clearFlows, listClients } from "../../src/bpf/flows";
 import { attachTcx, type BpfLink } from "../../src/bpf/links";
 import { loadNodePrograms, type NodePrograms } from "../../src/bpf/node";
 import { inNetns } from "../../src/sys/netns";
@@ -98,6 +98,9 @@ beforeAll(() => {
   remote.ip("link", "set", "nkbwire", "up");
   remote.ip("route", "add", "10.244.1.0/24", "via", "10.244.2.254");
   remote.ip("route", "add", "10.96.0.0/16", "via", "10.244.2.254");
+  // Pods resolve every address by proxy ARP, which answers only for routed destinations;
+  // DNAT in PREROUTING takes the Service's packets before this route would.
+  node.ip("route", "add", "10.96.0.0/16", "dev", "nkbup");
   node.run(
     "iptables",
     ..."-t nat -A PREROUTING -d 10.96.0.10 -p udp --dport 9000 -j DNAT --to-destination 10.244.1.10:9000".split(" "),
@@ -111,9 +114,7 @@ beforeAll(() => {
   programs.endpoints.upsert(POD2, { hostIfindex: h2, datapath: "veth" });
   inNetns(node.path, () => {
     links.set("h1-in", attachTcx(programs.programs.fromPod, h1, "ingress"));
-    links.set("h1-out", attachTcx(programs.programs.toPod, h1, "egress"));
     links.set("h2-in", attachTcx(programs.programs.fromPod, h2, "ingress"));
-    links.set("h2-out", attachTcx(programs.programs.toPod, h2, "egress"));
     links.set("up-in", attachTcx(programs.programs.hostIn, up, "ingress"));
     links.set("up-out", attachTcx(programs.programs.hostOut, up, "egress"));
   });
@@ -144,24 +145,32 @@ describe("real traffic through attached programs", () => {
     expect(c.redirectedFib + c.redirectedNeigh).toBeGreaterThanOrEqual(3n);
   });
 
-  it("a DNATed Service flow keeps going through the stack, so its replies are un-NATed", () => {
+  it("a DNATed Service flow from a pod elsewhere: its replies go back through the stack, un-NATed", () => {
     const before = programs.readCounters(h1).passedStackNat;
     expect(udpRequest(remote, SERVICE, 5)).toBe(true);
     expect(programs.readCounters(h1).passedStackNat).toBeGreaterThan(before);
-    const remembered = listFlows(programs.maps.flows).filter(
-      (f) => f.path === "stack" && [f.a.ip, f.b.ip].includes(REMOTE) && [f.a.ip, f.b.ip].includes(POD1),
-    );
-    expect(remembered.length).toBeGreaterThanOrEqual(1);
+    // nkc_host_in remembered the client as the stack took its first datagram.
+    expect(listClients(programs.maps.clients).map((c) => c.ip)).toContain(REMOTE);
     // The same pod reached directly (no NAT) takes the fast path.
     expect(udpRequest(remote, POD1, 5)).toBe(true);
   });
 
-  it("without nkc_to_pod's flow memory the reply skips conntrack and never arrives", () => {
-    links.get("h1-out")?.close();
-    links.delete("h1-out");
+  it("a DNATed Service flow from a pod on the same node: un-NATed too, with no program on pod1's device egress", () => {
+    const before = programs.readCounters(h1).passedStackNat;
+    expect(udpRequest(pod2, SERVICE, 5)).toBe(true);
+    expect(programs.readCounters(h1).passedStackNat).toBeGreaterThan(before);
+    expect(listClients(programs.maps.clients).map((c) => c.ip)).toContain(POD2);
+  });
+
+  it("without the client memory the reply skips conntrack and never arrives", () => {
+    // With nkc_host_in gone nothing remembers the remote client.
+    links.get("up-in")?.close();
+    links.delete("up-in");
     clearFlows(programs.maps.flows);
+    clearFlows(programs.maps.clients);
     expect(udpRequest(remote, SERVICE, 2)).toBe(false);
-    inNetns(node.path, () => links.set("h1-out", attachTcx(programs.programs.toPod, h1, "egress")));
+    const up = node.link("nkbup").ifindex;
+    inNetns(node.path, () => links.set("up-in", attachTcx(programs.programs.hostIn, up, "ingress")));
     expect(udpRequest(remote, SERVICE, 5)).toBe(true);
   });
 });

@@ -95,7 +95,7 @@ describe("netkit-cni status", () => {
     expect(pinTree(fx.bpffsRoot)).toEqual(before);
     expect(code).toBe(0);
     expect(s.initialized).toBe(true);
-    expect(Object.keys(s.programs.ids).sort()).toEqual(["nkc_from_pod", "nkc_host_in", "nkc_host_out", "nkc_to_pod"]);
+    expect(Object.keys(s.programs.ids).sort()).toEqual(["nkc_from_pod", "nkc_host_in", "nkc_host_out"]);
     expect(s.programs.pinnedBuilds).toEqual([s.programs.build]);
     expect(s.uplinks.map((u) => [u.pin, u.device])).toEqual([
       ["uplink/uplink0/egress", "uplink0"],
@@ -105,7 +105,7 @@ describe("netkit-cni status", () => {
       [s.programs.ids.nkc_host_in, s.programs.ids.nkc_host_out].sort(),
     );
     expect(s.endpoints).toMatchObject({ devices: 2, pinned: 2, addresses: 2 });
-    expect(s.endpoints.links.map((l) => l.device).sort()).toEqual([...devices, ...devices].sort());
+    expect(s.endpoints.links.map((l) => l.device).sort()).toEqual([...devices].sort());
     expect(s.problems).toEqual([]);
 
     const text = status();

@@ -119,14 +119,16 @@ describe("before and after attach", () => {
     try {
       const eth0 = ifindexOf(pod.netns, "eth0");
       for (const hook of ["peer", "primary"] as const) {
-        expect(() => inNetns(`/run/netns/${pod.netns}`, () => attachNetkit(node.programs.toPod, eth0, hook))).toThrow();
+        expect(() =>
+          inNetns(`/run/netns/${pod.netns}`, () => attachNetkit(node.programs.fromPod, eth0, hook)),
+        ).toThrow();
       }
       // Our program still decides: the pod's traffic is still counted.
       const before = countersOf(a.bpffsRoot, ifindexOf(a.netns, pod.hostDevice))?.passedStack ?? 0n;
       expect(ping(pod.netns, a.wireV4)).toBe(true);
       expect(countersOf(a.bpffsRoot, ifindexOf(a.netns, pod.hostDevice))?.passedStack).toBeGreaterThan(before);
       // tcx on the pod's device is a different hook: attaching there does not displace ours.
-      const link = inNetns(`/run/netns/${pod.netns}`, () => attachTcx(node.programs.toPod, eth0, "ingress"));
+      const link = inNetns(`/run/netns/${pod.netns}`, () => attachTcx(node.programs.fromPod, eth0, "ingress"));
       link.close();
     } finally {
       node.close();

@@ -24,7 +24,11 @@ export interface PacketSpec {
   fragment?: boolean;
   /** ICMP type other than echo (e.g. 3 destination unreachable / IPv6 1). */
   icmpType?: number;
+  /** TCP flags; ACK (0x10) unless given: most packets of a connection. */
+  tcpFlags?: number;
 }
+
+export const TCP = { SYN: 0x02, ACK: 0x10 } as const;
 
 const mac = (text: string) => Buffer.from(text.split(":").map((h) => Number.parseInt(h, 16)));
 
@@ -47,8 +51,10 @@ function l4(spec: PacketSpec, v6: boolean): Buffer {
   const h = Buffer.alloc(spec.proto === "tcp" ? 20 + 16 : 8 + 16);
   h.writeUInt16BE(spec.sport ?? 40000, 0);
   h.writeUInt16BE(spec.dport ?? 80, 2);
-  if (spec.proto === "tcp") h.writeUInt8(5 << 4, 12);
-  else h.writeUInt16BE(h.length, 4);
+  if (spec.proto === "tcp") {
+    h.writeUInt8(5 << 4, 12);
+    h.writeUInt8(spec.tcpFlags ?? TCP.ACK, 13);
+  } else h.writeUInt16BE(h.length, 4);
   return h;
 }
 
