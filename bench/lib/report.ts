@@ -457,9 +457,9 @@ function startupSection(r: BenchResult): string {
       "Done: bundle 560 → ~200 KB; `node:child_process` (IPAM exec) and `node:net` (a non-blocking stdin) load only when used; stdin is read with read(2) instead of a stream. Left: a V8 startup snapshot (SEA `useSnapshot`) could make the rest near free; its heap must not capture the environment, and the addons must load after it (not tried).",
     ],
     [
-      "Two tcx links per pod (BPF_LINK_CREATE)",
+      "The pod's tcx link (BPF_LINK_CREATE)",
       `${ms(st?.add.bpf.BPF_LINK_CREATE?.ms ?? Number.NaN)} kernel time; \`attachEndpoint\` step ${ms(step("attachEndpoint"))}${programsCost}`,
-      "Each tcx (and netkit) attach swaps the device's bpf_mprog entry and waits for an RCU grace period (`tcx_entry_sync` → `synchronize_rcu`) under RTNL: two links, two grace periods that cannot overlap, and storms queue behind them. No user-space change shortens a grace period. Left: one link per pod. `to_pod` only remembers flows the stack delivered into a pod, so that replies of DNAT'd flows go back through conntrack; remembering instead the client's (address, port) wherever the stack takes a packet (in `from_pod` and `host_in`) and checking it before every redirect would make it unnecessary.",
+      "Each tcx (and netkit) attach swaps the device's bpf_mprog entry and waits for an RCU grace period (`tcx_entry_sync` → `synchronize_rcu`) under RTNL, so storms queue behind it; no user-space change shortens a grace period. Done: one link per pod instead of two. What the second (`to_pod`) did, remembering flows the stack delivered into a pod so that replies of DNAT'd flows go back through conntrack, is now done by remembering the client that opened a flow through the stack (`nkc_clients`, bpf/README.md).",
     ],
     [
       "Node fast-path state opened on every ADD",
@@ -496,7 +496,7 @@ function startupSection(r: BenchResult): string {
       st
         ? `${ms(st.del.netlinkKernelMs)} kernel time in rtnetlink vs ${ms(st.ptpDel.netlinkKernelMs)} for ptp's veth`
         : "n/a",
-      "Unregistering a device with tcx (or netkit) links waits one more grace period per hook in use (`tcx_uninstall` → `synchronize_rcu`); one link per pod would save one here too.",
+      "Unregistering a device with tcx (or netkit) links waits one more grace period per hook in use (`tcx_uninstall` → `synchronize_rcu`); with one link per pod that is one, down from two. No user-space change avoids it: detaching first waits the same.",
     ],
   ];
   out.push(
