@@ -454,7 +454,7 @@ function startupSection(r: BenchResult): string {
     [
       "Bundle evaluation and native addons (→ main())",
       `${ms(s.add.moduleLoad.median)}; addon dlopen ${ms(span(s.add, "dlopen"))}, SEA assets ${ms(span(s.add, "sea.getAsset"))}${s.add.spans["process.report.getReport (ffi-rs libc check)"] ? `, process.report ${ms(span(s.add, "process.report"))}` : ""}`,
-      "Done: bundle 560 → ~200 KB; `node:child_process` (IPAM exec) and `node:net` (a non-blocking stdin) load only when used; stdin is read with read(2) instead of a stream. Left: a V8 startup snapshot (SEA `useSnapshot`) could make the rest near free; its heap must not capture the environment, and the addons must load after it (not tried).",
+      "Done: bundle 560 → ~200 KB; `node:child_process` loads only for an IPAM exec. Tried: reading stdin with read(2) instead of a stream (2 ms less in isolation): no gain per ADD+DEL side by side, not kept. Left: a V8 startup snapshot (SEA `useSnapshot`) could make the rest near free; its heap must not capture the environment, and the addons must load after it (not tried).",
     ],
     [
       "The pod's tcx link (BPF_LINK_CREATE)",
@@ -489,7 +489,7 @@ function startupSection(r: BenchResult): string {
     [
       "Outside the process (fork/exec, nsenter, exit)",
       ms(s.add.outside.median),
-      "Exec of a 100 MB executable and teardown of a ~50 MB process. Tried: `process.exit()` right after the result: no measurable gain side by side, and +14 MiB peak RSS; not kept.",
+      "Exec of a 100 MB executable and teardown of a ~50 MB process. Tried: `process.exit()` right after the result: no measurable gain side by side, not kept.",
     ],
     [
       "DEL: deleting the host device",
