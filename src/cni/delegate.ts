@@ -61,7 +61,9 @@ function run(target: DelegateTarget, verb: Verb, conf: Record<string, unknown>):
     timeout: EXEC_TIMEOUT_MS,
     maxBuffer: 4 << 20,
   });
-  if (proc.error) {
+  // EPIPE: the plugin answered without reading all of its input (VERSION needs none) and
+  // exited before we finished writing. Its exit status and output still tell the outcome.
+  if (proc.error && (proc.error as NodeJS.ErrnoException).code !== "EPIPE") {
     const timedOut = (proc.error as NodeJS.ErrnoException).code === "ETIMEDOUT";
     return {
       ok: false,

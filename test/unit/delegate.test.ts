@@ -46,6 +46,12 @@ beforeAll(() => {
 case "$in" in *'"1.1.0"'*) echo '{"code":1,"msg":"incompatible CNI versions"}'; exit 1;; esac
 echo '{"cniVersion":"1.0.0","ips":[{"address":"10.0.0.9/24"}]}'`,
   );
+  // Answers at once without reading stdin, like a VERSION handler.
+  fs.writeFileSync(
+    path.join(dir, "deaf-ipam"),
+    `#!/bin/sh\necho '{"cniVersion":"1.0.0","ips":[{"address":"10.0.0.7/24"}]}'\n`,
+    { mode: 0o755 },
+  );
   plugin(
     "new-ipam",
     `if [ "$CNI_COMMAND" = VERSION ]; then echo '{"cniVersion":"1.1.0","supportedVersions":["1.0.0","1.1.0"]}'; fi`,
@@ -97,6 +103,13 @@ describe("delegation", () => {
   it("retries ADD at 1.0.0 for plugins that predate 1.1.0", () => {
     expect(delegateAdd(target("old-ipam")).ips[0]?.address).toBe("10.0.0.9/24");
     expect(calls("old-ipam").map((c) => c.split(" ")[0])).toEqual(["ADD", "ADD"]);
+  });
+
+  it("takes the answer of a plugin that exits before reading all of its input (EPIPE)", () => {
+    // More than a pipe holds: the write cannot finish before the plugin has exited.
+    const big = target("deaf-ipam");
+    big.conf = { ...big.conf, padding: "x".repeat(1 << 20) };
+    expect(delegateAdd(big).ips[0]?.address).toBe("10.0.0.7/24");
   });
 
   it("does not send GC or STATUS to plugins that predate 1.1.0, and does to newer ones", () => {
