@@ -33,6 +33,12 @@ export async function cmdDel(inv: Invocation): Promise<void> {
       log.warn(`${hostDevice} belongs to "${link.alias}", not "${expected}"; left alone`);
       return;
     }
+    // Pins and map entries go whether or not the device is still there, and before it:
+    // the last pin of the pod's link releases it in a kernel worker, whose RCU grace
+    // period then overlaps the work below instead of lengthening the device's deletion.
+    const addresses = (inv.conf.prevResult?.ips ?? []).map((ip) => ip.address);
+    const gone = { hostIfindex: link?.index, addresses };
+    await removeEndpoint(inv.conf.fastPath.bpffsRoot, hostDevice, gone, () => liveIfindexes(host));
     if (link) {
       await removeSourceRules(env.netns, env.ifname);
       // Removing the host end removes the pod end (if its netns still exists) and the routes.
@@ -41,10 +47,6 @@ export async function cmdDel(inv: Invocation): Promise<void> {
     } else {
       log.info(`${hostDevice} already gone`);
     }
-    // Pins and map entries go whether or not the device was still there.
-    const addresses = (inv.conf.prevResult?.ips ?? []).map((ip) => ip.address);
-    const gone = { hostIfindex: link?.index, addresses };
-    await removeEndpoint(inv.conf.fastPath.bpffsRoot, hostDevice, gone, () => liveIfindexes(host));
   } finally {
     host.close();
   }
