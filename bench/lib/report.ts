@@ -500,7 +500,7 @@ function startupSection(r: BenchResult): string {
       st
         ? `${ms(st.del.netlinkKernelMs)} kernel time in rtnetlink vs ${ms(st.ptpDel.netlinkKernelMs)} for ptp's veth`
         : "n/a",
-      "Unregistering a device with tcx (or netkit) links waits one more grace period per hook in use (`tcx_uninstall` → `synchronize_rcu`); with one link per pod that is one, down from two. No user-space change avoids it: detaching first waits the same.",
+      "Unregistering a device with tcx (or netkit) links waits one more grace period per hook in use (`tcx_uninstall` → `synchronize_rcu`); with one link per pod that is one, down from two. Done: DEL unpins the pod's link before deleting the device, so the link is released by a kernel worker whose grace period overlaps the rest of DEL (map entries, source rules).",
     ],
   ];
   out.push(
