@@ -5,7 +5,7 @@ SHELL := /bin/bash
 BIN := dist/netkit-cni
 SRC := $(shell find src bpf -name '*.ts' -o -name '*.c' -o -name '*.h') scripts/build.mjs scripts/build-bpf.sh package-lock.json
 
-.PHONY: deps build bpf test test-unit test-bpf test-integration test-vm test-e2e typecheck lint demo demo-vm clean
+.PHONY: deps build bpf test test-unit test-bpf test-integration test-vm test-vm-veth test-e2e typecheck lint demo demo-vm clean
 
 deps:
 	@scripts/deps.sh
@@ -41,6 +41,11 @@ test-vm: build
 	test/vm/run.sh --timeout 1800 --env NETKIT_CNI_TEST_DATAPATH=netkit -- \
 	  npx vitest run --project integration --project netkit
 
+# The veth datapath on the guest's 6.12 kernel: the eBPF programs (interpreted there: no
+# JIT) and the integration suite.
+test-vm-veth: build
+	test/vm/run.sh --timeout 1800 -- npx vitest run --project bpf --project integration
+
 # Real runtimes drive the plugin: cnitool, podman (CNI backend), containerd (ctr run
 # --cni), chained with portmap and bandwidth. test/e2e/setup.sh installs them.
 test-e2e: build
@@ -48,11 +53,13 @@ test-e2e: build
 	npx vitest run --project e2e
 
 # The whole suite: static checks, unit, eBPF programs against this kernel, the built
-# executable in real namespaces, then the same with netkit in the VM.
+# executable in real namespaces, then in the VM: the same with netkit, and with veth on
+# the guest's kernel (the A/B of one cluster runs both datapaths on one kernel).
 test: typecheck lint build
 	npx vitest run --project unit --project bpf --project integration
 	$(MAKE) --no-print-directory test-e2e
 	$(MAKE) --no-print-directory test-vm
+	$(MAKE) --no-print-directory test-vm-veth
 
 demo: build
 	@scripts/demo.sh
