@@ -8,6 +8,7 @@ import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { nodeLockPath } from "../../src/datapath/fastpath";
 import { allocatedIps, Fixture, pluginLinks, runPlugin, TEST_DATAPATH, vethConf } from "./harness";
 
 let fx: Fixture;
@@ -29,7 +30,14 @@ beforeEach(() => {
   });
 });
 
-afterEach(() => fx.cleanup());
+const UNMAKEABLE_ROOT = "/proc/netkit-cni-test";
+
+afterEach(() => {
+  fx.cleanup();
+  // The plugin takes the node lock before it finds it cannot make that root; the lock
+  // file (in /run) is not the fixture's.
+  fs.rmSync(nodeLockPath(UNMAKEABLE_ROOT), { force: true });
+});
 
 const att = () => ({ containerId: "c-err", netns: `/run/netns/${pod}`, ifname: "eth0" });
 
@@ -204,7 +212,7 @@ const CORPUS: BadInput[] = [
   { what: "netkit requested on a kernel without it", conf: { datapath: "netkit" }, code: 50, msg: /CONFIG_NETKIT/ },
   {
     what: "bpffs root that cannot be made",
-    conf: { bpffsRoot: "/proc/netkit-cni-test" },
+    conf: { bpffsRoot: UNMAKEABLE_ROOT },
     code: 5,
     msg: /\/proc\/netkit-cni-test/,
   },
