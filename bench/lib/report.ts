@@ -221,6 +221,14 @@ function controlPlaneTable(r: BenchResult): string {
   return rows.join("\n");
 }
 
+/** A profile's ten largest entries of at least 0.3 ms, as "name 1.2 ms, ...". */
+const topList = (xs: { name: string; ms: number }[]) =>
+  xs
+    .filter((x) => x.ms >= 0.3)
+    .slice(0, 10)
+    .map((x) => `${x.name} ${ms(x.ms)}`)
+    .join(", ");
+
 const sum = (a: number[], b: number[]) => a.map((x, i) => x + (b[i] ?? Number.NaN));
 const quant95 = (v: number[]) => {
   const s = [...v].sort((a, b) => a - b);
@@ -414,32 +422,18 @@ function startupSection(r: BenchResult): string {
         .filter((g) => (p.load[g] ?? 0) + (p.verb[g] ?? 0) >= 0.3)
         .map((g) => `| ${g} | ${ms(p.load[g] ?? 0)} | ${ms(p.verb[g] ?? 0)} |`),
       "",
-      `The verb by step (what \`cmdAdd\` was calling; ms per run): ${p.steps
-        .filter((x) => x.ms >= 0.3)
-        .slice(0, 10)
-        .map((x) => `${x.name} ${ms(x.ms)}`)
-        .join(", ")}.`,
+      `The verb by step (what \`cmdAdd\` was calling; ms per run): ${topList(p.steps)}.`,
       "",
-      `By innermost function of src/ (callees included): ${p.srcFunctions
-        .filter((x) => x.ms >= 0.3)
-        .slice(0, 10)
-        .map((x) => `${x.name} ${ms(x.ms)}`)
-        .join(", ")}.`,
+      `By innermost function of src/ (callees included): ${topList(p.srcFunctions)}.`,
     );
   }
   const pd = s.profileDel;
   if (pd) {
-    const list = (xs: { name: string; ms: number }[]) =>
-      xs
-        .filter((x) => x.ms >= 0.3)
-        .slice(0, 10)
-        .map((x) => `${x.name} ${ms(x.ms)}`)
-        .join(", ");
     out.push(
       "",
-      `CPU profile of DEL (the same ${pd.runs} pods, ${ms(pd.sampledMs)} sampled per run). By step (what \`cmdDel\` was calling; ms per run): ${list(pd.steps)}.`,
+      `CPU profile of DEL (the same ${pd.runs} pods, ${ms(pd.sampledMs)} sampled per run). By step (what \`cmdDel\` was calling; ms per run): ${topList(pd.steps)}.`,
       "",
-      `By innermost function of src/: ${list(pd.srcFunctions)}.`,
+      `By innermost function of src/: ${topList(pd.srcFunctions)}.`,
     );
   }
   // Where an ADD's time goes, part by part: what was done about each, and what is left.
