@@ -86,8 +86,12 @@ beforeEach(() => {
   }
   clearFlows(node.maps.flows);
   clearFlows(node.maps.clients);
-  for (const key of [...node.maps.counters.keys()]) node.maps.counters.delete(key);
+  clearCounters();
 });
+
+function clearCounters(): void {
+  for (const key of [...node.maps.counters.keys()]) node.maps.counters.delete(key);
+}
 
 function run(program: BpfProgram, ifindex: number, frame: Buffer) {
   return inNetns(ns.path, () => testRun(program, { packet: frame, ifindex }));
@@ -171,7 +175,7 @@ describe.each(["v4", "v6"] as const)("nkc_from_pod (%s)", (af) => {
     // through pod2's device, where no program watches.
     const vip = af === "v4" ? "10.96.0.10" : "fd00:96::10";
     fromPod1({ src: POD1[af], dst: vip, proto: "tcp", sport: 40002, dport: 80, tcpFlags: TCP.SYN });
-    for (const key of [...node.maps.counters.keys()]) node.maps.counters.delete(key);
+    clearCounters();
     // pod2's reply must meet conntrack to get the VIP back as its source.
     const reply = { src: POD2[af], dst: POD1[af], proto: "tcp", sport: 8080, dport: 40002 } as const;
     expect(run(node.programs.fromPod, h2, packet(reply)).verdict).toBe(NEXT);
@@ -188,7 +192,7 @@ describe.each(["v4", "v6"] as const)("nkc_from_pod (%s)", (af) => {
     fromPod1({ src: POD1[af], dst: vip, proto: "icmp", echoId: 79, echoReply: true });
     const proto = af === "v4" ? 1 : 58;
     expect(listClients(node.maps.clients)).toEqual([{ family: FAMILY[af], proto, ip: POD1[af], port: 77 }]);
-    for (const key of [...node.maps.counters.keys()]) node.maps.counters.delete(key);
+    clearCounters();
     const reply = { src: POD2[af], dst: POD1[af], proto: "icmp", echoId: 77, echoReply: true } as const;
     expect(run(node.programs.fromPod, h2, packet(reply)).verdict).toBe(NEXT);
     expect(run(node.programs.fromPod, h2, packet({ ...reply, echoId: 78 })).verdict).toBe(REDIRECT);
@@ -279,7 +283,7 @@ describe.each(["v4", "v6"] as const)("nkc_host_in / nkc_host_out (%s)", (af) => 
   it("keeps a reply for a local client that opened its flow through the stack off the fast path", () => {
     const vip = af === "v4" ? "10.96.0.10" : "fd00:96::10";
     fromPod1({ src: POD1[af], dst: vip, proto: "udp", sport: 40030, dport: 53 });
-    for (const key of [...node.maps.counters.keys()]) node.maps.counters.delete(key);
+    clearCounters();
     // The stack sent it to a backend on another node; the backend's reply comes in here.
     const reply = { src: REMOTE_NEIGH[af], dst: POD1[af], proto: "udp", sport: 53, dport: 40030 } as const;
     expect(toUplink(reply).verdict).toBe(NEXT);

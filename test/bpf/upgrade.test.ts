@@ -32,6 +32,16 @@ beforeAll(() => {
   ns.ip("link", "set", "nkbpod0", "up");
 }, 60_000);
 
+/** The pinned link's own id and its program's: an in-place switch keeps the first. */
+function linkState(pin: string): { linkId: number; programId: number } {
+  const link = BpfLink.openPinned(pin);
+  try {
+    return { linkId: link.id(), programId: link.programId() };
+  } finally {
+    link.close();
+  }
+}
+
 afterAll(() => {
   bpffs?.release();
   ns?.destroy();
@@ -40,19 +50,10 @@ afterAll(() => {
 it("switches the uplink link to the new version's program atomically and drops the old pins", () => {
   const uplink = { name: "nkbup0", index: ns.link("nkbup0").ifindex };
   const pin = path.join(bpffs.root, "uplink", "nkbup0", "ingress");
-  const linkState = () => {
-    const link = BpfLink.openPinned(pin);
-    try {
-      return { linkId: link.id(), programId: link.programId() };
-    } finally {
-      link.close();
-    }
-  };
-
   const first = loadNodePrograms(bpffs.root, v1, { clusterCidrs: [] });
   expect(first.loaded).toBe(true);
   inNetns(ns.path, () => attachUplink(bpffs.root, uplink, "ingress", first.programs.hostIn));
-  const before = linkState();
+  const before = linkState(pin);
   expect(before.programId).toBe(first.programs.hostIn.id());
 
   // The same version again: nothing changes, programs come from their pins.
@@ -60,12 +61,12 @@ it("switches the uplink link to the new version's program atomically and drops t
   expect(again.loaded).toBe(false);
   expect(again.programs.hostIn.id()).toBe(first.programs.hostIn.id());
   inNetns(ns.path, () => attachUplink(bpffs.root, uplink, "ingress", again.programs.hostIn));
-  expect(linkState()).toEqual(before);
+  expect(linkState(pin)).toEqual(before);
 
   const second = loadNodePrograms(bpffs.root, v2, { clusterCidrs: [] });
   expect(second.programs.hostIn.id()).not.toBe(first.programs.hostIn.id());
   inNetns(ns.path, () => attachUplink(bpffs.root, uplink, "ingress", second.programs.hostIn));
-  const after = linkState();
+  const after = linkState(pin);
   expect(after.linkId).toBe(before.linkId);
   expect(after.programId).toBe(second.programs.hostIn.id());
   expect(fs.readdirSync(path.join(bpffs.root, "programs"))).toEqual([objectsVersion(v2)]);
@@ -80,21 +81,13 @@ it("moves every pod's link to the new build's program in place", () => {
   link.pin(pin);
   const linkId = link.id();
   link.close();
-  const linkState = () => {
-    const l = BpfLink.openPinned(pin);
-    try {
-      return { linkId: l.id(), programId: l.programId() };
-    } finally {
-      l.close();
-    }
-  };
-  expect(linkState()).toEqual({ linkId, programId: first.programs.fromPod.id() });
+  expect(linkState(pin)).toEqual({ linkId, programId: first.programs.fromPod.id() });
 
   const next = loadNodePrograms(bpffs.root, v3, { clusterCidrs: [] });
   expect(next.loaded).toBe(true);
   expect(next.programs.fromPod.id()).not.toBe(first.programs.fromPod.id());
   switchEndpoints(bpffs.root, next.programs.fromPod);
-  expect(linkState()).toEqual({ linkId, programId: next.programs.fromPod.id() });
+  expect(linkState(pin)).toEqual({ linkId, programId: next.programs.fromPod.id() });
   for (const n of [first, next]) n.close();
   fs.rmSync(path.dirname(pin), { recursive: true });
 });
