@@ -18,7 +18,7 @@ export function listClients(map: BpfMap): Client[] {
   return [...map.keys()].map(decodeClient);
 }
 
-/** Empties either map (flows or clients). */
-export function clearFlows(map: BpfMap): void {
+/** Empties nkc_flows or nkc_clients. */
+export function clearPathMemory(map: BpfMap): void {
   for (const key of [...map.keys()]) map.delete(key);
 }

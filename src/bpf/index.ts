@@ -8,7 +8,7 @@ export { listClusterCidrs, syncClusterCidrs } from "./cluster";
 export { deleteCounters, readCounters } from "./counters";
 export { type MapSpec, type ObjectSpec, type ProgramSpec, readObject } from "./elf";
 export { type Endpoint, EndpointMap } from "./endpoints";
-export { clearFlows, listClients, listFlows } from "./flows";
+export { clearPathMemory, listClients, listFlows } from "./flows";
 export { attachNetkit, attachTcx, BpfLink, type NetkitHook, type TcxDirection } from "./links";
 export { BpfMap } from "./maps";
 export {

@@ -16,7 +16,7 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { Counters } from "../../src/bpf/abi";
-import { clearFlows, listClients, listFlows } from "../../src/bpf/flows";
+import { clearPathMemory, listClients, listFlows } from "../../src/bpf/flows";
 import { loadNodePrograms, type NodePrograms } from "../../src/bpf/node";
 import type { BpfProgram } from "../../src/bpf/programs";
 import { testRun } from "../../src/bpf/test-run";
@@ -84,8 +84,8 @@ beforeEach(() => {
     node.endpoints.upsert(pod.v4, { hostIfindex: ifindex, datapath: "veth" });
     node.endpoints.upsert(pod.v6, { hostIfindex: ifindex, datapath: "veth" });
   }
-  clearFlows(node.maps.flows);
-  clearFlows(node.maps.clients);
+  clearPathMemory(node.maps.flows);
+  clearPathMemory(node.maps.clients);
   clearCounters();
 });
 

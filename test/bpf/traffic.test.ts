@@ -12,7 +12,7 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { clearFlows, listClients } from "../../src/bpf/flows";
+import { clearPathMemory, listClients } from "../../src/bpf/flows";
 import { attachTcx, type BpfLink } from "../../src/bpf/links";
 import { loadNodePrograms, type NodePrograms } from "../../src/bpf/node";
 import { inNetns } from "../../src/sys/netns";
@@ -166,8 +166,8 @@ describe("real traffic through attached programs", () => {
     // With nkc_host_in gone nothing remembers the remote client.
     links.get("up-in")?.close();
     links.delete("up-in");
-    clearFlows(programs.maps.flows);
-    clearFlows(programs.maps.clients);
+    clearPathMemory(programs.maps.flows);
+    clearPathMemory(programs.maps.clients);
     expect(udpRequest(remote, SERVICE, 2)).toBe(false);
     const up = node.link("nkbup").ifindex;
     inNetns(node.path, () => links.set("up-in", attachTcx(programs.programs.hostIn, up, "ingress")));
