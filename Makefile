@@ -97,6 +97,5 @@ bench-report:
 	$(BENCH_REPORT)
 
 bench-tools: build
-	@command -v netperf >/dev/null && command -v strace >/dev/null || \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq netperf strace >/dev/null
+	@scripts/deps.sh bench
 	node bench/build.mjs

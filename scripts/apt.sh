@@ -1,31 +1,128 @@
 # shellcheck shell=bash
-# Sourced by scripts/deps.sh and test/e2e/setup.sh: installing Debian packages only when
-# missing, with one `apt-get update` at most per run.
+# Sourced by every install step (scripts/deps.sh, test/e2e/setup.sh, test/vm/kernel.sh):
+# Debian packages installed only when missing, at most one `apt-get update` per run, and
+# every failure names the step that failed and shows apt's own words.
+#
+# Works from nothing: a machine whose lists have never seen the suites we add (apt-cache
+# refuses `-t bookworm-backports` until an update has fetched it), and a machine behind its
+# own Debian mirror or proxy (the suites we add use the mirror its apt already uses).
+# APT_CONFIG is honoured throughout, which is how the regression test runs all of this
+# against an empty apt state.
 
 APT_UPDATED=no
-apt_update() { if [ "$APT_UPDATED" != yes ]; then apt-get update -qq; APT_UPDATED=yes; fi; }
+APT_ME=$(basename "$0")
+
+# step_failed STEP WHY...   The one way an install step reports failure.
+step_failed() {
+  local step=$1
+  shift
+  printf '%s: step "%s" failed: %s\n' "$APT_ME" "$step" "$*" >&2
+  exit 1
+}
+
+# run_step STEP CMD...   Runs CMD quietly; on failure prints the step and CMD's last output.
+run_step() {
+  local step=$1 out
+  shift
+  if ! out=$("$@" 2>&1); then
+    step_failed "$step" "$(printf '%s\n' "$out" | tail -n 15)"
+  fi
+}
+
+apt_update() {
+  [ "$APT_UPDATED" = yes ] && return 0
+  # Unreachable extra repositories are warnings (exit 0); bad signatures and the like fail.
+  run_step "apt-get update" apt-get update -qq
+  APT_UPDATED=yes
+}
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
 
-# apt_install [-t suite] pkg...   With -t, a package must be at that suite's version
-# (e.g. iproute2 from backports, which knows netkit), not merely present.
+debian_codename() {
+  # shellcheck disable=SC1091 # the machine's own file
+  (. /etc/os-release && printf '%s\n' "${VERSION_CODENAME:?/etc/os-release has no VERSION_CODENAME}")
+}
+
+# The mirror this machine's apt uses for the Debian release, in either sources format.
+debian_mirror() {
+  local codename uri
+  codename=$(debian_codename)
+  uri=$(apt-get indextargets --no-release-info --format '$(TARGET_OF) $(RELEASE) $(REPO_URI)' 2>/dev/null |
+    awk -v rel="$codename" '$1 == "deb" && $2 == rel { print $3; exit }')
+  [ -n "$uri" ] || step_failed "find the Debian mirror" \
+    "no 'deb' source for $codename in this machine's apt sources (apt-get indextargets lists none)"
+  printf '%s\n' "${uri%/}"
+}
+
+# Is TYPE (deb, deb-src) SUITE COMPONENT among the configured sources, downloaded or not?
+source_configured() {
+  apt-get indextargets --no-release-info --format '$(TARGET_OF) $(RELEASE) $(COMPONENT)' 2>/dev/null |
+    grep -qx "$1 $2 $3"
+}
+
+# ensure_sources TYPE "SUITE COMPONENT..." ...   Appends to our own deb822 file what the
+# machine's sources lack, served by the machine's own mirror.
+ensure_sources() {
+  local type=$1 want suite comps comp missing stanzas="" added=() mirror="" parts file
+  shift
+  for want in "$@"; do
+    read -r suite comps <<<"$want"
+    missing=()
+    for comp in $comps; do source_configured "$type" "$suite" "$comp" || missing+=("$comp"); done
+    [ ${#missing[@]} -eq 0 ] && continue
+    [ -n "$mirror" ] || mirror=$(debian_mirror) || exit 1
+    stanzas+=$(printf 'Types: %s\nURIs: %s\nSuites: %s\nComponents: %s\n' "$type" "$mirror" "$suite" "${missing[*]}")
+    stanzas+=$'\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n\n'
+    added+=("$type $suite ${missing[*]}")
+  done
+  [ ${#added[@]} -eq 0 ] && return 0
+  eval "$(apt-config shell parts Dir::Etc::sourceparts/d)"
+  file=${parts:-/etc/apt/sources.list.d/}netkit-cni.sources
+  printf '%s' "$stanzas" >>"$file" || step_failed "add apt sources" "cannot write $file"
+  printf '%s: added to %s: %s\n' "$APT_ME" "$file" "$(IFS=';'; echo "${added[*]}")" >&2
+  APT_UPDATED=no
+}
+
+# Has apt fetched SUITE's release file? apt-cache refuses `-t SUITE` until it has.
+suite_fetched() { apt-cache policy 2>/dev/null | grep -q "n=$1,"; }
+
+ensure_suite_fetched() {
+  suite_fetched "$1" || apt_update
+  suite_fetched "$1" || step_failed "fetch suite $1" \
+    "apt has no release file for it after an update: is it in the sources, and is the mirror reachable?"
+}
+
+# candidate [-t SUITE] PKG   The version apt would install, or nothing. No side effects.
+candidate() {
+  apt-cache policy "$@" 2>/dev/null | awk '/Candidate:/ { print $2 }'
+}
+
+# apt_install [-t SUITE] PKG...   With -t a package must be at that suite's version (e.g.
+# iproute2 from backports, which knows netkit), not merely present.
 apt_install() {
-  local target=()
-  if [ "$1" = -t ]; then target=(-t "$2"); shift 2; fi
-  local missing=() p inst cand
+  local target=() p cand missing=()
+  if [ "$1" = -t ]; then
+    target=(-t "$2")
+    shift 2
+    ensure_suite_fetched "${target[1]}"
+  fi
   for p in "$@"; do
     if [ ${#target[@]} -gt 0 ]; then
-      inst=$(dpkg-query -W -f='${Version}' "$p" 2>/dev/null || true)
-      cand=$(apt-cache policy "${target[@]}" "$p" 2>/dev/null | awk '/Candidate:/{print $2}')
-      if [ -z "$cand" ] || [ "$cand" = "(none)" ]; then apt_update; cand=$(apt-cache policy "${target[@]}" "$p" | awk '/Candidate:/{print $2}'); fi
-      [ -n "$cand" ] && [ "$cand" = "$inst" ] || missing+=("$p")
+      cand=$(candidate "${target[@]}" "$p")
+      if [ -z "$cand" ] || [ "$cand" = "(none)" ]; then
+        apt_update
+        cand=$(candidate "${target[@]}" "$p")
+      fi
+      [ -n "$cand" ] && [ "$cand" != "(none)" ] || step_failed "install $p" "no candidate in ${target[1]}"
+      [ "$cand" = "$(dpkg-query -W -f='${Version}' "$p" 2>/dev/null)" ] || missing+=("$p")
     else
       installed "$p" || missing+=("$p")
     fi
   done
   [ ${#missing[@]} -eq 0 ] && return 0
   apt_update
-  echo "$(basename "$0"): installing ${missing[*]}" >&2
+  echo "$APT_ME: installing ${missing[*]}" >&2
   # shellcheck disable=SC2086 # APT_INSTALL_OPTS is a word list on purpose
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ${APT_INSTALL_OPTS:-} "${target[@]}" "${missing[@]}" >/dev/null
+  run_step "apt-get install ${missing[*]}" env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y -qq ${APT_INSTALL_OPTS:-} "${target[@]}" "${missing[@]}"
 }

@@ -58,17 +58,9 @@ DISABLED=(MODULES DEBUG_INFO_NONE DEBUG_INFO_REDUCED DEBUG_INFO_SPLIT)
 log() { printf 'kernel.sh: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-# apt-get with a retry after refreshing the lists: a fresh machine may have
-# none, or stale ones that point at superseded versions.
-apt_install() {
-  [[ $EUID -eq 0 ]] || die "need root to install: $*"
-  export DEBIAN_FRONTEND=noninteractive
-  if ! apt-get install -y --no-install-recommends "$@" >&2; then
-    log "apt-get install failed; refreshing package lists and retrying"
-    apt-get update >&2
-    apt-get install -y --no-install-recommends "$@" >&2
-  fi
-}
+# shellcheck source=scripts/apt.sh
+source "$(dirname "$0")/../../scripts/apt.sh"
+APT_INSTALL_OPTS=--no-install-recommends
 
 # Installed versions of the given packages, as "name version" lines; one
 # dpkg-query for all keeps the cached path's lookup fast.
@@ -94,7 +86,10 @@ ensure_runtime_packages() {
   fi
   [[ -f $SOURCE_TARBALL && -n ${have[$SOURCE_PKG]:-} ]] || backports+=("$SOURCE_PKG")
   ((${#plain[@]} == 0)) || apt_install "${plain[@]}"
-  ((${#backports[@]} == 0)) || apt_install -t bookworm-backports "${backports[@]}"
+  if ((${#backports[@]})); then
+    ensure_sources deb "$(debian_codename)-backports main"
+    apt_install -t "$(debian_codename)-backports" "${backports[@]}"
+  fi
   [[ -f $SOURCE_TARBALL ]] || die "$SOURCE_TARBALL missing after installing $SOURCE_PKG"
 }
 
