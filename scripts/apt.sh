@@ -21,18 +21,26 @@ step_failed() {
 }
 
 # run_step STEP CMD...   Runs CMD quietly; on failure prints the step and CMD's last output.
+# A successful CMD's last output stays in STEP_OUTPUT (warnings a later step may need).
+STEP_OUTPUT=""
 run_step() {
   local step=$1 out
   shift
   if ! out=$("$@" 2>&1); then
     step_failed "$step" "$(printf '%s\n' "$out" | tail -n 15)"
   fi
+  STEP_OUTPUT=$(printf '%s\n' "$out" | tail -n 15)
 }
 
+# apt_update [STEP]   STEP names what the update is for (default "apt-get update").
+# Unreachable repositories are only warnings to apt (exit 0): they are kept in
+# APT_UPDATE_WARNINGS for the step that then finds its suite missing. Bad signatures and
+# the like fail the update.
+APT_UPDATE_WARNINGS=""
 apt_update() {
   [ "$APT_UPDATED" = yes ] && return 0
-  # Unreachable extra repositories are warnings (exit 0); bad signatures and the like fail.
-  run_step "apt-get update" apt-get update -qq
+  run_step "${1:-apt-get update}" apt-get update -qq
+  APT_UPDATE_WARNINGS=$STEP_OUTPUT
   APT_UPDATED=yes
 }
 
@@ -86,10 +94,13 @@ ensure_sources() {
 # Has apt fetched SUITE's release file? apt-cache refuses `-t SUITE` until it has.
 suite_fetched() { apt-cache policy 2>/dev/null | grep -q "n=$1,"; }
 
+# The update is named after the suite it is for: a suite the mirror lacks fails the
+# update itself, an unreachable mirror only leaves the suite missing afterwards.
 ensure_suite_fetched() {
-  suite_fetched "$1" || apt_update
+  suite_fetched "$1" && return 0
+  apt_update "fetch suite $1"
   suite_fetched "$1" || step_failed "fetch suite $1" \
-    "apt has no release file for it after an update: is it in the sources, and is the mirror reachable?"
+    "${APT_UPDATE_WARNINGS:-apt has no release file for it after an update: is it in the sources?}"
 }
 
 # candidate [-t SUITE] PKG   The version apt would install, or nothing. No side effects.
