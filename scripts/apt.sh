@@ -55,6 +55,7 @@ debian_codename() {
 debian_mirror() {
   local codename uri
   codename=$(debian_codename)
+  # shellcheck disable=SC2016 # $(FIELD) is apt's format syntax, not the shell's
   uri=$(apt-get indextargets --no-release-info --format '$(TARGET_OF) $(RELEASE) $(REPO_URI)' 2>/dev/null |
     awk -v rel="$codename" '$1 == "deb" && $2 == rel { print $3; exit }')
   [ -n "$uri" ] || step_failed "find the Debian mirror" \
@@ -64,6 +65,7 @@ debian_mirror() {
 
 # Is TYPE (deb, deb-src) SUITE COMPONENT among the configured sources, downloaded or not?
 source_configured() {
+  # shellcheck disable=SC2016 # $(FIELD) is apt's format syntax, not the shell's
   apt-get indextargets --no-release-info --format '$(TARGET_OF) $(RELEASE) $(COMPONENT)' 2>/dev/null |
     grep -qx "$1 $2 $3"
 }
@@ -124,7 +126,9 @@ apt_install() {
         apt_update
         cand=$(candidate "${target[@]}" "$p")
       fi
-      [ -n "$cand" ] && [ "$cand" != "(none)" ] || step_failed "install $p" "no candidate in ${target[1]}"
+      if [ -z "$cand" ] || [ "$cand" = "(none)" ]; then
+        step_failed "install $p" "no candidate in ${target[1]}"
+      fi
       [ "$cand" = "$(dpkg-query -W -f='${Version}' "$p" 2>/dev/null)" ] || missing+=("$p")
     else
       installed "$p" || missing+=("$p")
