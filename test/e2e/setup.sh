@@ -9,46 +9,26 @@
 #   test/e2e/setup.sh            installs, then prints the path of cnitool
 set -euo pipefail
 
-[ "$(id -u)" = 0 ] || { echo "setup.sh: run as root" >&2; exit 1; }
-
-CACHE=/var/cache/netkit-cni/cnitool
-SRC_LIST=/etc/apt/sources.list.d/netkit-cni-e2e-src.sources
-
 # shellcheck source=scripts/apt.sh
 source "$(dirname "$0")/../../scripts/apt.sh"
+
+[ "$(id -u)" = 0 ] || step_failed "check user" "run as root (apt and the runtimes need it)"
+
+CACHE=/var/cache/netkit-cni/cnitool
 # The runtimes as tested: without podman's recommended extras (buildah, slirp4netns, …).
 APT_INSTALL_OPTS=--no-install-recommends
 
-# deb-src for bookworm (cnitool's source) and the backports suite (golang-go 1.23).
-ensure_sources() {
-  if [ ! -f "$SRC_LIST" ]; then
-    cat >"$SRC_LIST" <<'SRC'
-Types: deb-src
-URIs: http://deb.debian.org/debian
-Suites: bookworm
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-SRC
-    APT_UPDATED=no
-  fi
-  if ! grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/; then
-    cat >/etc/apt/sources.list.d/netkit-cni-e2e-backports.sources <<'SRC'
-Types: deb
-URIs: http://deb.debian.org/debian
-Suites: bookworm-backports
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-SRC
-    APT_UPDATED=no
-  fi
-}
+# deb-src for the release (cnitool's source) and the backports suite (golang-go 1.23),
+# from the machine's own mirror.
+codename=$(debian_codename)
+ensure_sources deb-src "$codename main"
+ensure_sources deb "$codename-backports main"
 
-ensure_sources
 # The clients, the reference plugins, a static busybox for images; dpkg-dev for
 # `apt-get source`; shellcheck, python3-yaml, openssl and curl for the install-kit tests.
 apt_install podman conmon runc containerd busybox-static containernetworking-plugins \
   golang-github-appc-cni-dev iptables iproute2 dpkg-dev shellcheck python3-yaml openssl curl
-apt_install -t bookworm-backports golang-go
+apt_install -t "$codename-backports" golang-go
 
 # cnitool, keyed by the source version of the libcni the runtimes embed.
 version=$(dpkg-query -W -f='${source:Version}' golang-github-appc-cni-dev)
@@ -58,15 +38,16 @@ if [ ! -x "$bin" ]; then
   chmod 0755 "$work" # apt-get source downloads as _apt
   trap 'rm -rf "$work"' EXIT
   apt_update
-  (cd "$work" && apt-get source -qq "golang-github-appc-cni-dev=$version" >/dev/null)
+  (cd "$work" && run_step "apt-get source golang-github-appc-cni-dev=$version" \
+    apt-get source -qq "golang-github-appc-cni-dev=$version")
   src=$(find "$work" -mindepth 1 -maxdepth 1 -type d | head -n1)
-  [ -f "$src/cnitool/cnitool.go" ] || { echo "setup.sh: no cnitool/ in $src" >&2; exit 1; }
+  [ -f "$src/cnitool/cnitool.go" ] || step_failed "find cnitool's source" "no cnitool/cnitool.go in ${src:-$work}"
   mkdir -p "$work/gopath/src/github.com/containernetworking"
   ln -s "$src" "$work/gopath/src/github.com/containernetworking/cni"
-  mkdir -p "$CACHE/$version"
+  run_step "create $CACHE/$version" mkdir -p "$CACHE/$version"
   (cd "$work/gopath/src/github.com/containernetworking/cni" &&
-    GO111MODULE=off GOPATH="$work/gopath:/usr/share/gocode" GOCACHE="$work/gocache" GOFLAGS="" \
-      go build -o "$bin.tmp" ./cnitool)
-  mv -f "$bin.tmp" "$bin"
+    run_step "go build cnitool" env GO111MODULE=off GOPATH="$work/gopath:/usr/share/gocode" \
+      GOCACHE="$work/gocache" GOFLAGS="" go build -o "$bin.tmp" ./cnitool)
+  run_step "install $bin" mv -f "$bin.tmp" "$bin"
 fi
 echo "$bin"
