@@ -150,6 +150,21 @@ build_kernel() {
   cp "$config" "$workdir/config"
 }
 
+# The ERR trap around build_kernel: names the build step a failing command belongs to.
+# build_kernel's text is part of the cache key, so its steps are told apart by their
+# commands here rather than marked inside it; their output has already streamed above.
+build_step_failed() {
+  local status=$1 cmd=$2 step
+  case $cmd in
+    "tar "* | "mkdir "*) step="extract $SOURCE_TARBALL" ;;
+    *defconfig* | *scripts/config*) step=configure ;;
+    *" linux"*) step="make linux" ;;
+    "objcopy "*) step=objcopy ;;
+    *) step="build the kernel" ;;
+  esac
+  step_failed "$step" "\`$cmd\` exited with status $status (its output is above)"
+}
+
 cache_key() {
   {
     printf '%s\n' "${REQUIRED[@]}" -- "${OPTIONAL[@]}" -- "${DISABLED[@]}"
@@ -184,11 +199,16 @@ main() {
     trap 'exit 143' TERM HUP
     ensure_build_packages
     log "building UML kernel from $SOURCE_PKG $version into $dir"
+    # errtrace: the trap also fires inside build_kernel, where set -e stops at a failure.
+    set -E
+    trap 'build_step_failed $? "$BASH_COMMAND"' ERR
     build_kernel "$SOURCE_TARBALL" "$workdir" "$(nproc)"
-    cp "$workdir/linux" "$workdir/config" "$stage/"
-    chmod 755 "$stage"
+    trap - ERR
+    set +E
+    run_step "store the kernel in $dir" cp "$workdir/linux" "$workdir/config" "$stage/"
+    run_step "store the kernel in $dir" chmod 755 "$stage"
     # rename(2) within one filesystem: readers see no folder or a complete one.
-    mv -T "$stage" "$dir"
+    run_step "store the kernel in $dir" mv -T "$stage" "$dir"
     log "kernel cached at $dir/linux"
   fi
   printf '%s\n' "$dir/linux"
