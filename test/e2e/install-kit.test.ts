@@ -101,6 +101,7 @@ describe("install kit for clusters", () => {
       "test/e2e/setup.sh",
       "scripts/deps.sh",
       "scripts/apt.sh",
+      "test/vm/kernel.sh",
     ];
     const r = shellcheck(["-x", ...files]);
     expect(r.out).toBe("");
