@@ -1,53 +1,54 @@
 /*
- * The node's side: programs on the node's uplink NIC.
+ * The node's side: the program on the node's uplink NIC.
  *
- * nkc_host_in - tcx ingress of the uplink. A packet for a local pod goes
- *   straight into the pod's namespace with bpf_redirect_peer (allowed here:
- *   tc ingress), skipping the host stack and the backlog queue crossing of
- *   the pod's device pair. Everything else: NEXT, on to the stack; a flow a
- *   pod elsewhere opens that way (e.g. to a hostPort) has its client
- *   remembered, so the local backend's replies go back through conntrack.
- * nkc_host_out - tcx egress of the uplink. Only observes: remembers flows from
- *   local pods that the stack sent out (e.g. after Service DNAT to a backend
- *   on another node), so their replies are not redirected past conntrack.
+ * nkc_host_in - tcx ingress of the uplink. A packet for a local pod whose flow
+ *   is proven direct (direct.h) goes straight into the pod's namespace with
+ *   bpf_redirect_peer (allowed here: tc ingress), skipping the host stack and
+ *   the backlog queue crossing of the pod's device pair. Everything else goes
+ *   on to the stack: traffic for the node, flows that may be NAT'd (a
+ *   Service's replies from a backend elsewhere), whatever we cannot parse.
+ *   Packets that claim to come from a local pod cannot have come from the
+ *   wire: they are dropped.
  */
 #include "common.h"
 #include "counters.h"
+#include "direct.h"
 #include "eps.h"
-#include "flows.h"
 #include "l3.h"
 
 SEC("tc/host_in")
 int nkc_host_in(struct __sk_buff *skb)
 {
 	__u32 ifindex = skb->ifindex;
-	struct nkc_flow_key fk;
 	struct nkc_pkt p;
 
 	if (nkc_parse(skb, &p) != NKC_PARSE_IP)
 		return NKC_NEXT; /* ARP, and malformed IP for the stack to drop */
 
+	/* A local pod's address as the source, arriving from outside: spoofed (its own
+	 * packets leave through our programs or the stack, never come back in here). */
+	if (nkc_endpoint_lookup(p.family, p.src)) {
+		nkc_count(ifindex, NKC_CNT_DROPPED_SPOOFED);
+		return NKC_DROP;
+	}
 	/* Frames not addressed to this host's MAC (promiscuous mode, flooding)
-	 * are not ours to route, nor to remember. */
+	 * are not ours to route. */
 	if (skb->pkt_type != PACKET_HOST) {
 		nkc_count(ifindex, NKC_CNT_PASSED_STACK);
 		return NKC_NEXT;
 	}
 	struct nkc_endpoint *ep = nkc_endpoint_lookup(p.family, p.dst);
 	if (!ep) {
-		if (!p.fragment && !p.icmp_error && nkc_in_cluster(p.family, p.src))
-			nkc_client_remember(&p);
 		nkc_count(ifindex, NKC_CNT_PASSED_STACK);
 		return NKC_NEXT;
 	}
 	__u32 pod = ep->host_ifindex;
-	if (p.fragment || p.icmp_error || !nkc_ttl_allows_forward(&p)) {
+	if (!nkc_l4_redirectable(&p) || !nkc_ttl_allows_forward(&p)) {
 		nkc_count(pod, NKC_CNT_PASSED_STACK);
 		return NKC_NEXT;
 	}
-	nkc_flow_key(&p, &fk);
-	if (nkc_flow_path(&fk) == NKC_FLOW_STACK || nkc_client_via_stack(&p)) {
-		nkc_count(pod, NKC_CNT_PASSED_STACK_NAT);
+	if (!nkc_proven_direct(skb, &p, pod, 0)) {
+		nkc_count(pod, NKC_CNT_PASSED_STACK_UNPROVEN);
 		return NKC_NEXT;
 	}
 	if (nkc_dec_ttl(skb, p.family)) {
@@ -59,23 +60,6 @@ int nkc_host_in(struct __sk_buff *skb)
 	 * frame whatever its destination MAC. */
 	nkc_count(pod, NKC_CNT_REDIRECTED_PEER);
 	return bpf_redirect_peer(pod, 0);
-}
-
-SEC("tc/host_out")
-int nkc_host_out(struct __sk_buff *skb)
-{
-	struct nkc_flow_key fk;
-	struct nkc_pkt p;
-
-	if (nkc_parse(skb, &p) != NKC_PARSE_IP || p.fragment || p.icmp_error)
-		return NKC_NEXT;
-	/* Masqueraded packets carry the node's address by now (tc egress runs
-	 * after POSTROUTING) and their replies are not for a pod address. */
-	if (nkc_endpoint_lookup(p.family, p.src)) {
-		nkc_flow_key(&p, &fk);
-		nkc_flow_seen_in_stack(&fk);
-	}
-	return NKC_NEXT;
 }
 
 char __license[] SEC("license") = "GPL";

@@ -3,9 +3,10 @@
  *
  * nkc_from_pod - packets the pod sends. veth: tcx ingress of the host-side
  *   device. netkit: the peer hook. Checks the source address, then sends
- *   pod-to-pod traffic straight to its device and everything else (Service
- *   VIPs, the node, the internet) to the stack. The pod's only program:
- *   what the stack delivers to the pod needs no watching (see flows.h).
+ *   pod-to-pod traffic that is proven direct straight to its device, and
+ *   everything else (Service VIPs, the node, the internet, flows that may be
+ *   NAT'd) to the stack. The pod's only program: what the stack delivers to
+ *   the pod needs no watching (see direct.h).
  *
  * The datapath kind is read at run time from the source endpoint's flags, so
  * one object serves both:
@@ -22,8 +23,8 @@
 #include "common.h"
 #include "counters.h"
 #include "eps.h"
+#include "direct.h"
 #include "fib.h"
-#include "flows.h"
 #include "l3.h"
 
 static __always_inline int pass_to_stack(__u32 ifindex, enum nkc_counter why)
@@ -61,8 +62,7 @@ static __always_inline int deliver_local(struct __sk_buff *skb, const struct nkc
 	return bpf_redirect_peer(target, 0);
 }
 
-static __always_inline int forward_fib(struct __sk_buff *skb, const struct nkc_pkt *p,
-				       const struct nkc_flow_key *fk, __u32 path)
+static __always_inline int forward_fib(struct __sk_buff *skb, const struct nkc_pkt *p)
 {
 	__u32 ifindex = skb->ifindex;
 	struct bpf_fib_lookup fib;
@@ -72,8 +72,6 @@ static __always_inline int forward_fib(struct __sk_buff *skb, const struct nkc_p
 		return pass_to_stack(ifindex, NKC_CNT_PASSED_STACK);
 	if (nkc_dec_ttl(skb, p->family))
 		return drop_other(ifindex);
-	/* The uplink's tcx egress (nkc_host_out) sees this packet: mark it ours. */
-	nkc_flow_mark_direct(fk, path);
 	if (rc == BPF_FIB_LKUP_RET_SUCCESS) {
 		nkc_count(ifindex, NKC_CNT_REDIRECTED_FIB);
 		return nkc_fib_redirect(skb, &fib);
@@ -86,7 +84,6 @@ SEC("tc/from_pod")
 int nkc_from_pod(struct __sk_buff *skb)
 {
 	__u32 ifindex = skb->ifindex;
-	struct nkc_flow_key fk;
 	struct nkc_pkt p;
 
 	switch (nkc_parse(skb, &p)) {
@@ -108,29 +105,17 @@ int nkc_from_pod(struct __sk_buff *skb)
 		return NKC_DROP;
 	}
 
-	/* Fragments have no ports to key a flow on, and ICMP errors carry an inner
-	 * header that conntrack may have to translate: both are the stack's. */
-	if (p.fragment || p.icmp_error)
-		return pass_to_stack(ifindex, NKC_CNT_PASSED_STACK);
-
-	nkc_flow_key(&p, &fk);
+	/* Service VIPs, the node, the internet: netfilter may translate the flow. */
 	struct nkc_endpoint *dst_ep = nkc_endpoint_lookup(p.family, p.dst);
-	if (!dst_ep && !nkc_in_cluster(p.family, p.dst)) {
-		/* Service VIPs, the node, the internet: netfilter may translate the
-		 * flow, so its replies must come back through the stack too. */
-		nkc_flow_to_stack(&fk);
-		nkc_client_remember(&p);
+	if (!dst_ep && !nkc_in_cluster(p.family, p.dst))
 		return pass_to_stack(ifindex, NKC_CNT_PASSED_STACK);
-	}
-
-	__u32 path = nkc_flow_path(&fk);
-	if (path == NKC_FLOW_STACK || nkc_client_via_stack(&p))
-		return pass_to_stack(ifindex, NKC_CNT_PASSED_STACK_NAT);
-	if (!nkc_ttl_allows_forward(&p))
+	if (!nkc_l4_redirectable(&p) || !nkc_ttl_allows_forward(&p))
 		return pass_to_stack(ifindex, NKC_CNT_PASSED_STACK);
+	if (!nkc_proven_direct(skb, &p, ifindex, dst_ep ? dst_ep->host_ifindex : 0))
+		return pass_to_stack(ifindex, NKC_CNT_PASSED_STACK_UNPROVEN);
 	if (dst_ep)
 		return deliver_local(skb, &p, src_ep, dst_ep);
-	return forward_fib(skb, &p, &fk, path);
+	return forward_fib(skb, &p);
 }
 
 char __license[] SEC("license") = "GPL";

@@ -1,5 +1,8 @@
 #!/bin/sh
-# Compiles every bpf/*.c into dist/bpf/<name>.o (clang -target bpf).
+# Compiles every bpf/*.c twice into dist/bpf/ (clang -target bpf):
+#   <name>.o      NAT safety from our own per-endpoint memory (any kernel)
+#   <name>_ct.o   NAT safety from the kernel's conntrack, through kfuncs (kernels with
+#                 a BPF JIT); the loader tries these first (src/bpf/node.ts).
 # Uses the uapi headers from linux-libc-dev and libbpf's bpf_helpers.h only;
 # no vmlinux.h. The asm/ headers that linux/types.h pulls in live in the
 # multiarch include directory, which clang does not search for -target bpf.
@@ -9,12 +12,27 @@ out="$root/dist/bpf"
 mkdir -p "$out"
 clang=${CLANG:-clang}
 multiarch=$(gcc -print-multiarch 2>/dev/null || echo "$(uname -m)-linux-gnu")
-for src in "$root"/bpf/*.c; do
-  name=$(basename "$src" .c)
-  "$clang" -O2 -g -target bpf -Wall -Werror \
+
+# The build's epoch orders builds on a node (src/bpf/node.ts): a build never replaces a
+# newer one's programs. NKC_BUILD_EPOCH, else SOURCE_DATE_EPOCH, else the commit's time,
+# else now. It is compiled into the objects, so two epochs never share a build name.
+epoch=${NKC_BUILD_EPOCH:-${SOURCE_DATE_EPOCH:-$(git -C "$root" log -1 --format=%ct 2>/dev/null || true)}}
+epoch=${epoch:-$(date +%s)}
+compile() { # <source> <object> [extra flags...]
+  src=$1 obj=$2
+  shift 2
+  "$clang" -O2 -g -target bpf -Wall -Werror -DNKC_BUILD_EPOCH="$epoch" "$@" \
     -I "$root/bpf/include" -I "$root/bpf/lib" \
     -idirafter "/usr/include/$multiarch" \
-    -c "$src" -o "$out/$name.o.tmp.$$"
+    -c "$src" -o "$obj.tmp.$$"
   # Atomic replace: test files build concurrently and read the result.
-  mv "$out/$name.o.tmp.$$" "$out/$name.o"
+  mv "$obj.tmp.$$" "$obj"
+}
+for src in "$root"/bpf/*.c; do
+  name=$(basename "$src" .c)
+  compile "$src" "$out/$name.o"
+  compile "$src" "$out/${name}_ct.o" -DNKC_CONNTRACK
 done
+
+echo "$epoch" >"$out/epoch.tmp.$$"
+mv "$out/epoch.tmp.$$" "$out/epoch"

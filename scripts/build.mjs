@@ -72,8 +72,9 @@ fs.writeFileSync(
     assets: {
       "netlink.node": addons.netlink,
       "ffi-rs.node": addons["ffi-rs"],
-      "bpf_lxc.o": path.join(dist, "bpf/bpf_lxc.o"),
-      "bpf_host.o": path.join(dist, "bpf/bpf_host.o"),
+      ...Object.fromEntries(
+        ["bpf_lxc.o", "bpf_host.o", "bpf_lxc_ct.o", "bpf_host_ct.o", "epoch"].map((f) => [f, path.join(dist, "bpf", f)]),
+      ),
     },
   }),
 );

@@ -56,10 +56,15 @@ struct nkc_cidr_key {
 };
 _Static_assert(sizeof(struct nkc_cidr_key) == 24, "nkc_cidr_key is 24 bytes");
 
+/* Sizes userspace needs to create the maps the ELF cannot describe (the per-endpoint
+ * tables behind nkc_direct are created at ADD, one per endpoint). */
+#define NKC_MAX_ENDPOINTS   16384   /* nkc_endpoints, nkc_counters, nkc_direct entries */
+#define NKC_DIRECT_TABLE_SIZE 1024  /* flows one endpoint's table remembers (LRU) */
+
 /*
- * nkc_flows key: a 5-tuple normalised so both directions of a flow give the
- * same key: the (addr, port) pair that sorts lower goes in slot a. ICMP echo
- * uses the echo identifier as both ports.
+ * Key of an endpoint's direct-flow table: a 5-tuple normalised so both directions of a
+ * flow give the same key: the (addr, port) pair that sorts lower goes in slot a. ICMP
+ * echo uses the echo identifier as both ports.
  */
 struct nkc_flow_key {
 	__u8 addr_a[16];
@@ -72,27 +77,20 @@ struct nkc_flow_key {
 };
 _Static_assert(sizeof(struct nkc_flow_key) == 40, "nkc_flow_key is 40 bytes");
 
-/* nkc_flows value: which path the flow takes. */
-#define NKC_FLOW_STACK  1  /* seen crossing the host stack: keep it there */
-#define NKC_FLOW_DIRECT 2  /* redirected by us: observers must not claim it */
-
-struct nkc_flow {
-	__u32 path;
+/* Value of an endpoint's direct-flow table: when the flow last opened in front of us
+ * (TCP SYN, echo request), bpf_ktime_get_ns(). */
+struct nkc_direct_flow {
+	__u64 opened_ns;
 };
-_Static_assert(sizeof(struct nkc_flow) == 4, "nkc_flow is 4 bytes");
+_Static_assert(sizeof(struct nkc_direct_flow) == 8, "nkc_direct_flow is 8 bytes");
 
-/*
- * nkc_clients key: one end of a flow, the client's (address, port) as it
- * opened the flow through the host stack. ICMP echo uses the echo identifier.
- * The value is a struct nkc_flow whose path is always NKC_FLOW_STACK.
- */
-struct nkc_client_key {
-	__u8 addr[16];
-	__be16 port;
-	__u8 family;
-	__u8 proto;
+/* nkc_direct_stats value (per CPU), keyed by __u32 host ifindex: what the endpoint's
+ * table took in and what the programs took out; the LRU evicted the rest. */
+struct nkc_direct_stats {
+	__u64 remembered;
+	__u64 forgotten;
 };
-_Static_assert(sizeof(struct nkc_client_key) == 20, "nkc_client_key is 20 bytes");
+_Static_assert(sizeof(struct nkc_direct_stats) == 16, "nkc_direct_stats is 16 bytes");
 
 /* nkc_counters value (per CPU), keyed by __u32 host ifindex. Order is ABI. */
 enum nkc_counter {
@@ -101,7 +99,7 @@ enum nkc_counter {
 	NKC_CNT_REDIRECTED_NEIGH,
 	NKC_CNT_REDIRECTED_PEER,
 	NKC_CNT_PASSED_STACK,
-	NKC_CNT_PASSED_STACK_NAT,
+	NKC_CNT_PASSED_STACK_UNPROVEN, /* not known to be direct: NAT, or a flow not seen opening */
 	NKC_CNT_DROPPED_SPOOFED,
 	NKC_CNT_DROPPED_OTHER,
 	NKC_CNT_MAX,

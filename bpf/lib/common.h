@@ -1,7 +1,8 @@
 /*
  * What every program needs: uapi includes, the verdicts, the map definition
  * macro and the parsed view of a packet (nkc_parse). Parsing only reads; it
- * never changes the packet.
+ * never changes the packet. Whatever it cannot read with certainty is marked
+ * NKC_L4_OPAQUE, and an opaque packet is never redirected.
  */
 #ifndef NKC_COMMON_H
 #define NKC_COMMON_H
@@ -37,6 +38,12 @@ _Static_assert(TCX_PASS == NETKIT_PASS, "tcx and netkit PASS differ");
 _Static_assert(TCX_DROP == NETKIT_DROP, "tcx and netkit DROP differ");
 _Static_assert(TCX_REDIRECT == NETKIT_REDIRECT, "tcx and netkit REDIRECT differ");
 
+/* The build's epoch (scripts/build-bpf.sh), kept in a section no loader reads: builds
+ * of different epochs are different objects even when their code is the same. */
+#ifdef NKC_BUILD_EPOCH
+static const unsigned long long nkc_build_epoch __attribute__((section(".nkc.build"), used)) = NKC_BUILD_EPOCH;
+#endif
+
 #define NKC_MAP(name_, type_, key_t, value_t, max_, flags_)                    \
 	struct nkc_map_def name_ SEC("maps") = {                               \
 		.type = (type_),                                               \
@@ -47,22 +54,39 @@ _Static_assert(TCX_REDIRECT == NETKIT_REDIRECT, "tcx and netkit REDIRECT differ"
 	}
 
 /* linux/icmp.h pulls in linux/if.h and with it libc's sys/socket.h, which a
- * BPF target cannot include; the echo header is all we read. */
-struct nkc_icmp_echo {
-	__u8 type;
-	__u8 code;
-	__sum16 checksum;
-	__be16 id;
-	__be16 sequence;
-};
+ * BPF target cannot include; the first bytes of an ICMP header are all we read. */
 #define ICMP_ECHOREPLY 0
 #define ICMP_ECHO      8
 
 #define IP_MF     0x2000
 #define IP_OFFSET 0x1fff
-#define NEXTHDR_FRAGMENT 44
 
-/* The parts of a packet our decisions read. Offsets are from the start of the frame. */
+/* IPv6 next-header values of the extension headers we walk (RFC 8200, RFC 4302). */
+#define NKC_NEXTHDR_HOP      0
+#define NKC_NEXTHDR_ROUTING  43
+#define NKC_NEXTHDR_FRAGMENT 44
+#define NKC_NEXTHDR_AH       51
+#define NKC_NEXTHDR_DEST     60
+/* Extension headers followed before giving up (the verifier needs a bound; real
+ * packets carry one or two). A longer chain is opaque, so it goes to the stack. */
+#define NKC_IPV6_MAX_EXT 6
+
+/* What the transport header says, as far as our decisions care. */
+enum nkc_l4 {
+	NKC_L4_OPAQUE,       /* no transport header we may trust: a fragment, IPv4 options,
+	                        an IPv6 chain we do not follow, a truncated header */
+	NKC_L4_TCP,
+	NKC_L4_UDP,
+	NKC_L4_ECHO_REQUEST, /* ICMP / ICMPv6 echo */
+	NKC_L4_ECHO_REPLY,
+	NKC_L4_ICMP_OTHER,   /* errors and the rest: may quote a header conntrack translates */
+	NKC_L4_OTHER,        /* a protocol we never redirect (SCTP, GRE, ESP, ...) */
+};
+
+#define NKC_TCP_SYN 0x02
+#define NKC_TCP_ACK 0x10
+
+/* The parts of a packet our decisions read. */
 struct nkc_pkt {
 	__u32 family;        /* NKC_AF_INET or NKC_AF_INET6 */
 	__u8 src[16];
@@ -71,61 +95,103 @@ struct nkc_pkt {
 	__be16 dport;        /* or ICMP echo id */
 	__be32 flowinfo;     /* IPv6 traffic class + flow label, for the FIB */
 	__u8 tos;            /* IPv4, for the FIB */
-	__u8 proto;          /* L4 protocol (IPv6: the first next header) */
+	__u8 proto;          /* L4 protocol: after the IPv6 extension headers */
 	__u8 ttl;            /* or hop limit */
-	__u8 fragment;       /* IPv4 fragment or IPv6 fragment header: no ports */
-	__u8 icmp_error;     /* ICMP(v6) other than echo: carries an inner header */
-	__u8 opens;          /* may open a flow: TCP SYN without ACK, ICMP echo request,
-	                        any packet of a protocol without a handshake (UDP, ...) */
+	__u8 l4;             /* enum nkc_l4 */
+	__u8 tcp_flags;      /* NKC_TCP_* when l4 is NKC_L4_TCP */
 };
 
 enum nkc_parse_result {
 	NKC_PARSE_IP,
 	NKC_PARSE_NOT_IP,    /* ARP and every other ethertype */
-	NKC_PARSE_BAD,       /* says IP but too short to be one */
+	NKC_PARSE_BAD,       /* says IP but too short, or the wrong version, to be one */
 };
 
 #define L3_OFF ETH_HLEN
 
-static __always_inline void nkc_ports(struct nkc_pkt *p, void *l4, void *end)
+static __always_inline int nkc_is_icmp(const struct nkc_pkt *p)
 {
-	if (p->fragment)
-		return;
+	return p->family == NKC_AF_INET ? p->proto == IPPROTO_ICMP : p->proto == IPPROTO_ICMPV6;
+}
+
+/* Reads the transport header at `off`. Bytes are read with bpf_skb_load_bytes: the
+ * offset depends on the packet, and the header may sit in paged data. */
+static __always_inline void nkc_transport(struct __sk_buff *skb, struct nkc_pkt *p, __u32 off)
+{
 	if (p->proto == IPPROTO_TCP) {
-		struct tcphdr *th = l4;
-		if ((void *)(th + 1) > end)
+		__u8 h[14]; /* ports, sequence, ack, data offset, flags */
+		if (bpf_skb_load_bytes(skb, off, h, sizeof(h)))
 			return;
-		p->sport = th->source;
-		p->dport = th->dest;
-		p->opens = th->syn && !th->ack;
+		__builtin_memcpy(&p->sport, h, 2);
+		__builtin_memcpy(&p->dport, h + 2, 2);
+		p->tcp_flags = h[13];
+		p->l4 = NKC_L4_TCP;
 	} else if (p->proto == IPPROTO_UDP) {
-		struct udphdr *uh = l4;
-		if ((void *)(uh + 1) > end)
+		__be16 ports[2];
+		if (bpf_skb_load_bytes(skb, off, ports, sizeof(ports)))
 			return;
-		p->sport = uh->source;
-		p->dport = uh->dest;
-		p->opens = 1;
-	} else if (p->proto == IPPROTO_ICMP) {
-		struct nkc_icmp_echo *ih = l4;
-		if ((void *)(ih + 1) > end)
+		p->sport = ports[0];
+		p->dport = ports[1];
+		p->l4 = NKC_L4_UDP;
+	} else if (nkc_is_icmp(p)) {
+		__u8 h[6]; /* type, code, checksum, echo identifier */
+		if (bpf_skb_load_bytes(skb, off, h, sizeof(h)))
 			return;
-		if (ih->type == ICMP_ECHO || ih->type == ICMP_ECHOREPLY)
-			p->sport = p->dport = ih->id;
-		else
-			p->icmp_error = 1;
-		p->opens = ih->type == ICMP_ECHO;
-	} else if (p->proto == IPPROTO_ICMPV6) {
-		struct icmp6hdr *ih = l4;
-		if ((void *)(ih + 1) > end)
-			return;
-		if (ih->icmp6_type == ICMPV6_ECHO_REQUEST || ih->icmp6_type == ICMPV6_ECHO_REPLY)
-			p->sport = p->dport = ih->icmp6_identifier;
-		else
-			p->icmp_error = 1;
-		p->opens = ih->icmp6_type == ICMPV6_ECHO_REQUEST;
+		__u8 request = p->family == NKC_AF_INET ? ICMP_ECHO : ICMPV6_ECHO_REQUEST;
+		__u8 reply = p->family == NKC_AF_INET ? ICMP_ECHOREPLY : ICMPV6_ECHO_REPLY;
+		if (h[0] == request || h[0] == reply) {
+			__builtin_memcpy(&p->sport, h + 4, 2);
+			p->dport = p->sport;
+			p->l4 = h[0] == request ? NKC_L4_ECHO_REQUEST : NKC_L4_ECHO_REPLY;
+		} else {
+			p->l4 = NKC_L4_ICMP_OTHER;
+		}
 	} else {
-		p->opens = 1;
+		p->l4 = NKC_L4_OTHER;
 	}
+}
+
+/*
+ * Walks the IPv6 extension headers to the transport header. Returns its offset, or 0
+ * when there is none we may use: a fragment header anywhere in the chain (only the
+ * first fragment has ports, and conntrack reassembles), a routing header that still
+ * has segments to visit (the destination address is not the final one), a chain
+ * longer than NKC_IPV6_MAX_EXT, or a header cut short.
+ */
+static __always_inline __u32 nkc_ipv6_skip_ext(struct __sk_buff *skb, struct nkc_pkt *p)
+{
+	__u32 off = L3_OFF + sizeof(struct ipv6hdr);
+	__u8 next = p->proto;
+
+#pragma unroll
+	for (int i = 0; i < NKC_IPV6_MAX_EXT; i++) {
+		__u8 h[4]; /* next header, length, and for routing: type, segments left */
+		switch (next) {
+		case NKC_NEXTHDR_HOP:
+		case NKC_NEXTHDR_DEST:
+			if (bpf_skb_load_bytes(skb, off, h, 2))
+				return 0;
+			off += ((__u32)h[1] + 1) * 8;
+			break;
+		case NKC_NEXTHDR_ROUTING:
+			if (bpf_skb_load_bytes(skb, off, h, 4) || h[3] != 0)
+				return 0;
+			off += ((__u32)h[1] + 1) * 8;
+			break;
+		case NKC_NEXTHDR_AH:
+			if (bpf_skb_load_bytes(skb, off, h, 2))
+				return 0;
+			off += ((__u32)h[1] + 2) * 4;
+			break;
+		case NKC_NEXTHDR_FRAGMENT:
+			return 0;
+		default:
+			p->proto = next;
+			return off;
+		}
+		next = h[0];
+	}
+	return 0;
 }
 
 static __always_inline enum nkc_parse_result nkc_parse(struct __sk_buff *skb, struct nkc_pkt *p)
@@ -140,7 +206,7 @@ static __always_inline enum nkc_parse_result nkc_parse(struct __sk_buff *skb, st
 
 	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
 		struct iphdr *ip = (void *)(eth + 1);
-		if ((void *)(ip + 1) > end || ip->ihl < 5)
+		if ((void *)(ip + 1) > end || ip->version != 4 || ip->ihl < 5)
 			return NKC_PARSE_BAD;
 		p->family = NKC_AF_INET;
 		__builtin_memcpy(p->src, &ip->saddr, 4);
@@ -148,13 +214,15 @@ static __always_inline enum nkc_parse_result nkc_parse(struct __sk_buff *skb, st
 		p->tos = ip->tos;
 		p->proto = ip->protocol;
 		p->ttl = ip->ttl;
-		p->fragment = (ip->frag_off & bpf_htons(IP_MF | IP_OFFSET)) != 0;
-		nkc_ports(p, (void *)ip + ip->ihl * 4, end);
+		/* Options may reroute the packet (source routing) or ask every router
+		 * for work (record route): the stack's to handle. So are fragments. */
+		if (ip->ihl == 5 && !(ip->frag_off & bpf_htons(IP_MF | IP_OFFSET)))
+			nkc_transport(skb, p, L3_OFF + sizeof(struct iphdr));
 		return NKC_PARSE_IP;
 	}
 	if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
 		struct ipv6hdr *ip6 = (void *)(eth + 1);
-		if ((void *)(ip6 + 1) > end)
+		if ((void *)(ip6 + 1) > end || ip6->version != 6)
 			return NKC_PARSE_BAD;
 		p->family = NKC_AF_INET6;
 		__builtin_memcpy(p->src, &ip6->saddr, 16);
@@ -162,10 +230,9 @@ static __always_inline enum nkc_parse_result nkc_parse(struct __sk_buff *skb, st
 		p->flowinfo = *(__be32 *)ip6 & bpf_htonl(0x0fffffff);
 		p->proto = ip6->nexthdr;
 		p->ttl = ip6->hop_limit;
-		/* Extension headers other than a fragment header leave the ports at
-		 * zero: such flows still get a consistent (coarser) key. */
-		p->fragment = ip6->nexthdr == NEXTHDR_FRAGMENT;
-		nkc_ports(p, ip6 + 1, end);
+		__u32 off = nkc_ipv6_skip_ext(skb, p);
+		if (off)
+			nkc_transport(skb, p, off);
 		return NKC_PARSE_IP;
 	}
 	return NKC_PARSE_NOT_IP;

@@ -9,7 +9,7 @@
 
 #include "common.h"
 
-NKC_MAP(nkc_counters, BPF_MAP_TYPE_PERCPU_HASH, __u32, struct nkc_counters, 16384, 0);
+NKC_MAP(nkc_counters, BPF_MAP_TYPE_PERCPU_HASH, __u32, struct nkc_counters, NKC_MAX_ENDPOINTS, 0);
 
 static __always_inline void nkc_count(__u32 ifindex, enum nkc_counter which)
 {

@@ -7,7 +7,7 @@
 
 #include "common.h"
 
-NKC_MAP(nkc_endpoints, BPF_MAP_TYPE_HASH, struct nkc_endpoint_key, struct nkc_endpoint, 16384, 0);
+NKC_MAP(nkc_endpoints, BPF_MAP_TYPE_HASH, struct nkc_endpoint_key, struct nkc_endpoint, NKC_MAX_ENDPOINTS, 0);
 
 /* LPM tries must be created with BPF_F_NO_PREALLOC (kernel/bpf/lpm_trie.c). */
 NKC_MAP(nkc_cluster, BPF_MAP_TYPE_LPM_TRIE, struct nkc_cidr_key, __u32, 64, BPF_F_NO_PREALLOC);

@@ -8,18 +8,33 @@ import { AF_INET, AF_INET6, familyOf, ipBytes, ipString } from "../netlink/ip";
 export const MAP_NAMES = {
   endpoints: "nkc_endpoints",
   cluster: "nkc_cluster",
-  flows: "nkc_flows",
-  clients: "nkc_clients",
   counters: "nkc_counters",
+  direct: "nkc_direct",
+  directStats: "nkc_direct_stats",
 } as const;
+
+/** Maps that older builds pinned and this one no longer uses (removed after an upgrade). */
+export const RETIRED_MAP_NAMES = ["nkc_flows", "nkc_clients"] as const;
 
 export const PROGRAM_NAMES = {
   fromPod: "nkc_from_pod",
   hostIn: "nkc_host_in",
-  hostOut: "nkc_host_out",
 } as const;
 
+/** NKC_MAX_ENDPOINTS and NKC_DIRECT_TABLE_SIZE of nkc_abi.h. */
+export const MAX_ENDPOINTS = 16384;
+export const DIRECT_TABLE_SIZE = 1024;
+export const FLOW_KEY_SIZE = 40;
+export const DIRECT_FLOW_SIZE = 8;
+
 export const EP_FLAG_NETKIT = 1;
+
+/** The u32 host ifindex that keys nkc_counters, nkc_direct and nkc_direct_stats. */
+export function ifindexKey(hostIfindex: number): Buffer {
+  const key = Buffer.alloc(4);
+  key.writeUInt32LE(hostIfindex);
+  return key;
+}
 
 /** struct nkc_endpoint_key: u32 family, u8 addr[16]. */
 export function endpointKey(ip: string): Buffer {
@@ -81,7 +96,7 @@ export const COUNTER_NAMES = [
   "redirectedNeigh",
   "redirectedPeer",
   "passedStack",
-  "passedStackNat",
+  "passedStackUnproven",
   "droppedSpoofed",
   "droppedOther",
 ] as const;
@@ -100,45 +115,27 @@ export function addCounters(into: Counters, value: Buffer): Counters {
   return into;
 }
 
-export const FLOW_PATH = { stack: 1, direct: 2 } as const;
-
-export interface Flow {
+export interface FlowKey {
   family: typeof AF_INET | typeof AF_INET6;
   proto: number;
   a: { ip: string; port: number };
   b: { ip: string; port: number };
-  path: "stack" | "direct" | "unknown";
 }
 
-/** struct nkc_flow_key (40 bytes) and struct nkc_flow (u32 path). */
-export function decodeFlow(key: Buffer, value: Buffer): Flow {
+/** struct nkc_flow_key (40 bytes). */
+export function decodeFlowKey(key: Buffer): FlowKey {
   const family = key.readUInt8(36) === AF_INET ? AF_INET : AF_INET6;
   const addr = (o: number) => ipString(Buffer.from(key.subarray(o, o + (family === AF_INET ? 4 : 16))));
-  const path = value.readUInt32LE(0);
   return {
     family,
     proto: key.readUInt8(37),
     a: { ip: addr(0), port: key.readUInt16BE(32) },
     b: { ip: addr(16), port: key.readUInt16BE(34) },
-    path: path === FLOW_PATH.stack ? "stack" : path === FLOW_PATH.direct ? "direct" : "unknown",
   };
 }
 
-/** A client that opened a flow through the stack (nkc_clients). */
-export interface Client {
-  family: typeof AF_INET | typeof AF_INET6;
-  proto: number;
-  ip: string;
-  port: number;
-}
-
-/** struct nkc_client_key (20 bytes): addr[16], be16 port, u8 family, u8 proto. */
-export function decodeClient(key: Buffer): Client {
-  const family = key.readUInt8(18) === AF_INET ? AF_INET : AF_INET6;
-  return {
-    family,
-    proto: key.readUInt8(19),
-    ip: ipString(Buffer.from(key.subarray(0, family === AF_INET ? 4 : 16))),
-    port: key.readUInt16BE(16),
-  };
+/** struct nkc_direct_stats, summed over CPUs. */
+export interface DirectStats {
+  remembered: bigint;
+  forgotten: bigint;
 }

@@ -2,7 +2,7 @@
  * Reading the per-endpoint counters (nkc_counters, per CPU, keyed by host ifindex).
  * The programs increment; userspace only reads and deletes.
  */
-import { addCounters, type Counters, zeroCounters } from "./abi";
+import { addCounters, type Counters, ifindexKey, zeroCounters } from "./abi";
 import type { BpfMap } from "./maps";
 
 /** The device's counters summed over CPUs (zeros when it has none yet). */
@@ -14,10 +14,4 @@ export function readCounters(map: BpfMap, hostIfindex: number): Counters {
 /** Drops a device's counters (on DEL: ifindexes are reused). */
 export function deleteCounters(map: BpfMap, hostIfindex: number): boolean {
   return map.delete(ifindexKey(hostIfindex));
-}
-
-function ifindexKey(ifindex: number): Buffer {
-  const key = Buffer.alloc(4);
-  key.writeUInt32LE(ifindex);
-  return key;
 }

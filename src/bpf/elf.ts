@@ -1,10 +1,10 @@
 /**
  * Reads our compiled BPF objects (ELF64, little endian, EM_BPF) into specs: programs
- * (their instructions and map relocations), map definitions from the legacy "maps"
- * section (struct nkc_map_def, see bpf/include/nkc_abi.h) and the license. Pure: never
- * touches the kernel. Supports exactly what our objects use and rejects the rest
- * (bpf-to-bpf calls, global data) with a message naming it, rather than loading a
- * program that would misbehave.
+ * (their instructions, map relocations and calls to kernel functions), map definitions
+ * from the legacy "maps" section (struct nkc_map_def, see bpf/include/nkc_abi.h) and the
+ * license. Pure: never touches the kernel. Supports exactly what our objects use and
+ * rejects the rest (bpf-to-bpf calls, global data) with a message naming it, rather than
+ * loading a program that would misbehave.
  */
 
 export interface MapSpec {
@@ -14,6 +14,8 @@ export interface MapSpec {
   valueSize: number;
   maxEntries: number;
   flags: number;
+  /** A map of maps: what its inner maps look like (not expressible in nkc_map_def). */
+  inner?: MapSpec;
 }
 
 export interface MapRelocation {
@@ -22,12 +24,20 @@ export interface MapRelocation {
   mapName: string;
 }
 
+/** A call to a kernel function (an `extern ... __ksym` declaration in the C). */
+export interface KfuncCall {
+  /** Index of the call instruction inside the program. */
+  insnIndex: number;
+  name: string;
+}
+
 export interface ProgramSpec {
   name: string;
   section: string;
   /** Raw instructions, 8 bytes each, before relocation. */
   instructions: Buffer;
   relocations: MapRelocation[];
+  kfuncCalls: KfuncCall[];
 }
 
 export interface ObjectSpec {
@@ -48,6 +58,9 @@ const SHF_EXECINSTR = 0x4;
 const STT_OBJECT = 1;
 const STT_FUNC = 2;
 const R_BPF_64_64 = 1;
+const R_BPF_64_32 = 10;
+const SHN_UNDEF = 0;
+const BPF_CALL = 0x85; // BPF_JMP | BPF_CALL
 const MAP_DEF_SIZE = 20;
 const MAPS_SECTION = "maps";
 const LICENSE_SECTION = "license";
@@ -175,13 +188,17 @@ export function readObject(bytes: Buffer): ObjectSpec {
     const relocs = elf.relocations.get(section.index) ?? [];
     for (const fn of functions) {
       const end = fn.value + fn.size;
+      const instructions = Buffer.from(section.data.subarray(fn.value, end));
+      const own = relocs.filter((r) => r.offset >= fn.value && r.offset < end);
+      const calls = own.filter((r) => r.symbol.sectionIndex === SHN_UNDEF);
       programs.push({
         name: fn.name,
         section: section.name,
-        instructions: Buffer.from(section.data.subarray(fn.value, end)),
-        relocations: relocs
-          .filter((r) => r.offset >= fn.value && r.offset < end)
+        instructions,
+        relocations: own
+          .filter((r) => r.symbol.sectionIndex !== SHN_UNDEF)
           .map((r) => mapRelocation(r, fn, section, mapsSection)),
+        kfuncCalls: calls.map((r) => kfuncCall(r, fn, section, instructions)),
       });
     }
   }
@@ -212,6 +229,16 @@ function mapRelocation(r: Relocation, fn: ElfSymbol, section: Section, maps: Sec
     throw new ElfError(`${where}: relocation against "${r.symbol.name || "section"}" outside the maps section`);
   }
   return { insnIndex: (r.offset - fn.value) / 8, mapName: r.symbol.name };
+}
+
+/** clang emits a call to an extern function as `call -1` with R_BPF_64_32 against it. */
+function kfuncCall(r: Relocation, fn: ElfSymbol, section: Section, instructions: Buffer): KfuncCall {
+  const where = `${fn.name} (${section.name}+${r.offset})`;
+  const insnIndex = (r.offset - fn.value) / 8;
+  if (r.type !== R_BPF_64_32 || instructions[insnIndex * 8] !== BPF_CALL) {
+    throw new ElfError(`${where}: relocation against undefined "${r.symbol.name}" is not a call`);
+  }
+  return { insnIndex, name: r.symbol.name };
 }
 
 function cString(buf: Buffer, offset: number): string {

@@ -2,25 +2,41 @@
  * The public face of src/bpf: what the datapath and commands use. Nothing here but
  * re-exports, so callers do not depend on the module layout below.
  */
-export type { CounterName, Counters, Flow } from "./abi";
-export { COUNTER_NAMES, MAP_NAMES, PROGRAM_NAMES } from "./abi";
+export type { CounterName, Counters, DirectStats, FlowKey } from "./abi";
+export { COUNTER_NAMES, DIRECT_TABLE_SIZE, MAP_NAMES, PROGRAM_NAMES } from "./abi";
 export { listClusterCidrs, syncClusterCidrs } from "./cluster";
 export { deleteCounters, readCounters } from "./counters";
 export { type MapSpec, type ObjectSpec, type ProgramSpec, readObject } from "./elf";
 export { type Endpoint, EndpointMap } from "./endpoints";
-export { clearPathMemory, listClients, listFlows } from "./flows";
+export {
+  clearEndpointTable,
+  createEndpointTable,
+  DIRECT_TABLE_SPEC,
+  deleteDirectStats,
+  endpointTableOwners,
+  endpointTableSize,
+  listEndpointFlows,
+  type RememberedFlow,
+  readDirectStats,
+  removeEndpointTable,
+} from "./direct";
 export { attachNetkit, attachTcx, BpfLink, type NetkitHook, type TcxDirection } from "./links";
 export { BpfMap } from "./maps";
 export {
+  buildName,
   type EndpointMaps,
   loadNodePrograms,
   mapsDir,
+  NAT_CHECKS,
+  type NatCheck,
   type NodeMaps,
   type NodeObjects,
   type NodePrograms,
   type NodeProgramsOptions,
   OBJECT_FILES,
   openNodeMaps,
+  type ProgramSet,
+  pinnedProgramSets,
   readObjectsDir,
 } from "./node";
 export { ensureBpffs, isBpffs, openPin, pinExists, pinObject, unmountBpffs, unpin } from "./pins";

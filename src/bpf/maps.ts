@@ -34,15 +34,23 @@ export class BpfMap {
   ) {}
 
   static create(spec: MapSpec): BpfMap {
-    const fd = mapCreate({
-      mapType: spec.type,
-      keySize: spec.keySize,
-      valueSize: spec.valueSize,
-      maxEntries: spec.maxEntries,
-      mapFlags: spec.flags,
-      name: spec.name,
-    });
-    return new BpfMap(fd, spec);
+    // A map of maps is created with an example of its inner maps, which it then no
+    // longer needs.
+    const template = spec.inner ? BpfMap.create(spec.inner) : undefined;
+    try {
+      const fd = mapCreate({
+        mapType: spec.type,
+        keySize: spec.keySize,
+        valueSize: spec.valueSize,
+        maxEntries: spec.maxEntries,
+        mapFlags: spec.flags,
+        name: spec.name,
+        innerMapFd: template?.fd,
+      });
+      return new BpfMap(fd, spec);
+    } finally {
+      template?.close();
+    }
   }
 
   /** Opens a pinned map; its spec comes from the kernel (bpf_map_info). */

@@ -3,53 +3,94 @@
  * `<bpffsRoot>/maps/`, and our programs loaded against them. The entry point the ADD,
  * DEL, CHECK and GC commands use; it composes the layers below and never attaches
  * anything itself (callers pick devices and hooks, see links.ts).
+ *
+ * Each build comes in two variants that differ in how they keep NAT'd flows on the stack
+ * (bpf/lib/direct.h): "conntrack" asks the kernel's conntrack through kfuncs, which
+ * needs a BPF JIT and the conntrack functions in the kernel's BTF; "memory" needs
+ * neither. The first load on a node tries them in that order; the one that loads is
+ * pinned as `programs/<epoch>-<hash>-<variant>/`.
+ *
+ * Builds are ordered by their epoch (when they were made): a build never replaces the
+ * programs of a newer one, and only removes older ones' pins. During an upgrade an old
+ * executable may still run beside the new one; it then uses the newer programs.
  */
 import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { BpfError } from "../sys/bpf-syscall";
-import { type Counters, MAP_NAMES, PROGRAM_NAMES } from "./abi";
+import { type Counters, MAP_NAMES, PROGRAM_NAMES, RETIRED_MAP_NAMES } from "./abi";
+import { resolveKernelFunctions } from "./btf";
 import { syncClusterCidrs } from "./cluster";
 import { readCounters } from "./counters";
-import { type MapSpec, readObject } from "./elf";
+import { DIRECT_TABLE_SPEC } from "./direct";
+import { type MapSpec, type ObjectSpec, readObject } from "./elf";
 import { EndpointMap } from "./endpoints";
 import { BpfMap, specMismatches } from "./maps";
 import { ensureBpffs, openPin, pinObject, unpin } from "./pins";
 import { BpfProgram, loadProgram } from "./programs";
 
+/** How a variant keeps NAT'd flows on the stack; in order of preference. */
+export const NAT_CHECKS = ["conntrack", "memory"] as const;
+export type NatCheck = (typeof NAT_CHECKS)[number];
+
 /** The compiled objects' bytes (dist/bpf/*.o, embedded in the executable). */
-export interface NodeObjects {
+export interface VariantObjects {
   lxc: Buffer;
   host: Buffer;
 }
 
-export const OBJECT_FILES = { lxc: "bpf_lxc.o", host: "bpf_host.o" } as const;
+export interface NodeObjects {
+  variants: Record<NatCheck, VariantObjects>;
+  /** Seconds since 1970 when this build was made: orders builds on one node. */
+  epoch: number;
+}
+
+export const OBJECT_FILES: Record<NatCheck, { lxc: string; host: string }> = {
+  conntrack: { lxc: "bpf_lxc_ct.o", host: "bpf_host_ct.o" },
+  memory: { lxc: "bpf_lxc.o", host: "bpf_host.o" },
+};
+export const EPOCH_FILE = "epoch";
+
+/** The kfuncs the conntrack variant calls, and the module that has them when not built in. */
+const CONNTRACK_KFUNCS = ["bpf_skb_ct_lookup", "bpf_ct_release"];
+const CONNTRACK_MODULE = "nf_conntrack";
 
 export function readObjectsDir(dir: string): NodeObjects {
+  const read = (name: string) => fs.readFileSync(path.join(dir, name));
+  const epochFile = path.join(dir, EPOCH_FILE);
   return {
-    lxc: fs.readFileSync(path.join(dir, OBJECT_FILES.lxc)),
-    host: fs.readFileSync(path.join(dir, OBJECT_FILES.host)),
+    variants: {
+      conntrack: { lxc: read(OBJECT_FILES.conntrack.lxc), host: read(OBJECT_FILES.conntrack.host) },
+      memory: { lxc: read(OBJECT_FILES.memory.lxc), host: read(OBJECT_FILES.memory.host) },
+    },
+    epoch: fs.existsSync(epochFile) ? Number(fs.readFileSync(epochFile, "utf8").trim()) || 0 : 0,
   };
 }
 
 export interface NodeMaps {
   endpoints: BpfMap;
   cluster: BpfMap;
-  flows: BpfMap;
-  clients: BpfMap;
   counters: BpfMap;
+  direct: BpfMap;
+  directStats: BpfMap;
 }
 
-/** The maps DEL, CHECK and GC use: which pod is where, and its counters. */
-export type EndpointMaps = Pick<NodeMaps, "endpoints" | "counters">;
+/** The maps DEL, CHECK and GC use: which pod is where, its counters and flow table. */
+export type EndpointMaps = Pick<NodeMaps, "endpoints" | "counters"> & Partial<Pick<NodeMaps, "direct" | "directStats">>;
 
 export interface NodePrograms {
   maps: NodeMaps;
   endpoints: EndpointMap;
-  programs: { fromPod: BpfProgram; hostIn: BpfProgram; hostOut: BpfProgram };
+  programs: { fromPod: BpfProgram; hostIn: BpfProgram };
+  /** Which variant runs on this node. */
+  natCheck: NatCheck;
+  /** When this call loaded the programs: why preferred variants did not load. */
+  skippedVariants: string[];
   readCounters(hostIfindex: number): Counters;
   /** True when this call loaded and pinned the programs (the first ADD of a build). */
   loaded: boolean;
+  /** True when the programs are a newer build's: this build must not change node-wide links. */
+  superseded: boolean;
   /** Closes our fds. Pinned maps stay; attached links keep their programs alive. */
   close(): void;
 }
@@ -57,9 +98,34 @@ export interface NodePrograms {
 export interface NodeProgramsOptions {
   /** The cluster's pod CIDRs (v4 and v6): destinations forwarded by FIB lookup. */
   clusterCidrs: readonly string[];
+  /** The variants a first load may choose from, in order (default NAT_CHECKS). */
+  natChecks?: readonly NatCheck[];
 }
 
 export const mapsDir = (bpffsRoot: string) => path.join(bpffsRoot, "maps");
+export const programsRoot = (bpffsRoot: string) => path.join(bpffsRoot, "programs");
+
+/** A pinned program set: `<epoch>-<hash>-<variant>` (bpffs refuses dots in names); older
+ * builds pinned `<hash>` alone. */
+export interface ProgramSet {
+  dir: string;
+  epoch: number;
+  build: string;
+  natCheck: NatCheck;
+}
+
+const SET_NAME = /^(\d+)-([0-9a-f]+)-(conntrack|memory)$/;
+
+export function pinnedProgramSets(bpffsRoot: string): ProgramSet[] {
+  const root = programsRoot(bpffsRoot);
+  if (!fs.existsSync(root)) return [];
+  return fs.readdirSync(root).map((name): ProgramSet => {
+    const m = SET_NAME.exec(name);
+    // A set from before epochs existed is older than any build that has them.
+    if (!m) return { dir: path.join(root, name), epoch: -1, build: name, natCheck: "memory" };
+    return { dir: path.join(root, name), epoch: Number(m[1]), build: `${m[1]}-${m[2]}`, natCheck: m[3] as NatCheck };
+  });
+}
 
 /**
  * Mounts the bpffs at `bpffsRoot` if needed, creates or reuses the pinned maps, writes
@@ -68,23 +134,32 @@ export const mapsDir = (bpffsRoot: string) => path.join(bpffsRoot, "maps");
  */
 export function loadNodePrograms(bpffsRoot: string, objects: NodeObjects, options: NodeProgramsOptions): NodePrograms {
   ensureBpffs(bpffsRoot);
-  // Programs are pinned per object version: every ADD after the first opens them (no
-  // verifier run per pod), and a new version gets its own directory.
-  const programsDir = path.join(bpffsRoot, "programs", objectsVersion(objects));
+  // Programs are pinned per build: every ADD after the first opens them (no verifier run
+  // per pod), and a new build gets its own directory.
+  const build = buildName(objects);
+  const sets = pinnedProgramSets(bpffsRoot);
+  const newer = sets.filter((s) => s.epoch > objects.epoch && complete(bpffsRoot, s));
+  const own = sets.find((s) => s.build === build);
   const opened: { close(): void }[] = [];
   try {
-    // Maps re-created under programs pinned earlier would leave those programs on the old
-    // maps: a missing map means loading again.
-    const pinned =
-      Object.values(PROGRAM_NAMES).every((name) => fs.existsSync(path.join(programsDir, name))) &&
-      Object.values(MAP_NAMES).every((name) => fs.existsSync(path.join(mapsDir(bpffsRoot), name)));
-    const node = pinned
-      ? openPinnedNode(bpffsRoot, programsDir, opened)
-      : loadAndPinNode(bpffsRoot, programsDir, objects, opened);
+    let node: LoadedNode;
+    let loaded = false;
+    if (newer.length > 0) {
+      const newest = newer.reduce((a, b) => (b.epoch > a.epoch ? b : a));
+      node = openPinnedNode(bpffsRoot, newest, opened);
+    } else if (own && complete(bpffsRoot, own)) {
+      node = openPinnedNode(bpffsRoot, own, opened);
+    } else {
+      node = loadAndPinNode(bpffsRoot, build, objects, options.natChecks ?? NAT_CHECKS, opened);
+      loaded = true;
+      removeOlderSets(bpffsRoot, objects.epoch, build);
+      removeRetiredMaps(bpffsRoot);
+    }
     syncClusterCidrs(node.maps.cluster, options.clusterCidrs);
     return {
       ...node,
-      loaded: !pinned,
+      loaded,
+      superseded: newer.length > 0,
       endpoints: new EndpointMap(node.maps.endpoints),
       readCounters: (ifindex) => readCounters(node.maps.counters, ifindex),
       close: () => {
@@ -97,14 +172,23 @@ export function loadNodePrograms(bpffsRoot: string, objects: NodeObjects, option
   }
 }
 
-type LoadedNode = Pick<NodePrograms, "maps" | "programs">;
+type LoadedNode = Pick<NodePrograms, "maps" | "programs" | "natCheck" | "skippedVariants">;
+
+/** Every program and map the set needs is pinned. Maps re-created under programs pinned
+ * earlier would leave those programs on the old maps: a missing map means loading again. */
+function complete(bpffsRoot: string, set: ProgramSet): boolean {
+  return (
+    Object.values(PROGRAM_NAMES).every((name) => fs.existsSync(path.join(set.dir, name))) &&
+    Object.values(MAP_NAMES).every((name) => fs.existsSync(path.join(mapsDir(bpffsRoot), name)))
+  );
+}
 
 /**
- * The common case: this version's programs are pinned, so they were loaded against the
+ * The common case: this build's programs are pinned, so they were loaded against the
  * pinned maps after those passed the layout checks. Opens the pins without reading the
  * ELF objects again.
  */
-function openPinnedNode(bpffsRoot: string, programsDir: string, opened: { close(): void }[]): LoadedNode {
+function openPinnedNode(bpffsRoot: string, set: ProgramSet, opened: { close(): void }[]): LoadedNode {
   const byName = new Map<string, BpfMap>();
   for (const name of Object.values(MAP_NAMES)) {
     const map = BpfMap.openPinned(path.join(mapsDir(bpffsRoot), name));
@@ -112,58 +196,107 @@ function openPinnedNode(bpffsRoot: string, programsDir: string, opened: { close(
     byName.set(name, map);
   }
   const open = (name: string) => {
-    const program = new BpfProgram(openPin(path.join(programsDir, name)), name);
+    const program = new BpfProgram(openPin(path.join(set.dir, name)), name);
     opened.push(program);
     return program;
   };
   return {
     maps: nodeMaps(byName),
-    programs: {
-      fromPod: open(PROGRAM_NAMES.fromPod),
-      hostIn: open(PROGRAM_NAMES.hostIn),
-      hostOut: open(PROGRAM_NAMES.hostOut),
-    },
+    programs: { fromPod: open(PROGRAM_NAMES.fromPod), hostIn: open(PROGRAM_NAMES.hostIn) },
+    natCheck: set.natCheck,
+    skippedVariants: [],
   };
 }
 
 /**
- * First ADD of a version: creates or checks the pinned maps against the objects' layouts,
- * loads the programs (the verifier runs here) and pins them, then drops older versions.
+ * First ADD of a build: creates or checks the pinned maps against the objects' layouts,
+ * loads the programs of the first variant this kernel accepts (the verifier runs here)
+ * and pins them.
  */
 function loadAndPinNode(
   bpffsRoot: string,
-  programsDir: string,
+  build: string,
   objects: NodeObjects,
+  natChecks: readonly NatCheck[],
   opened: { close(): void }[],
 ): LoadedNode {
-  const lxc = readObject(objects.lxc);
-  const host = readObject(objects.host);
+  const parsed = Object.fromEntries(
+    NAT_CHECKS.map((v) => [v, { lxc: readObject(objects.variants[v].lxc), host: readObject(objects.variants[v].host) }]),
+  ) as Record<NatCheck, { lxc: ObjectSpec; host: ObjectSpec }>;
   const byName = new Map<string, BpfMap>();
-  for (const spec of mergeMapSpecs([...lxc.maps, ...host.maps])) {
-    const map = openOrCreatePinnedMap(spec, path.join(mapsDir(bpffsRoot), spec.name));
+  const specs = NAT_CHECKS.flatMap((v) => [...parsed[v].lxc.maps, ...parsed[v].host.maps]);
+  for (const spec of mergeMapSpecs(specs)) {
+    const map = openOrCreatePinnedMap(withInner(spec), path.join(mapsDir(bpffsRoot), spec.name));
     opened.push(map);
     byName.set(spec.name, map);
   }
-  const load = (object: typeof lxc, name: string) => {
-    const spec = object.programs.find((p) => p.name === name);
-    if (!spec) throw new Error(`program ${name} not found in object`);
-    const program = loadProgram(spec, { license: object.license, maps: byName });
-    opened.push(program);
-    replacePin(program.fd, path.join(programsDir, name));
-    return program;
-  };
-  const programs = {
-    fromPod: load(lxc, PROGRAM_NAMES.fromPod),
-    hostIn: load(host, PROGRAM_NAMES.hostIn),
-    hostOut: load(host, PROGRAM_NAMES.hostOut),
-  };
-  removeOtherVersions(path.dirname(programsDir), path.basename(programsDir));
-  return { maps: nodeMaps(byName), programs };
+  const failures: string[] = [];
+  for (const natCheck of natChecks) {
+    try {
+      const programs = loadVariant(natCheck, parsed[natCheck], byName, opened);
+      const dir = path.join(programsRoot(bpffsRoot), `${build}-${natCheck}`);
+      replacePin(programs.fromPod.fd, path.join(dir, PROGRAM_NAMES.fromPod));
+      replacePin(programs.hostIn.fd, path.join(dir, PROGRAM_NAMES.hostIn));
+      return { maps: nodeMaps(byName), programs, natCheck, skippedVariants: failures };
+    } catch (e) {
+      // The last variant's failure is the node's: nothing is left to fall back to.
+      if (natCheck === natChecks[natChecks.length - 1]) throw e;
+      failures.push(`${natCheck} unavailable: ${firstLine(e)}`);
+    }
+  }
+  throw new Error("no NAT check variant to load");
 }
 
-/** Identifies a build of the programs: a hash of both objects. */
-export function objectsVersion(objects: NodeObjects): string {
-  return createHash("sha256").update(objects.lxc).update(objects.host).digest("hex").slice(0, 16);
+function loadVariant(
+  natCheck: NatCheck,
+  objects: { lxc: ObjectSpec; host: ObjectSpec },
+  maps: ReadonlyMap<string, BpfMap>,
+  opened: { close(): void }[],
+): LoadedNode["programs"] {
+  const kernel = natCheck === "conntrack" ? resolveKernelFunctions(CONNTRACK_KFUNCS, CONNTRACK_MODULE) : undefined;
+  try {
+    const load = (object: ObjectSpec, name: string) => {
+      const spec = object.programs.find((p) => p.name === name);
+      if (!spec) throw new Error(`program ${name} not found in object`);
+      const program = loadProgram(spec, { license: object.license, maps, kernelFunctions: kernel?.functions });
+      opened.push(program);
+      return program;
+    };
+    return { fromPod: load(objects.lxc, PROGRAM_NAMES.fromPod), hostIn: load(objects.host, PROGRAM_NAMES.hostIn) };
+  } finally {
+    kernel?.close();
+  }
+}
+
+/** Identifies a build of the programs: its epoch and a hash of every object. */
+export function buildName(objects: NodeObjects): string {
+  const hash = createHash("sha256");
+  for (const v of NAT_CHECKS) hash.update(objects.variants[v].lxc).update(objects.variants[v].host);
+  return `${objects.epoch}-${hash.digest("hex").slice(0, 16)}`;
+}
+
+/**
+ * Why this kernel cannot run the conntrack variant, or undefined when it looks able to
+ * (for `status`; loading is the real test). kfunc calls need a JIT, and the conntrack
+ * functions in the kernel's BTF.
+ */
+export function conntrackUnavailable(): string | undefined {
+  const jit = "/proc/sys/net/core/bpf_jit_enable";
+  if (!fs.existsSync(jit)) return "the kernel has no BPF JIT (kfunc calls need one)";
+  if (fs.readFileSync(jit, "utf8").trim() === "0") return "the BPF JIT is off (net.core.bpf_jit_enable = 0)";
+  try {
+    resolveKernelFunctions(CONNTRACK_KFUNCS, CONNTRACK_MODULE).close();
+    return undefined;
+  } catch (e) {
+    return firstLine(e);
+  }
+}
+
+const firstLine = (e: unknown) => String((e as Error).message ?? e).split("\n")[0];
+
+/** The map of maps needs its inner maps' shape, which the ELF definition cannot carry. */
+function withInner(spec: MapSpec): MapSpec {
+  return spec.name === MAP_NAMES.direct ? { ...spec, inner: DIRECT_TABLE_SPEC } : spec;
 }
 
 /** Pins `fd` at `pin`, replacing what is there (a half-pinned set from a crashed ADD). */
@@ -173,37 +306,49 @@ function replacePin(fd: number, pin: string): void {
 }
 
 /**
- * Old versions' program pins go once a new version is pinned. Links attached to old
- * programs keep those programs alive until they are updated or removed.
+ * Pins of older builds (and of other builds of the same epoch) go once this build's are
+ * pinned; newer ones stay. Links attached to old programs keep those programs alive
+ * until they are updated or removed.
  */
-function removeOtherVersions(dir: string, keep: string): void {
-  for (const name of fs.readdirSync(dir)) {
-    if (name !== keep) fs.rmSync(path.join(dir, name), { recursive: true, force: true });
+function removeOlderSets(bpffsRoot: string, epoch: number, keep: string): void {
+  for (const set of pinnedProgramSets(bpffsRoot)) {
+    if (set.build !== keep && set.epoch <= epoch) fs.rmSync(set.dir, { recursive: true, force: true });
   }
 }
 
+/** Maps only older builds used: their programs hold them while still attached. */
+function removeRetiredMaps(bpffsRoot: string): void {
+  for (const name of RETIRED_MAP_NAMES) unpin(path.join(mapsDir(bpffsRoot), name));
+}
+
 /**
- * The pinned endpoint and counter maps alone (DEL, CHECK, GC need no programs, and must
- * work on a node where a newer version has not yet added the maps it brings). Throws if
- * not pinned yet.
+ * The pinned endpoint maps alone (DEL, CHECK, GC need no programs, and must work on a
+ * node whose maps an older build pinned, before this build's first ADD adds the flow
+ * tables: those are then absent). Throws if the endpoint or counter map is not pinned.
  */
 export function openNodeMaps(bpffsRoot: string): EndpointMaps & { close(): void } {
-  const endpoints = BpfMap.openPinned(path.join(mapsDir(bpffsRoot), MAP_NAMES.endpoints));
-  let counters: BpfMap;
+  const opened: BpfMap[] = [];
+  const open = (name: string, optional: boolean) => {
+    const pin = path.join(mapsDir(bpffsRoot), name);
+    if (optional && !fs.existsSync(pin)) return undefined;
+    const map = BpfMap.openPinned(pin);
+    opened.push(map);
+    return map;
+  };
   try {
-    counters = BpfMap.openPinned(path.join(mapsDir(bpffsRoot), MAP_NAMES.counters));
+    return {
+      endpoints: open(MAP_NAMES.endpoints, false) as BpfMap,
+      counters: open(MAP_NAMES.counters, false) as BpfMap,
+      direct: open(MAP_NAMES.direct, true),
+      directStats: open(MAP_NAMES.directStats, true),
+      close: () => {
+        for (const m of opened) m.close();
+      },
+    };
   } catch (e) {
-    endpoints.close();
+    for (const m of opened) m.close();
     throw e;
   }
-  return {
-    endpoints,
-    counters,
-    close: () => {
-      endpoints.close();
-      counters.close();
-    },
-  };
 }
 
 /**
@@ -257,8 +402,8 @@ function nodeMaps(byName: ReadonlyMap<string, BpfMap>): NodeMaps {
   return {
     endpoints: get(MAP_NAMES.endpoints),
     cluster: get(MAP_NAMES.cluster),
-    flows: get(MAP_NAMES.flows),
-    clients: get(MAP_NAMES.clients),
     counters: get(MAP_NAMES.counters),
+    direct: get(MAP_NAMES.direct),
+    directStats: get(MAP_NAMES.directStats),
   };
 }

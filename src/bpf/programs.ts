@@ -1,10 +1,13 @@
 /**
  * Loading programs: patch each map relocation (ld_imm64 of the map's symbol becomes
- * ld_imm64 src_reg=BPF_PSEUDO_MAP_FD imm=<map fd>) and BPF_PROG_LOAD as SCHED_CLS.
+ * ld_imm64 src_reg=BPF_PSEUDO_MAP_FD imm=<map fd>) and each kernel function call (call
+ * src_reg=BPF_PSEUDO_KFUNC_CALL imm=<BTF id> off=<fd_array index of its module's BTF, 0
+ * for vmlinux>), then BPF_PROG_LOAD as SCHED_CLS.
  * A failed load is retried with the verifier log on, so the thrown error carries the
  * log. Owns the program fd until close(); never attaches (links.ts does).
  */
 import { BPF_MISC, BPF_PROG_TYPE, closeFd, objGetInfo, ProgLoadError, progLoad } from "../sys/bpf-syscall";
+import type { KernelFunction } from "./btf";
 import type { ProgramSpec } from "./elf";
 import type { BpfMap } from "./maps";
 
@@ -36,6 +39,8 @@ export interface LoadOptions {
   license: string;
   /** Maps by name, for the relocations. */
   maps: ReadonlyMap<string, BpfMap>;
+  /** Kernel functions by name, for programs that call any (see btf.ts). */
+  kernelFunctions?: ReadonlyMap<string, KernelFunction>;
   /** Left 0 (none) by default: tcx and netkit both accept SCHED_CLS programs without one,
    * so one program can serve either hook. */
   expectedAttachType?: number;
@@ -43,12 +48,14 @@ export interface LoadOptions {
 
 export function loadProgram(spec: ProgramSpec, options: LoadOptions): BpfProgram {
   const insns = relocate(spec, options.maps);
+  const fdArray = linkKernelFunctions(spec, insns, options.kernelFunctions ?? new Map());
   const attr = {
     progType: BPF_PROG_TYPE.SCHED_CLS,
     insns,
     license: options.license,
     name: spec.name,
     expectedAttachType: options.expectedAttachType,
+    fdArray,
   };
   try {
     return new BpfProgram(progLoad({ ...attr, logLevel: 0, logSize: 0 }), spec.name);
@@ -83,4 +90,33 @@ export function relocate(spec: ProgramSpec, maps: ReadonlyMap<string, BpfMap>): 
     insns.writeInt32LE(0, at + 12); // the second half's imm: offset into the map value, none
   }
   return insns;
+}
+
+/**
+ * Points each kernel function call of `spec` (in `insns`, already copied) at its BTF id.
+ * Returns the fd_array for BPF_PROG_LOAD: module BTF fds, referred to by index; index 0
+ * means vmlinux, so it holds no fd of ours.
+ */
+function linkKernelFunctions(
+  spec: ProgramSpec,
+  insns: Buffer,
+  functions: ReadonlyMap<string, KernelFunction>,
+): number[] {
+  const fdArray: number[] = [];
+  for (const call of spec.kfuncCalls) {
+    const fn = functions.get(call.name);
+    if (!fn) throw new Error(`program ${spec.name}: kernel function ${call.name} not resolved`);
+    let index = 0;
+    if (fn.moduleBtfFd !== undefined) {
+      if (fdArray.length === 0) fdArray.push(-1);
+      index = fdArray.indexOf(fn.moduleBtfFd);
+      if (index === -1) index = fdArray.push(fn.moduleBtfFd) - 1;
+    }
+    const at = call.insnIndex * 8;
+    const regs = insns.readUInt8(at + 1);
+    insns.writeUInt8((regs & 0x0f) | (BPF_MISC.PSEUDO_KFUNC_CALL << 4), at + 1);
+    insns.writeInt16LE(index, at + 2);
+    insns.writeInt32LE(fn.btfId, at + 4);
+  }
+  return fdArray;
 }

@@ -1,10 +1,17 @@
 /**
  * `netkit-cni endpoints`: the pods this node's plugin wired, one row each: container,
- * interface, host device and its kind, addresses, and the fast-path counters that say
- * which path their packets took. Read-only; run in the node's network namespace.
+ * interface, host device and its kind, addresses, the fast-path counters that say which
+ * path their packets took, and how full its direct-flow table is (entries held, and what
+ * the LRU evicted). Read-only; run in the node's network namespace.
  */
 import type { Counters } from "../bpf/index";
-import { countersOf, endpointMapEntries, endpointState } from "../datapath/fastpath";
+import {
+  countersOf,
+  endpointMapEntries,
+  endpointState,
+  type FlowTableUsage,
+  flowTableOf,
+} from "../datapath/fastpath";
 import { parseOwnerAlias } from "../datapath/naming";
 import { listLinks } from "../netlink/links";
 import { RtnlSocket } from "../netlink/socket";
@@ -17,7 +24,11 @@ export interface EndpointRow {
   addresses: string[];
   programsAttached: boolean;
   counters: Record<keyof Counters, number> | undefined;
+  flowTable: Record<keyof FlowTableUsage, number> | undefined;
 }
+
+const numbers = <T extends object>(o: T | undefined) =>
+  o ? (Object.fromEntries(Object.entries(o).map(([k, v]) => [k, Number(v)])) as Record<keyof T, number>) : undefined;
 
 export async function listEndpoints(bpffsRoot: string): Promise<EndpointRow[]> {
   const host = RtnlSocket.open();
@@ -40,9 +51,8 @@ export async function listEndpoints(bpffsRoot: string): Promise<EndpointRow[]> {
       datapath: link.kind ?? "?",
       addresses: [...entries].filter(([, e]) => e.hostIfindex === link.index).map(([ip]) => ip),
       programsAttached: endpointState(bpffsRoot, link.name).pinned,
-      counters: counters
-        ? (Object.fromEntries(Object.entries(counters).map(([k, v]) => [k, Number(v)])) as EndpointRow["counters"])
-        : undefined,
+      counters: numbers(counters),
+      flowTable: numbers(flowTableOf(bpffsRoot, link.index)),
     });
   }
   return rows;
@@ -59,6 +69,8 @@ export function formatEndpoints(rows: EndpointRow[]): string {
     "REDIRECTED",
     "STACK",
     "DROPPED",
+    "FLOWS",
+    "EVICTED",
   ];
   const table = rows.map((r) => {
     const c = r.counters;
@@ -71,8 +83,10 @@ export function formatEndpoints(rows: EndpointRow[]): string {
       r.addresses.join(",") || "-",
       r.programsAttached ? "yes" : "no",
       String(redirected),
-      String(c ? c.passedStack + c.passedStackNat : 0),
+      String(c ? c.passedStack + c.passedStackUnproven : 0),
       String(c ? c.droppedSpoofed + c.droppedOther : 0),
+      r.flowTable ? `${r.flowTable.entries}/${r.flowTable.capacity}` : "-",
+      r.flowTable ? String(r.flowTable.evicted) : "-",
     ];
   });
   const widths = header.map((h, i) => Math.max(h.length, ...table.map((row) => row[i]?.length ?? 0)));

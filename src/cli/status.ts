@@ -1,17 +1,28 @@
 /**
  * `netkit-cni status`: what this node's datapath looks like. Kernel features (netkit,
  * tcx, bpffs), the device kind `"datapath": "auto"` picks here, our programs pinned under
- * the bpffs root and the links running them (the uplink's, each endpoint's), the endpoint
- * count, and what is wrong: pins or map entries for devices that no longer exist, links
+ * the bpffs root, which NAT check they use and why, the links running them (the uplink's,
+ * each endpoint's), the endpoint count, how full the per-endpoint flow tables are, and
+ * what is wrong: pins or map entries for devices that no longer exist, links
  * whose device is gone, devices we own that have no programs. Read-only (the netkit
  * answer is cached under /run like ADD caches it); run in the node's network namespace.
  */
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { BpfLink, BpfProgram, isBpffs, openPin, PROGRAM_NAMES } from "../bpf/index";
-import { objectsVersion } from "../bpf/node";
-import { embeddedObjects, endpointMapEntries, pinnedEndpointDevices } from "../datapath/fastpath";
+import {
+  BpfLink,
+  BpfProgram,
+  buildName,
+  DIRECT_TABLE_SIZE,
+  isBpffs,
+  type NatCheck,
+  openPin,
+  PROGRAM_NAMES,
+  pinnedProgramSets,
+} from "../bpf/index";
+import { conntrackUnavailable } from "../bpf/node";
+import { embeddedObjects, endpointMapEntries, flowTableOf, pinnedEndpointDevices } from "../datapath/fastpath";
 import { parseOwnerAlias } from "../datapath/naming";
 import { kernelHasNetkit } from "../datapath/probe";
 import { type Link, listLinks } from "../netlink/links";
@@ -36,12 +47,27 @@ export interface NodeStatus {
   /** False when nothing is pinned under the root yet (no pod was ever added with it). */
   initialized: boolean;
   programs: {
-    /** This executable's build of the programs (a hash of the objects). */
+    /** This executable's build of the programs (its epoch and a hash of the objects). */
     build: string;
-    /** Builds pinned under programs/; normally just one. */
+    /** Builds pinned under programs/ (`<build>-<variant>`); normally just one. */
     pinnedBuilds: string[];
-    /** Kernel ids of this build's programs, by name; absent when not loaded. */
+    /** The newest pinned build: the one every pod runs once an ADD has switched it. */
+    running: string | undefined;
+    /** Kernel ids of the running build's programs, by name; absent when not loaded. */
     ids: Record<string, number>;
+    /** How the running programs keep NAT'd flows on the stack (bpf/lib/direct.h). */
+    natCheck: NatCheck | undefined;
+    /** Why this kernel cannot use the conntrack NAT check; absent when it can. */
+    conntrackUnavailable: string | undefined;
+  };
+  /** The per-endpoint direct-flow tables (LRU, one per pod interface). */
+  flowTables: {
+    tables: number;
+    capacityEach: number;
+    entries: number;
+    remembered: number;
+    forgotten: number;
+    evicted: number;
   };
   uplinks: LinkStatus[];
   endpoints: {
@@ -99,11 +125,17 @@ export async function nodeStatus(bpffsRoot: string): Promise<NodeStatus> {
   const root = bpffsRoot;
   const initialized = fs.existsSync(path.join(root, "maps"));
 
-  const build = objectsVersion(embeddedObjects());
-  const pinnedBuilds = listDir(path.join(root, "programs"));
+  const build = buildName(embeddedObjects());
+  const sets = pinnedProgramSets(root);
+  const pinnedBuilds = sets.map((s) => path.basename(s.dir)).sort();
+  const running = sets.reduce<(typeof sets)[number] | undefined>((a, b) => (!a || b.epoch > a.epoch ? b : a), undefined);
+  if (running && running.build !== build) {
+    problems.push(`the running programs are build ${running.build}, not this executable's ${build}`);
+  }
   const ids: Record<string, number> = {};
   for (const name of Object.values(PROGRAM_NAMES)) {
-    const pin = path.join(root, "programs", build, name);
+    if (!running) break;
+    const pin = path.join(running.dir, name);
     if (!fs.existsSync(pin)) continue;
     const program = new BpfProgram(openPin(pin), name);
     try {
@@ -114,6 +146,11 @@ export async function nodeStatus(bpffsRoot: string): Promise<NodeStatus> {
   }
   if (initialized && Object.keys(ids).length === 0) {
     problems.push(`this build's programs (${build}) are not loaded yet; the next ADD loads them`);
+  }
+  const natCheck = running?.natCheck;
+  const whyNotConntrack = conntrackUnavailable();
+  if (natCheck === "memory" && !whyNotConntrack) {
+    problems.push("the programs use the memory NAT check although this kernel looks able to run the conntrack one");
   }
 
   const uplinks: LinkStatus[] = [];
@@ -155,6 +192,16 @@ export async function nodeStatus(bpffsRoot: string): Promise<NodeStatus> {
     if (!byIndex.has(e.hostIfindex))
       problems.push(`endpoint map: ${ip} points at ifindex ${e.hostIfindex}, which is gone`);
   }
+  const flowTables = { tables: 0, capacityEach: DIRECT_TABLE_SIZE, entries: 0, remembered: 0, forgotten: 0, evicted: 0 };
+  for (const ifindex of new Set([...entries.values()].map((e) => e.hostIfindex))) {
+    const t = flowTableOf(root, ifindex);
+    if (!t) continue;
+    flowTables.tables += 1;
+    flowTables.entries += t.entries;
+    flowTables.remembered += Number(t.remembered);
+    flowTables.forgotten += Number(t.forgotten);
+    flowTables.evicted += Number(t.evicted);
+  }
 
   const bpffsMounted = isBpffs("/sys/fs/bpf") || isBpffs(root);
   if (!bpffsMounted) problems.push("no bpffs mounted at /sys/fs/bpf (ADD mounts one)");
@@ -164,7 +211,15 @@ export async function nodeStatus(bpffsRoot: string): Promise<NodeStatus> {
     autoDatapath: netkit ? "netkit" : "veth",
     bpffsRoot: root,
     initialized,
-    programs: { build, pinnedBuilds, ids },
+    programs: {
+      build,
+      pinnedBuilds,
+      running: running?.build,
+      ids,
+      natCheck,
+      conntrackUnavailable: whyNotConntrack,
+    },
+    flowTables,
     uplinks,
     endpoints: { devices: owned.length, pinned: pinned.length, addresses: entries.size, links: endpointLinks },
     problems,
@@ -177,7 +232,7 @@ export function formatStatus(s: NodeStatus): string {
     `kernel          ${s.kernel.release}: netkit ${yes(s.kernel.netkit)}, tcx ${yes(s.kernel.tcx)}, bpffs ${s.kernel.bpffsMounted ? "mounted" : "not mounted"}`,
     `datapath auto   ${s.autoDatapath}`,
     `bpffs root      ${s.bpffsRoot}${s.initialized ? "" : " (nothing pinned yet)"}`,
-    `programs        build ${s.programs.build}: ${
+    `programs        build ${s.programs.running ?? s.programs.build}: ${
       Object.keys(s.programs.ids).length > 0
         ? Object.entries(s.programs.ids)
             .map(([n, id]) => `${n}=${id}`)
@@ -185,6 +240,16 @@ export function formatStatus(s: NodeStatus): string {
         : "not loaded"
     }`,
   ];
+  const nat = s.programs.natCheck;
+  lines.push(
+    `NAT check       ${nat ?? "none loaded"}${
+      s.programs.conntrackUnavailable ? ` (conntrack unavailable: ${s.programs.conntrackUnavailable})` : ""
+    }`,
+  );
+  const t = s.flowTables;
+  lines.push(
+    `flow tables     ${t.tables} of ${t.capacityEach} entries each: ${t.entries} held, ${t.remembered} remembered, ${t.forgotten} forgotten, ${t.evicted} evicted`,
+  );
   for (const u of s.uplinks) {
     lines.push(
       `uplink link     ${u.pin}: link ${u.linkId}, program ${u.programId}, on ${u.device ?? `ifindex ${u.ifindex}`}`,

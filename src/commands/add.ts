@@ -6,7 +6,7 @@
  */
 import { CniError, ErrorCode } from "../cni/errors";
 import type { Result } from "../cni/result";
-import { NodeFastPath, removeEndpoint } from "../datapath/fastpath";
+import { attachEndpoint, removeEndpoint } from "../datapath/fastpath";
 import { GATEWAY_V4, GATEWAY_V6 } from "../datapath/gateway";
 import { configureHostEnd, enableForwarding } from "../datapath/host-end";
 import { chooseDatapath, podEndUsesNeighbours } from "../datapath/index";
@@ -72,16 +72,16 @@ export async function cmdAdd(inv: Invocation): Promise<Result> {
 
     if (conf.fastPath.enabled) {
       if (!uplink) log.warn("no uplink (no hostInterface, no default route): wire traffic reaches pods via the stack");
-      const fast = NodeFastPath.open(conf.fastPath, uplink);
-      try {
-        const gone = { hostIfindex: pair.hostLink.index, addresses };
-        rollback.onFailure("remove fast path state", () =>
-          removeEndpoint(conf.fastPath.bpffsRoot, hostDevice, gone, () => liveIfindexes(ns.host)),
-        );
-        fast.attachEndpoint({ hostDevice, hostIfindex: pair.hostLink.index, kind: datapath.kind, addresses });
-      } finally {
-        fast.close();
-      }
+      const gone = { hostIfindex: pair.hostLink.index, addresses };
+      rollback.onFailure("remove fast path state", () =>
+        removeEndpoint(conf.fastPath.bpffsRoot, hostDevice, gone, () => liveIfindexes(ns.host)),
+      );
+      attachEndpoint(conf.fastPath, uplink, {
+        hostDevice,
+        hostIfindex: pair.hostLink.index,
+        kind: datapath.kind,
+        addresses,
+      });
       await failpoint("fastpath-attached");
     }
 

@@ -31,7 +31,7 @@ async function collectFastPathGarbage(root: string, host: RtnlSocket, valid: Att
     }
   }
   try {
-    const removed = pruneDeadEndpoints(root, await liveIfindexes(host));
+    const removed = await pruneDeadEndpoints(root, () => liveIfindexes(host));
     if (removed.length > 0) log.info(`gc: removed endpoint entries ${removed.join(", ")}`);
   } catch (e) {
     failures.push(`endpoint map: ${(e as Error).message}`);

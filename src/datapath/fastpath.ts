@@ -1,13 +1,16 @@
 /**
- * The eBPF fast path of one node, as the verbs use it. Node-wide state (pinned maps,
- * this version's programs, the uplink's ingress/egress links) is made once and reused,
- * under a lock file so concurrent ADDs on a fresh node agree; an uplink link running an
- * older program is switched with BPF_LINK_UPDATE, never detached. Per endpoint: the
- * pod's addresses in the endpoint map and its one link pinned under
- * `<bpffsRoot>/endpoints/<host device>/`.
+ * The eBPF fast path of one node, as the verbs use it. Node-wide state (pinned maps, the
+ * newest build's programs, the uplink's ingress link) is made once and reused; an uplink
+ * link running an older program is switched with BPF_LINK_UPDATE, never detached. Per
+ * endpoint: its own direct-flow table, its addresses in the endpoint map and its one link
+ * pinned under `<bpffsRoot>/endpoints/<host device>/`.
  *
- * Pin layout:  <root>/maps/nkc_*   <root>/programs/<version>/nkc_*
- *              <root>/uplink/<ifname>/{ingress,egress}   <root>/endpoints/<host device>/from_pod
+ * Every change to node-wide state and to the endpoint map happens under the node lock, so
+ * that ADDs on a fresh node agree, a build never swaps programs under another's feet, and
+ * pruning dead entries cannot remove an entry an ADD has just written.
+ *
+ * Pin layout:  <root>/maps/nkc_*   <root>/programs/<epoch>-<hash>-<variant>/nkc_*
+ *              <root>/uplink/<ifname>/ingress   <root>/endpoints/<host device>/from_pod
  */
 import { createHash } from "node:crypto";
 import * as fs from "node:fs";
@@ -19,14 +22,24 @@ import {
   BpfLink,
   type BpfProgram,
   type Counters,
+  createEndpointTable,
   deleteCounters,
+  DIRECT_TABLE_SIZE,
+  deleteDirectStats,
+  type DirectStats,
   type EndpointMaps,
+  endpointTableOwners,
+  endpointTableSize,
   ensureBpffs,
   isBpffs,
   loadNodePrograms,
+  type NatCheck,
+  type NodeObjects,
   type NodePrograms,
   openNodeMaps,
   readCounters,
+  readDirectStats,
+  removeEndpointTable,
 } from "../bpf/index";
 import { CniError, ErrorCode } from "../cni/errors";
 import { log } from "../log";
@@ -86,73 +99,69 @@ function ensureRoot(root: string): void {
   ensureBpffs(root);
 }
 
-export const embeddedObjects = () => ({
-  lxc: readAsset("bpf_lxc.o", "bpf/bpf_lxc.o"),
-  host: readAsset("bpf_host.o", "bpf/bpf_host.o"),
+const asset = (file: string) => readAsset(file, `bpf/${file}`);
+
+export const embeddedObjects = (): NodeObjects => ({
+  variants: {
+    conntrack: { lxc: asset("bpf_lxc_ct.o"), host: asset("bpf_host_ct.o") },
+    memory: { lxc: asset("bpf_lxc.o"), host: asset("bpf_host.o") },
+  },
+  epoch: Number(asset("epoch").toString("utf8").trim()) || 0,
 });
 
-export class NodeFastPath {
-  private constructor(
-    private readonly node: NodePrograms,
-    readonly root: string,
-  ) {}
-
-  /**
-   * Opens the node's datapath, creating what is missing: maps, this version's programs,
-   * and (when an uplink is known) its ingress and egress links. The ADD that loads a new
-   * build also moves every existing pod onto it, so one node never mixes two versions'
-   * ideas of which flows are safe to redirect.
-   */
-  static open(settings: FastPathSettings, uplink: Uplink | undefined): NodeFastPath {
-    const root = settings.bpffsRoot;
-    return underNodeLock(root, () => {
-      ensureRoot(root);
-      const node = loadNodePrograms(root, embeddedObjects(), { clusterCidrs: settings.clusterCidrs });
-      try {
+/**
+ * Gives the endpoint its fast path, opening (or creating) the node's datapath first: maps,
+ * programs, the uplink's link. The ADD that loads a new build also moves every existing
+ * pod onto it, so one node never mixes two builds' ideas of which flows are direct. A
+ * superseded build (an older executable still running during an upgrade) attaches its
+ * pod to the newer build's programs and leaves node-wide links alone.
+ * The caller registers `removeEndpoint` as the undo before calling.
+ */
+export function attachEndpoint(settings: FastPathSettings, uplink: Uplink | undefined, ep: FastPathEndpoint): void {
+  const root = settings.bpffsRoot;
+  underNodeLock(root, () => {
+    ensureRoot(root);
+    const node = loadNodePrograms(root, embeddedObjects(), { clusterCidrs: settings.clusterCidrs });
+    try {
+      if (node.loaded) {
+        log.info(`datapath: loaded programs, NAT check "${node.natCheck}"`);
+        for (const why of node.skippedVariants) log.info(`datapath: ${why}`);
+      }
+      if (!node.superseded) {
         if (uplink) {
           attachUplink(root, uplink, "ingress", node.programs.hostIn);
-          attachUplink(root, uplink, "egress", node.programs.hostOut);
+          retireUplinkEgress(root, uplink);
         }
-        if (node.loaded) switchEndpoints(root, node.programs.fromPod);
-        return new NodeFastPath(node, root);
-      } catch (e) {
-        node.close();
-        throw e;
+        if (node.loaded) switchEndpoints(root, node);
       }
-    });
-  }
-
-  close(): void {
-    this.node.close();
-  }
-
-  /**
-   * Puts the pod's addresses in the endpoint map and attaches + pins its program: one link
-   * (what the pod sends), since each link costs an RCU grace period under RTNL on attach
-   * and again on delete. The caller registers `detachEndpoint` as the undo.
-   */
-  attachEndpoint(ep: FastPathEndpoint): void {
-    const dir = endpointDir(this.root, ep.hostDevice);
-    const { fromPod } = this.node.programs;
-    const link =
-      ep.kind === "netkit"
-        ? attachNetkit(fromPod, ep.hostIfindex, "peer")
-        : attachTcx(fromPod, ep.hostIfindex, "ingress");
-    try {
-      // Pins left by an ADD that was killed before it could clean up name a dead device.
-      unpinEndpoint(this.root, ep.hostDevice);
-      link.pin(path.join(dir, "from_pod"));
+      attachPod(root, node, ep);
     } finally {
-      link.close();
+      node.close();
     }
-    // Addresses last: the programs must be in place before traffic is steered here.
-    for (const cidr of ep.addresses) {
-      this.node.endpoints.upsert(hostPrefix(cidr).address, { hostIfindex: ep.hostIfindex, datapath: ep.kind });
-    }
-  }
+  });
+}
 
-  readCounters(hostIfindex: number): Counters {
-    return this.node.readCounters(hostIfindex);
+/**
+ * The pod's part: a fresh flow table, then its one link (what the pod sends; each link
+ * costs an RCU grace period under RTNL on attach and again on delete), then, last, its
+ * addresses: the programs and the table must be in place before traffic is steered here.
+ */
+function attachPod(root: string, node: NodePrograms, ep: FastPathEndpoint): void {
+  createEndpointTable(node.maps.direct, ep.hostIfindex);
+  const { fromPod } = node.programs;
+  const link =
+    ep.kind === "netkit"
+      ? attachNetkit(fromPod, ep.hostIfindex, "peer")
+      : attachTcx(fromPod, ep.hostIfindex, "ingress");
+  try {
+    // Pins left by an ADD that was killed before it could clean up name a dead device.
+    unpinEndpoint(root, ep.hostDevice);
+    link.pin(path.join(endpointDir(root, ep.hostDevice), "from_pod"));
+  } finally {
+    link.close();
+  }
+  for (const cidr of ep.addresses) {
+    node.endpoints.upsert(hostPrefix(cidr).address, { hostIfindex: ep.hostIfindex, datapath: ep.kind });
   }
 }
 
@@ -183,12 +192,24 @@ export function attachUplink(root: string, uplink: Uplink, direction: "ingress" 
   log.info(`uplink ${uplink.name} ${direction}: attached ${program.name}`);
 }
 
+/** Older builds watched the uplink's egress; nothing needs that any more. Unpinning the
+ * link detaches its program, which only recorded flows into a map no program reads. */
+function retireUplinkEgress(root: string, uplink: Uplink): void {
+  const pin = path.join(root, "uplink", uplink.name, "egress");
+  if (fs.existsSync(pin)) {
+    fs.rmSync(pin, { force: true });
+    log.info(`uplink ${uplink.name} egress: removed the older build's observer`);
+  }
+}
+
 /**
- * Points every pod's pinned link at `fromPod` with BPF_LINK_UPDATE: the program is replaced
- * in place, with no moment without one. Pods added by older builds also have a to_pod
- * link; it only records flows, and goes at DEL.
+ * Points every pod's pinned link at the node's from_pod program with BPF_LINK_UPDATE: the
+ * program is replaced in place, with no moment without one. Pods added by older builds
+ * get a flow table here (until then they remember nothing: their flows take the stack).
+ * Pods of much older builds also have a to_pod link; it only observes, and goes at DEL.
  */
-export function switchEndpoints(root: string, fromPod: BpfProgram): void {
+export function switchEndpoints(root: string, node: Pick<NodePrograms, "programs" | "maps">): void {
+  const { fromPod } = node.programs;
   const id = fromPod.id();
   for (const dev of pinnedEndpointDevices(root)) {
     const pin = path.join(endpointDir(root, dev), "from_pod");
@@ -203,16 +224,22 @@ export function switchEndpoints(root: string, fromPod: BpfProgram): void {
       link.close();
     }
   }
+  const withTable = new Set(endpointTableOwners(node.maps.direct));
+  for (const { hostIfindex } of new EndpointMap(node.maps.endpoints).list().values()) {
+    if (withTable.has(hostIfindex)) continue;
+    createEndpointTable(node.maps.direct, hostIfindex);
+    withTable.add(hostIfindex);
+  }
 }
 
 /**
- * Removes an endpoint's pins, its map entries and counters. Safe to repeat and safe when
- * the node has no fast path state at all. The common case (DEL with prevResult, device
- * still there) deletes by address without scanning the map. Without addresses the map is
- * scanned for the device's ifindex; with the device already gone (its netns vanished)
- * its ifindex is unknown, so every entry whose device no longer exists is pruned, since a
- * gone device's ifindex will be handed to another device. `liveIfindexes` is asked for
- * only then.
+ * Removes an endpoint's pins, map entries, counters and flow table. Safe to repeat and
+ * safe when the node has no fast path state at all. The common case (DEL with prevResult,
+ * device still there) deletes by address without scanning the map. Without addresses the
+ * map is scanned for the device's ifindex. With the device already gone (its netns
+ * vanished) its ifindex is unknown, so every entry whose device no longer exists is
+ * pruned: a gone device's ifindex will be handed to another device. `liveIfindexes` is
+ * asked for only then, after the map was listed (see pruneDeadEndpoints).
  */
 export async function removeEndpoint(
   root: string,
@@ -222,25 +249,24 @@ export async function removeEndpoint(
 ): Promise<void> {
   unpinEndpoint(root, hostDevice);
   if (!fs.existsSync(path.join(root, "maps"))) return;
-  const live = gone.hostIfindex === undefined ? await liveIfindexes() : undefined;
-  withNodeMaps(root, (maps) => {
-    const endpoints = new EndpointMap(maps.endpoints);
-    for (const cidr of gone.addresses) {
-      const ip = hostPrefix(cidr).address;
-      const entry = endpoints.get(ip);
-      // Another pod may hold the address by now; only our device's (or a dead one's) entry goes.
-      if (entry && (entry.hostIfindex === gone.hostIfindex || (live && !live.has(entry.hostIfindex)))) {
-        endpoints.delete(ip);
+  const dead = gone.hostIfindex === undefined ? await deadEndpointState(root, liveIfindexes) : undefined;
+  underNodeLock(root, () =>
+    withNodeMaps(root, (maps) => {
+      const endpoints = new EndpointMap(maps.endpoints);
+      const { hostIfindex } = gone;
+      if (hostIfindex !== undefined) {
+        const ips = gone.addresses.map((cidr) => hostPrefix(cidr).address);
+        const owned = ips.length > 0 ? ips : [...endpoints.list()].filter(([, e]) => e.hostIfindex === hostIfindex);
+        for (const entry of owned) {
+          const ip = typeof entry === "string" ? entry : entry[0];
+          // Another pod may hold the address by now; only our device's entry goes.
+          if (endpoints.get(ip)?.hostIfindex === hostIfindex) endpoints.delete(ip);
+        }
+        forgetIfindex(maps, hostIfindex);
       }
-    }
-    if (gone.hostIfindex !== undefined) {
-      if (gone.addresses.length === 0) {
-        for (const [ip, entry] of endpoints.list()) if (entry.hostIfindex === gone.hostIfindex) endpoints.delete(ip);
-      }
-      deleteCounters(maps.counters, gone.hostIfindex);
-    }
-    if (live) pruneDead(maps, live);
-  });
+      if (dead) removeDead(maps, dead);
+    }),
+  );
 }
 
 /** Removes an endpoint's link pins; with them go the links (and so the attachments). */
@@ -248,21 +274,63 @@ export function unpinEndpoint(root: string, hostDevice: string): void {
   fs.rmSync(endpointDir(root, hostDevice), { recursive: true, force: true });
 }
 
-/** GC's half: drops endpoint entries and counters of devices that no longer exist. */
-export function pruneDeadEndpoints(root: string, live: ReadonlySet<number>): string[] {
-  return withNodeMaps(root, (maps) => pruneDead(maps, live)) ?? [];
+/** What a prune found dead: map entries and ifindex-keyed state of devices that are gone. */
+interface DeadState {
+  entries: [string, number][];
+  ifindexes: number[];
 }
 
-function pruneDead(maps: EndpointMaps, live: ReadonlySet<number>): string[] {
+/**
+ * GC's half: drops endpoint entries, counters and flow tables of devices that no longer
+ * exist. The map is listed before the live devices are: an entry an ADD writes after the
+ * listing is not looked at, and one it wrote before belongs to a device that the later
+ * device list includes. Deletion happens under the node lock and only if the entry still
+ * names the dead device.
+ */
+export async function pruneDeadEndpoints(
+  root: string,
+  liveIfindexes: () => Promise<ReadonlySet<number>>,
+): Promise<string[]> {
+  if (!fs.existsSync(path.join(root, "maps"))) return [];
+  const dead = await deadEndpointState(root, liveIfindexes);
+  return underNodeLock(root, () => withNodeMaps(root, (maps) => removeDead(maps, dead))) ?? [];
+}
+
+async function deadEndpointState(
+  root: string,
+  liveIfindexes: () => Promise<ReadonlySet<number>>,
+): Promise<DeadState> {
+  const listed = withNodeMaps(root, (maps) => ({
+    entries: [...new EndpointMap(maps.endpoints).list()].map(([ip, e]): [string, number] => [ip, e.hostIfindex]),
+    ifindexes: [
+      ...new Set([
+        ...[...maps.counters.keys()].map((k) => k.readUInt32LE(0)),
+        ...(maps.direct ? endpointTableOwners(maps.direct) : []),
+      ]),
+    ],
+  })) ?? { entries: [], ifindexes: [] };
+  const live = await liveIfindexes();
+  return {
+    entries: listed.entries.filter(([, ifindex]) => !live.has(ifindex)),
+    ifindexes: listed.ifindexes.filter((ifindex) => !live.has(ifindex)),
+  };
+}
+
+function removeDead(maps: EndpointMaps, dead: DeadState): string[] {
   const removed: string[] = [];
   const endpoints = new EndpointMap(maps.endpoints);
-  for (const [ip, entry] of endpoints.list()) {
-    if (!live.has(entry.hostIfindex) && endpoints.delete(ip)) removed.push(ip);
+  for (const [ip, ifindex] of dead.entries) {
+    if (endpoints.get(ip)?.hostIfindex === ifindex && endpoints.delete(ip)) removed.push(ip);
   }
-  for (const key of [...maps.counters.keys()]) {
-    if (!live.has(key.readUInt32LE(0))) maps.counters.delete(key);
-  }
+  for (const ifindex of dead.ifindexes) forgetIfindex(maps, ifindex);
   return removed;
+}
+
+/** Counters, flow table and its statistics: everything keyed by a device's ifindex. */
+function forgetIfindex(maps: EndpointMaps, hostIfindex: number): void {
+  deleteCounters(maps.counters, hostIfindex);
+  if (maps.direct) removeEndpointTable(maps.direct, hostIfindex);
+  if (maps.directStats) deleteDirectStats(maps.directStats, hostIfindex);
 }
 
 /** Runs `fn` with the pinned maps, or returns undefined when the node has none yet. */
@@ -293,3 +361,24 @@ export function pinnedEndpointDevices(root: string): string[] {
 export function countersOf(root: string, hostIfindex: number): Counters | undefined {
   return withNodeMaps(root, (maps) => readCounters(maps.counters, hostIfindex));
 }
+
+/** An endpoint's direct-flow table: how full it is and what went in and out. */
+export interface FlowTableUsage extends DirectStats {
+  entries: number;
+  capacity: number;
+  /** Taken out by the LRU to make room: remembered, minus forgotten, minus still held. */
+  evicted: bigint;
+}
+
+export function flowTableOf(root: string, hostIfindex: number): FlowTableUsage | undefined {
+  return withNodeMaps(root, (maps) => {
+    if (!maps.direct || !maps.directStats) return undefined;
+    const entries = endpointTableSize(maps.direct, hostIfindex);
+    if (entries === undefined) return undefined;
+    const stats = readDirectStats(maps.directStats, hostIfindex);
+    const evicted = stats.remembered - stats.forgotten - BigInt(entries);
+    return { ...stats, entries, capacity: DIRECT_TABLE_SIZE, evicted: evicted > 0n ? evicted : 0n };
+  });
+}
+
+export type { NatCheck };

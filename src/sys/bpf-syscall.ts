@@ -38,7 +38,10 @@ export const BPF_CMD = {
   OBJ_PIN: 6,
   OBJ_GET: 7,
   PROG_TEST_RUN: 10,
+  MAP_GET_FD_BY_ID: 14,
   OBJ_GET_INFO_BY_FD: 15,
+  BTF_GET_FD_BY_ID: 19,
+  BTF_GET_NEXT_ID: 23,
   LINK_CREATE: 28,
   LINK_UPDATE: 29,
   LINK_DETACH: 34,
@@ -52,6 +55,7 @@ export const BPF_MAP_TYPE = {
   PERCPU_ARRAY: 6,
   LRU_HASH: 9,
   LPM_TRIE: 11,
+  HASH_OF_MAPS: 13,
 } as const;
 
 export const BPF_PROG_TYPE = { SCHED_CLS: 3 } as const;
@@ -65,6 +69,7 @@ export const BPF_ATTACH_TYPE = {
 
 export const BPF_MISC = {
   PSEUDO_MAP_FD: 1,
+  PSEUDO_KFUNC_CALL: 2,
   ANY: 0,
   NOEXIST: 1,
   EXIST: 2,
@@ -82,10 +87,19 @@ export const SIZEOF = {
   "union bpf_attr": 152,
   "struct __sk_buff": 192,
   "struct bpf_map_info": 88,
+  "struct bpf_btf_info": 32,
 } as const;
 
 export const ATTR = {
-  MAP_CREATE: { map_type: 0, key_size: 4, value_size: 8, max_entries: 12, map_flags: 16, map_name: 28 },
+  MAP_CREATE: {
+    map_type: 0,
+    key_size: 4,
+    value_size: 8,
+    max_entries: 12,
+    map_flags: 16,
+    inner_map_fd: 20,
+    map_name: 28,
+  },
   MAP_ELEM: { map_fd: 0, key: 8, value: 16, next_key: 16, flags: 24 },
   PROG_LOAD: {
     prog_type: 0,
@@ -97,6 +111,7 @@ export const ATTR = {
     log_buf: 32,
     prog_name: 48,
     expected_attach_type: 68,
+    fd_array: 120,
     log_true_size: 140,
   },
   OBJ: { pathname: 0, bpf_fd: 8, file_flags: 12 },
@@ -115,6 +130,8 @@ export const ATTR = {
     ctx_out: 56,
   },
   INFO: { bpf_fd: 0, info_len: 4, info: 8 },
+  GET_ID: { start_id: 0, next_id: 4, open_flags: 8 },
+  BTF_INFO: { btf: 0, btf_size: 8, id: 12, name: 16, name_len: 24, kernel_btf: 28 },
   LINK_CREATE: { prog_fd: 0, target_ifindex: 4, attach_type: 8, flags: 12, relative_fd: 16, expected_revision: 24 },
   LINK_UPDATE: { link_fd: 0, new_prog_fd: 4, flags: 8, old_prog_fd: 12 },
   LINK_DETACH: { link_fd: 0 },
@@ -286,6 +303,8 @@ export interface MapCreateAttr {
   maxEntries: number;
   mapFlags: number;
   name: string;
+  /** Map-in-map: a map shaped like the inner maps the new map will hold. */
+  innerMapFd?: number;
 }
 
 export function mapCreate(a: MapCreateAttr): number {
@@ -298,6 +317,7 @@ export function mapCreate(a: MapCreateAttr): number {
     b.writeUInt32LE(a.valueSize, o.value_size);
     b.writeUInt32LE(a.maxEntries, o.max_entries);
     b.writeUInt32LE(a.mapFlags, o.map_flags);
+    if (a.innerMapFd !== undefined) b.writeUInt32LE(a.innerMapFd, o.inner_map_fd);
     writeName(b, o.map_name, a.name);
     return bpf("MAP_CREATE", attr, a.name);
   });
@@ -381,6 +401,8 @@ export interface ProgLoadAttr {
   /** 0: no log. 1: the verifier's normal log. */
   logLevel: number;
   logSize: number;
+  /** fds that instructions refer to by index: kernel module BTF for kfunc calls. */
+  fdArray?: readonly number[];
 }
 
 export class ProgLoadError extends BpfError {
@@ -413,6 +435,11 @@ export function progLoad(a: ProgLoadAttr): number {
     }
     writeName(b, o.prog_name, a.name);
     b.writeUInt32LE(a.expectedAttachType ?? 0, o.expected_attach_type);
+    if (a.fdArray && a.fdArray.length > 0) {
+      const fds = Buffer.alloc(a.fdArray.length * 4);
+      a.fdArray.forEach((fd, i) => fds.writeInt32LE(fd, i * 4));
+      b.writeBigUInt64LE(mem.from(fds).address, o.fd_array);
+    }
     try {
       return bpf("PROG_LOAD", attr, a.name);
     } catch (e) {
@@ -501,6 +528,55 @@ export function objGetInfo(fd: number, infoSize: number): Buffer {
     attr.bytes.writeBigUInt64LE(info.address, ATTR.INFO.info);
     bpf("OBJ_GET_INFO_BY_FD", attr);
     return info.copy();
+  });
+}
+
+/** A new fd for the map with kernel id `id` (map-in-map lookups return ids). */
+export function mapGetFdById(id: number): number {
+  return withNative((mem) => {
+    const attr = newAttr(mem);
+    attr.bytes.writeUInt32LE(id, ATTR.GET_ID.start_id);
+    return bpf("MAP_GET_FD_BY_ID", attr, `map id ${id}`);
+  });
+}
+
+/** The next BTF object id after `id` (0: the first), or undefined after the last. */
+export function btfGetNextId(id: number): number | undefined {
+  return withNative((mem) => {
+    const attr = newAttr(mem);
+    attr.bytes.writeUInt32LE(id, ATTR.GET_ID.start_id);
+    try {
+      bpf("BTF_GET_NEXT_ID", attr);
+    } catch (e) {
+      if (e instanceof BpfError && e.code === "ENOENT") return undefined;
+      throw e;
+    }
+    return attr.bytes.readUInt32LE(ATTR.GET_ID.next_id);
+  });
+}
+
+export function btfGetFdById(id: number): number {
+  return withNative((mem) => {
+    const attr = newAttr(mem);
+    attr.bytes.writeUInt32LE(id, ATTR.GET_ID.start_id);
+    return bpf("BTF_GET_FD_BY_ID", attr, `btf id ${id}`);
+  });
+}
+
+/** The name of a BTF object ("vmlinux", a module's name, or "" for a program's). */
+export function btfName(fd: number): string {
+  return withNative((mem) => {
+    const attr = newAttr(mem);
+    const info = mem.alloc(SIZEOF["struct bpf_btf_info"]);
+    const name = mem.alloc(64);
+    const o = ATTR.BTF_INFO;
+    info.bytes.writeBigUInt64LE(name.address, o.name);
+    info.bytes.writeUInt32LE(name.size, o.name_len);
+    attr.bytes.writeUInt32LE(fd, ATTR.INFO.bpf_fd);
+    attr.bytes.writeUInt32LE(info.size, ATTR.INFO.info_len);
+    attr.bytes.writeBigUInt64LE(info.address, ATTR.INFO.info);
+    bpf("OBJ_GET_INFO_BY_FD", attr);
+    return name.copy().toString("utf8").replace(/\0[\s\S]*$/, "");
   });
 }
 

@@ -1,7 +1,9 @@
 /**
- * Every decision of nkc_from_pod, nkc_host_in and nkc_host_out, run with
- * BPF_PROG_TEST_RUN on hand-built packets inside a namespace we build, so the FIB the
- * programs consult is ours and deterministic:
+ * Every decision of nkc_from_pod and nkc_host_in, run with BPF_PROG_TEST_RUN on
+ * hand-built packets inside a namespace we build, so the FIB the programs consult is ours
+ * and deterministic. Each NAT check variant this kernel can load runs the whole suite
+ * (both here; only "memory" in the JIT-less test VM, where the variant choice itself is
+ * tested instead):
  *
  *   pod1  nkbh1 (host side) <-> nkbp1   10.244.1.10   fd00:244:1::10
  *   pod2  nkbh2 (host side) <-> nkbp2   10.244.1.11   fd00:244:1::11
@@ -16,12 +18,19 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { Counters } from "../../src/bpf/abi";
-import { clearPathMemory, listClients, listFlows } from "../../src/bpf/flows";
-import { loadNodePrograms, type NodePrograms } from "../../src/bpf/node";
+import {
+  clearEndpointTable,
+  createEndpointTable,
+  listEndpointFlows,
+  readDirectStats,
+  removeEndpointTable,
+} from "../../src/bpf/direct";
+import { conntrackUnavailable, loadNodePrograms, type NatCheck, type NodePrograms } from "../../src/bpf/node";
 import type { BpfProgram } from "../../src/bpf/programs";
 import { testRun } from "../../src/bpf/test-run";
 import { inNetns } from "../../src/sys/netns";
 import { TestBpffs } from "./helpers/bpffs";
+import { ageFlows } from "./helpers/flows";
 import { TestNetns } from "./helpers/netns";
 import { buildObjects } from "./helpers/objects";
 import { arpRequest, ipv4HeaderValid, type PacketSpec, packet, readMac, readTtl, TCP } from "./helpers/packets";
@@ -34,20 +43,23 @@ const POD1 = { v4: "10.244.1.10", v6: "fd00:244:1::10" };
 const POD2 = { v4: "10.244.1.11", v6: "fd00:244:1::11" };
 const REMOTE_NEIGH = { v4: "10.244.2.20", v6: "fd00:244:2::20" };
 const REMOTE_NO_NEIGH = { v4: "10.244.3.30", v6: "fd00:244:3::30" };
+const VIP = { v4: "10.96.0.10", v6: "fd00:96::10" };
 const GATEWAY_MAC = "02:00:00:00:50:02";
-const FAMILY = { v4: 2, v6: 10 } as const;
+const CLUSTER = ["10.244.0.0/16", "fd00:244::/32"];
 
+/** The variants this kernel runs: conntrack needs a JIT and the conntrack kfuncs. */
+const whyNoConntrack = conntrackUnavailable();
+const VARIANTS: NatCheck[] = whyNoConntrack ? ["memory"] : ["conntrack", "memory"];
+
+let objects: ReturnType<typeof buildObjects>;
 let ns: TestNetns;
-let bpffs: TestBpffs;
-let node: NodePrograms;
 let h1: number;
 let h2: number;
 let up: { ifindex: number; mac: string };
 
 beforeAll(() => {
-  const objects = buildObjects();
+  objects = buildObjects();
   ns = TestNetns.create("dp");
-  bpffs = TestBpffs.mount();
   ns.sysctl("net.ipv4.ip_forward", "1");
   ns.sysctl("net.ipv6.conf.all.forwarding", "1");
   ns.ip("link", "add", "nkbh1", "type", "veth", "peer", "name", "nkbp1");
@@ -65,238 +77,363 @@ beforeAll(() => {
   h1 = ns.link("nkbh1").ifindex;
   h2 = ns.link("nkbh2").ifindex;
   up = ns.link("nkbup");
-
-  node = loadNodePrograms(bpffs.root, objects, { clusterCidrs: ["10.244.0.0/16", "fd00:244::/32"] });
 }, 60_000);
 
-afterAll(() => {
-  node?.close();
-  bpffs?.release();
-  ns?.destroy();
-});
+afterAll(() => ns?.destroy());
 
-beforeEach(() => {
-  for (const ip of node.endpoints.list().keys()) node.endpoints.delete(ip);
-  for (const [pod, ifindex] of [
-    [POD1, h1],
-    [POD2, h2],
-  ] as const) {
-    node.endpoints.upsert(pod.v4, { hostIfindex: ifindex, datapath: "veth" });
-    node.endpoints.upsert(pod.v6, { hostIfindex: ifindex, datapath: "veth" });
+it(`loads the conntrack variant where the kernel allows kfunc calls, else the memory one${
+  whyNoConntrack ? ` (here: ${whyNoConntrack})` : ""
+}`, () => {
+  const bpffs = TestBpffs.mount();
+  try {
+    const node = loadNodePrograms(bpffs.root, objects, { clusterCidrs: CLUSTER });
+    try {
+      expect(node.natCheck).toBe(whyNoConntrack ? "memory" : "conntrack");
+      expect(node.skippedVariants).toHaveLength(whyNoConntrack ? 1 : 0);
+    } finally {
+      node.close();
+    }
+  } finally {
+    bpffs.release();
   }
-  clearPathMemory(node.maps.flows);
-  clearPathMemory(node.maps.clients);
-  clearCounters();
 });
 
-function clearCounters(): void {
-  for (const key of [...node.maps.counters.keys()]) node.maps.counters.delete(key);
-}
+describe.each(VARIANTS)("%s NAT check", (natCheck) => {
+  const memory = natCheck === "memory";
+  let bpffs: TestBpffs;
+  let node: NodePrograms;
 
-function run(program: BpfProgram, ifindex: number, frame: Buffer) {
-  return inNetns(ns.path, () => testRun(program, { packet: frame, ifindex }));
-}
-
-const fromPod1 = (spec: PacketSpec) => run(node.programs.fromPod, h1, packet(spec));
-
-/** Only the non-zero counters, so each assertion says exactly what moved. */
-function counted(ifindex: number): Partial<Counters> {
-  return Object.fromEntries(Object.entries(node.readCounters(ifindex)).filter(([, v]) => v !== 0n));
-}
-
-describe.each(["v4", "v6"] as const)("nkc_from_pod (%s)", (af) => {
-  it("redirects to a local pod with bpf_redirect_peer and lowers the TTL", () => {
-    const r = fromPod1({ src: POD1[af], dst: POD2[af], proto: "tcp", ttl: 64 });
-    expect(r.verdict).toBe(REDIRECT);
-    expect(readTtl(r.packet)).toBe(63);
-    if (af === "v4") expect(ipv4HeaderValid(r.packet)).toBe(true);
-    expect(counted(h1)).toEqual({ redirectedLocal: 1n });
+  beforeAll(() => {
+    bpffs = TestBpffs.mount();
+    node = loadNodePrograms(bpffs.root, objects, { clusterCidrs: CLUSTER, natChecks: [natCheck] });
+    createEndpointTable(node.maps.direct, h1);
+    createEndpointTable(node.maps.direct, h2);
   });
 
-  it("forwards to a remote pod with a resolved next hop: FIB SUCCESS, MACs rewritten", () => {
-    const r = fromPod1({ src: POD1[af], dst: REMOTE_NEIGH[af], proto: "udp", ttl: 64 });
-    expect(r.verdict).toBe(REDIRECT);
-    expect(readMac(r.packet, 0)).toBe(GATEWAY_MAC);
-    expect(readMac(r.packet, 6)).toBe(up.mac);
-    expect(readTtl(r.packet)).toBe(63);
-    if (af === "v4") expect(ipv4HeaderValid(r.packet)).toBe(true);
-    expect(counted(h1)).toEqual({ redirectedFib: 1n });
-    // Marked DIRECT so that nkc_host_out, which sees the redirected packet, leaves it alone.
-    expect(listFlows(node.maps.flows).map((f) => f.path)).toEqual(["direct"]);
+  afterAll(() => {
+    node?.close();
+    bpffs?.release();
   });
 
-  it("forwards to a remote pod whose next hop is unresolved: FIB NO_NEIGH, bpf_redirect_neigh", () => {
-    const r = fromPod1({ src: POD1[af], dst: REMOTE_NO_NEIGH[af], proto: "tcp" });
-    expect(r.verdict).toBe(REDIRECT);
-    expect(counted(h1)).toEqual({ redirectedNeigh: 1n });
+  beforeEach(() => {
+    for (const ip of node.endpoints.list().keys()) node.endpoints.delete(ip);
+    for (const [pod, ifindex] of [
+      [POD1, h1],
+      [POD2, h2],
+    ] as const) {
+      node.endpoints.upsert(pod.v4, { hostIfindex: ifindex, datapath: "veth" });
+      node.endpoints.upsert(pod.v6, { hostIfindex: ifindex, datapath: "veth" });
+    }
+    for (const ifindex of [h1, h2]) clearEndpointTable(node.maps.direct, ifindex);
+    for (const map of [node.maps.counters, node.maps.directStats]) {
+      for (const key of [...map.keys()]) map.delete(key);
+    }
   });
 
-  it("passes a cluster address the FIB has no route for (NOT_FWDED) to the stack", () => {
-    const dst = af === "v4" ? "10.244.9.9" : "fd00:244:9::9";
-    expect(fromPod1({ src: POD1[af], dst, proto: "tcp" }).verdict).toBe(NEXT);
-    expect(counted(h1)).toEqual({ passedStack: 1n });
-  });
-
-  it("passes a Service-like address to the stack and remembers the flow and its client", () => {
-    const vip = af === "v4" ? "10.96.0.10" : "fd00:96::10";
-    const r = fromPod1({ src: POD1[af], dst: vip, proto: "tcp", sport: 40001, dport: 80, tcpFlags: TCP.SYN });
-    expect(r.verdict).toBe(NEXT);
-    expect(readTtl(r.packet)).toBe(64); // untouched: the stack routes it
-    expect(counted(h1)).toEqual({ passedStack: 1n });
-    const flows = listFlows(node.maps.flows);
-    expect(flows).toHaveLength(1);
-    expect(flows[0]?.path).toBe("stack");
-    expect([flows[0]?.a.ip, flows[0]?.b.ip].sort()).toEqual([POD1[af], vip].sort());
-    expect(listClients(node.maps.clients)).toEqual([{ family: FAMILY[af], proto: 6, ip: POD1[af], port: 40001 }]);
-    // Only a packet that opens a connection names a client: not the rest of it, and not
-    // a server's answer from its listening port.
-    fromPod1({ src: POD1[af], dst: vip, proto: "tcp", sport: 40002, dport: 80 });
-    fromPod1({ src: POD1[af], dst: vip, proto: "tcp", sport: 8443, dport: 50000, tcpFlags: TCP.SYN | TCP.ACK });
-    expect(listClients(node.maps.clients)).toHaveLength(1);
-  });
-
-  it("passes the node's own address and the internet to the stack", () => {
-    const nodeIp = af === "v4" ? "192.168.50.1" : "fd00:50::1";
-    const internet = af === "v4" ? "8.8.8.8" : "2001:4860:4860::8888";
-    expect(fromPod1({ src: POD1[af], dst: nodeIp, proto: "udp" }).verdict).toBe(NEXT);
-    expect(fromPod1({ src: POD1[af], dst: internet, proto: "icmp" }).verdict).toBe(NEXT);
-    expect(counted(h1)).toEqual({ passedStack: 2n });
-  });
-
-  it("drops a spoofed source: another pod's address, or an unknown one", () => {
-    expect(fromPod1({ src: POD2[af], dst: REMOTE_NEIGH[af], proto: "tcp" }).verdict).toBe(DROP);
-    const unknown = af === "v4" ? "10.9.9.9" : "fd00:9::9";
-    expect(fromPod1({ src: unknown, dst: POD2[af], proto: "udp" }).verdict).toBe(DROP);
-    expect(counted(h1)).toEqual({ droppedSpoofed: 2n });
-  });
-
-  it("sends the replies of a flow its client opened through the stack (DNAT) back there, even to a local pod", () => {
-    // pod1 opens a connection to a VIP; the stack DNATs it to pod2:8080 and delivers it
-    // through pod2's device, where no program watches.
-    const vip = af === "v4" ? "10.96.0.10" : "fd00:96::10";
-    fromPod1({ src: POD1[af], dst: vip, proto: "tcp", sport: 40002, dport: 80, tcpFlags: TCP.SYN });
-    clearCounters();
-    // pod2's reply must meet conntrack to get the VIP back as its source.
-    const reply = { src: POD2[af], dst: POD1[af], proto: "tcp", sport: 8080, dport: 40002 } as const;
-    expect(run(node.programs.fromPod, h2, packet(reply)).verdict).toBe(NEXT);
-    expect(counted(h2)).toEqual({ passedStackNat: 1n });
-    // Another flow between the same pods still takes the fast path.
-    const other = { ...reply, dport: 40003 };
-    expect(run(node.programs.fromPod, h2, packet(other)).verdict).toBe(REDIRECT);
-    expect(counted(h2)).toEqual({ passedStackNat: 1n, redirectedLocal: 1n });
-  });
-
-  it("keys ICMP echo clients on the echo identifier; an echo reply opens nothing", () => {
-    const vip = af === "v4" ? "10.96.0.10" : "fd00:96::10";
-    fromPod1({ src: POD1[af], dst: vip, proto: "icmp", echoId: 77 });
-    fromPod1({ src: POD1[af], dst: vip, proto: "icmp", echoId: 79, echoReply: true });
-    const proto = af === "v4" ? 1 : 58;
-    expect(listClients(node.maps.clients)).toEqual([{ family: FAMILY[af], proto, ip: POD1[af], port: 77 }]);
-    clearCounters();
-    const reply = { src: POD2[af], dst: POD1[af], proto: "icmp", echoId: 77, echoReply: true } as const;
-    expect(run(node.programs.fromPod, h2, packet(reply)).verdict).toBe(NEXT);
-    expect(run(node.programs.fromPod, h2, packet({ ...reply, echoId: 78 })).verdict).toBe(REDIRECT);
-    expect(counted(h2)).toEqual({ passedStackNat: 1n, redirectedLocal: 1n });
-  });
-
-  it("leaves TTL expiry, fragments and ICMP errors to the stack", () => {
-    expect(fromPod1({ src: POD1[af], dst: POD2[af], proto: "udp", ttl: 1 }).verdict).toBe(NEXT);
-    expect(fromPod1({ src: POD1[af], dst: POD2[af], proto: "icmp", icmpType: af === "v4" ? 3 : 1 }).verdict).toBe(NEXT);
-    if (af === "v4") expect(fromPod1({ src: POD1.v4, dst: POD2.v4, proto: "udp", fragment: true }).verdict).toBe(NEXT);
-    expect(counted(h1)).toEqual({ passedStack: af === "v4" ? 3n : 2n });
-  });
-});
-
-describe("nkc_from_pod, other traffic", () => {
-  it("passes ARP without counting", () => {
-    expect(run(node.programs.fromPod, h1, arpRequest()).verdict).toBe(NEXT);
-    expect(counted(h1)).toEqual({});
-  });
-
-  it("passes IPv6 link-local traffic (neighbour discovery) instead of calling it spoofed", () => {
-    const r = fromPod1({ src: "fe80::1", dst: "ff02::1:ff00:1", proto: "icmp", icmpType: 135 });
-    expect(r.verdict).toBe(NEXT);
-    expect(counted(h1)).toEqual({ passedStack: 1n });
-  });
-
-  it("netkit source: plain bpf_redirect to a netkit pod, nothing remembered; a veth pod goes via the stack", () => {
-    node.endpoints.upsert(POD1.v4, { hostIfindex: h1, datapath: "netkit" });
-    node.endpoints.upsert(POD2.v4, { hostIfindex: h2, datapath: "netkit" });
-    expect(fromPod1({ src: POD1.v4, dst: POD2.v4, proto: "tcp", tcpFlags: TCP.SYN }).verdict).toBe(REDIRECT);
-    expect(listFlows(node.maps.flows)).toEqual([]);
-    expect(listClients(node.maps.clients)).toEqual([]);
-
-    node.endpoints.upsert(POD2.v4, { hostIfindex: h2, datapath: "veth" });
-    expect(fromPod1({ src: POD1.v4, dst: POD2.v4, proto: "udp" }).verdict).toBe(NEXT);
-    expect(counted(h1)).toEqual({ redirectedLocal: 1n, passedStack: 1n });
-  });
-});
-
-describe.each(["v4", "v6"] as const)("nkc_host_in / nkc_host_out (%s)", (af) => {
+  const run = (program: BpfProgram, ifindex: number, frame: Buffer) =>
+    inNetns(ns.path, () => testRun(program, { packet: frame, ifindex }));
+  const fromPod1 = (spec: PacketSpec) => run(node.programs.fromPod, h1, packet(spec));
+  const fromPod2 = (spec: PacketSpec) => run(node.programs.fromPod, h2, packet(spec));
   const toUplink = (spec: PacketSpec) => run(node.programs.hostIn, up.ifindex, packet({ dstMac: up.mac, ...spec }));
 
-  it("hands a packet for a local pod to it with bpf_redirect_peer", () => {
-    const r = toUplink({ src: REMOTE_NEIGH[af], dst: POD1[af], proto: "tcp", ttl: 60 });
-    expect(r.verdict).toBe(REDIRECT);
-    expect(readTtl(r.packet)).toBe(59);
-    if (af === "v4") expect(ipv4HeaderValid(r.packet)).toBe(true);
-    expect(counted(h1)).toEqual({ redirectedPeer: 1n });
+  /** Only the non-zero counters, so each assertion says exactly what moved. */
+  const counted = (ifindex: number): Partial<Counters> =>
+    Object.fromEntries(Object.entries(node.readCounters(ifindex)).filter(([, v]) => v !== 0n));
+  const clearCounters = () => {
+    for (const key of [...node.maps.counters.keys()]) node.maps.counters.delete(key);
+  };
+  /** The flows an endpoint's table holds, as "a:port-b:port" (sorted ends). */
+  const remembered = (ifindex: number) =>
+    (listEndpointFlows(node.maps.direct, ifindex) ?? []).map((f) => `${f.a.ip}:${f.a.port}-${f.b.ip}:${f.b.port}`);
+
+  describe.each(["v4", "v6"] as const)("nkc_from_pod (%s)", (af) => {
+    it("redirects a connection to a local pod with bpf_redirect_peer and lowers the TTL", () => {
+      const r = fromPod1({ src: POD1[af], dst: POD2[af], proto: "tcp", ttl: 64, tcpFlags: TCP.SYN });
+      expect(r.verdict).toBe(REDIRECT);
+      expect(readTtl(r.packet)).toBe(63);
+      if (af === "v4") expect(ipv4HeaderValid(r.packet)).toBe(true);
+      expect(counted(h1)).toEqual({ redirectedLocal: 1n });
+      // The memory variant remembers the opened flow for both ends; conntrack needs nothing.
+      expect(remembered(h1)).toHaveLength(memory ? 1 : 0);
+      expect(remembered(h2)).toHaveLength(memory ? 1 : 0);
+    });
+
+    it("forwards to a remote pod with a resolved next hop: FIB SUCCESS, MACs rewritten", () => {
+      const r = fromPod1({ src: POD1[af], dst: REMOTE_NEIGH[af], proto: "tcp", ttl: 64, tcpFlags: TCP.SYN });
+      expect(r.verdict).toBe(REDIRECT);
+      expect(readMac(r.packet, 0)).toBe(GATEWAY_MAC);
+      expect(readMac(r.packet, 6)).toBe(up.mac);
+      expect(readTtl(r.packet)).toBe(63);
+      if (af === "v4") expect(ipv4HeaderValid(r.packet)).toBe(true);
+      expect(counted(h1)).toEqual({ redirectedFib: 1n });
+    });
+
+    it("forwards to a remote pod whose next hop is unresolved: FIB NO_NEIGH, bpf_redirect_neigh", () => {
+      const r = fromPod1({ src: POD1[af], dst: REMOTE_NO_NEIGH[af], proto: "tcp", tcpFlags: TCP.SYN });
+      expect(r.verdict).toBe(REDIRECT);
+      expect(counted(h1)).toEqual({ redirectedNeigh: 1n });
+    });
+
+    it("passes a cluster address the FIB has no route for (NOT_FWDED) to the stack", () => {
+      const dst = af === "v4" ? "10.244.9.9" : "fd00:244:9::9";
+      expect(fromPod1({ src: POD1[af], dst, proto: "tcp", tcpFlags: TCP.SYN }).verdict).toBe(NEXT);
+      expect(counted(h1)).toEqual({ passedStack: 1n });
+    });
+
+    it("passes Services, the node and the internet to the stack, and remembers nothing of them", () => {
+      const nodeIp = af === "v4" ? "192.168.50.1" : "fd00:50::1";
+      const internet = af === "v4" ? "8.8.8.8" : "2001:4860:4860::8888";
+      expect(fromPod1({ src: POD1[af], dst: VIP[af], proto: "tcp", tcpFlags: TCP.SYN }).verdict).toBe(NEXT);
+      expect(fromPod1({ src: POD1[af], dst: nodeIp, proto: "udp" }).verdict).toBe(NEXT);
+      expect(fromPod1({ src: POD1[af], dst: internet, proto: "icmp" }).verdict).toBe(NEXT);
+      expect(counted(h1)).toEqual({ passedStack: 3n });
+      expect(remembered(h1)).toEqual([]);
+    });
+
+    it("drops a spoofed source: another pod's address, or an unknown one", () => {
+      expect(fromPod1({ src: POD2[af], dst: REMOTE_NEIGH[af], proto: "tcp" }).verdict).toBe(DROP);
+      const unknown = af === "v4" ? "10.9.9.9" : "fd00:9::9";
+      expect(fromPod1({ src: unknown, dst: POD2[af], proto: "udp" }).verdict).toBe(DROP);
+      expect(counted(h1)).toEqual({ droppedSpoofed: 2n });
+    });
+
+    it("keeps the replies of a flow opened through a Service (DNAT to a local pod) on the stack", () => {
+      // pod1 opens a connection to a VIP; the stack DNATs it to pod2:8080 and delivers it
+      // through pod2's device, where no program watches. Nothing proves pod2's answer
+      // direct: without memory it goes to the stack, where conntrack gives it the VIP back.
+      fromPod1({ src: POD1[af], dst: VIP[af], proto: "tcp", sport: 40002, dport: 80, tcpFlags: TCP.SYN });
+      const reply = { src: POD2[af], dst: POD1[af], proto: "tcp", sport: 8080, dport: 40002 } as const;
+      if (memory) {
+        expect(fromPod2({ ...reply, tcpFlags: TCP.SYN | TCP.ACK }).verdict).toBe(NEXT);
+        expect(fromPod2(reply).verdict).toBe(NEXT);
+        expect(counted(h2)).toEqual({ passedStackUnproven: 2n });
+      } else {
+        // Conntrack never saw this flow (the test-run SYN went nowhere): nothing is NAT'd,
+        // so it is direct. The NAT'd case runs against real conntrack entries below.
+        expect(fromPod2(reply).verdict).toBe(REDIRECT);
+      }
+    });
+
+    it("treats UDP by what conntrack says, or (memory) as unprovable: the stack", () => {
+      const r = fromPod1({ src: POD1[af], dst: POD2[af], proto: "udp", sport: 5000, dport: 53 });
+      expect(r.verdict).toBe(memory ? NEXT : REDIRECT);
+      expect(counted(h1)).toEqual(memory ? { passedStackUnproven: 1n } : { redirectedLocal: 1n });
+    });
+
+    it("redirects an echo request and remembers it; an echo reply needs that request", () => {
+      const request = { src: POD1[af], dst: POD2[af], proto: "icmp", echoId: 77 } as const;
+      const reply = { src: POD2[af], dst: POD1[af], proto: "icmp", echoId: 77, echoReply: true } as const;
+      expect(fromPod2({ ...reply, echoId: 78 }).verdict).toBe(NEXT); // no request seen
+      expect(fromPod1(request).verdict).toBe(REDIRECT);
+      expect(fromPod2(reply).verdict).toBe(REDIRECT);
+      expect(counted(h2)).toEqual({ passedStackUnproven: 1n, redirectedLocal: 1n });
+      // A reply long after its request proves nothing any more.
+      ageFlows(node.maps.direct, h2, 60);
+      expect(fromPod2(reply).verdict).toBe(NEXT);
+    });
+
+    it("leaves TTL expiry, fragments and ICMP errors to the stack", () => {
+      expect(fromPod1({ src: POD1[af], dst: POD2[af], proto: "tcp", ttl: 1, tcpFlags: TCP.SYN }).verdict).toBe(NEXT);
+      expect(fromPod1({ src: POD1[af], dst: POD2[af], proto: "icmp", icmpType: af === "v4" ? 3 : 1 }).verdict).toBe(
+        NEXT,
+      );
+      const fragment: PacketSpec =
+        af === "v4"
+          ? { src: POD1.v4, dst: POD2.v4, proto: "tcp", fragment: true, tcpFlags: TCP.SYN }
+          : { src: POD1.v6, dst: POD2.v6, proto: "tcp", ipv6Ext: [{ type: "fragment", more: true }], tcpFlags: TCP.SYN };
+      expect(fromPod1(fragment).verdict).toBe(NEXT);
+      expect(counted(h1)).toEqual({ passedStack: 3n });
+      expect(remembered(h1)).toEqual([]);
+    });
   });
 
-  it("passes everything else to the stack", () => {
-    const nodeIp = af === "v4" ? "192.168.50.1" : "fd00:50::1";
-    expect(toUplink({ src: REMOTE_NEIGH[af], dst: nodeIp, proto: "udp" }).verdict).toBe(NEXT);
-    expect(toUplink({ src: REMOTE_NEIGH[af], dst: REMOTE_NO_NEIGH[af], proto: "udp" }).verdict).toBe(NEXT);
-    expect(counted(up.ifindex)).toEqual({ passedStack: 2n });
+  if (memory) {
+    describe.each(["v4", "v6"] as const)("TCP without conntrack (%s)", (af) => {
+      const flow = { src: POD1[af], dst: POD2[af], proto: "tcp", sport: 41000, dport: 8080 } as const;
+      const back = { src: POD2[af], dst: POD1[af], proto: "tcp", sport: 8080, dport: 41000 } as const;
+
+      it("redirects a connection that opened in front of it, both ways", () => {
+        expect(fromPod1({ ...flow, tcpFlags: TCP.SYN }).verdict).toBe(REDIRECT);
+        expect(fromPod2({ ...back, tcpFlags: TCP.SYN | TCP.ACK }).verdict).toBe(REDIRECT);
+        expect(fromPod1(flow).verdict).toBe(REDIRECT);
+        expect(fromPod2(back).verdict).toBe(REDIRECT);
+        expect(fromPod1({ ...flow, tcpFlags: TCP.FIN | TCP.ACK }).verdict).toBe(REDIRECT);
+        const key = af === "v4" ? `${POD1.v4}:41000-${POD2.v4}:8080` : `${POD1.v6}:41000-${POD2.v6}:8080`;
+        expect(remembered(h1)).toEqual([key]);
+        expect(remembered(h2)).toEqual([key]);
+      });
+
+      it("sends a connection it did not see open to the stack", () => {
+        expect(fromPod1(flow).verdict).toBe(NEXT);
+        expect(fromPod2({ ...back, tcpFlags: TCP.SYN | TCP.ACK }).verdict).toBe(NEXT);
+        expect(counted(h1)).toEqual({ passedStackUnproven: 1n });
+      });
+
+      it("does not let an old flow's entry vouch for a new flow on the same 5-tuple", () => {
+        // The 5-tuple was direct once; its entry outlived the connection. Later the same
+        // client port reaches the same backend through a Service: its SYN went to the VIP,
+        // so the first packet we see of it is the backend's SYN-ACK.
+        fromPod1({ ...flow, tcpFlags: TCP.SYN });
+        ageFlows(node.maps.direct, h2, 60);
+        expect(fromPod2({ ...back, tcpFlags: TCP.SYN | TCP.ACK }).verdict).toBe(NEXT);
+        expect(fromPod2(back).verdict).toBe(NEXT); // and the rest of it follows
+        expect(readDirectStats(node.maps.directStats, h2)).toEqual({ remembered: 1n, forgotten: 1n });
+      });
+
+      it("takes the wire's SYN as proof on the receiving node", () => {
+        const remote = { src: REMOTE_NEIGH[af], dst: POD1[af], proto: "tcp", sport: 42000, dport: 80 } as const;
+        expect(toUplink(remote).verdict).toBe(NEXT);
+        expect(toUplink({ ...remote, tcpFlags: TCP.SYN }).verdict).toBe(REDIRECT);
+        const answer = { src: POD1[af], dst: REMOTE_NEIGH[af], proto: "tcp", sport: 80, dport: 42000 } as const;
+        expect(fromPod1({ ...answer, tcpFlags: TCP.SYN | TCP.ACK }).verdict).toBe(REDIRECT);
+        expect(toUplink(remote).verdict).toBe(REDIRECT);
+      });
+    });
+
+    it("gives each pod its own memory: one pod's flood evicts only its own flows", () => {
+      fromPod1({ src: POD1.v4, dst: POD2.v4, proto: "tcp", sport: 43000, dport: 80, tcpFlags: TCP.SYN });
+      const remote = REMOTE_NEIGH.v4;
+      // pod2 opens twice as many connections as its table holds, each seen twice.
+      for (let port = 1; port <= 2048; port++) {
+        for (let i = 0; i < 2; i++) {
+          fromPod2({ src: POD2.v4, dst: remote, proto: "tcp", sport: port, dport: 80, tcpFlags: TCP.SYN });
+        }
+      }
+      expect(remembered(h1)).toEqual([`${POD1.v4}:43000-${POD2.v4}:80`]);
+      expect(fromPod1({ src: POD1.v4, dst: POD2.v4, proto: "tcp", sport: 43000, dport: 80 }).verdict).toBe(REDIRECT);
+      const stats = readDirectStats(node.maps.directStats, h2);
+      expect(stats.remembered).toBeGreaterThanOrEqual(2048n);
+      expect(remembered(h2).length).toBeLessThanOrEqual(1024);
+    });
+  }
+
+  describe.each(["v4", "v6"] as const)("nkc_host_in (%s)", (af) => {
+    it("hands a connection for a local pod to it with bpf_redirect_peer", () => {
+      const r = toUplink({ src: REMOTE_NEIGH[af], dst: POD1[af], proto: "tcp", ttl: 60, tcpFlags: TCP.SYN });
+      expect(r.verdict).toBe(REDIRECT);
+      expect(readTtl(r.packet)).toBe(59);
+      if (af === "v4") expect(ipv4HeaderValid(r.packet)).toBe(true);
+      expect(counted(h1)).toEqual({ redirectedPeer: 1n });
+    });
+
+    it("passes everything else to the stack", () => {
+      const nodeIp = af === "v4" ? "192.168.50.1" : "fd00:50::1";
+      expect(toUplink({ src: REMOTE_NEIGH[af], dst: nodeIp, proto: "udp" }).verdict).toBe(NEXT);
+      expect(toUplink({ src: REMOTE_NEIGH[af], dst: REMOTE_NO_NEIGH[af], proto: "udp" }).verdict).toBe(NEXT);
+      expect(counted(up.ifindex)).toEqual({ passedStack: 2n });
+    });
+
+    it("passes a frame for another MAC (PACKET_OTHERHOST) to the stack", () => {
+      const frame = packet({ src: REMOTE_NEIGH[af], dst: POD1[af], proto: "tcp", dstMac: "02:99:99:99:99:99" });
+      expect(run(node.programs.hostIn, up.ifindex, frame).verdict).toBe(NEXT);
+    });
+
+    it("drops a packet from the wire whose source is a local pod's address", () => {
+      expect(toUplink({ src: POD2[af], dst: POD1[af], proto: "tcp", tcpFlags: TCP.SYN }).verdict).toBe(DROP);
+      const nodeIp = af === "v4" ? "192.168.50.1" : "fd00:50::1";
+      expect(toUplink({ src: POD1[af], dst: nodeIp, proto: "udp" }).verdict).toBe(DROP);
+      expect(counted(up.ifindex)).toEqual({ droppedSpoofed: 2n });
+      expect(counted(h1)).toEqual({});
+    });
+
+    it("keeps a reply for a local client that reached a backend elsewhere through a Service on the stack", () => {
+      fromPod1({ src: POD1[af], dst: VIP[af], proto: "tcp", sport: 40030, dport: 80, tcpFlags: TCP.SYN });
+      clearCounters();
+      const reply = { src: REMOTE_NEIGH[af], dst: POD1[af], proto: "tcp", sport: 8080, dport: 40030 } as const;
+      if (memory) {
+        expect(toUplink({ ...reply, tcpFlags: TCP.SYN | TCP.ACK }).verdict).toBe(NEXT);
+        expect(toUplink(reply).verdict).toBe(NEXT);
+        expect(counted(h1)).toEqual({ passedStackUnproven: 2n });
+      } else {
+        expect(toUplink(reply).verdict).toBe(REDIRECT); // conntrack knows no NAT here
+      }
+    });
   });
 
-  it("passes a frame for another MAC (PACKET_OTHERHOST) to the stack", () => {
-    const frame = packet({ src: REMOTE_NEIGH[af], dst: POD1[af], proto: "tcp", dstMac: "02:99:99:99:99:99" });
-    expect(run(node.programs.hostIn, up.ifindex, frame).verdict).toBe(NEXT);
+  describe("headers that cannot fool the parser", () => {
+    const syn = { src: POD1.v6, dst: POD2.v6, proto: "tcp", sport: 44000, dport: 80, tcpFlags: TCP.SYN } as const;
+    const key = `${POD1.v6}:44000-${POD2.v6}:80`;
+
+    it.each([
+      ["hop-by-hop", [{ type: "hop" }]],
+      ["a long hop-by-hop", [{ type: "hop", length: 3 }]],
+      ["destination options, routing done, AH", [{ type: "dest" }, { type: "routing", segmentsLeft: 0 }, { type: "ah" }]],
+      ["five extension headers", [{ type: "hop" }, { type: "dest" }, { type: "dest" }, { type: "ah" }, { type: "dest" }]],
+    ] as const)("walks IPv6 %s to the transport header", (_, ipv6Ext) => {
+      expect(fromPod1({ ...syn, ipv6Ext: [...ipv6Ext] }).verdict).toBe(REDIRECT);
+      if (memory) expect(remembered(h1)).toEqual([key]);
+    });
+
+    it.each([
+      ["a first fragment", [{ type: "fragment", more: true }]],
+      ["a fragment after hop-by-hop", [{ type: "hop" }, { type: "fragment", offset: 0, more: true }]],
+      ["a non-first fragment", [{ type: "dest" }, { type: "fragment", offset: 100 }]],
+      ["a routing header with segments left", [{ type: "routing", segmentsLeft: 1 }]],
+      ["a chain longer than the parser follows", Array.from({ length: 7 }, () => ({ type: "dest" }) as const)],
+    ] as const)("sends IPv6 with %s to the stack, remembering nothing", (_, ipv6Ext) => {
+      expect(fromPod1({ ...syn, ipv6Ext: [...ipv6Ext] }).verdict).toBe(NEXT);
+      expect(toUplink({ ...syn, src: REMOTE_NEIGH.v6, dst: POD1.v6, ipv6Ext: [...ipv6Ext] }).verdict).toBe(NEXT);
+      expect(counted(h1)).toEqual({ passedStack: 2n });
+      expect(remembered(h1)).toEqual([]);
+    });
+
+    it("sends an extension header cut short by the end of the packet to the stack", () => {
+      const frame = packet({ ...syn, ipv6Ext: [{ type: "hop", length: 2 }] });
+      // Keep the fixed header and the first 8 bytes of a 24-byte hop-by-hop header.
+      expect(run(node.programs.fromPod, h1, frame.subarray(0, 14 + 40 + 8)).verdict).toBe(NEXT);
+      expect(remembered(h1)).toEqual([]);
+    });
+
+    it("sends IPv4 with options, and non-first fragments, to the stack", () => {
+      const v4 = { src: POD1.v4, dst: POD2.v4, proto: "tcp", sport: 44000, dport: 80, tcpFlags: TCP.SYN } as const;
+      // Loose source route: the destination is not the final one.
+      const lsrr = Buffer.from([0x83, 7, 4, 10, 244, 1, 12, 0]);
+      expect(fromPod1({ ...v4, ipv4Options: lsrr }).verdict).toBe(NEXT);
+      expect(fromPod1({ ...v4, ipv4Options: Buffer.from([0x01, 0x01, 0x01, 0x00]) }).verdict).toBe(NEXT); // NOPs
+      expect(fromPod1({ ...v4, fragmentOffset: 100 }).verdict).toBe(NEXT);
+      expect(counted(h1)).toEqual({ passedStack: 3n });
+      expect(remembered(h1)).toEqual([]);
+    });
+
+    it("drops an IPv4 header whose version is wrong", () => {
+      const frame = packet({ src: POD1.v4, dst: POD2.v4, proto: "udp" });
+      frame[14] = 0x65; // version 6 in an IPv4 ethertype
+      expect(run(node.programs.fromPod, h1, frame).verdict).toBe(DROP);
+      expect(counted(h1)).toEqual({ droppedOther: 1n });
+    });
   });
 
-  it("keeps a flow the stack sent out of the uplink (Service backend on another node) on the stack", () => {
-    const out = { src: POD1[af], dst: REMOTE_NEIGH[af], proto: "tcp", sport: 40010, dport: 8080 } as const;
-    expect(run(node.programs.hostOut, up.ifindex, packet(out)).verdict).toBe(NEXT);
-    expect(listFlows(node.maps.flows).map((f) => f.path)).toEqual(["stack"]);
-    const reply = { src: REMOTE_NEIGH[af], dst: POD1[af], proto: "tcp", sport: 8080, dport: 40010 } as const;
-    expect(toUplink(reply).verdict).toBe(NEXT);
-    expect(counted(h1)).toEqual({ passedStackNat: 1n });
-  });
+  describe("nkc_from_pod, other traffic", () => {
+    it("passes ARP without counting", () => {
+      expect(run(node.programs.fromPod, h1, arpRequest()).verdict).toBe(NEXT);
+      expect(counted(h1)).toEqual({});
+    });
 
-  it("remembers a pod elsewhere that opens a flow to a local non-pod address (hostPort), for the backend's replies", () => {
-    const nodeIp = af === "v4" ? "192.168.50.1" : "fd00:50::1";
-    const open = { src: REMOTE_NEIGH[af], dst: nodeIp, proto: "tcp", sport: 40020, dport: 8080 } as const;
-    expect(toUplink({ ...open, tcpFlags: TCP.SYN }).verdict).toBe(NEXT);
-    expect(listClients(node.maps.clients)).toEqual([
-      { family: FAMILY[af], proto: 6, ip: REMOTE_NEIGH[af], port: 40020 },
-    ]);
-    // The stack DNATs it to pod1:80; pod1's reply must get the node's address back.
-    const reply = { src: POD1[af], dst: REMOTE_NEIGH[af], proto: "tcp", sport: 80, dport: 40020 } as const;
-    expect(fromPod1(reply).verdict).toBe(NEXT);
-    expect(counted(h1)).toEqual({ passedStackNat: 1n });
-    // A host that is not a pod needs no memory: a pod's replies to it go to the stack anyway.
-    toUplink({ src: af === "v4" ? "192.168.50.2" : "fd00:50::2", dst: nodeIp, proto: "udp", sport: 5353 });
-    expect(listClients(node.maps.clients)).toHaveLength(1);
-  });
+    it("passes IPv6 link-local traffic (neighbour discovery) instead of calling it spoofed", () => {
+      const r = fromPod1({ src: "fe80::1", dst: "ff02::1:ff00:1", proto: "icmp", icmpType: 135 });
+      expect(r.verdict).toBe(NEXT);
+      expect(counted(h1)).toEqual({ passedStack: 1n });
+    });
 
-  it("keeps a reply for a local client that opened its flow through the stack off the fast path", () => {
-    const vip = af === "v4" ? "10.96.0.10" : "fd00:96::10";
-    fromPod1({ src: POD1[af], dst: vip, proto: "udp", sport: 40030, dport: 53 });
-    clearCounters();
-    // The stack sent it to a backend on another node; the backend's reply comes in here.
-    const reply = { src: REMOTE_NEIGH[af], dst: POD1[af], proto: "udp", sport: 53, dport: 40030 } as const;
-    expect(toUplink(reply).verdict).toBe(NEXT);
-    expect(toUplink({ ...reply, dport: 40031 }).verdict).toBe(REDIRECT);
-    expect(counted(h1)).toEqual({ passedStackNat: 1n, redirectedPeer: 1n });
-  });
+    it("netkit source: plain bpf_redirect to a netkit pod; a veth pod goes via the stack", () => {
+      node.endpoints.upsert(POD1.v4, { hostIfindex: h1, datapath: "netkit" });
+      node.endpoints.upsert(POD2.v4, { hostIfindex: h2, datapath: "netkit" });
+      expect(fromPod1({ src: POD1.v4, dst: POD2.v4, proto: "tcp", tcpFlags: TCP.SYN }).verdict).toBe(REDIRECT);
+      node.endpoints.upsert(POD2.v4, { hostIfindex: h2, datapath: "veth" });
+      expect(fromPod1({ src: POD1.v4, dst: POD2.v4, proto: "tcp", sport: 1, tcpFlags: TCP.SYN }).verdict).toBe(NEXT);
+      expect(counted(h1)).toEqual({ redirectedLocal: 1n, passedStack: 1n });
+    });
 
-  it("nkc_host_out leaves our own FIB-redirected flows alone", () => {
-    const flow = { src: POD1[af], dst: REMOTE_NEIGH[af], proto: "udp", sport: 5000, dport: 53 } as const;
-    expect(fromPod1(flow).verdict).toBe(REDIRECT);
-    run(node.programs.hostOut, up.ifindex, packet(flow));
-    expect(listFlows(node.maps.flows).map((f) => f.path)).toEqual(["direct"]);
-    const reply = { src: REMOTE_NEIGH[af], dst: POD1[af], proto: "udp", sport: 53, dport: 5000 } as const;
-    expect(toUplink(reply).verdict).toBe(REDIRECT);
+    it("an endpoint without a table (an older build's pod) remembers nothing and stays correct", () => {
+      removeEndpointTable(node.maps.direct, h2);
+      try {
+        const syn = { src: POD2.v4, dst: REMOTE_NEIGH.v4, proto: "tcp", sport: 9, dport: 80, tcpFlags: TCP.SYN } as const;
+        expect(fromPod2(syn).verdict).toBe(REDIRECT);
+        const reply = { src: REMOTE_NEIGH.v4, dst: POD2.v4, proto: "tcp", sport: 80, dport: 9 } as const;
+        expect(toUplink(reply).verdict).toBe(memory ? NEXT : REDIRECT);
+      } finally {
+        createEndpointTable(node.maps.direct, h2);
+      }
+    });
   });
 });

@@ -22,13 +22,58 @@ export interface PacketSpec {
   dstMac?: string;
   /** IPv4: set the more-fragments bit. */
   fragment?: boolean;
+  /** IPv4: fragment offset in 8-byte units (a non-first fragment). */
+  fragmentOffset?: number;
+  /** IPv4 options (padded to a multiple of 4 bytes). */
+  ipv4Options?: Buffer;
+  /** IPv6 extension headers between the fixed header and the transport header, in order. */
+  ipv6Ext?: Ipv6Ext[];
   /** ICMP type other than echo (e.g. 3 destination unreachable / IPv6 1). */
   icmpType?: number;
   /** TCP flags; ACK (0x10) unless given: most packets of a connection. */
   tcpFlags?: number;
 }
 
-export const TCP = { SYN: 0x02, ACK: 0x10 } as const;
+export const TCP = { SYN: 0x02, ACK: 0x10, FIN: 0x01, RST: 0x04 } as const;
+
+export type Ipv6Ext =
+  | { type: "hop" | "dest"; length?: number }
+  | { type: "routing"; segmentsLeft: number }
+  | { type: "fragment"; offset?: number; more?: boolean }
+  | { type: "ah" };
+
+const NEXT_HEADER = { hop: 0, routing: 43, fragment: 44, ah: 51, dest: 60 } as const;
+
+/** The extension headers' bytes, each naming the next; `last` is the transport protocol. */
+function ipv6Extensions(exts: Ipv6Ext[], last: number): Buffer {
+  const parts = exts.map((ext, i) => {
+    const next = i + 1 < exts.length ? NEXT_HEADER[(exts[i + 1] as Ipv6Ext).type] : last;
+    let h: Buffer;
+    if (ext.type === "hop" || ext.type === "dest") {
+      // Length in 8-byte units beyond the first 8, filled with PadN.
+      const units = ext.length ?? 0;
+      h = Buffer.alloc(8 + units * 8);
+      h.writeUInt8(units, 1);
+      h.writeUInt8(1, 2); // PadN
+      h.writeUInt8(h.length - 4, 3);
+    } else if (ext.type === "routing") {
+      h = Buffer.alloc(24); // type 4 (segment routing) with one 16-byte segment
+      h.writeUInt8(2, 1);
+      h.writeUInt8(4, 2);
+      h.writeUInt8(ext.segmentsLeft, 3);
+    } else if (ext.type === "fragment") {
+      h = Buffer.alloc(8);
+      h.writeUInt16BE(((ext.offset ?? 0) << 3) | (ext.more ? 1 : 0), 2);
+      h.writeUInt32BE(0x1234, 4);
+    } else {
+      h = Buffer.alloc(16); // AH: payload length 2 (in 4-byte units, minus 2) = 16 bytes
+      h.writeUInt8(2, 1);
+    }
+    h.writeUInt8(next, 0);
+    return h;
+  });
+  return Buffer.concat(parts);
+}
 
 const mac = (text: string) => Buffer.from(text.split(":").map((h) => Number.parseInt(h, 16)));
 
@@ -66,24 +111,31 @@ export function packet(spec: PacketSpec): Buffer {
   eth.writeUInt16BE(v6 ? 0x86dd : 0x0800, 12);
   const payload = l4(spec, v6);
   if (v6) {
+    const transport = spec.proto === "icmp" ? PROTO.icmpv6 : PROTO[spec.proto];
+    const exts = spec.ipv6Ext ?? [];
+    const ext = ipv6Extensions(exts, transport);
     const ip = Buffer.alloc(40);
     ip.writeUInt32BE(6 << 28, 0);
-    ip.writeUInt16BE(payload.length, 4);
-    ip.writeUInt8(spec.proto === "icmp" ? PROTO.icmpv6 : PROTO[spec.proto], 6);
+    ip.writeUInt16BE(ext.length + payload.length, 4);
+    ip.writeUInt8(exts[0] ? NEXT_HEADER[exts[0].type] : transport, 6);
     ip.writeUInt8(spec.ttl ?? 64, 7);
     ipBytes(spec.src).copy(ip, 8);
     ipBytes(spec.dst).copy(ip, 24);
-    return Buffer.concat([eth, ip, payload]);
+    return Buffer.concat([eth, ip, ext, payload]);
   }
-  const ip = Buffer.alloc(20);
-  ip.writeUInt8(0x45, 0);
-  ip.writeUInt16BE(20 + payload.length, 2);
+  const options = spec.ipv4Options ?? Buffer.alloc(0);
+  if (options.length % 4 !== 0) throw new Error("IPv4 options must be padded to 4 bytes");
+  const ip = Buffer.alloc(20 + options.length);
+  ip.writeUInt8(0x40 | (ip.length / 4), 0);
+  ip.writeUInt16BE(ip.length + payload.length, 2);
   ip.writeUInt16BE(0x1234, 4);
-  ip.writeUInt16BE(spec.fragment ? 0x2000 : 0x4000, 6); // MF, or DF
+  const offset = spec.fragmentOffset ?? 0;
+  ip.writeUInt16BE(spec.fragment || offset > 0 ? (spec.fragment ? 0x2000 : 0) | offset : 0x4000, 6); // MF, or DF
   ip.writeUInt8(spec.ttl ?? 64, 8);
   ip.writeUInt8(PROTO[spec.proto], 9);
   ipBytes(spec.src).copy(ip, 12);
   ipBytes(spec.dst).copy(ip, 16);
+  options.copy(ip, 20);
   ip.writeUInt16BE(ipv4Checksum(ip), 10);
   return Buffer.concat([eth, ip, payload]);
 }
@@ -102,4 +154,5 @@ export const readMac = (frame: Buffer, offset: 0 | 6) =>
 export const readTtl = (frame: Buffer) => (frame.readUInt16BE(12) === 0x86dd ? frame[14 + 7] : frame[14 + 8]);
 
 /** True when the IPv4 header checksum verifies (sum over the header is 0xffff). */
-export const ipv4HeaderValid = (frame: Buffer) => ipv4Checksum(frame.subarray(14, 34)) === 0;
+export const ipv4HeaderValid = (frame: Buffer) =>
+  ipv4Checksum(frame.subarray(14, 14 + ((frame[14] ?? 0) & 0x0f) * 4)) === 0;

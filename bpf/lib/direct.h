@@ -1,0 +1,205 @@
+/*
+ * Which packets may skip the host stack. Redirects bypass netfilter, so a packet of a
+ * flow that netfilter translates (kube-proxy Service DNAT, portmap hostPort DNAT,
+ * masquerade) must go through the stack, where conntrack undoes the translation.
+ *
+ * The rule is proof, never absence of evidence: a packet is redirected only when its
+ * flow is known to be direct; anything we know nothing about goes to the stack (slower,
+ * still right). Forgetting can therefore only cost speed:
+ *
+ *  - TCP, UDP with NKC_CONNTRACK (kernels with a BPF JIT): conntrack itself is asked
+ *    per packet (conntrack.h). No memory of ours at all.
+ *  - TCP without it: the flow must have been seen opening here, on a path with no NAT
+ *    (a SYN from a pod to a pod address, or from the wire to a local pod). A NAT'd
+ *    flow's SYN went to a Service VIP or the node's address, i.e. through the stack,
+ *    so only its replies reach us and they never find an entry. A SYN-ACK must follow
+ *    a SYN seen here within NKC_SYNACK_WINDOW_NS: an entry left by an earlier flow on
+ *    the same 5-tuple does not vouch for a new one.
+ *  - UDP without conntrack: no packet proves a UDP flow direct (any one may be a
+ *    reply), so UDP goes through the stack there.
+ *  - ICMP echo (conntrack's kfuncs take TCP and UDP only): a request is never a reply,
+ *    so it is redirected and remembered; a reply needs a request seen recently.
+ *  - Everything else (fragments, ICMP errors, other protocols, opaque headers): stack.
+ *
+ * Memory is per endpoint: nkc_direct maps a pod's host ifindex to its own LRU table,
+ * created at ADD and dropped at DEL. A pod flooding new flows evicts only its own
+ * entries, so another pod's flows keep their speed, and no pod can affect another's
+ * correctness at all. The table of the local endpoint whose hook sees the packet is
+ * the one consulted: the sender's in nkc_from_pod, the receiver's in nkc_host_in; a
+ * flow between two local pods is remembered in both.
+ */
+#ifndef NKC_DIRECT_H
+#define NKC_DIRECT_H
+
+#include "common.h"
+#ifdef NKC_CONNTRACK
+#include "conntrack.h"
+#endif
+
+/* Inner maps: LRU_HASH nkc_flow_key -> nkc_direct_flow, NKC_DIRECT_TABLE_SIZE entries
+ * (created by userspace: see src/bpf/direct.ts). */
+NKC_MAP(nkc_direct, BPF_MAP_TYPE_HASH_OF_MAPS, __u32, __u32, NKC_MAX_ENDPOINTS, 0);
+NKC_MAP(nkc_direct_stats, BPF_MAP_TYPE_PERCPU_HASH, __u32, struct nkc_direct_stats, NKC_MAX_ENDPOINTS, 0);
+
+#define NKC_SYNACK_WINDOW_NS (5ULL * 1000000000ULL)
+#define NKC_ECHO_WINDOW_NS   (5ULL * 1000000000ULL)
+
+/* Orders (addr, port) endpoints; any total order works as long as it is fixed. */
+static __always_inline int nkc_side_before(const __u8 *a, __be16 pa, const __u8 *b, __be16 pb)
+{
+#pragma unroll
+	for (int i = 0; i < 16; i += 4) {
+		__u32 wa, wb;
+		__builtin_memcpy(&wa, a + i, 4);
+		__builtin_memcpy(&wb, b + i, 4);
+		if (wa != wb)
+			return wa < wb;
+	}
+	return pa <= pb;
+}
+
+static __always_inline void nkc_flow_key(const struct nkc_pkt *p, struct nkc_flow_key *k)
+{
+	__builtin_memset(k, 0, sizeof(*k));
+	k->family = p->family;
+	k->proto = p->proto;
+	if (nkc_side_before(p->src, p->sport, p->dst, p->dport)) {
+		__builtin_memcpy(k->addr_a, p->src, 16);
+		__builtin_memcpy(k->addr_b, p->dst, 16);
+		k->port_a = p->sport;
+		k->port_b = p->dport;
+	} else {
+		__builtin_memcpy(k->addr_a, p->dst, 16);
+		__builtin_memcpy(k->addr_b, p->src, 16);
+		k->port_a = p->dport;
+		k->port_b = p->sport;
+	}
+}
+
+static __always_inline void nkc_direct_stat(__u32 ifindex, int forgotten)
+{
+	struct nkc_direct_stats *s = bpf_map_lookup_elem(&nkc_direct_stats, &ifindex);
+
+	if (!s) {
+		struct nkc_direct_stats zero = {};
+		bpf_map_update_elem(&nkc_direct_stats, &ifindex, &zero, BPF_NOEXIST);
+		s = bpf_map_lookup_elem(&nkc_direct_stats, &ifindex);
+		if (!s)
+			return;
+	}
+	if (forgotten)
+		s->forgotten += 1; /* per-CPU value: no other writer */
+	else
+		s->remembered += 1;
+}
+
+/* The flow opened in front of us: (re)start its entry in `ifindex`'s table. An
+ * endpoint without a table (added by an older build, or its DEL is under way) simply
+ * remembers nothing. */
+static __always_inline void nkc_direct_opened(__u32 ifindex, const struct nkc_flow_key *k, __u64 now)
+{
+	void *table = bpf_map_lookup_elem(&nkc_direct, &ifindex);
+	struct nkc_direct_flow fresh = { .opened_ns = now };
+
+	if (!table)
+		return;
+	struct nkc_direct_flow *f = bpf_map_lookup_elem(table, k);
+	if (f) {
+		f->opened_ns = now;
+		return;
+	}
+	if (bpf_map_update_elem(table, k, &fresh, BPF_NOEXIST) == 0)
+		nkc_direct_stat(ifindex, 0);
+}
+
+/* The entry for the flow in `ifindex`'s table, or NULL. */
+static __always_inline struct nkc_direct_flow *nkc_direct_entry(__u32 ifindex, const struct nkc_flow_key *k)
+{
+	void *table = bpf_map_lookup_elem(&nkc_direct, &ifindex);
+
+	return table ? bpf_map_lookup_elem(table, k) : NULL;
+}
+
+static __always_inline int nkc_opened_within(__u32 ifindex, const struct nkc_flow_key *k, __u64 window)
+{
+	struct nkc_direct_flow *f = nkc_direct_entry(ifindex, k);
+
+	return f && bpf_ktime_get_ns() - f->opened_ns < window;
+}
+
+#ifndef NKC_CONNTRACK
+static __always_inline int nkc_tcp_proven(const struct nkc_pkt *p, const struct nkc_flow_key *k, __u32 own,
+					  __u32 peer)
+{
+	__u8 syn = p->tcp_flags & NKC_TCP_SYN, ack = p->tcp_flags & NKC_TCP_ACK;
+
+	if (syn && !ack) {
+		__u64 now = bpf_ktime_get_ns();
+		nkc_direct_opened(own, k, now);
+		if (peer)
+			nkc_direct_opened(peer, k, now);
+		return 1;
+	}
+	struct nkc_direct_flow *f = nkc_direct_entry(own, k);
+	if (!f)
+		return 0;
+	if (syn && bpf_ktime_get_ns() - f->opened_ns >= NKC_SYNACK_WINDOW_NS) {
+		/* A new flow on an old 5-tuple that did not open in front of us: it may be
+		 * a NAT'd one's reply. Forget the old flow so the rest follows the stack. */
+		void *table = bpf_map_lookup_elem(&nkc_direct, &own);
+		if (table && bpf_map_delete_elem(table, k) == 0)
+			nkc_direct_stat(own, 1);
+		return 0;
+	}
+	return 1;
+}
+#endif
+
+/* Could a packet of this kind ever be redirected? Fragments, ICMP errors, opaque
+ * headers and other protocols always belong to the stack. */
+static __always_inline int nkc_l4_redirectable(const struct nkc_pkt *p)
+{
+	return p->l4 == NKC_L4_TCP || p->l4 == NKC_L4_UDP || p->l4 == NKC_L4_ECHO_REQUEST ||
+	       p->l4 == NKC_L4_ECHO_REPLY;
+}
+
+/*
+ * May this packet be redirected? `own` is the host ifindex of the local endpoint whose
+ * hook runs (its table is consulted); `peer`, when non-zero, that of a second local
+ * endpoint the packet is for, which remembers the flows it is part of too.
+ */
+static __always_inline int nkc_proven_direct(struct __sk_buff *skb, const struct nkc_pkt *p, __u32 own, __u32 peer)
+{
+	struct nkc_flow_key k;
+
+	switch (p->l4) {
+	case NKC_L4_TCP:
+#ifdef NKC_CONNTRACK
+		return !nkc_ct_translated(skb, p);
+#else
+		nkc_flow_key(p, &k);
+		return nkc_tcp_proven(p, &k, own, peer);
+#endif
+	case NKC_L4_UDP:
+#ifdef NKC_CONNTRACK
+		return !nkc_ct_translated(skb, p);
+#else
+		return 0;
+#endif
+	case NKC_L4_ECHO_REQUEST: {
+		__u64 now = bpf_ktime_get_ns();
+		nkc_flow_key(p, &k);
+		nkc_direct_opened(own, &k, now);
+		if (peer)
+			nkc_direct_opened(peer, &k, now);
+		return 1;
+	}
+	case NKC_L4_ECHO_REPLY:
+		nkc_flow_key(p, &k);
+		return nkc_opened_within(own, &k, NKC_ECHO_WINDOW_NS);
+	default:
+		return 0;
+	}
+}
+
+#endif
