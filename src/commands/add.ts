@@ -72,7 +72,7 @@ export async function cmdAdd(inv: Invocation): Promise<Result> {
 
     if (conf.fastPath.enabled) {
       if (!uplink) log.warn("no uplink (no hostInterface, no default route): wire traffic reaches pods via the stack");
-      const fast = NodeFastPath.open(conf.fastPath, uplink);
+      const fast = NodeFastPath.open({ ...conf.fastPath, network: conf.name }, uplink);
       try {
         const gone = { hostIfindex: pair.hostLink.index, addresses };
         rollback.onFailure("remove fast path state", () =>

@@ -7,6 +7,8 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { listClusterCidrs } from "../../src/bpf/cluster";
+import { BpfMap } from "../../src/bpf/maps";
 import { endpointMapEntries, pinnedEndpointDevices } from "../../src/datapath/fastpath";
 import { Fixture, inNs, type PluginRun, ping, pluginLinks, runPlugin, TEST_DATAPATH } from "./harness";
 import { ifindexOf } from "./topology";
@@ -98,6 +100,15 @@ function reserved(net: Network): string[] {
   return fs.existsSync(dir) ? fs.readdirSync(dir).filter((f) => /^[0-9a-f.:]+$/.test(f) && /[.:]/.test(f)) : [];
 }
 
+function clusterTrie(): string[] {
+  const map = BpfMap.openPinned(path.join(fx.bpffsRoot, "maps", "nkc_cluster"));
+  try {
+    return listClusterCidrs(map).sort();
+  } finally {
+    map.close();
+  }
+}
+
 /** Everything ADD made for `att` is still there, and its network's CHECK agrees. */
 function expectIntact(att: Attachment): void {
   const what = `${att.network.name} ${att.containerId}/${att.ifname}`;
@@ -181,6 +192,18 @@ describe("two networks on one node", () => {
   beforeEach(() => {
     a = network("nkscope-a", "10.230", "fd30", "host-local");
     b = network("nkscope-b", "10.231", "fd31", "host-local");
+  });
+
+  it("the cluster-CIDR trie holds the union of both networks' clusterCIDRs", () => {
+    add(a, "a1", fx.makeNetns());
+    add(b, "b1", fx.makeNetns());
+    expect(clusterTrie()).toEqual(["10.230.0.0/16", "10.231.0.0/16", "fd30::/16", "fd31::/16"]);
+    add(a, "a2", fx.makeNetns());
+    expect(clusterTrie()).toEqual(["10.230.0.0/16", "10.231.0.0/16", "fd30::/16", "fd31::/16"]);
+    // A's list changes: its old CIDRs leave the trie, B's stay.
+    const narrower = { ...a.conf, clusterCIDRs: ["10.230.0.0/17"] };
+    add(a, "a3", fx.makeNetns(), "eth0", narrower);
+    expect(clusterTrie()).toEqual(["10.230.0.0/17", "10.231.0.0/16", "fd31::/16"]);
   });
 
   it("GC releases host-local addresses (an IPAM without GC) of the attachments it removed", () => {
