@@ -9,7 +9,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { BpfError } from "../sys/bpf-syscall";
 import { type Counters, MAP_NAMES, PROGRAM_NAMES } from "./abi";
-import { syncClusterCidrs } from "./cluster";
+import { setNetworkClusterCidrs } from "./cluster";
 import { readCounters } from "./counters";
 import { type MapSpec, readObject } from "./elf";
 import { EndpointMap } from "./endpoints";
@@ -57,6 +57,8 @@ export interface NodePrograms {
 export interface NodeProgramsOptions {
   /** The cluster's pod CIDRs (v4 and v6): destinations forwarded by FIB lookup. */
   clusterCidrs: readonly string[];
+  /** Whose CIDRs these are: the trie holds every network's (cluster.ts). */
+  network?: string;
 }
 
 export const mapsDir = (bpffsRoot: string) => path.join(bpffsRoot, "maps");
@@ -81,7 +83,7 @@ export function loadNodePrograms(bpffsRoot: string, objects: NodeObjects, option
     const node = pinned
       ? openPinnedNode(bpffsRoot, programsDir, opened)
       : loadAndPinNode(bpffsRoot, programsDir, objects, opened);
-    syncClusterCidrs(node.maps.cluster, options.clusterCidrs);
+    setNetworkClusterCidrs(bpffsRoot, node.maps.cluster, options);
     return {
       ...node,
       loaded: !pinned,

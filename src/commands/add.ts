@@ -67,12 +67,12 @@ export async function cmdAdd(inv: Invocation): Promise<Result> {
     const podRoutes = await configurePodEnd(ns.pod, pair.podLink, gatewayMac, addresses);
     await failpoint("pod-configured");
     enableForwarding(addresses);
-    await configureHostEnd(ns.host, pair.hostLink, ownerAlias(env.containerId, env.ifname), addresses);
+    await configureHostEnd(ns.host, pair.hostLink, ownerAlias(conf.name, env.containerId, env.ifname), addresses);
     await failpoint("host-configured");
 
     if (conf.fastPath.enabled) {
       if (!uplink) log.warn("no uplink (no hostInterface, no default route): wire traffic reaches pods via the stack");
-      const fast = NodeFastPath.open(conf.fastPath, uplink);
+      const fast = NodeFastPath.open({ ...conf.fastPath, network: conf.name }, uplink);
       try {
         const gone = { hostIfindex: pair.hostLink.index, addresses };
         rollback.onFailure("remove fast path state", () =>

@@ -41,6 +41,7 @@ const NODE_LOCK_TIMEOUT_MS = 10_000;
 
 export interface FastPathSettings {
   bpffsRoot: string;
+  network: string;
   clusterCidrs: string[];
 }
 
@@ -107,7 +108,7 @@ export class NodeFastPath {
     const root = settings.bpffsRoot;
     return underNodeLock(root, () => {
       ensureRoot(root);
-      const node = loadNodePrograms(root, embeddedObjects(), { clusterCidrs: settings.clusterCidrs });
+      const node = loadNodePrograms(root, embeddedObjects(), settings);
       try {
         if (uplink) {
           attachUplink(root, uplink, "ingress", node.programs.hostIn);
