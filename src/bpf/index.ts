@@ -4,7 +4,7 @@
  */
 export type { CounterName, Counters, DirectStats, FlowKey } from "./abi";
 export { COUNTER_NAMES, DIRECT_TABLE_SIZE, MAP_NAMES, PROGRAM_NAMES } from "./abi";
-export { listClusterCidrs, syncClusterCidrs } from "./cluster";
+export { listClusterCidrs, setNetworkClusterCidrs } from "./cluster";
 export { deleteCounters, readCounters } from "./counters";
 export { type MapSpec, type ObjectSpec, type ProgramSpec, readObject } from "./elf";
 export { type Endpoint, EndpointMap } from "./endpoints";

@@ -20,7 +20,7 @@ import * as path from "node:path";
 import { BpfError } from "../sys/bpf-syscall";
 import { type Counters, MAP_NAMES, PROGRAM_NAMES, RETIRED_MAP_NAMES } from "./abi";
 import { resolveKernelFunctions } from "./btf";
-import { syncClusterCidrs } from "./cluster";
+import { setNetworkClusterCidrs } from "./cluster";
 import { readCounters } from "./counters";
 import { DIRECT_TABLE_SPEC } from "./direct";
 import { type MapSpec, type ObjectSpec, readObject } from "./elf";
@@ -100,6 +100,8 @@ export interface NodeProgramsOptions {
   clusterCidrs: readonly string[];
   /** The variants a first load may choose from, in order (default NAT_CHECKS). */
   natChecks?: readonly NatCheck[];
+  /** Whose CIDRs these are: the trie holds every network's (cluster.ts). */
+  network?: string;
 }
 
 export const mapsDir = (bpffsRoot: string) => path.join(bpffsRoot, "maps");
@@ -155,7 +157,7 @@ export function loadNodePrograms(bpffsRoot: string, objects: NodeObjects, option
       removeOlderSets(bpffsRoot, objects.epoch, build);
       removeRetiredMaps(bpffsRoot);
     }
-    syncClusterCidrs(node.maps.cluster, options.clusterCidrs);
+    setNetworkClusterCidrs(bpffsRoot, node.maps.cluster, options);
     return {
       ...node,
       loaded,

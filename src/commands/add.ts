@@ -67,7 +67,7 @@ export async function cmdAdd(inv: Invocation): Promise<Result> {
     const podRoutes = await configurePodEnd(ns.pod, pair.podLink, gatewayMac, addresses);
     await failpoint("pod-configured");
     enableForwarding(addresses);
-    await configureHostEnd(ns.host, pair.hostLink, ownerAlias(env.containerId, env.ifname), addresses);
+    await configureHostEnd(ns.host, pair.hostLink, ownerAlias(conf.name, env.containerId, env.ifname), addresses);
     await failpoint("host-configured");
 
     if (conf.fastPath.enabled) {
@@ -76,7 +76,7 @@ export async function cmdAdd(inv: Invocation): Promise<Result> {
       rollback.onFailure("remove fast path state", () =>
         removeEndpoint(conf.fastPath.bpffsRoot, hostDevice, gone, () => liveIfindexes(ns.host)),
       );
-      attachEndpoint(conf.fastPath, uplink, {
+      attachEndpoint({ ...conf.fastPath, network: conf.name }, uplink, {
         hostDevice,
         hostIfindex: pair.hostLink.index,
         kind: datapath.kind,

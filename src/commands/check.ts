@@ -8,7 +8,7 @@ import { CniError, ErrorCode, invalidConfig } from "../cni/errors";
 import type { IpConfig, Result } from "../cni/result";
 import { endpointMapEntries, endpointState } from "../datapath/fastpath";
 import { closeNamespaces, openNamespaces } from "../datapath/namespaces";
-import { hostDeviceName, ownerAlias } from "../datapath/naming";
+import { aliasClaims, hostDeviceName } from "../datapath/naming";
 import { hostPrefix } from "../datapath/pod-end";
 import { listAddresses } from "../netlink/addrs";
 import { getLinkByName, isUp, type Link } from "../netlink/links";
@@ -29,8 +29,10 @@ export async function cmdCheck(inv: Invocation): Promise<void> {
   try {
     const hostDevice = hostDeviceName(env.containerId, env.ifname);
     const hostLink = requireUp(await getLinkByName(ns.host, hostDevice), `host device ${hostDevice}`);
-    if (hostLink.alias !== ownerAlias(env.containerId, env.ifname)) {
-      throw mismatch(`host device ${hostDevice} is not labelled as belonging to ${env.containerId}/${env.ifname}`);
+    if (!aliasClaims(hostLink.alias, conf.name, env.containerId, env.ifname)) {
+      throw mismatch(
+        `host device ${hostDevice} is not labelled as belonging to ${env.containerId}/${env.ifname} on network ${conf.name}`,
+      );
     }
     const podLink = requireUp(await getLinkByName(ns.pod, env.ifname), `interface ${env.ifname} in ${env.netns}`);
 

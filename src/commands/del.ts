@@ -3,11 +3,12 @@
  * whenever they are unsure and the spec asks plugins to complete DEL without error even
  * when resources are missing: the netns may be gone, the device may be gone, DEL may
  * come twice. Each of those succeeds.
- * Only a device carrying this attachment's ownership alias is deleted.
+ * Only a device carrying this network's ownership alias for the attachment (or an older
+ * build's alias for it, which names no network) is deleted.
  */
 import * as fs from "node:fs";
 import { removeEndpoint } from "../datapath/fastpath";
-import { hostDeviceName, ownerAlias } from "../datapath/naming";
+import { aliasClaims, hostDeviceName } from "../datapath/naming";
 import { removePodEndRules } from "../datapath/pod-end";
 import { liveIfindexes } from "../datapath/uplink";
 import { log } from "../log";
@@ -27,10 +28,10 @@ export async function cmdDel(inv: Invocation): Promise<void> {
   try {
     const link = await getLinkByName(host, hostDevice);
     // A link without our alias is one an ADD created but had not yet labelled (killed
-    // mid-way); one with another owner's alias is not ours to delete.
-    const expected = ownerAlias(env.containerId, env.ifname);
-    if (link?.alias !== undefined && link.alias !== expected) {
-      log.warn(`${hostDevice} belongs to "${link.alias}", not "${expected}"; left alone`);
+    // mid-way); one with another owner's alias (another network's, say, after a stray DEL
+    // for an interface name the pod now has there) is not ours to delete.
+    if (link?.alias !== undefined && !aliasClaims(link.alias, inv.conf.name, env.containerId, env.ifname)) {
+      log.warn(`${hostDevice} belongs to "${link.alias}", not to ${inv.conf.name}'s ${env.ifname}; left alone`);
       return;
     }
     // Pins and map entries go whether or not the device is still there, and before it:

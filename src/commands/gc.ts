@@ -1,28 +1,103 @@
 /**
- * GC (spec 1.1.0): remove what this plugin made for attachments the runtime no longer
- * knows. Every host device we create carries its owner (container ID + ifname) in its
- * alias; a device whose owner is not among `cni.dev/valid-attachments` is deleted. GC
- * keeps going past individual failures and reports them all at the end. The IPAM
- * plugin gets the same GC request.
+ * GC (spec 1.1.0): remove what this plugin made for this network's attachments the
+ * runtime no longer knows. Every host device we create carries its owner (network,
+ * container ID, ifname) in its alias; a device of this network whose attachment is not
+ * among `cni.dev/valid-attachments` is deleted, with its pins. Another network's devices
+ * on the node (a second interface, podman networks) and their pins are never touched;
+ * pins and endpoint entries whose device is gone are dead for every network, so any GC
+ * removes them. GC keeps going past individual failures and reports them all at the end.
+ * The IPAM plugin gets the same GC request, or a DEL per removed attachment when it
+ * predates GC.
  */
 
 import type { Attachment } from "../cni/config";
 import { CniError, ErrorCode, invalidConfig } from "../cni/errors";
 import { pinnedEndpointDevices, pruneDeadEndpoints, unpinEndpoint } from "../datapath/fastpath";
-import { hostDeviceName, parseOwnerAlias } from "../datapath/naming";
+import { hostDeviceName, networkToken, type Owner, parseOwnerAlias } from "../datapath/naming";
 import { liveIfindexes } from "../datapath/uplink";
 import { log } from "../log";
-import { deleteLinkByName, listLinks } from "../netlink/links";
+import { deleteLinkByName, type Link, listLinks } from "../netlink/links";
 import { RtnlSocket } from "../netlink/socket";
 import type { Invocation } from "./invocation";
 import { ipamBackend } from "./ipam-backend";
 
-/** Endpoint pins of attachments not kept, and map entries of devices that are gone. */
-async function collectFastPathGarbage(root: string, host: RtnlSocket, valid: Attachment[]): Promise<string[]> {
+export async function cmdGc(inv: Invocation): Promise<void> {
+  const valid = inv.conf.validAttachments;
+  // Without the list every attachment would look stale; refuse rather than wipe the node.
+  if (!valid) throw invalidConfig(`GC needs "cni.dev/valid-attachments"`);
+  const stale = staleTest(inv.conf.name, valid);
+  const root = inv.conf.fastPath.bpffsRoot;
   const failures: string[] = [];
-  const keptDevices = new Set(valid.map((a) => hostDeviceName(a.containerId, a.ifname)));
-  for (const device of pinnedEndpointDevices(root)) {
-    if (keptDevices.has(device)) continue;
+  const removed: Owner[] = [];
+
+  const host = RtnlSocket.open();
+  try {
+    for (const link of await listLinks(host)) {
+      const owner = stale(link);
+      if (!owner) continue;
+      try {
+        await deleteLinkByName(host, link.name);
+        removed.push(owner);
+        log.info(`gc: deleted ${link.name} of ${owner.containerId}/${owner.ifname}`);
+      } catch (e) {
+        failures.push(`${link.name}: ${(e as Error).message}`);
+      }
+    }
+    failures.push(...(await collectFastPathGarbage(root, host, stale)));
+  } finally {
+    host.close();
+  }
+
+  const ipam = ipamBackend(inv);
+  if (ipam) {
+    try {
+      log.info(`gc: ${ipam.name}: ${ipam.gc(valid, removed)}`);
+    } catch (e) {
+      failures.push((e as Error).message);
+    }
+  }
+  if (failures.length > 0) {
+    throw new CniError(ErrorCode.IoFailure, `GC could not remove ${failures.length} item(s)`, failures.join("; "));
+  }
+}
+
+/**
+ * The test for "this device is this network's and its attachment is gone": returns the
+ * owner then. Devices labelled by builds before the alias named a network are never
+ * stale here: such a device may be any network's (a GC names only its own attachments),
+ * and deleting another network's live pod is worse than keeping a stale device. DEL,
+ * which names the attachment, still removes it, and a pod lost without DEL loses the
+ * device with its netns (the pair goes with either end).
+ */
+function staleTest(network: string, valid: Attachment[]): (link: Link) => Owner | undefined {
+  const token = networkToken(network);
+  const keep = new Set(valid.map((a) => `${a.containerId}\0${a.ifname}`));
+  return (link) => {
+    const owner = parseOwnerAlias(link.alias);
+    if (owner?.network !== token || keep.has(`${owner.containerId}\0${owner.ifname}`)) return undefined;
+    // Only a device whose name matches its alias is ours; anything else was relabelled by hand.
+    return link.name === hostDeviceName(owner.containerId, owner.ifname) ? owner : undefined;
+  };
+}
+
+/**
+ * Endpoint pins whose device is gone or stale, and map entries of devices that are gone.
+ * Pins are listed before the devices: pins come after their device in ADD and before
+ * its deletion in DEL, so a pin whose device is missing from the later list is dead, not
+ * an ADD in progress.
+ */
+async function collectFastPathGarbage(
+  root: string,
+  host: RtnlSocket,
+  stale: (link: Link) => Owner | undefined,
+): Promise<string[]> {
+  const failures: string[] = [];
+  const pinned = pinnedEndpointDevices(root);
+  const links = await listLinks(host);
+  const byName = new Map(links.map((l) => [l.name, l]));
+  for (const device of pinned) {
+    const link = byName.get(device);
+    if (link && !stale(link)) continue;
     try {
       unpinEndpoint(root, device);
       log.info(`gc: removed pins of ${device}`);
@@ -31,49 +106,11 @@ async function collectFastPathGarbage(root: string, host: RtnlSocket, valid: Att
     }
   }
   try {
+    // Lists the endpoint map before asking for the live devices again (see fastpath.ts).
     const removed = await pruneDeadEndpoints(root, () => liveIfindexes(host));
     if (removed.length > 0) log.info(`gc: removed endpoint entries ${removed.join(", ")}`);
   } catch (e) {
     failures.push(`endpoint map: ${(e as Error).message}`);
   }
   return failures;
-}
-
-export async function cmdGc(inv: Invocation): Promise<void> {
-  const valid = inv.conf.validAttachments;
-  // Without the list every attachment would look stale; refuse rather than wipe the node.
-  if (!valid) throw invalidConfig(`GC needs "cni.dev/valid-attachments"`);
-  const keep = new Set(valid.map((a) => `${a.containerId}\0${a.ifname}`));
-  const failures: string[] = [];
-
-  const host = RtnlSocket.open();
-  try {
-    for (const link of await listLinks(host)) {
-      const owner = parseOwnerAlias(link.alias);
-      if (!owner || keep.has(`${owner.containerId}\0${owner.ifname}`)) continue;
-      // Only a device whose name matches its alias is ours; anything else was relabelled by hand.
-      if (link.name !== hostDeviceName(owner.containerId, owner.ifname)) continue;
-      try {
-        await deleteLinkByName(host, link.name);
-        log.info(`gc: deleted ${link.name} of ${owner.containerId}/${owner.ifname}`);
-      } catch (e) {
-        failures.push(`${link.name}: ${(e as Error).message}`);
-      }
-    }
-    failures.push(...(await collectFastPathGarbage(inv.conf.fastPath.bpffsRoot, host, valid)));
-  } finally {
-    host.close();
-  }
-
-  const ipam = ipamBackend(inv);
-  if (ipam) {
-    try {
-      log.info(`gc: ${ipam.name}: ${ipam.gc(valid)}`);
-    } catch (e) {
-      failures.push((e as Error).message);
-    }
-  }
-  if (failures.length > 0) {
-    throw new CniError(ErrorCode.IoFailure, `GC could not remove ${failures.length} item(s)`, failures.join("; "));
-  }
 }

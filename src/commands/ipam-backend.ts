@@ -6,7 +6,7 @@
  */
 import type { Attachment } from "../cni/config";
 import { type DelegateTarget, delegateAdd, delegateCheck, delegateDel, delegateSince110 } from "../cni/delegate";
-import { invalidConfig } from "../cni/errors";
+import { CniError, ErrorCode, invalidConfig } from "../cni/errors";
 import type { Result } from "../cni/result";
 import * as embedded from "../ipam/index";
 import type { Invocation } from "./invocation";
@@ -18,8 +18,11 @@ export interface IpamBackend {
   /** Idempotent: releasing what is not allocated succeeds. */
   del(): void;
   check(addresses: string[]): void;
-  /** Returns a line for the log saying what was done. */
-  gc(valid: Attachment[]): string;
+  /**
+   * `removed`: the attachments whose devices this GC deleted, for an IPAM that cannot GC
+   * by itself. Returns a line for the log saying what was done.
+   */
+  gc(valid: Attachment[], removed: Attachment[]): string;
   status(): void;
 }
 
@@ -30,6 +33,7 @@ function embeddedBackend(inv: Invocation, cfg: embedded.EmbeddedIpamConfig): Ipa
     add: () => embedded.allocate(cfg, containerId, ifname),
     del: () => embedded.release(cfg, containerId, ifname),
     check: (addresses) => embedded.check(cfg, containerId, ifname, addresses),
+    // The store is <dataDir>/<network name>: another network's addresses are not in it.
     gc: (valid) => {
       const { released } = embedded.gc(cfg, valid);
       return released.length ? `released ${released.join(", ")}` : "nothing to release";
@@ -44,11 +48,36 @@ function delegatedBackend(target: DelegateTarget): IpamBackend {
     add: () => delegateAdd(target),
     del: () => delegateDel(target),
     check: () => delegateCheck(target),
-    gc: () => (delegateSince110(target, "GC") ? "forwarded" : "plugin predates GC; not forwarded"),
+    gc: (_valid, removed) => {
+      if (delegateSince110(target, "GC")) return "forwarded";
+      // Without GC its addresses would stay reserved forever: free those of the attachments
+      // this GC removed (an attachment whose device was already gone is not known here).
+      const failures: string[] = [];
+      for (const a of removed) {
+        try {
+          delegateDel(attachmentTarget(target, a));
+        } catch (e) {
+          failures.push(`${a.containerId}/${a.ifname}: ${(e as Error).message}`);
+        }
+      }
+      if (failures.length > 0) throw new CniError(ErrorCode.IpamFailure, failures.join("; "));
+      const released = removed.map((a) => `${a.containerId}/${a.ifname}`).join(", ");
+      return `plugin predates GC; released by DEL: ${released || "nothing"}`;
+    },
     status: () => {
       delegateSince110(target, "STATUS");
     },
   };
+}
+
+/**
+ * The delegate as a DEL of one attachment sees it: that attachment in the environment (no
+ * netns: DEL needs none) and the network config without GC's list.
+ */
+function attachmentTarget(target: DelegateTarget, a: Attachment): DelegateTarget {
+  const { "cni.dev/valid-attachments": _, ...conf } = target.conf;
+  const { CNI_NETNS: __, ...env } = target.env;
+  return { ...target, conf, env: { ...env, CNI_CONTAINERID: a.containerId, CNI_IFNAME: a.ifname } };
 }
 
 /** The configured IPAM, or undefined when the config has none. */

@@ -54,6 +54,7 @@ const NODE_LOCK_TIMEOUT_MS = 10_000;
 
 export interface FastPathSettings {
   bpffsRoot: string;
+  network: string;
   clusterCidrs: string[];
 }
 
@@ -121,7 +122,7 @@ export function attachEndpoint(settings: FastPathSettings, uplink: Uplink | unde
   const root = settings.bpffsRoot;
   underNodeLock(root, () => {
     ensureRoot(root);
-    const node = loadNodePrograms(root, embeddedObjects(), { clusterCidrs: settings.clusterCidrs });
+    const node = loadNodePrograms(root, embeddedObjects(), settings);
     try {
       if (node.loaded) {
         log.info(`datapath: loaded programs, NAT check "${node.natCheck}"`);

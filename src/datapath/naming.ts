@@ -1,9 +1,11 @@
 /**
  * Names derived from an attachment (container ID + ifname): the host-side device name,
- * its MAC address and its ownership alias. Derived, never stored, so DEL can find them
- * without state; hashed, so a container ID never becomes part of a name or path as is.
+ * its MAC address and its ownership alias (which also names the network). Derived, never
+ * stored, so DEL can find them without state; hashed, so a container ID never becomes
+ * part of a name or path as is.
  */
 import { createHash } from "node:crypto";
+import { MAX_CONTAINER_ID_LENGTH, MAX_IFNAME_LENGTH } from "../cni/env";
 
 export const HOST_DEVICE_PREFIX = "nk";
 export const OWNER_ALIAS_PREFIX = "netkit-cni:";
@@ -31,13 +33,55 @@ export function podDeviceMac(containerId: string, ifname: string): string {
   return bytes.map((b) => b.toString(16).padStart(2, "0")).join(":");
 }
 
-/** The alias written on the host device: who owns it, for GC and for DEL's safety check. */
-export const ownerAlias = (containerId: string, ifname: string) => `${OWNER_ALIAS_PREFIX}${ifname}/${containerId}`;
+/**
+ * The owner alias on the host device, for DEL's safety check, CHECK and GC:
+ * `netkit-cni:<network>/<ifname>/<containerID>`. The network is there because two of our
+ * networks can share a node (a second interface, podman networks), and each one's GC must
+ * tell its own devices from the other's. None of the three parts can hold a '/'.
+ * IFLA_IFALIAS holds 255 bytes: with the longest ifname and container ID we accept, the
+ * network may take NETWORK_TOKEN_MAX; longer names keep a readable start and a hash.
+ */
+export const ownerAlias = (network: string, containerId: string, ifname: string) =>
+  `${OWNER_ALIAS_PREFIX}${networkToken(network)}/${ifname}/${containerId}`;
 
-export function parseOwnerAlias(alias: string | undefined): { containerId: string; ifname: string } | undefined {
+const MAX_ALIAS_BYTES = 255;
+export const NETWORK_TOKEN_MAX =
+  MAX_ALIAS_BYTES - OWNER_ALIAS_PREFIX.length - MAX_IFNAME_LENGTH - MAX_CONTAINER_ID_LENGTH - "//".length;
+const NETWORK_HASH_DIGITS = 12;
+
+/** The network as the alias names it: the name itself, or for a long one `<start>~<hash>`. */
+export function networkToken(network: string): string {
+  if (network.length <= NETWORK_TOKEN_MAX) return network;
+  const hash = createHash("sha256").update(network).digest("hex").slice(0, NETWORK_HASH_DIGITS);
+  // '~' cannot occur in a network name, so a hashed token never equals a short name.
+  return `${network.slice(0, NETWORK_TOKEN_MAX - NETWORK_HASH_DIGITS - 1)}~${hash}`;
+}
+
+export interface Owner {
+  /** The network's token (see networkToken); undefined on devices of builds before it was recorded. */
+  network: string | undefined;
+  containerId: string;
+  ifname: string;
+}
+
+/** Reads both the current alias and the older `netkit-cni:<ifname>/<containerID>`. */
+export function parseOwnerAlias(alias: string | undefined): Owner | undefined {
   if (!alias?.startsWith(OWNER_ALIAS_PREFIX)) return undefined;
-  const rest = alias.slice(OWNER_ALIAS_PREFIX.length);
-  const slash = rest.indexOf("/");
-  if (slash <= 0) return undefined;
-  return { ifname: rest.slice(0, slash), containerId: rest.slice(slash + 1) };
+  const parts = alias.slice(OWNER_ALIAS_PREFIX.length).split("/");
+  if (parts.some((p) => p === "")) return undefined;
+  if (parts.length === 2) return { network: undefined, ifname: parts[0] ?? "", containerId: parts[1] ?? "" };
+  if (parts.length === 3) return { network: parts[0], ifname: parts[1] ?? "", containerId: parts[2] ?? "" };
+  return undefined;
+}
+
+/**
+ * Whether a device's alias makes it `network`'s attachment (containerId, ifname). An
+ * older build's alias for the same attachment counts too: its network is unknown, but a
+ * pod has one interface of a name, so the verbs that name the attachment (DEL, CHECK)
+ * may take it as theirs. GC, which names no attachment, may not (see gc.ts).
+ */
+export function aliasClaims(alias: string | undefined, network: string, containerId: string, ifname: string): boolean {
+  const owner = parseOwnerAlias(alias);
+  if (!owner || owner.containerId !== containerId || owner.ifname !== ifname) return false;
+  return owner.network === undefined || owner.network === networkToken(network);
 }

@@ -9,6 +9,7 @@ import * as path from "node:path";
 import * as ffi from "ffi-rs";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { MAP_NAMES, PROGRAM_NAMES } from "../../src/bpf/abi";
+import { NETWORK_CIDRS_SPEC } from "../../src/bpf/cluster";
 import { readObject } from "../../src/bpf/elf";
 import { BpfMap, mapId } from "../../src/bpf/maps";
 import { loadNodePrograms, mapsDir, type NodeObjects, openNodeMaps } from "../../src/bpf/node";
@@ -160,7 +161,8 @@ describe("maps and programs in a private bpffs", () => {
     const first = loadNodePrograms(bpffs.root, objects, { clusterCidrs: ["10.244.0.0/16"] });
     const ids: number[] = [];
     try {
-      expect(fs.readdirSync(mapsDir(bpffs.root)).sort()).toEqual(Object.values(MAP_NAMES).sort());
+      const pinned = [...Object.values(MAP_NAMES), NETWORK_CIDRS_SPEC.name];
+      expect(fs.readdirSync(mapsDir(bpffs.root)).sort()).toEqual(pinned.sort());
       for (const name of Object.values(MAP_NAMES)) ids.push(idOf(first.maps[keyOf(name)]));
       first.endpoints.upsert("10.244.1.10", { hostIfindex: 7, datapath: "veth" });
     } finally {

@@ -1,5 +1,14 @@
 import { describe, expect, it } from "vitest";
-import { hostDeviceMac, hostDeviceName, ownerAlias, parseOwnerAlias } from "../../src/datapath/naming";
+import { MAX_CONTAINER_ID_LENGTH } from "../../src/cni/env";
+import {
+  aliasClaims,
+  hostDeviceMac,
+  hostDeviceName,
+  NETWORK_TOKEN_MAX,
+  networkToken,
+  ownerAlias,
+  parseOwnerAlias,
+} from "../../src/datapath/naming";
 import { podDefaultRoutes } from "../../src/datapath/pod-end";
 
 describe("host device naming", () => {
@@ -21,10 +30,43 @@ describe("host device naming", () => {
     expect(mac).toMatch(/^02(:[0-9a-f]{2}){5}$/);
   });
 
-  it("round-trips the ownership alias, ifname first so IDs may hold any allowed character", () => {
-    expect(parseOwnerAlias(ownerAlias("c.1_x-y", "net1"))).toEqual({ containerId: "c.1_x-y", ifname: "net1" });
+  it("round-trips the ownership alias, which names network, ifname and container", () => {
+    const alias = ownerAlias("podman", "c.1_x-y", "net1");
+    expect(alias).toBe("netkit-cni:podman/net1/c.1_x-y");
+    expect(parseOwnerAlias(alias)).toEqual({ network: "podman", containerId: "c.1_x-y", ifname: "net1" });
     expect(parseOwnerAlias("something else")).toBeUndefined();
+    expect(parseOwnerAlias("netkit-cni:a/b/c/d")).toBeUndefined();
+    expect(parseOwnerAlias("netkit-cni:a//c")).toBeUndefined();
     expect(parseOwnerAlias(undefined)).toBeUndefined();
+  });
+
+  it("reads the alias of earlier builds, which names no network", () => {
+    expect(parseOwnerAlias("netkit-cni:eth0/abc")).toEqual({ network: undefined, containerId: "abc", ifname: "eth0" });
+  });
+
+  it("keeps every alias within IFLA_IFALIAS's 255 bytes, hashing only long network names", () => {
+    const longest = ownerAlias("n".repeat(300), "c".repeat(MAX_CONTAINER_ID_LENGTH), "e".repeat(15));
+    expect(Buffer.byteLength(longest)).toBeLessThanOrEqual(255);
+    const fits = "a".repeat(NETWORK_TOKEN_MAX);
+    expect(networkToken(fits)).toBe(fits);
+    expect(Buffer.byteLength(ownerAlias(fits, "c".repeat(MAX_CONTAINER_ID_LENGTH), "e".repeat(15)))).toBe(255);
+    const long1 = `${"x".repeat(NETWORK_TOKEN_MAX)}-one`;
+    const long2 = `${"x".repeat(NETWORK_TOKEN_MAX)}-two`;
+    expect(networkToken(long1)).toHaveLength(NETWORK_TOKEN_MAX);
+    expect(networkToken(long1)).toMatch(/^x+~[0-9a-f]{12}$/);
+    expect(networkToken(long1)).not.toBe(networkToken(long2));
+    expect(parseOwnerAlias(ownerAlias(long1, "c", "eth0"))?.network).toBe(networkToken(long1));
+  });
+
+  it("lets DEL and CHECK claim their network's device, or an earlier build's for the same attachment", () => {
+    const mine = ownerAlias("net-a", "c1", "eth0");
+    expect(aliasClaims(mine, "net-a", "c1", "eth0")).toBe(true);
+    expect(aliasClaims(mine, "net-b", "c1", "eth0")).toBe(false);
+    expect(aliasClaims(mine, "net-a", "c1", "net1")).toBe(false);
+    expect(aliasClaims(mine, "net-a", "c2", "eth0")).toBe(false);
+    expect(aliasClaims("netkit-cni:eth0/c1", "net-b", "c1", "eth0")).toBe(true);
+    expect(aliasClaims("netkit-cni:eth0/c2", "net-b", "c1", "eth0")).toBe(false);
+    expect(aliasClaims("hand-written", "net-a", "c1", "eth0")).toBe(false);
   });
 });
 
