@@ -73,7 +73,10 @@ fs.writeFileSync(
       "netlink.node": addons.netlink,
       "ffi-rs.node": addons["ffi-rs"],
       ...Object.fromEntries(
-        ["bpf_lxc.o", "bpf_host.o", "bpf_lxc_ct.o", "bpf_host_ct.o", "epoch"].map((f) => [f, path.join(dist, "bpf", f)]),
+        ["bpf_lxc.o", "bpf_host.o", "bpf_lxc_ct.o", "bpf_host_ct.o", "epoch"].map((f) => [
+          f,
+          path.join(dist, "bpf", f),
+        ]),
       ),
     },
   }),

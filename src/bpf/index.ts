@@ -6,8 +6,6 @@ export type { CounterName, Counters, DirectStats, FlowKey } from "./abi";
 export { COUNTER_NAMES, DIRECT_TABLE_SIZE, MAP_NAMES, PROGRAM_NAMES } from "./abi";
 export { listClusterCidrs, setNetworkClusterCidrs } from "./cluster";
 export { deleteCounters, readCounters } from "./counters";
-export { type MapSpec, type ObjectSpec, type ProgramSpec, readObject } from "./elf";
-export { type Endpoint, EndpointMap } from "./endpoints";
 export {
   clearEndpointTable,
   createEndpointTable,
@@ -20,6 +18,8 @@ export {
   readDirectStats,
   removeEndpointTable,
 } from "./direct";
+export { type MapSpec, type ObjectSpec, type ProgramSpec, readObject } from "./elf";
+export { type Endpoint, EndpointMap } from "./endpoints";
 export { attachNetkit, attachTcx, BpfLink, type NetkitHook, type TcxDirection } from "./links";
 export { BpfMap } from "./maps";
 export {

@@ -223,7 +223,10 @@ function loadAndPinNode(
   opened: { close(): void }[],
 ): LoadedNode {
   const parsed = Object.fromEntries(
-    NAT_CHECKS.map((v) => [v, { lxc: readObject(objects.variants[v].lxc), host: readObject(objects.variants[v].host) }]),
+    NAT_CHECKS.map((v) => [
+      v,
+      { lxc: readObject(objects.variants[v].lxc), host: readObject(objects.variants[v].host) },
+    ]),
   ) as Record<NatCheck, { lxc: ObjectSpec; host: ObjectSpec }>;
   const byName = new Map<string, BpfMap>();
   const specs = NAT_CHECKS.flatMap((v) => [...parsed[v].lxc.maps, ...parsed[v].host.maps]);

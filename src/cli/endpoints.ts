@@ -5,13 +5,7 @@
  * the LRU evicted). Read-only; run in the node's network namespace.
  */
 import type { Counters } from "../bpf/index";
-import {
-  countersOf,
-  endpointMapEntries,
-  endpointState,
-  type FlowTableUsage,
-  flowTableOf,
-} from "../datapath/fastpath";
+import { countersOf, endpointMapEntries, endpointState, type FlowTableUsage, flowTableOf } from "../datapath/fastpath";
 import { parseOwnerAlias } from "../datapath/naming";
 import { listLinks } from "../netlink/links";
 import { RtnlSocket } from "../netlink/socket";

@@ -128,7 +128,10 @@ export async function nodeStatus(bpffsRoot: string): Promise<NodeStatus> {
   const build = buildName(embeddedObjects());
   const sets = pinnedProgramSets(root);
   const pinnedBuilds = sets.map((s) => path.basename(s.dir)).sort();
-  const running = sets.reduce<(typeof sets)[number] | undefined>((a, b) => (!a || b.epoch > a.epoch ? b : a), undefined);
+  const running = sets.reduce<(typeof sets)[number] | undefined>(
+    (a, b) => (!a || b.epoch > a.epoch ? b : a),
+    undefined,
+  );
   if (running && running.build !== build) {
     problems.push(`the running programs are build ${running.build}, not this executable's ${build}`);
   }
@@ -192,7 +195,14 @@ export async function nodeStatus(bpffsRoot: string): Promise<NodeStatus> {
     if (!byIndex.has(e.hostIfindex))
       problems.push(`endpoint map: ${ip} points at ifindex ${e.hostIfindex}, which is gone`);
   }
-  const flowTables = { tables: 0, capacityEach: DIRECT_TABLE_SIZE, entries: 0, remembered: 0, forgotten: 0, evicted: 0 };
+  const flowTables = {
+    tables: 0,
+    capacityEach: DIRECT_TABLE_SIZE,
+    entries: 0,
+    remembered: 0,
+    forgotten: 0,
+    evicted: 0,
+  };
   for (const ifindex of new Set([...entries.values()].map((e) => e.hostIfindex))) {
     const t = flowTableOf(root, ifindex);
     if (!t) continue;

@@ -23,10 +23,10 @@ import {
   type BpfProgram,
   type Counters,
   createEndpointTable,
-  deleteCounters,
   DIRECT_TABLE_SIZE,
-  deleteDirectStats,
   type DirectStats,
+  deleteCounters,
+  deleteDirectStats,
   type EndpointMaps,
   endpointTableOwners,
   endpointTableSize,
@@ -297,10 +297,7 @@ export async function pruneDeadEndpoints(
   return underNodeLock(root, () => withNodeMaps(root, (maps) => removeDead(maps, dead))) ?? [];
 }
 
-async function deadEndpointState(
-  root: string,
-  liveIfindexes: () => Promise<ReadonlySet<number>>,
-): Promise<DeadState> {
+async function deadEndpointState(root: string, liveIfindexes: () => Promise<ReadonlySet<number>>): Promise<DeadState> {
   const listed = withNodeMaps(root, (maps) => ({
     entries: [...new EndpointMap(maps.endpoints).list()].map(([ip, e]): [string, number] => [ip, e.hostIfindex]),
     ifindexes: [

@@ -437,7 +437,7 @@ export function progLoad(a: ProgLoadAttr): number {
     b.writeUInt32LE(a.expectedAttachType ?? 0, o.expected_attach_type);
     if (a.fdArray && a.fdArray.length > 0) {
       const fds = Buffer.alloc(a.fdArray.length * 4);
-      a.fdArray.forEach((fd, i) => fds.writeInt32LE(fd, i * 4));
+      for (const [i, fd] of a.fdArray.entries()) fds.writeInt32LE(fd, i * 4);
       b.writeBigUInt64LE(mem.from(fds).address, o.fd_array);
     }
     try {
@@ -576,7 +576,10 @@ export function btfName(fd: number): string {
     attr.bytes.writeUInt32LE(info.size, ATTR.INFO.info_len);
     attr.bytes.writeBigUInt64LE(info.address, ATTR.INFO.info);
     bpf("OBJ_GET_INFO_BY_FD", attr);
-    return name.copy().toString("utf8").replace(/\0[\s\S]*$/, "");
+    return name
+      .copy()
+      .toString("utf8")
+      .replace(/\0[\s\S]*$/, "");
   });
 }
 

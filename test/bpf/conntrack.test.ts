@@ -103,7 +103,23 @@ if (whyNot) {
     ] as const) {
       const to = (ip: string, port: number) => (af === "v4" ? `${ip}:${port}` : `[${ip}]:${port}`);
       const dnat = (dst: string, proto: string, dport: number, target: string) =>
-        ns.run(tool, "-t", "nat", "-A", "PREROUTING", "-d", dst, "-p", proto, "--dport", String(dport), "-j", "DNAT", "--to-destination", target);
+        ns.run(
+          tool,
+          "-t",
+          "nat",
+          "-A",
+          "PREROUTING",
+          "-d",
+          dst,
+          "-p",
+          proto,
+          "--dport",
+          String(dport),
+          "-j",
+          "DNAT",
+          "--to-destination",
+          target,
+        );
       dnat(VIP_LOCAL[af], "tcp", 80, to(POD2[af], 8080)); // a Service with a backend here
       dnat(VIP_LOCAL[af], "udp", 53, to(POD2[af], 5353));
       dnat(VIP_REMOTE[af], "tcp", 80, to(REMOTE[af], 8080)); // a Service with a backend elsewhere
@@ -115,7 +131,10 @@ if (whyNot) {
     macs = { h1: ns.link("nkbh1").mac, up: up.mac };
 
     bpffs = TestBpffs.mount();
-    node = loadNodePrograms(bpffs.root, objects, { clusterCidrs: ["10.244.0.0/16", "fd00:244::/32"], natChecks: ["conntrack"] });
+    node = loadNodePrograms(bpffs.root, objects, {
+      clusterCidrs: ["10.244.0.0/16", "fd00:244::/32"],
+      natChecks: ["conntrack"],
+    });
     for (const [pod, ifindex] of [
       [POD1, h1],
       [POD2, h2],
@@ -164,7 +183,14 @@ if (whyNot) {
 
     it("keeps replies from a backend elsewhere on the stack as they come in from the wire", () => {
       podSends({ src: POD1[af], dst: VIP_REMOTE[af], proto: "tcp", sport: 40020, dport: 80, tcpFlags: TCP.SYN });
-      const reply = { src: REMOTE[af], dst: POD1[af], proto: "tcp", sport: 8080, dport: 40020, dstMac: macs.up } as const;
+      const reply = {
+        src: REMOTE[af],
+        dst: POD1[af],
+        proto: "tcp",
+        sport: 8080,
+        dport: 40020,
+        dstMac: macs.up,
+      } as const;
       expect(run(node.programs.hostIn, up.ifindex, reply)).toBe(NEXT);
       expect(counted(h1)).toEqual({ passedStackUnproven: 1n });
       expect(run(node.programs.hostIn, up.ifindex, { ...reply, dport: 40021 })).toBe(REDIRECT);
@@ -181,9 +207,9 @@ if (whyNot) {
       podSends({ src: POD1[af], dst: POD2[af], proto: "tcp", sport: 40040, dport: 8080, tcpFlags: TCP.SYN });
       const reply = { src: POD2[af], dst: POD1[af], proto: "tcp", sport: 8080, dport: 40040 } as const;
       expect(run(node.programs.fromPod, h2, { ...reply, tcpFlags: TCP.SYN | TCP.ACK })).toBe(REDIRECT);
-      expect(run(node.programs.fromPod, h1, { ...reply, src: POD1[af], dst: POD2[af], sport: 40040, dport: 8080 })).toBe(
-        REDIRECT,
-      );
+      expect(
+        run(node.programs.fromPod, h1, { ...reply, src: POD1[af], dst: POD2[af], sport: 40040, dport: 8080 }),
+      ).toBe(REDIRECT);
     });
   });
 

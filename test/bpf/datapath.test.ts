@@ -240,7 +240,13 @@ describe.each(VARIANTS)("%s NAT check", (natCheck) => {
       const fragment: PacketSpec =
         af === "v4"
           ? { src: POD1.v4, dst: POD2.v4, proto: "tcp", fragment: true, tcpFlags: TCP.SYN }
-          : { src: POD1.v6, dst: POD2.v6, proto: "tcp", ipv6Ext: [{ type: "fragment", more: true }], tcpFlags: TCP.SYN };
+          : {
+              src: POD1.v6,
+              dst: POD2.v6,
+              proto: "tcp",
+              ipv6Ext: [{ type: "fragment", more: true }],
+              tcpFlags: TCP.SYN,
+            };
       expect(fromPod1(fragment).verdict).toBe(NEXT);
       expect(counted(h1)).toEqual({ passedStack: 3n });
       expect(remembered(h1)).toEqual([]);
@@ -357,8 +363,14 @@ describe.each(VARIANTS)("%s NAT check", (natCheck) => {
     it.each([
       ["hop-by-hop", [{ type: "hop" }]],
       ["a long hop-by-hop", [{ type: "hop", length: 3 }]],
-      ["destination options, routing done, AH", [{ type: "dest" }, { type: "routing", segmentsLeft: 0 }, { type: "ah" }]],
-      ["five extension headers", [{ type: "hop" }, { type: "dest" }, { type: "dest" }, { type: "ah" }, { type: "dest" }]],
+      [
+        "destination options, routing done, AH",
+        [{ type: "dest" }, { type: "routing", segmentsLeft: 0 }, { type: "ah" }],
+      ],
+      [
+        "five extension headers",
+        [{ type: "hop" }, { type: "dest" }, { type: "dest" }, { type: "ah" }, { type: "dest" }],
+      ],
     ] as const)("walks IPv6 %s to the transport header", (_, ipv6Ext) => {
       expect(fromPod1({ ...syn, ipv6Ext: [...ipv6Ext] }).verdict).toBe(REDIRECT);
       if (memory) expect(remembered(h1)).toEqual([key]);
@@ -427,7 +439,14 @@ describe.each(VARIANTS)("%s NAT check", (natCheck) => {
     it("an endpoint without a table (an older build's pod) remembers nothing and stays correct", () => {
       removeEndpointTable(node.maps.direct, h2);
       try {
-        const syn = { src: POD2.v4, dst: REMOTE_NEIGH.v4, proto: "tcp", sport: 9, dport: 80, tcpFlags: TCP.SYN } as const;
+        const syn = {
+          src: POD2.v4,
+          dst: REMOTE_NEIGH.v4,
+          proto: "tcp",
+          sport: 9,
+          dport: 80,
+          tcpFlags: TCP.SYN,
+        } as const;
         expect(fromPod2(syn).verdict).toBe(REDIRECT);
         const reply = { src: REMOTE_NEIGH.v4, dst: POD2.v4, proto: "tcp", sport: 80, dport: 9 } as const;
         expect(toUplink(reply).verdict).toBe(memory ? NEXT : REDIRECT);

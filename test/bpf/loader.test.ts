@@ -9,6 +9,7 @@ import * as path from "node:path";
 import * as ffi from "ffi-rs";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { MAP_NAMES, PROGRAM_NAMES } from "../../src/bpf/abi";
+import { findFunctions } from "../../src/bpf/btf";
 import { NETWORK_CIDRS_SPEC } from "../../src/bpf/cluster";
 import { readObject } from "../../src/bpf/elf";
 import { BpfMap, mapId } from "../../src/bpf/maps";
@@ -99,7 +100,7 @@ describe("NativeBuffer", () => {
 
 describe("ELF objects", () => {
   it("bpf_lxc.o has from_pod (a pod's only program), the shared maps and a GPL license", () => {
-    const spec = readObject(objects.lxc);
+    const spec = readObject(objects.variants.memory.lxc);
     expect(spec.license).toBe("GPL");
     expect(spec.programs.map((p) => [p.name, p.section])).toEqual([[PROGRAM_NAMES.fromPod, "tc/from_pod"]]);
     expect(spec.maps.map((m) => m.name).sort()).toEqual(Object.values(MAP_NAMES).sort());
@@ -117,14 +118,14 @@ describe("ELF objects", () => {
       keySize: 24,
       flags: BPF_MISC.F_NO_PREALLOC,
     });
-    expect(spec.maps.find((m) => m.name === MAP_NAMES.flows)).toMatchObject({
-      type: BPF_MAP_TYPE.LRU_HASH,
-      keySize: 40,
-    });
-    expect(spec.maps.find((m) => m.name === MAP_NAMES.clients)).toMatchObject({
-      type: BPF_MAP_TYPE.LRU_HASH,
-      keySize: 20,
+    expect(spec.maps.find((m) => m.name === MAP_NAMES.direct)).toMatchObject({
+      type: BPF_MAP_TYPE.HASH_OF_MAPS,
+      keySize: 4,
       valueSize: 4,
+    });
+    expect(spec.maps.find((m) => m.name === MAP_NAMES.directStats)).toMatchObject({
+      type: BPF_MAP_TYPE.PERCPU_HASH,
+      valueSize: 16,
     });
     expect(spec.maps.find((m) => m.name === MAP_NAMES.counters)).toMatchObject({
       type: BPF_MAP_TYPE.PERCPU_HASH,
@@ -135,12 +136,50 @@ describe("ELF objects", () => {
     const relocatedMaps = new Set(fromPod?.relocations.map((r) => r.mapName));
     expect([...relocatedMaps].sort()).toEqual(Object.values(MAP_NAMES).sort());
     for (const r of fromPod?.relocations ?? []) expect(fromPod?.instructions[r.insnIndex * 8]).toBe(0x18); // ld_imm64
+    expect(fromPod?.kfuncCalls).toEqual([]);
   });
 
-  it("bpf_host.o has host_in and host_out", () => {
-    const spec = readObject(objects.host);
-    expect(spec.programs.map((p) => p.name)).toEqual([PROGRAM_NAMES.hostIn, PROGRAM_NAMES.hostOut]);
+  it("bpf_host.o has host_in, the uplink's only program", () => {
+    const spec = readObject(objects.variants.memory.host);
+    expect(spec.programs.map((p) => p.name)).toEqual([PROGRAM_NAMES.hostIn]);
     expect(spec.programs[0]?.relocations.length).toBeGreaterThan(0);
+  });
+
+  it("the conntrack objects call the conntrack kfuncs, found as calls to undefined symbols", () => {
+    for (const object of [objects.variants.conntrack.lxc, objects.variants.conntrack.host]) {
+      const [program] = readObject(object).programs;
+      const names = new Set(program?.kfuncCalls.map((c) => c.name));
+      expect([...names].sort()).toEqual(["bpf_ct_release", "bpf_skb_ct_lookup"]);
+      for (const c of program?.kfuncCalls ?? []) expect(program?.instructions[c.insnIndex * 8]).toBe(0x85); // call
+    }
+  });
+
+  it("finds kernel functions by name in BTF, and in split (module) BTF after its base", () => {
+    // A two-type BTF: INT "int" (id 1), FUNC "f1" (id 2); a split BTF on it: FUNC "f2" (id 3).
+    const btf = (types: Buffer, strings: string) => {
+      const str = Buffer.from(strings);
+      const hdr = Buffer.alloc(24);
+      hdr.writeUInt16LE(0xeb9f, 0);
+      hdr.writeUInt8(1, 2);
+      hdr.writeUInt32LE(24, 4);
+      hdr.writeUInt32LE(0, 8);
+      hdr.writeUInt32LE(types.length, 12);
+      hdr.writeUInt32LE(types.length, 16);
+      hdr.writeUInt32LE(str.length, 20);
+      return Buffer.concat([hdr, types, str]);
+    };
+    const type = (nameOff: number, kind: number, extra: number) => {
+      const t = Buffer.alloc(12 + extra);
+      t.writeUInt32LE(nameOff, 0);
+      t.writeUInt32LE(kind << 24, 4);
+      return t;
+    };
+    const base = btf(Buffer.concat([type(1, 1, 4), type(5, 12, 0)]), "\0int\0f1\0");
+    const found = findFunctions(base, new Set(["f1", "f2"]));
+    expect(found.ids).toEqual(new Map([["f1", 2]]));
+    expect(found.base).toEqual({ typeCount: 2, stringsLength: 8 });
+    const split = btf(type(8 + 1, 12, 0), "\0f2\0");
+    expect(findFunctions(split, new Set(["f2"]), found.base).ids).toEqual(new Map([["f2", 3]]));
   });
 
   it("rejects what is not a BPF object", () => {
@@ -211,11 +250,13 @@ describe("maps and programs in a private bpffs", () => {
     const first = loadNodePrograms(bpffs.root, objects, { clusterCidrs: ["10.244.0.0/16"] });
     first.endpoints.upsert("10.244.1.10", { hostIfindex: 7, datapath: "veth" });
     first.close();
-    // A node whose maps an older version pinned: no nkc_clients.
-    fs.unlinkSync(path.join(mapsDir(bpffs.root), MAP_NAMES.clients));
+    // A node whose maps an older build pinned: no flow tables yet.
+    fs.unlinkSync(path.join(mapsDir(bpffs.root), MAP_NAMES.direct));
+    fs.unlinkSync(path.join(mapsDir(bpffs.root), MAP_NAMES.directStats));
     const maps = openNodeMaps(bpffs.root);
     try {
       expect([...maps.endpoints.keys()].length).toBe(1);
+      expect(maps.direct).toBeUndefined();
     } finally {
       maps.close();
     }
@@ -224,20 +265,20 @@ describe("maps and programs in a private bpffs", () => {
   it("refuses a pinned map whose layout differs", () => {
     bpffs = TestBpffs.mount();
     const wrong = BpfMap.create({
-      name: "nkc_flows",
-      type: BPF_MAP_TYPE.HASH,
+      name: "nkc_endpoints",
+      type: BPF_MAP_TYPE.LRU_HASH,
       keySize: 8,
-      valueSize: 4,
-      maxEntries: 4,
+      valueSize: 8,
+      maxEntries: 16384,
       flags: 0,
     });
     try {
-      pinObject(wrong.fd, path.join(mapsDir(bpffs.root), "nkc_flows"));
+      pinObject(wrong.fd, path.join(mapsDir(bpffs.root), "nkc_endpoints"));
     } finally {
       wrong.close();
     }
     expect(() => loadNodePrograms(bpffs?.root ?? "", objects, { clusterCidrs: [] })).toThrow(
-      /nkc_flows does not match this version: type 1 \(want 9\), keySize 8 \(want 40\)/,
+      /nkc_endpoints does not match this version: type 9 \(want 1\), keySize 8 \(want 20\)/,
     );
   });
 
@@ -247,7 +288,7 @@ describe("maps and programs in a private bpffs", () => {
     let error: unknown;
     try {
       loadProgram(
-        { name: "nkb_bad", section: "tc", instructions: exitOnly, relocations: [] },
+        { name: "nkb_bad", section: "tc", instructions: exitOnly, relocations: [], kfuncCalls: [] },
         { license: "GPL", maps: new Map() },
       );
     } catch (e) {

@@ -1,36 +1,51 @@
 /**
- * A node running an older build of our programs: the next ADD pins the new version's
- * programs and switches the uplink's links and every pod's link with BPF_LINK_UPDATE. The
- * link (and so the hook) stays the same object throughout; only its program changes,
- * with no moment when the device has none.
+ * Builds meeting on one node. The next ADD of a newer build pins its programs and
+ * switches the uplink's link and every pod's link with BPF_LINK_UPDATE: the link (and so
+ * the hook) stays the same object, only its program changes, with no moment when the
+ * device has none. An older build still running during the upgrade uses the newer
+ * programs and removes nothing of them.
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
+import { createEndpointTable, endpointTableOwners } from "../../src/bpf/direct";
 import { attachTcx, BpfLink } from "../../src/bpf/links";
-import { loadNodePrograms, type NodeObjects, objectsVersion } from "../../src/bpf/node";
+import { BpfMap } from "../../src/bpf/maps";
+import { buildName, loadNodePrograms, mapsDir, type NodeObjects } from "../../src/bpf/node";
+import { pinObject } from "../../src/bpf/pins";
 import { attachUplink, switchEndpoints } from "../../src/datapath/fastpath";
+import { BPF_MAP_TYPE } from "../../src/sys/bpf-syscall";
 import { inNetns } from "../../src/sys/netns";
 import { TestBpffs } from "./helpers/bpffs";
 import { TestNetns } from "./helpers/netns";
 import { buildObjects } from "./helpers/objects";
 
 let ns: TestNetns;
-let bpffs: TestBpffs;
-let v1: NodeObjects;
-let v2: NodeObjects;
+let built: NodeObjects;
+
+/** Another build of the same code: `epoch`, and objects that hash differently. */
+function build(epoch: number, tag: number): NodeObjects {
+  const mark = (b: Buffer) => Buffer.concat([b, Buffer.from([tag])]);
+  const { conntrack, memory } = built.variants;
+  return {
+    variants: {
+      conntrack: { lxc: mark(conntrack.lxc), host: mark(conntrack.host) },
+      memory: { lxc: mark(memory.lxc), host: mark(memory.host) },
+    },
+    epoch,
+  };
+}
 
 beforeAll(() => {
-  v1 = buildObjects();
-  // A different build: the same code with one byte appended changes the version hash.
-  v2 = { lxc: v1.lxc, host: Buffer.concat([v1.host, Buffer.from([0])]) };
+  built = buildObjects();
   ns = TestNetns.create("up");
-  bpffs = TestBpffs.mount();
   ns.ip("link", "add", "nkbup0", "type", "veth", "peer", "name", "nkbup1");
   ns.ip("link", "set", "nkbup0", "up");
   ns.ip("link", "add", "nkbpod0", "type", "veth", "peer", "name", "nkbpod1");
   ns.ip("link", "set", "nkbpod0", "up");
 }, 60_000);
+
+afterAll(() => ns?.destroy());
 
 /** The pinned link's own id and its program's: an in-place switch keeps the first. */
 function linkState(pin: string): { linkId: number; programId: number } {
@@ -42,52 +57,116 @@ function linkState(pin: string): { linkId: number; programId: number } {
   }
 }
 
-afterAll(() => {
-  bpffs?.release();
-  ns?.destroy();
-});
+const pinnedSets = (root: string) => fs.readdirSync(path.join(root, "programs")).sort();
 
-it("switches the uplink link to the new version's program atomically and drops the old pins", () => {
-  const uplink = { name: "nkbup0", index: ns.link("nkbup0").ifindex };
-  const pin = path.join(bpffs.root, "uplink", "nkbup0", "ingress");
-  const first = loadNodePrograms(bpffs.root, v1, { clusterCidrs: [] });
-  expect(first.loaded).toBe(true);
-  inNetns(ns.path, () => attachUplink(bpffs.root, uplink, "ingress", first.programs.hostIn));
-  const before = linkState(pin);
-  expect(before.programId).toBe(first.programs.hostIn.id());
+function withBpffs(fn: (root: string) => void): void {
+  const bpffs = TestBpffs.mount();
+  try {
+    fn(bpffs.root);
+  } finally {
+    bpffs.release();
+  }
+}
 
-  // The same version again: nothing changes, programs come from their pins.
-  const again = loadNodePrograms(bpffs.root, v1, { clusterCidrs: [] });
-  expect(again.loaded).toBe(false);
-  expect(again.programs.hostIn.id()).toBe(first.programs.hostIn.id());
-  inNetns(ns.path, () => attachUplink(bpffs.root, uplink, "ingress", again.programs.hostIn));
-  expect(linkState(pin)).toEqual(before);
+it("switches the uplink link to a newer build's program atomically and drops the older pins", () =>
+  withBpffs((root) => {
+    const v1 = build(100, 1);
+    const v2 = build(200, 2);
+    const uplink = { name: "nkbup0", index: ns.link("nkbup0").ifindex };
+    const pin = path.join(root, "uplink", "nkbup0", "ingress");
+    const first = loadNodePrograms(root, v1, { clusterCidrs: [] });
+    expect(first.loaded).toBe(true);
+    inNetns(ns.path, () => attachUplink(root, uplink, "ingress", first.programs.hostIn));
+    const before = linkState(pin);
+    expect(before.programId).toBe(first.programs.hostIn.id());
 
-  const second = loadNodePrograms(bpffs.root, v2, { clusterCidrs: [] });
-  expect(second.programs.hostIn.id()).not.toBe(first.programs.hostIn.id());
-  inNetns(ns.path, () => attachUplink(bpffs.root, uplink, "ingress", second.programs.hostIn));
-  const after = linkState(pin);
-  expect(after.linkId).toBe(before.linkId);
-  expect(after.programId).toBe(second.programs.hostIn.id());
-  expect(fs.readdirSync(path.join(bpffs.root, "programs"))).toEqual([objectsVersion(v2)]);
-  for (const n of [first, again, second]) n.close();
-});
+    // The same build again: nothing changes, programs come from their pins.
+    const again = loadNodePrograms(root, v1, { clusterCidrs: [] });
+    expect(again.loaded).toBe(false);
+    expect(again.programs.hostIn.id()).toBe(first.programs.hostIn.id());
+    inNetns(ns.path, () => attachUplink(root, uplink, "ingress", again.programs.hostIn));
+    expect(linkState(pin)).toEqual(before);
 
-it("moves every pod's link to the new build's program in place", () => {
-  const v3 = { lxc: Buffer.concat([v1.lxc, Buffer.from([0])]), host: v1.host };
-  const pin = path.join(bpffs.root, "endpoints", "nkbpod0", "from_pod");
-  const first = loadNodePrograms(bpffs.root, v1, { clusterCidrs: [] });
-  const link = inNetns(ns.path, () => attachTcx(first.programs.fromPod, ns.link("nkbpod0").ifindex, "ingress"));
-  link.pin(pin);
-  const linkId = link.id();
-  link.close();
-  expect(linkState(pin)).toEqual({ linkId, programId: first.programs.fromPod.id() });
+    const second = loadNodePrograms(root, v2, { clusterCidrs: [] });
+    expect(second.programs.hostIn.id()).not.toBe(first.programs.hostIn.id());
+    inNetns(ns.path, () => attachUplink(root, uplink, "ingress", second.programs.hostIn));
+    const after = linkState(pin);
+    expect(after.linkId).toBe(before.linkId);
+    expect(after.programId).toBe(second.programs.hostIn.id());
+    expect(pinnedSets(root)).toEqual([`${buildName(v2)}-${second.natCheck}`]);
+    for (const n of [first, again, second]) n.close();
+  }));
 
-  const next = loadNodePrograms(bpffs.root, v3, { clusterCidrs: [] });
-  expect(next.loaded).toBe(true);
-  expect(next.programs.fromPod.id()).not.toBe(first.programs.fromPod.id());
-  switchEndpoints(bpffs.root, next.programs.fromPod);
-  expect(linkState(pin)).toEqual({ linkId, programId: next.programs.fromPod.id() });
-  for (const n of [first, next]) n.close();
-  fs.rmSync(path.dirname(pin), { recursive: true });
-});
+it("moves every pod's link to the newer build's program in place, and gives older pods a flow table", () =>
+  withBpffs((root) => {
+    const pin = path.join(root, "endpoints", "nkbpod0", "from_pod");
+    const first = loadNodePrograms(root, build(100, 1), { clusterCidrs: [] });
+    const ifindex = ns.link("nkbpod0").ifindex;
+    const link = inNetns(ns.path, () => attachTcx(first.programs.fromPod, ifindex, "ingress"));
+    link.pin(pin);
+    const linkId = link.id();
+    link.close();
+    // A pod as an older build made it: in the endpoint map, without a flow table.
+    first.endpoints.upsert("10.244.1.10", { hostIfindex: ifindex, datapath: "veth" });
+    expect(linkState(pin)).toEqual({ linkId, programId: first.programs.fromPod.id() });
+    expect(endpointTableOwners(first.maps.direct)).toEqual([]);
+
+    const next = loadNodePrograms(root, build(200, 2), { clusterCidrs: [] });
+    expect(next.loaded).toBe(true);
+    expect(next.programs.fromPod.id()).not.toBe(first.programs.fromPod.id());
+    switchEndpoints(root, next);
+    expect(linkState(pin)).toEqual({ linkId, programId: next.programs.fromPod.id() });
+    expect(endpointTableOwners(next.maps.direct)).toEqual([ifindex]);
+    for (const n of [first, next]) n.close();
+  }));
+
+it("an older build running beside a newer one uses the newer programs and removes nothing", () =>
+  withBpffs((root) => {
+    const newer = loadNodePrograms(root, build(200, 2), { clusterCidrs: [] });
+    const newerSet = pinnedSets(root);
+    const older = loadNodePrograms(root, build(100, 1), { clusterCidrs: [] });
+    try {
+      expect(older.loaded).toBe(false);
+      expect(older.superseded).toBe(true);
+      expect(older.programs.fromPod.id()).toBe(newer.programs.fromPod.id());
+      expect(older.programs.hostIn.id()).toBe(newer.programs.hostIn.id());
+      expect(pinnedSets(root)).toEqual(newerSet);
+      // And the newer build, loading again, finds its programs where it left them.
+      const again = loadNodePrograms(root, build(200, 2), { clusterCidrs: [] });
+      expect(again.loaded).toBe(false);
+      expect(again.superseded).toBe(false);
+      again.close();
+    } finally {
+      older.close();
+      newer.close();
+    }
+  }));
+
+it("removes what older builds pinned and this one no longer uses", () =>
+  withBpffs((root) => {
+    // A node as a build from before epochs left it: programs/<hash>, and the path memory.
+    const oldPrograms = path.join(root, "programs", "0123456789abcdef");
+    fs.mkdirSync(oldPrograms, { recursive: true, mode: 0o700 });
+    const retired = BpfMap.create({
+      name: "nkc_flows",
+      type: BPF_MAP_TYPE.LRU_HASH,
+      keySize: 40,
+      valueSize: 4,
+      maxEntries: 16,
+      flags: 0,
+    });
+    try {
+      pinObject(retired.fd, path.join(mapsDir(root), "nkc_flows"));
+    } finally {
+      retired.close();
+    }
+    const node = loadNodePrograms(root, build(100, 1), { clusterCidrs: [] });
+    try {
+      expect(fs.existsSync(oldPrograms)).toBe(false);
+      expect(fs.existsSync(path.join(mapsDir(root), "nkc_flows"))).toBe(false);
+      createEndpointTable(node.maps.direct, 1);
+      expect(endpointTableOwners(node.maps.direct)).toEqual([1]);
+    } finally {
+      node.close();
+    }
+  }));
