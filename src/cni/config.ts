@@ -37,7 +37,16 @@ export interface FastPathConf {
   hostInterface: string | undefined;
   /** The cluster's pod networks: destinations the fast path forwards by FIB lookup. */
   clusterCidrs: string[];
+  /**
+   * How the programs keep NAT'd flows on the stack: "conntrack" asks the kernel's
+   * conntrack (needs a BPF JIT), "memory" remembers flows seen opening, "auto" the first
+   * this kernel loads. Node-wide: the first ADD that loads a build on a bpffs root decides.
+   */
+  natCheck: NatCheckChoice;
 }
+
+export const NAT_CHECK_CHOICES = ["auto", "conntrack", "memory"] as const;
+export type NatCheckChoice = (typeof NAT_CHECK_CHOICES)[number];
 
 export const DEFAULT_BPFFS_ROOT = "/sys/fs/bpf/netkit-cni";
 
@@ -139,7 +148,11 @@ function parseFastPath(raw: Record<string, unknown>): FastPathConf {
   if (!Array.isArray(cidrs) || cidrs.some((c) => typeof c !== "string" || !isCidr(c))) {
     throw invalidConfig(`"clusterCIDRs" must be a list of CIDRs such as "10.244.0.0/16"`);
   }
-  return { enabled, bpffsRoot, hostInterface, clusterCidrs: cidrs as string[] };
+  const natCheck = raw.natCheck ?? "auto";
+  if (!NAT_CHECK_CHOICES.includes(natCheck as NatCheckChoice)) {
+    throw invalidConfig(`"natCheck" must be one of ${NAT_CHECK_CHOICES.join(", ")}`);
+  }
+  return { enabled, bpffsRoot, hostInterface, clusterCidrs: cidrs as string[], natCheck: natCheck as NatCheckChoice };
 }
 
 function parseValidAttachments(raw: Record<string, unknown>): Attachment[] | undefined {

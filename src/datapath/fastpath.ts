@@ -41,6 +41,7 @@ import {
   readDirectStats,
   removeEndpointTable,
 } from "../bpf/index";
+import type { NatCheckChoice } from "../cni/config";
 import { CniError, ErrorCode } from "../cni/errors";
 import { log } from "../log";
 import { LockTimeoutError, withFileLock } from "../sys/file-lock";
@@ -56,6 +57,7 @@ export interface FastPathSettings {
   bpffsRoot: string;
   network: string;
   clusterCidrs: string[];
+  natCheck: NatCheckChoice;
 }
 
 export interface Uplink {
@@ -122,11 +124,14 @@ export function attachEndpoint(settings: FastPathSettings, uplink: Uplink | unde
   const root = settings.bpffsRoot;
   underNodeLock(root, () => {
     ensureRoot(root);
-    const node = loadNodePrograms(root, embeddedObjects(), settings);
+    const natChecks = settings.natCheck === "auto" ? undefined : [settings.natCheck];
+    const node = loadNodePrograms(root, embeddedObjects(), { ...settings, natChecks });
     try {
       if (node.loaded) {
         log.info(`datapath: loaded programs, NAT check "${node.natCheck}"`);
         for (const why of node.skippedVariants) log.info(`datapath: ${why}`);
+      } else if (natChecks && !natChecks.includes(node.natCheck)) {
+        log.warn(`datapath: "natCheck": "${settings.natCheck}" asked, but the node runs "${node.natCheck}"`);
       }
       if (!node.superseded) {
         if (uplink) {

@@ -34,7 +34,13 @@ describe("parseNetConf", () => {
       mtu: undefined,
     });
     expect(conf.ipam?.type).toBe("host-local");
+    expect(conf.fastPath.natCheck).toBe("auto");
     expect(conf.raw).toEqual(good);
+  });
+
+  it("takes a NAT check variant", () => {
+    expect(parseNetConf(JSON.stringify({ ...good, natCheck: "memory" })).fastPath.natCheck).toBe("memory");
+    expect(parseNetConf(JSON.stringify({ ...good, natCheck: "conntrack" })).fastPath.natCheck).toBe("conntrack");
   });
 
   it("picks the highest supported version from a conflist's cniVersions", () => {
@@ -62,6 +68,7 @@ describe("parseNetConf", () => {
     ["bpffsRoot escaping with ..", { ...good, bpffsRoot: "/sys/fs/bpf/../../etc" }, 7],
     ["hostInterface with a slash", { ...good, hostInterface: "eth0/1" }, 7],
     ["clusterCIDRs not CIDRs", { ...good, clusterCIDRs: ["10.0.0.0"] }, 7],
+    ["natCheck unknown", { ...good, natCheck: "lru" }, 7],
     ["tiny mtu", { ...good, mtu: 20 }, 7],
     ["fractional mtu", { ...good, mtu: 1400.5 }, 7],
     ["ipam not an object", { ...good, ipam: "host-local" }, 7],

@@ -1,0 +1,148 @@
+/**
+ * A pod's flood must never change another pod's NAT'd traffic. Pod X holds an idle TCP
+ * connection through a Service VIP (iptables DNAT on node A, like kube-proxy's) to a
+ * backend; pod Y on the same node then sends more distinct flows than any flow memory
+ * holds, each seen more than once (UDP from every source port, TCP SYNs, echo requests)
+ * to an address outside the cluster; then the backend pushes data on the idle connection
+ * (what a database notification or an HTTP/2 PING does). The push must reach X with the
+ * VIP as its source, which only conntrack's reverse DNAT gives it: whatever the fast
+ * path remembers or forgets, that reply must take the stack.
+ */
+import { execFileSync, spawn, spawnSync } from "node:child_process";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { Fixture, inNs, TEST_DATAPATH } from "./harness";
+import { tcpRequest } from "./tcp";
+import { addPod, type ClusterNode, makeCluster, type Pod } from "./topology";
+
+const VIP = "10.96.0.10";
+// The single-CPU VM interprets every program instruction: a flood that still overflows
+// every per-node map of 65536 flows, sent once instead of twice.
+const FLOOD_TIMES = process.env.NETKIT_VM ? 1 : 2;
+/** Addresses outside the cluster the flood goes to: flows = 3 x 65535 per address. */
+const OUTSIDE = ["198.51.100.1", "198.51.100.2", "198.51.100.3", "198.51.100.4"].slice(
+  0,
+  process.env.NETKIT_VM ? 1 : 4,
+);
+
+/** Holds data connections; a connection to the control port makes it push "push" on each. */
+const PUSH_SERVER = `
+const net = require("net");
+const [host, port, control] = process.argv.slice(1);
+const held = new Set();
+net.createServer((s) => { console.error("conn from", s.remoteAddress, s.remotePort); held.add(s); s.on("close", () => { console.error("closed"); held.delete(s); }); s.on("error", (e) => console.error("err", e.message)); })
+  .listen(Number(port), host, () => {
+    net.createServer((c) => { for (const s of held) s.write("push\\n"); c.end("pushed " + held.size + "\\n"); })
+      .listen(Number(control), host, () => console.log("ready"));
+  });
+`;
+
+/** Connects, says so, and prints the first data that arrives (exit 2 if none in time). */
+const WAITING_CLIENT = `
+const net = require("net");
+const [host, port, seconds] = process.argv.slice(1);
+const s = net.connect({ host, port: Number(port) }, () => console.log("connected"));
+s.setTimeout(Number(seconds) * 1000, () => { console.error("nothing arrived"); process.exit(2); });
+s.on("data", (d) => { process.stdout.write(d); process.exit(0); });
+s.on("error", (e) => { console.error(e.message); process.exit(1); });
+`;
+
+/** tools/flood.c, compiled once per run of this file. */
+let floodTool: string;
+
+beforeAll(() => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "nkt-flood-"));
+  floodTool = path.join(dir, "flood");
+  execFileSync("clang", ["-O2", "-Wall", "-Werror", "-o", floodTool, path.join(__dirname, "tools/flood.c")]);
+});
+afterAll(() => fs.rmSync(path.dirname(floodTool), { recursive: true, force: true }));
+
+let fx: Fixture;
+let a: ClusterNode;
+let b: ClusterNode;
+
+beforeEach(() => {
+  fx = new Fixture();
+  [a, b] = makeCluster(fx);
+});
+afterEach(() => fx.cleanup());
+
+async function startPushServer(backend: Pod): Promise<void> {
+  const child = spawn(
+    "nsenter",
+    [`--net=/run/netns/${backend.netns}`, process.execPath, "-e", PUSH_SERVER, "0.0.0.0", "8080", "8081"],
+    { stdio: ["ignore", "pipe", "inherit"] },
+  );
+  fx.processes.push({ kill: () => child.kill("SIGKILL") });
+  await new Promise<void>((resolve, reject) => {
+    child.stdout.once("data", () => resolve());
+    child.on("exit", (code) => reject(new Error(`push server exited with ${code}`)));
+  });
+}
+
+interface Outcome {
+  code: number | null;
+  out: string;
+}
+
+/** Starts X's connection to the VIP; resolves once connected, with its outcome to await
+ * (wrapped: an async function returning a promise would wait for it). */
+async function connectAndWait(client: Pod, seconds: number): Promise<{ outcome: Promise<Outcome> }> {
+  const child = spawn(
+    "nsenter",
+    [`--net=/run/netns/${client.netns}`, process.execPath, "-e", WAITING_CLIENT, VIP, "80", String(seconds)],
+    { stdio: ["ignore", "pipe", "pipe"] },
+  );
+  fx.processes.push({ kill: () => child.kill("SIGKILL") });
+  let out = "";
+  let err = "";
+  child.stderr.on("data", (d) => (err += d));
+  const done = new Promise<Outcome>((resolve) => child.on("exit", (code) => resolve({ code, out: out + err })));
+  await new Promise<void>((resolve, reject) => {
+    child.stdout.on("data", (d) => {
+      out += d;
+      if (out.includes("connected")) resolve();
+    });
+    done.then(({ out: o }) => reject(new Error(`client gave up before connecting: ${o}`)));
+  });
+  return { outcome: done };
+}
+
+describe(`NAT'd flows survive another pod's flood (${TEST_DATAPATH})`, () => {
+  it.each(["on node B", "on node A"] as const)(
+    "a server push on an idle Service connection reaches the client, with the backend %s",
+    async (where) => {
+      const client = addPod(fx, a, "client");
+      const flooder = addPod(fx, a, "flooder");
+      const backendNode = where === "on node B" ? b : a;
+      const backend = addPod(fx, backendNode, "backend");
+      await startPushServer(backend);
+      inNs(a.netns, "iptables", [
+        ..."-t nat -A PREROUTING -d 10.96.0.10 -p tcp --dport 80 -j DNAT --to-destination".split(" "),
+        `${backend.v4}:8080`,
+      ]);
+      // The client's own traffic to the Service goes through node A's PREROUTING.
+      // The client waits as long as the test may run; the push gets 10 s below.
+      const { outcome } = await connectAndWait(client, 600);
+
+      const flood = spawnSync(
+        "nsenter",
+        [`--net=/run/netns/${flooder.netns}`, floodTool, flooder.v4, OUTSIDE.join(","), String(FLOOD_TIMES)],
+        { encoding: "utf8", timeout: 300_000 },
+      );
+      expect(flood.status, flood.stderr).toBe(0);
+      expect(Number(flood.stdout.trim())).toBe(3 * 65535 * OUTSIDE.length * FLOOD_TIMES);
+
+      expect(tcpRequest(backendNode.netns, backend.v4, 8081)).toBe("pushed 1");
+      const late = new Promise<Outcome>((resolve) =>
+        setTimeout(() => resolve({ code: null, out: "connected\nno data within 10 s of the push" }), 10_000),
+      );
+      const { code, out } = await Promise.race([outcome, late]);
+      expect(out.trim().split("\n")).toEqual(["connected", "push"]);
+      expect(code).toBe(0);
+    },
+    360_000,
+  );
+});
