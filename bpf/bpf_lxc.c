@@ -118,4 +118,35 @@ int nkc_from_pod(struct __sk_buff *skb)
 	return forward_fib(skb, &p);
 }
 
+/*
+ * nkc_src_check - the pod's program where the network has "fastPath": false: the
+ * same source check, and nothing else. Every packet the pod may send goes on to the
+ * stack. (Reverse-path filtering cannot do this job: IPv6 has none, and IPv4's is only
+ * as strict as the loosest of the device's and the node's settings.)
+ */
+SEC("tc/src_check")
+int nkc_src_check(struct __sk_buff *skb)
+{
+	__u32 ifindex = skb->ifindex;
+	struct nkc_pkt p;
+
+	switch (nkc_parse(skb, &p)) {
+	case NKC_PARSE_NOT_IP:
+		return NKC_NEXT;
+	case NKC_PARSE_BAD:
+		nkc_count(ifindex, NKC_CNT_DROPPED_OTHER);
+		return NKC_DROP;
+	case NKC_PARSE_IP:
+		break;
+	}
+	if (!nkc_ipv6_link_scope(&p)) {
+		struct nkc_endpoint *src_ep = nkc_endpoint_lookup(p.family, p.src);
+		if (!src_ep || src_ep->host_ifindex != ifindex) {
+			nkc_count(ifindex, NKC_CNT_DROPPED_SPOOFED);
+			return NKC_DROP;
+		}
+	}
+	return pass_to_stack(ifindex, NKC_CNT_PASSED_STACK);
+}
+
 char __license[] SEC("license") = "GPL";

@@ -18,6 +18,7 @@ export const RETIRED_MAP_NAMES = ["nkc_flows", "nkc_clients"] as const;
 
 export const PROGRAM_NAMES = {
   fromPod: "nkc_from_pod",
+  sourceCheck: "nkc_src_check",
   hostIn: "nkc_host_in",
 } as const;
 

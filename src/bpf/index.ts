@@ -40,5 +40,5 @@ export {
   readObjectsDir,
 } from "./node";
 export { ensureBpffs, isBpffs, openPin, pinExists, pinObject, unmountBpffs, unpin } from "./pins";
-export { BpfProgram, loadProgram } from "./programs";
+export { BpfProgram, loadProgram, programName } from "./programs";
 export { type TestRunInput, type TestRunOutput, testRun } from "./test-run";

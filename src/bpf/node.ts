@@ -81,7 +81,8 @@ export type EndpointMaps = Pick<NodeMaps, "endpoints" | "counters"> & Partial<Pi
 export interface NodePrograms {
   maps: NodeMaps;
   endpoints: EndpointMap;
-  programs: { fromPod: BpfProgram; hostIn: BpfProgram };
+  /** fromPod: a pod's program with the fast path; sourceCheck: without it (fastPath false). */
+  programs: { fromPod: BpfProgram; sourceCheck: BpfProgram; hostIn: BpfProgram };
   /** Which variant runs on this node. */
   natCheck: NatCheck;
   /** When this call loaded the programs: why preferred variants did not load. */
@@ -204,7 +205,11 @@ function openPinnedNode(bpffsRoot: string, set: ProgramSet, opened: { close(): v
   };
   return {
     maps: nodeMaps(byName),
-    programs: { fromPod: open(PROGRAM_NAMES.fromPod), hostIn: open(PROGRAM_NAMES.hostIn) },
+    programs: {
+      fromPod: open(PROGRAM_NAMES.fromPod),
+      sourceCheck: open(PROGRAM_NAMES.sourceCheck),
+      hostIn: open(PROGRAM_NAMES.hostIn),
+    },
     natCheck: set.natCheck,
     skippedVariants: [],
   };
@@ -240,8 +245,9 @@ function loadAndPinNode(
     try {
       const programs = loadVariant(natCheck, parsed[natCheck], byName, opened);
       const dir = path.join(programsRoot(bpffsRoot), `${build}-${natCheck}`);
-      replacePin(programs.fromPod.fd, path.join(dir, PROGRAM_NAMES.fromPod));
-      replacePin(programs.hostIn.fd, path.join(dir, PROGRAM_NAMES.hostIn));
+      for (const [key, name] of Object.entries(PROGRAM_NAMES)) {
+        replacePin(programs[key as keyof typeof PROGRAM_NAMES].fd, path.join(dir, name));
+      }
       return { maps: nodeMaps(byName), programs, natCheck, skippedVariants: failures };
     } catch (e) {
       // The last variant's failure is the node's: nothing is left to fall back to.
@@ -267,7 +273,11 @@ function loadVariant(
       opened.push(program);
       return program;
     };
-    return { fromPod: load(objects.lxc, PROGRAM_NAMES.fromPod), hostIn: load(objects.host, PROGRAM_NAMES.hostIn) };
+    return {
+      fromPod: load(objects.lxc, PROGRAM_NAMES.fromPod),
+      sourceCheck: load(objects.lxc, PROGRAM_NAMES.sourceCheck),
+      hostIn: load(objects.host, PROGRAM_NAMES.hostIn),
+    };
   } finally {
     kernel?.close();
   }

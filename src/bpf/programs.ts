@@ -6,7 +6,16 @@
  * A failed load is retried with the verifier log on, so the thrown error carries the
  * log. Owns the program fd until close(); never attaches (links.ts does).
  */
-import { BPF_MISC, BPF_PROG_TYPE, closeFd, objGetInfo, ProgLoadError, progLoad } from "../sys/bpf-syscall";
+import {
+  ATTR,
+  BPF_MISC,
+  BPF_PROG_TYPE,
+  closeFd,
+  objGetInfo,
+  ProgLoadError,
+  progGetFdById,
+  progLoad,
+} from "../sys/bpf-syscall";
 import type { KernelFunction } from "./btf";
 import type { ProgramSpec } from "./elf";
 import type { BpfMap } from "./maps";
@@ -32,6 +41,19 @@ export class BpfProgram {
     if (!this.open) return;
     this.open = false;
     closeFd(this.fd);
+  }
+}
+
+/** The name the program with kernel id `id` was loaded under (bpf_prog_info.name). */
+export function programName(id: number): string {
+  const fd = progGetFdById(id);
+  try {
+    // The kernel fills in as much of bpf_prog_info as we ask for: up to the name is enough.
+    const info = objGetInfo(fd, ATTR.PROG_INFO.name + 16);
+    const name = info.subarray(ATTR.PROG_INFO.name, ATTR.PROG_INFO.name + 16);
+    return name.toString("ascii").replace(/\0.*$/s, "");
+  } finally {
+    closeFd(fd);
   }
 }
 

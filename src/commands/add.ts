@@ -70,20 +70,21 @@ export async function cmdAdd(inv: Invocation): Promise<Result> {
     await configureHostEnd(ns.host, pair.hostLink, ownerAlias(conf.name, env.containerId, env.ifname), addresses);
     await failpoint("host-configured");
 
-    if (conf.fastPath.enabled) {
-      if (!uplink) log.warn("no uplink (no hostInterface, no default route): wire traffic reaches pods via the stack");
-      const gone = { hostIfindex: pair.hostLink.index, addresses };
-      rollback.onFailure("remove fast path state", () =>
-        removeEndpoint(conf.fastPath.bpffsRoot, hostDevice, gone, () => liveIfindexes(ns.host)),
-      );
-      attachEndpoint({ ...conf.fastPath, network: conf.name }, uplink, {
-        hostDevice,
-        hostIfindex: pair.hostLink.index,
-        kind: datapath.kind,
-        addresses,
-      });
-      await failpoint("fastpath-attached");
+    // Every pod gets its program: the fast path, or (fastPath false) the source check.
+    if (conf.fastPath.enabled && !uplink) {
+      log.warn("no uplink (no hostInterface, no default route): wire traffic reaches pods via the stack");
     }
+    const gone = { hostIfindex: pair.hostLink.index, addresses };
+    rollback.onFailure("remove fast path state", () =>
+      removeEndpoint(conf.fastPath.bpffsRoot, hostDevice, gone, () => liveIfindexes(ns.host)),
+    );
+    attachEndpoint({ ...conf.fastPath, network: conf.name }, uplink, {
+      hostDevice,
+      hostIfindex: pair.hostLink.index,
+      kind: datapath.kind,
+      addresses,
+    });
+    await failpoint("fastpath-attached");
 
     log.info(`added ${datapath.kind} ${hostDevice} <-> ${env.ifname} with ${addresses.join(", ")}`);
     return {

@@ -59,7 +59,7 @@ export async function cmdCheck(inv: Invocation): Promise<void> {
         throw mismatch(`route ${dst} dev ${hostDevice} is missing on the host`);
       }
     }
-    if (conf.fastPath.enabled) checkFastPath(conf.fastPath.bpffsRoot, hostDevice, hostLink.index, addresses);
+    checkFastPath(conf.fastPath.bpffsRoot, hostDevice, hostLink.index, addresses);
   } finally {
     closeNamespaces(ns);
   }

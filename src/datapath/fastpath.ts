@@ -37,6 +37,8 @@ import {
   type NodeObjects,
   type NodePrograms,
   openNodeMaps,
+  PROGRAM_NAMES,
+  programName,
   readCounters,
   readDirectStats,
   removeEndpointTable,
@@ -54,6 +56,8 @@ const LOCK_DIR = "/run/netkit-cni";
 const NODE_LOCK_TIMEOUT_MS = 10_000;
 
 export interface FastPathSettings {
+  /** False: the pod gets only the source check (no redirects, no uplink program). */
+  enabled: boolean;
   bpffsRoot: string;
   network: string;
   clusterCidrs: string[];
@@ -134,13 +138,14 @@ export function attachEndpoint(settings: FastPathSettings, uplink: Uplink | unde
         log.warn(`datapath: "natCheck": "${settings.natCheck}" asked, but the node runs "${node.natCheck}"`);
       }
       if (!node.superseded) {
-        if (uplink) {
+        // A network without the fast path leaves the uplink to those that have it.
+        if (uplink && settings.enabled) {
           attachUplink(root, uplink, "ingress", node.programs.hostIn);
           retireUplinkEgress(root, uplink);
         }
         if (node.loaded) switchEndpoints(root, node);
       }
-      attachPod(root, node, ep);
+      attachPod(root, node, ep, settings.enabled ? node.programs.fromPod : node.programs.sourceCheck);
     } finally {
       node.close();
     }
@@ -149,16 +154,16 @@ export function attachEndpoint(settings: FastPathSettings, uplink: Uplink | unde
 
 /**
  * The pod's part: a fresh flow table, then its one link (what the pod sends; each link
- * costs an RCU grace period under RTNL on attach and again on delete), then, last, its
- * addresses: the programs and the table must be in place before traffic is steered here.
+ * costs an RCU grace period under RTNL on attach and again on delete) running `program`,
+ * then, last, its addresses: the programs and the table must be in place before traffic
+ * is steered here.
  */
-function attachPod(root: string, node: NodePrograms, ep: FastPathEndpoint): void {
+function attachPod(root: string, node: NodePrograms, ep: FastPathEndpoint, program: BpfProgram): void {
   createEndpointTable(node.maps.direct, ep.hostIfindex);
-  const { fromPod } = node.programs;
   const link =
     ep.kind === "netkit"
-      ? attachNetkit(fromPod, ep.hostIfindex, "peer")
-      : attachTcx(fromPod, ep.hostIfindex, "ingress");
+      ? attachNetkit(program, ep.hostIfindex, "peer")
+      : attachTcx(program, ep.hostIfindex, "ingress");
   try {
     // Pins left by an ADD that was killed before it could clean up name a dead device.
     unpinEndpoint(root, ep.hostDevice);
@@ -209,23 +214,26 @@ function retireUplinkEgress(root: string, uplink: Uplink): void {
 }
 
 /**
- * Points every pod's pinned link at the node's from_pod program with BPF_LINK_UPDATE: the
- * program is replaced in place, with no moment without one. Pods added by older builds
- * get a flow table here (until then they remember nothing: their flows take the stack).
- * Pods of much older builds also have a to_pod link; it only observes, and goes at DEL.
+ * Points every pod's pinned link at this build's program of the same kind (the fast
+ * path's, or the source check's) with BPF_LINK_UPDATE: the program is replaced in place,
+ * with no moment without one. Pods added by older builds get a flow table here (until
+ * then they remember nothing: their flows take the stack). Pods of much older builds
+ * also have a to_pod link; it only observes, and goes at DEL.
  */
 export function switchEndpoints(root: string, node: Pick<NodePrograms, "programs" | "maps">): void {
-  const { fromPod } = node.programs;
-  const id = fromPod.id();
+  const { fromPod, sourceCheck } = node.programs;
+  const ours = new Set([fromPod.id(), sourceCheck.id()]);
   for (const dev of pinnedEndpointDevices(root)) {
     const pin = path.join(endpointDir(root, dev), "from_pod");
     if (!fs.existsSync(pin)) continue;
     const link = BpfLink.openPinned(pin);
     try {
-      if (link.programId() !== id) link.update(fromPod);
+      const running = link.programId();
+      if (ours.has(running)) continue;
+      link.update(programName(running) === PROGRAM_NAMES.sourceCheck ? sourceCheck : fromPod);
     } catch (e) {
       // A link whose device is gone is GC's to remove; the other pods still move.
-      log.warn(`endpoint ${dev}: cannot switch to program ${id}: ${(e as Error).message}`);
+      log.warn(`endpoint ${dev}: cannot switch to this build's program: ${(e as Error).message}`);
     } finally {
       link.close();
     }

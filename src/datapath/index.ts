@@ -15,7 +15,7 @@ import { vethDatapath } from "./veth";
 export async function chooseDatapath(conf: NetConf, host: RtnlSocket): Promise<Datapath> {
   if (conf.datapath === "veth") return vethDatapath;
   if (await kernelHasNetkit(host)) {
-    return netkitDatapath({ mode: conf.mode, blackholeUntilAttached: conf.fastPath.enabled });
+    return netkitDatapath({ mode: conf.mode });
   }
   if (conf.datapath === "netkit") throw netkitMissing();
   log.info("datapath auto: this kernel has no netkit devices (CONFIG_NETKIT, Linux 6.7+); using veth");

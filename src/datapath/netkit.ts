@@ -14,8 +14,6 @@ import type { Datapath, DevicePair, Endpoint, Namespaces } from "./types";
 
 export interface NetkitSettings {
   mode: "l2" | "l3";
-  /** Without our programs the peer must pass traffic itself, or the pod could never send. */
-  blackholeUntilAttached: boolean;
 }
 
 const EINVAL = 22;
@@ -32,7 +30,9 @@ export function netkitDatapath(settings: NetkitSettings): Datapath {
         netkitInfoData({
           mode: settings.mode,
           primaryPolicy: "pass",
-          peerPolicy: settings.blackholeUntilAttached ? "drop" : "pass",
+          // Every pod gets a program (the fast path or the source check); until it is
+          // attached the peer drops what the pod sends.
+          peerPolicy: "drop",
           scrub,
         });
       try {

@@ -38,6 +38,7 @@ export const BPF_CMD = {
   OBJ_PIN: 6,
   OBJ_GET: 7,
   PROG_TEST_RUN: 10,
+  PROG_GET_FD_BY_ID: 13,
   MAP_GET_FD_BY_ID: 14,
   OBJ_GET_INFO_BY_FD: 15,
   BTF_GET_FD_BY_ID: 19,
@@ -131,6 +132,7 @@ export const ATTR = {
   },
   INFO: { bpf_fd: 0, info_len: 4, info: 8 },
   GET_ID: { start_id: 0, next_id: 4, open_flags: 8 },
+  PROG_INFO: { id: 4, name: 64 },
   BTF_INFO: { btf: 0, btf_size: 8, id: 12, name: 16, name_len: 24, kernel_btf: 28 },
   LINK_CREATE: { prog_fd: 0, target_ifindex: 4, attach_type: 8, flags: 12, relative_fd: 16, expected_revision: 24 },
   LINK_UPDATE: { link_fd: 0, new_prog_fd: 4, flags: 8, old_prog_fd: 12 },
@@ -537,6 +539,15 @@ export function mapGetFdById(id: number): number {
     const attr = newAttr(mem);
     attr.bytes.writeUInt32LE(id, ATTR.GET_ID.start_id);
     return bpf("MAP_GET_FD_BY_ID", attr, `map id ${id}`);
+  });
+}
+
+/** A new fd for the program with kernel id `id`. */
+export function progGetFdById(id: number): number {
+  return withNative((mem) => {
+    const attr = newAttr(mem);
+    attr.bytes.writeUInt32LE(id, ATTR.GET_ID.start_id);
+    return bpf("PROG_GET_FD_BY_ID", attr, `program id ${id}`);
   });
 }
 

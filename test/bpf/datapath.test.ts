@@ -415,6 +415,25 @@ describe.each(VARIANTS)("%s NAT check", (natCheck) => {
     });
   });
 
+  describe.each(["v4", "v6"] as const)("nkc_src_check, the program without the fast path (%s)", (af) => {
+    const check = (spec: PacketSpec) => run(node.programs.sourceCheck, h1, packet(spec));
+
+    it("passes the pod's own packets to the stack, even to a local pod, remembering nothing", () => {
+      expect(check({ src: POD1[af], dst: POD2[af], proto: "tcp", tcpFlags: TCP.SYN }).verdict).toBe(NEXT);
+      expect(check({ src: POD1[af], dst: VIP[af], proto: "udp" }).verdict).toBe(NEXT);
+      expect(counted(h1)).toEqual({ passedStack: 2n });
+      expect(remembered(h1)).toEqual([]);
+    });
+
+    it("drops another source, and lets link-local housekeeping and ARP through", () => {
+      expect(check({ src: POD2[af], dst: REMOTE_NEIGH[af], proto: "tcp" }).verdict).toBe(DROP);
+      expect(run(node.programs.sourceCheck, h1, arpRequest()).verdict).toBe(NEXT);
+      if (af === "v6")
+        expect(check({ src: "fe80::1", dst: "ff02::2", proto: "icmp", icmpType: 133 }).verdict).toBe(NEXT);
+      expect(counted(h1)).toMatchObject({ droppedSpoofed: 1n });
+    });
+  });
+
   describe("nkc_from_pod, other traffic", () => {
     it("passes ARP without counting", () => {
       expect(run(node.programs.fromPod, h1, arpRequest()).verdict).toBe(NEXT);

@@ -99,10 +99,13 @@ describe("NativeBuffer", () => {
 });
 
 describe("ELF objects", () => {
-  it("bpf_lxc.o has from_pod (a pod's only program), the shared maps and a GPL license", () => {
+  it("bpf_lxc.o has from_pod and src_check (a pod runs one of them), the shared maps and a GPL license", () => {
     const spec = readObject(objects.variants.memory.lxc);
     expect(spec.license).toBe("GPL");
-    expect(spec.programs.map((p) => [p.name, p.section])).toEqual([[PROGRAM_NAMES.fromPod, "tc/from_pod"]]);
+    expect(spec.programs.map((p) => [p.name, p.section])).toEqual([
+      [PROGRAM_NAMES.fromPod, "tc/from_pod"],
+      [PROGRAM_NAMES.sourceCheck, "tc/src_check"],
+    ]);
     expect(spec.maps.map((m) => m.name).sort()).toEqual(Object.values(MAP_NAMES).sort());
     const endpoints = spec.maps.find((m) => m.name === MAP_NAMES.endpoints);
     expect(endpoints).toEqual({

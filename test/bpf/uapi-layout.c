@@ -24,7 +24,7 @@ int main(void)
 	CMD(MAP_CREATE); CMD(MAP_LOOKUP_ELEM); CMD(MAP_UPDATE_ELEM); CMD(MAP_DELETE_ELEM);
 	CMD(MAP_GET_NEXT_KEY); CMD(PROG_LOAD); CMD(OBJ_PIN); CMD(OBJ_GET); CMD(PROG_TEST_RUN);
 	CMD(OBJ_GET_INFO_BY_FD); CMD(LINK_CREATE); CMD(LINK_UPDATE); CMD(LINK_DETACH);
-	CMD(MAP_GET_FD_BY_ID); CMD(BTF_GET_FD_BY_ID); CMD(BTF_GET_NEXT_ID);
+	CMD(MAP_GET_FD_BY_ID); CMD(PROG_GET_FD_BY_ID); CMD(BTF_GET_FD_BY_ID); CMD(BTF_GET_NEXT_ID);
 	MAPT(HASH); MAPT(ARRAY); MAPT(PERCPU_HASH); MAPT(PERCPU_ARRAY); MAPT(LRU_HASH); MAPT(LPM_TRIE);
 	MAPT(HASH_OF_MAPS);
 	KV("BPF_PROG_TYPE.SCHED_CLS", BPF_PROG_TYPE_SCHED_CLS);
@@ -37,6 +37,8 @@ int main(void)
 	KV("SIZEOF.struct __sk_buff", sizeof(struct __sk_buff));
 	KV("SIZEOF.struct bpf_map_info", sizeof(struct bpf_map_info));
 	KV("SIZEOF.struct bpf_btf_info", sizeof(struct bpf_btf_info));
+	KV("ATTR.PROG_INFO.id", offsetof(struct bpf_prog_info, id));
+	KV("ATTR.PROG_INFO.name", offsetof(struct bpf_prog_info, name));
 
 	ATTR("MAP_CREATE", map_type, map_type); ATTR("MAP_CREATE", key_size, key_size);
 	ATTR("MAP_CREATE", value_size, value_size); ATTR("MAP_CREATE", max_entries, max_entries);

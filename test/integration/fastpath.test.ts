@@ -75,19 +75,26 @@ describe("fast path", () => {
     expect(d.passedStack).toBeGreaterThanOrEqual(1);
   });
 
-  it("drops packets whose source is not the pod's own address", () => {
-    const p1 = addPod(fx, a, "a1");
-    const p2 = addPod(fx, a, "a2");
+  it.each([
+    ["with the fast path", {}],
+    ["with fastPath false (the source check alone)", { fastPath: false }],
+  ] as const)("drops packets whose source is not the pod's own address, v4 and v6, %s", (_, extra) => {
+    const conf = { ...a.conf, ...extra };
+    const p1 = addPod(fx, a, "a1", conf);
+    const p2 = addPod(fx, a, "a2", conf);
     inNs(p1.netns, "ip", ["addr", "add", "10.221.1.250/32", "dev", "eth0"]);
+    inNs(p1.netns, "ip", ["-6", "addr", "add", "fd21:1::250/128", "dev", "eth0", "nodad"]);
+    const spoofedPing = (from: string, to: string) =>
+      sh("sh", ["-c", `nsenter --net=/run/netns/${p1.netns} ping -c2 -W1 -I ${from} ${to} >/dev/null 2>&1; echo $?`]);
     const d = delta(p1, () => {
-      const r = sh("sh", [
-        "-c",
-        `nsenter --net=/run/netns/${p1.netns} ping -c2 -W1 -I 10.221.1.250 ${p2.v4} >/dev/null 2>&1; echo $?`,
-      ]);
-      expect(r.trim()).not.toBe("0");
+      expect(spoofedPing("10.221.1.250", p2.v4).trim()).not.toBe("0");
+      expect(spoofedPing("fd21:1::250", p2.v6).trim()).not.toBe("0");
+      // Off the node too: the stack would have routed these.
+      expect(spoofedPing("10.221.1.250", a.wireV4).trim()).not.toBe("0");
     });
-    expect(d.droppedSpoofed).toBeGreaterThanOrEqual(2);
-    expect(ping(p1.netns, p2.v4)).toBe(true); // its own address still works
+    expect(d.droppedSpoofed).toBeGreaterThanOrEqual(6);
+    expect(ping(p1.netns, p2.v4)).toBe(true); // its own addresses still work
+    expect(ping(p1.netns, p2.v6)).toBe(true);
   });
 
   it("lists our named programs on the right hooks in bpftool, one per pod", () => {
