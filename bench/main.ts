@@ -11,7 +11,7 @@
  *          --concurrency N --quick (a smoke run: few rounds, small counts)
  *          --skip netperf,control,startup,crossings
  *          --baseline PATH (another build of the executable, measured side by side in the
- *          control plane: before/after figures for a change, from one run)
+ *          data plane and the control plane: before/after figures for a change, from one run)
  * Writes bench/results/<UTC date and time>-<kernel release>.json, then the report.
  */
 import { execFileSync, spawnSync } from "node:child_process";
@@ -211,19 +211,23 @@ async function run(kind: "host" | "vm", argv: string[]): Promise<string> {
   };
   log(`${kind} run on ${result.machine.kernel}, plugin ${result.machine.plugin.sha256}`);
 
+  // The baseline build's path, when given, sits beside ours in every data plane round.
+  const baseline: PathId[] = o.baseline && kind === "host" ? ["veth-baseline"] : [];
   const ids: PathId[] =
     kind === "host"
-      ? ["host", "bridge", "ptp", "veth", "veth-plain"]
+      ? ["host", "bridge", "ptp", "veth", "veth-memory", ...baseline, "veth-plain"]
       : ["host", "bridge", "veth", "veth-plain", "netkit", "netkit-plain"];
   const netperfIds: PathId[] =
-    kind === "host" ? ["host", "bridge", "ptp", "veth", "veth-plain"] : ["host", "bridge", "veth", "netkit"];
+    kind === "host"
+      ? ["host", "bridge", "ptp", "veth", "veth-memory", ...baseline, "veth-plain"]
+      : ["host", "bridge", "veth", "netkit"];
   result.paths = ids;
 
   if (!o.skip.has("crossings") || !o.skip.has("netperf")) {
     log(`building ${ids.length} two-node clusters: ${ids.join(", ")}`);
     const paths: BenchPath[] = [];
     for (const id of ids) {
-      paths.push(buildPath(id));
+      paths.push(buildPath(id, o.baseline));
       await tick();
     }
     for (const p of paths) checkPath(p, pingSized);

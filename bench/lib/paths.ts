@@ -6,7 +6,9 @@
  *   host          a process in node A's netns ↔ one in node B's (one node: over loopback)
  *   bridge        the reference `bridge` plugin (isGateway, no masquerade) + host-local
  *   ptp           the reference `ptp` plugin + host-local
- *   veth          this plugin, veth pairs, eBPF fast path
+ *   veth          this plugin, veth pairs, eBPF fast path (NAT check: conntrack where it loads)
+ *   veth-memory   the same with `"natCheck": "memory"` (the variant for kernels without a JIT)
+ *   veth-baseline the same path made by another build (--baseline), side by side
  *   veth-plain    this plugin, veth pairs, `"fastPath": false` (plain routing)
  *   netkit        this plugin, netkit pairs, fast path (kernels with netkit: the UML guest)
  *   netkit-plain  this plugin, netkit pairs without programs
@@ -15,12 +17,22 @@
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
+import { withPluginBinary } from "../../test/integration/harness";
 import { addPod, type ClusterNode, makeCluster } from "../../test/integration/topology";
 import type { BenchFixture } from "./cleanup";
 import { newFixture } from "./cleanup";
 import { refPlugin, resultV4, runCni } from "./cni";
 
-export type PathId = "host" | "bridge" | "ptp" | "veth" | "veth-plain" | "netkit" | "netkit-plain";
+export type PathId =
+  | "host"
+  | "bridge"
+  | "ptp"
+  | "veth"
+  | "veth-memory"
+  | "veth-baseline"
+  | "veth-plain"
+  | "netkit"
+  | "netkit-plain";
 export type Placement = "across" | "same";
 
 export const PATH_LABELS: Record<PathId, string> = {
@@ -28,6 +40,8 @@ export const PATH_LABELS: Record<PathId, string> = {
   bridge: "bridge + host-local",
   ptp: "ptp + host-local",
   veth: "netkit-cni veth (fast path)",
+  "veth-memory": "netkit-cni veth, memory NAT check",
+  "veth-baseline": "netkit-cni veth, baseline build",
   "veth-plain": "netkit-cni veth, fastPath false",
   netkit: "netkit-cni netkit (fast path)",
   "netkit-plain": "netkit-cni netkit, fastPath false",
@@ -52,6 +66,8 @@ export interface BenchPath {
 /** Our plugin's settings per path (the cluster's conf already names wire0, CIDRs, bpffs root). */
 const OURS: Partial<Record<PathId, Record<string, unknown>>> = {
   veth: { datapath: "veth", fastPath: true },
+  "veth-memory": { datapath: "veth", fastPath: true, natCheck: "memory" },
+  "veth-baseline": { datapath: "veth", fastPath: true },
   "veth-plain": { datapath: "veth", fastPath: false },
   netkit: { datapath: "netkit", fastPath: true },
   "netkit-plain": { datapath: "netkit", fastPath: false },
@@ -80,8 +96,13 @@ function refPod(fx: BenchFixture, type: "bridge" | "ptp", node: ClusterNode, dat
   return { netns, ip };
 }
 
-/** Builds one path's cluster and pods: a1, a2 on node A and b1 on node B. */
-export function buildPath(id: PathId): BenchPath {
+/** Builds one path's cluster and pods: a1, a2 on node A and b1 on node B; the
+ * veth-baseline path's pods are made by the `baseline` executable. */
+export function buildPath(id: PathId, baseline?: string): BenchPath {
+  if (id === "veth-baseline") {
+    if (!baseline) throw new Error("the veth-baseline path needs --baseline");
+    return { ...withPluginBinary(baseline, () => buildPath("veth")), id };
+  }
   const fx = newFixture(id);
   const ours = OURS[id];
   const nodes = makeCluster(fx, { logLevel: "info", ...ours });

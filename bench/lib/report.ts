@@ -691,6 +691,28 @@ function startupChart(r: BenchResult): string | undefined {
   });
 }
 
+/** What keeping NAT'd flows on the stack costs per packet: the conntrack variant against the
+ * memory one, and against the baseline build (when the run had one), round by round. */
+function natCheckTable(r: BenchResult): string {
+  const np = r.netperf;
+  const pairs: [PathId, PathId, string][] = [
+    ["veth", "veth-memory", "conntrack ÷ memory"],
+    ["veth", "veth-baseline", "this build ÷ baseline build"],
+    ["veth-memory", "veth-baseline", "memory ÷ baseline build"],
+  ];
+  const present = pairs.filter(([a, b]) => np?.order.includes(a) && np?.order.includes(b));
+  if (!np || present.length === 0) return "_this run measured no NAT check variants side by side._";
+  const tests = np.tests.filter((t) => t !== "TCP_STREAM");
+  const head = ["comparison", ...tests.flatMap((t) => np.placements.map((pl) => `${t} ${PLACEMENT_LABELS[pl]}`))];
+  const rows = present.map(([a, b, label]) => {
+    const cells = tests.flatMap((t) =>
+      np.placements.map((pl) => ratioCell(pairedRatio(samplesOf(r, a, pl, t), samplesOf(r, b, pl, t)))),
+    );
+    return `| ${label} | ${cells.join(" | ")} |`;
+  });
+  return [`| ${head.join(" | ")} |`, `|---|${head.slice(1).map(() => "---:").join("|")}|`, ...rows].join("\n");
+}
+
 // --- entry -----------------------------------------------------------------------------
 
 export function renderReport(resultsDir: string, readme: string): void {
@@ -741,6 +763,12 @@ export function renderReport(resultsDir: string, readme: string): void {
     img("netperf-TCP_RR.svg", "TCP_RR relative to bridge"),
     img("netperf-TCP_CRR.svg", "TCP_CRR relative to bridge"),
     img("netperf-TCP_STREAM.svg", "TCP_STREAM relative to bridge"),
+    "### The NAT check's cost per packet (this kernel, same rounds)",
+    "",
+    "Transaction rates divided round by round: the conntrack variant (a conntrack lookup per TCP/UDP packet it redirects) against the memory variant (one flow-table lookup) and against the baseline build given with `--baseline`. Above 1: the first is faster.",
+    "",
+    host ? natCheckTable(host) : "_no run on this kernel yet._",
+    "",
     "### Control plane (this kernel, same run)",
     "",
     host ? controlPlaneTable(host) : "_no run on this kernel yet._",

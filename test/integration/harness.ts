@@ -12,6 +12,18 @@ import * as path from "node:path";
 import { nodeLockPath } from "../../src/datapath/fastpath";
 
 export const BINARY = path.resolve(__dirname, "../../dist/netkit-cni");
+let pluginBinary = BINARY;
+
+/** Runs `fn` with another build of the executable as the plugin (the bench's baseline). */
+export function withPluginBinary<T>(binary: string, fn: () => T): T {
+  const before = pluginBinary;
+  pluginBinary = binary;
+  try {
+    return fn();
+  } finally {
+    pluginBinary = before;
+  }
+}
 export const CNI_PATH = "/usr/lib/cni";
 
 /**
@@ -141,7 +153,7 @@ export function runPlugin(
   conf: unknown,
   extraEnv: Record<string, string> = {},
 ): PluginRun {
-  const r = spawnSync("nsenter", [`--net=/run/netns/${node}`, BINARY], {
+  const r = spawnSync("nsenter", [`--net=/run/netns/${node}`, pluginBinary], {
     input: stdinOf(conf),
     env: pluginEnv(verb, att, extraEnv),
     encoding: "utf8",
@@ -159,7 +171,7 @@ export function runPluginAsync(
   extraEnv: Record<string, string> = {},
 ): Promise<PluginRun> {
   return new Promise((resolve, reject) => {
-    const child = spawn("nsenter", [`--net=/run/netns/${node}`, BINARY], { env: pluginEnv(verb, att, extraEnv) });
+    const child = spawn("nsenter", [`--net=/run/netns/${node}`, pluginBinary], { env: pluginEnv(verb, att, extraEnv) });
     let stdout = "";
     child.stdout.on("data", (d: Buffer) => {
       stdout += d.toString();
