@@ -710,7 +710,14 @@ function natCheckTable(r: BenchResult): string {
     );
     return `| ${label} | ${cells.join(" | ")} |`;
   });
-  return [`| ${head.join(" | ")} |`, `|---|${head.slice(1).map(() => "---:").join("|")}|`, ...rows].join("\n");
+  return [
+    `| ${head.join(" | ")} |`,
+    `|---|${head
+      .slice(1)
+      .map(() => "---:")
+      .join("|")}|`,
+    ...rows,
+  ].join("\n");
 }
 
 // --- entry -----------------------------------------------------------------------------

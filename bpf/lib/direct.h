@@ -22,11 +22,13 @@
  *  - Everything else (fragments, ICMP errors, other protocols, opaque headers): stack.
  *
  * Memory is per endpoint: nkc_direct maps a pod's host ifindex to its own LRU table,
- * created at ADD and dropped at DEL. A pod flooding new flows evicts only its own
- * entries, so another pod's flows keep their speed, and no pod can affect another's
- * correctness at all. The table of the local endpoint whose hook sees the packet is
- * the one consulted: the sender's in nkc_from_pod, the receiver's in nkc_host_in; a
- * flow between two local pods is remembered in both.
+ * created at ADD and dropped at DEL. A flow is remembered in the table of the local
+ * endpoint that saw it open: the opener's in nkc_from_pod, the receiver's in nkc_host_in
+ * (the only local one). Its later packets are looked up in the table of the endpoint
+ * whose hook runs and, for a flow between two local pods, in the other one's too. So a
+ * pod flooding new flows evicts only its own entries (a pod elsewhere can fill the
+ * table of a pod it opens flows to: those are that pod's flows), and no pod can affect
+ * another's correctness at all.
  */
 #ifndef NKC_DIRECT_H
 #define NKC_DIRECT_H
@@ -120,9 +122,24 @@ static __always_inline struct nkc_direct_flow *nkc_direct_entry(__u32 ifindex, c
 	return table ? bpf_map_lookup_elem(table, k) : NULL;
 }
 
-static __always_inline int nkc_opened_within(__u32 ifindex, const struct nkc_flow_key *k, __u64 window)
+/* The flow's entry in `own`'s table, else in `peer`'s (0: none); `*where` says whose. */
+static __always_inline struct nkc_direct_flow *nkc_direct_find(__u32 own, __u32 peer, const struct nkc_flow_key *k,
+							       __u32 *where)
 {
-	struct nkc_direct_flow *f = nkc_direct_entry(ifindex, k);
+	struct nkc_direct_flow *f = nkc_direct_entry(own, k);
+
+	*where = own;
+	if (!f && peer) {
+		f = nkc_direct_entry(peer, k);
+		*where = peer;
+	}
+	return f;
+}
+
+static __always_inline int nkc_opened_within(__u32 own, __u32 peer, const struct nkc_flow_key *k, __u64 window)
+{
+	__u32 where;
+	struct nkc_direct_flow *f = nkc_direct_find(own, peer, k, &where);
 
 	return f && bpf_ktime_get_ns() - f->opened_ns < window;
 }
@@ -134,21 +151,19 @@ static __always_inline int nkc_tcp_proven(const struct nkc_pkt *p, const struct 
 	__u8 syn = p->tcp_flags & NKC_TCP_SYN, ack = p->tcp_flags & NKC_TCP_ACK;
 
 	if (syn && !ack) {
-		__u64 now = bpf_ktime_get_ns();
-		nkc_direct_opened(own, k, now);
-		if (peer)
-			nkc_direct_opened(peer, k, now);
+		nkc_direct_opened(own, k, bpf_ktime_get_ns());
 		return 1;
 	}
-	struct nkc_direct_flow *f = nkc_direct_entry(own, k);
+	__u32 where;
+	struct nkc_direct_flow *f = nkc_direct_find(own, peer, k, &where);
 	if (!f)
 		return 0;
 	if (syn && bpf_ktime_get_ns() - f->opened_ns >= NKC_SYNACK_WINDOW_NS) {
 		/* A new flow on an old 5-tuple that did not open in front of us: it may be
 		 * a NAT'd one's reply. Forget the old flow so the rest follows the stack. */
-		void *table = bpf_map_lookup_elem(&nkc_direct, &own);
+		void *table = bpf_map_lookup_elem(&nkc_direct, &where);
 		if (table && bpf_map_delete_elem(table, k) == 0)
-			nkc_direct_stat(own, 1);
+			nkc_direct_stat(where, 1);
 		return 0;
 	}
 	return 1;
@@ -165,8 +180,8 @@ static __always_inline int nkc_l4_redirectable(const struct nkc_pkt *p)
 
 /*
  * May this packet be redirected? `own` is the host ifindex of the local endpoint whose
- * hook runs (its table is consulted); `peer`, when non-zero, that of a second local
- * endpoint the packet is for, which remembers the flows it is part of too.
+ * hook runs (a flow opening here is remembered in its table); `peer`, when non-zero,
+ * that of a second local endpoint the packet is for, whose table is consulted too.
  */
 static __always_inline int nkc_proven_direct(struct __sk_buff *skb, const struct nkc_pkt *p, __u32 own, __u32 peer)
 {
@@ -186,17 +201,13 @@ static __always_inline int nkc_proven_direct(struct __sk_buff *skb, const struct
 #else
 		return 0;
 #endif
-	case NKC_L4_ECHO_REQUEST: {
-		__u64 now = bpf_ktime_get_ns();
+	case NKC_L4_ECHO_REQUEST:
 		nkc_flow_key(p, &k);
-		nkc_direct_opened(own, &k, now);
-		if (peer)
-			nkc_direct_opened(peer, &k, now);
+		nkc_direct_opened(own, &k, bpf_ktime_get_ns());
 		return 1;
-	}
 	case NKC_L4_ECHO_REPLY:
 		nkc_flow_key(p, &k);
-		return nkc_opened_within(own, &k, NKC_ECHO_WINDOW_NS);
+		return nkc_opened_within(own, peer, &k, NKC_ECHO_WINDOW_NS);
 	default:
 		return 0;
 	}

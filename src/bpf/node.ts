@@ -292,13 +292,16 @@ export function buildName(objects: NodeObjects): string {
 
 /**
  * Why this kernel cannot run the conntrack variant, or undefined when it looks able to
- * (for `status`; loading is the real test). kfunc calls need a JIT, and the conntrack
- * functions in the kernel's BTF.
+ * (for `status`; loading is the real test). kfunc calls need a JIT (`jited`: whether a
+ * program of ours was JIT-compiled, when one is loaded; net.core.bpf_jit_enable is only
+ * visible from the initial network namespace), and the conntrack functions in the BTF.
  */
-export function conntrackUnavailable(): string | undefined {
+export function conntrackUnavailable(jited?: boolean): string | undefined {
   const jit = "/proc/sys/net/core/bpf_jit_enable";
-  if (!fs.existsSync(jit)) return "the kernel has no BPF JIT (kfunc calls need one)";
-  if (fs.readFileSync(jit, "utf8").trim() === "0") return "the BPF JIT is off (net.core.bpf_jit_enable = 0)";
+  if (jited === false) return "the kernel runs BPF programs without a JIT (kfunc calls need one)";
+  if (jited === undefined && fs.existsSync(jit) && fs.readFileSync(jit, "utf8").trim() === "0") {
+    return "the BPF JIT is off (net.core.bpf_jit_enable = 0)";
+  }
   try {
     resolveKernelFunctions(CONNTRACK_KFUNCS, CONNTRACK_MODULE).close();
     return undefined;

@@ -34,7 +34,12 @@ export class BpfProgram {
 
   /** The kernel's id for this program (struct bpf_prog_info.id). */
   id(): number {
-    return objGetInfo(this.fd, 16).readUInt32LE(4);
+    return objGetInfo(this.fd, 16).readUInt32LE(ATTR.PROG_INFO.id);
+  }
+
+  /** Whether the kernel JIT-compiled it (else the interpreter runs it). */
+  jited(): boolean {
+    return objGetInfo(this.fd, ATTR.PROG_INFO.jited_prog_len + 4).readUInt32LE(ATTR.PROG_INFO.jited_prog_len) > 0;
   }
 
   close(): void {

@@ -136,6 +136,7 @@ export async function nodeStatus(bpffsRoot: string): Promise<NodeStatus> {
     problems.push(`the running programs are build ${running.build}, not this executable's ${build}`);
   }
   const ids: Record<string, number> = {};
+  let jited: boolean | undefined;
   for (const name of Object.values(PROGRAM_NAMES)) {
     if (!running) break;
     const pin = path.join(running.dir, name);
@@ -143,6 +144,7 @@ export async function nodeStatus(bpffsRoot: string): Promise<NodeStatus> {
     const program = new BpfProgram(openPin(pin), name);
     try {
       ids[name] = program.id();
+      jited = program.jited();
     } finally {
       program.close();
     }
@@ -151,10 +153,8 @@ export async function nodeStatus(bpffsRoot: string): Promise<NodeStatus> {
     problems.push(`this build's programs (${build}) are not loaded yet; the next ADD loads them`);
   }
   const natCheck = running?.natCheck;
-  const whyNotConntrack = conntrackUnavailable();
-  if (natCheck === "memory" && !whyNotConntrack) {
-    problems.push("the programs use the memory NAT check although this kernel looks able to run the conntrack one");
-  }
+  // Informational: "natCheck": "memory" in a config picks the memory check on purpose.
+  const whyNotConntrack = conntrackUnavailable(jited);
 
   const uplinks: LinkStatus[] = [];
   for (const dev of listDir(path.join(root, "uplink"))) {

@@ -132,7 +132,7 @@ export const ATTR = {
   },
   INFO: { bpf_fd: 0, info_len: 4, info: 8 },
   GET_ID: { start_id: 0, next_id: 4, open_flags: 8 },
-  PROG_INFO: { id: 4, name: 64 },
+  PROG_INFO: { id: 4, jited_prog_len: 16, name: 64 },
   BTF_INFO: { btf: 0, btf_size: 8, id: 12, name: 16, name_len: 24, kernel_btf: 28 },
   LINK_CREATE: { prog_fd: 0, target_ifindex: 4, attach_type: 8, flags: 12, relative_fd: 16, expected_revision: 24 },
   LINK_UPDATE: { link_fd: 0, new_prog_fd: 4, flags: 8, old_prog_fd: 12 },

@@ -95,21 +95,25 @@ describe("netkit-cni status", () => {
     expect(pinTree(fx.bpffsRoot)).toEqual(before);
     expect(code).toBe(0);
     expect(s.initialized).toBe(true);
-    expect(Object.keys(s.programs.ids).sort()).toEqual(["nkc_from_pod", "nkc_host_in", "nkc_host_out"]);
-    expect(s.programs.pinnedBuilds).toEqual([s.programs.build]);
-    expect(s.uplinks.map((u) => [u.pin, u.device])).toEqual([
-      ["uplink/uplink0/egress", "uplink0"],
-      ["uplink/uplink0/ingress", "uplink0"],
+    expect(Object.keys(s.programs.ids).sort()).toEqual(["nkc_from_pod", "nkc_host_in", "nkc_src_check"]);
+    expect(s.programs.running).toBe(s.programs.build);
+    expect(s.programs.pinnedBuilds).toEqual([`${s.programs.build}-${s.programs.natCheck}`]);
+    // The conntrack check wherever the kernel can run it, and a reason wherever it cannot.
+    expect(s.programs.natCheck).toBe(s.programs.conntrackUnavailable ? "memory" : "conntrack");
+    expect(s.uplinks.map((u) => [u.pin, u.device, u.programId])).toEqual([
+      ["uplink/uplink0/ingress", "uplink0", s.programs.ids.nkc_host_in],
     ]);
-    expect(s.uplinks.map((u) => u.programId).sort()).toEqual(
-      [s.programs.ids.nkc_host_in, s.programs.ids.nkc_host_out].sort(),
-    );
     expect(s.endpoints).toMatchObject({ devices: 2, pinned: 2, addresses: 2 });
+    expect(s.flowTables).toMatchObject({ tables: 2, capacityEach: 1024 });
     expect(s.endpoints.links.map((l) => l.device).sort()).toEqual([...devices].sort());
     expect(s.problems).toEqual([]);
 
     const text = status();
     expect(text.stdout).toMatch(/^datapath auto\s+(veth|netkit)$/m);
+    expect(text.stdout).toMatch(/^NAT check\s+(conntrack|memory \(conntrack unavailable: .+\))$/m);
+    expect(text.stdout).toMatch(
+      /^flow tables\s+2 of 1024 entries each: \d+ held, \d+ remembered, \d+ forgotten, \d+ evicted$/m,
+    );
     expect(text.stdout).toMatch(/^endpoints\s+2 devices, 2 with programs, 2 addresses in the endpoint map$/m);
     expect(text.stdout).toMatch(/^problems\s+none$/m);
 

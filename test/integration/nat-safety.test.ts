@@ -13,7 +13,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { Fixture, inNs, TEST_DATAPATH } from "./harness";
+import { BINARY, Fixture, inNs, TEST_DATAPATH } from "./harness";
 import { tcpRequest } from "./tcp";
 import { addPod, type ClusterNode, makeCluster, type Pod } from "./topology";
 
@@ -129,7 +129,7 @@ describe(`NAT'd flows survive another pod's flood (${TEST_DATAPATH})`, () => {
 
       const flood = spawnSync(
         "nsenter",
-        [`--net=/run/netns/${flooder.netns}`, floodTool, flooder.v4, OUTSIDE.join(","), String(FLOOD_TIMES)],
+        [`--net=/run/netns/${flooder.netns}`, floodTool, OUTSIDE.join(","), String(FLOOD_TIMES)],
         { encoding: "utf8", timeout: 300_000 },
       );
       expect(flood.status, flood.stderr).toBe(0);
@@ -145,4 +145,36 @@ describe(`NAT'd flows survive another pod's flood (${TEST_DATAPATH})`, () => {
     },
     360_000,
   );
+});
+
+describe("flow memory is per pod, and visible", () => {
+  it("a pod flooding another with new flows fills only its own table; endpoints and status report it", () => {
+    const flooder = addPod(fx, a, "flooder");
+    const target = addPod(fx, a, "target");
+    const flood = spawnSync("nsenter", [`--net=/run/netns/${flooder.netns}`, floodTool, target.v4, "1"], {
+      encoding: "utf8",
+      timeout: 300_000,
+    });
+    expect(flood.status, flood.stderr).toBe(0);
+
+    const cli = (...args: string[]) =>
+      JSON.parse(
+        spawnSync("nsenter", [`--net=/run/netns/${a.netns}`, BINARY, ...args, "--json", "--bpffs-root", a.bpffsRoot], {
+          encoding: "utf8",
+        }).stdout,
+      );
+    const rows = cli("endpoints") as { containerId: string; flowTable?: Record<string, number> }[];
+    const table = (id: string) => rows.find((r) => r.containerId === id)?.flowTable;
+    // Every echo id opened a flow in the flooder's table (and, without conntrack, every
+    // SYN): it holds what fits and evicted the rest. The target's own table saw none.
+    // (An LRU map may keep a few slots on another CPU's free list.)
+    expect(table("flooder")).toMatchObject({ capacity: 1024 });
+    expect(table("flooder")?.entries).toBeGreaterThan(1000);
+    expect(table("flooder")?.remembered).toBeGreaterThanOrEqual(65535);
+    expect(table("flooder")?.evicted).toBeGreaterThanOrEqual(65535 - 1024);
+    expect(table("target")).toMatchObject({ entries: 0, remembered: 0, evicted: 0 });
+    const status = cli("status") as { flowTables: { tables: number; evicted: number } };
+    expect(status.flowTables.tables).toBe(2);
+    expect(status.flowTables.evicted).toBe(table("flooder")?.evicted);
+  });
 });

@@ -1,7 +1,7 @@
 /*
- * flood SRC DST[,DST...] TIMES
+ * flood DST[,DST...] TIMES
  *
- * Sends raw IPv4 packets from SRC (the pod's own address) to each DST: a UDP datagram,
+ * Sends raw IPv4 packets (from the address the route gives) to each DST: a UDP datagram,
  * a TCP SYN and an ICMP echo request from every source port / echo id 1..65535, each
  * one TIMES times in a row (a flow seen again is one a cache keeps). Prints how many
  * packets went out. Batched with sendmmsg(2): millions of packets in seconds, which is
@@ -25,14 +25,14 @@
 
 static void put16(uint8_t *p, uint16_t v) { p[0] = v >> 8; p[1] = v & 0xff; }
 
-/* IPv4 header; the kernel fills in the total length and the checksum (raw(7)). */
-static size_t build(uint8_t *p, struct in_addr src, struct in_addr dst, int kind, uint16_t port)
+/* IPv4 header; the kernel fills in the source address (zero here), the total length
+ * and the checksum (raw(7)). */
+static size_t build(uint8_t *p, struct in_addr dst, int kind, uint16_t port)
 {
 	memset(p, 0, PKT);
 	p[0] = 0x45;
 	put16(p + 6, 0x4000);
 	p[8] = 64;
-	memcpy(p + 12, &src, 4);
 	memcpy(p + 16, &dst, 4);
 	uint8_t *l4 = p + 20;
 	switch (kind) {
@@ -61,16 +61,11 @@ static size_t build(uint8_t *p, struct in_addr src, struct in_addr dst, int kind
 
 int main(int argc, char **argv)
 {
-	if (argc != 4) {
-		fprintf(stderr, "usage: flood SRC DST[,DST...] TIMES\n");
+	if (argc != 3) {
+		fprintf(stderr, "usage: flood DST[,DST...] TIMES\n");
 		return 2;
 	}
-	struct in_addr src;
-	if (inet_pton(AF_INET, argv[1], &src) != 1) {
-		fprintf(stderr, "flood: bad source %s\n", argv[1]);
-		return 2;
-	}
-	int times = atoi(argv[3]);
+	int times = atoi(argv[2]);
 	int fd = socket(AF_INET, SOCK_RAW, IPPROTO_RAW);
 	if (fd < 0) {
 		perror("flood: socket");
@@ -83,7 +78,7 @@ int main(int argc, char **argv)
 	unsigned long long sent = 0;
 	int n = 0;
 	char *save = NULL;
-	for (char *d = strtok_r(argv[2], ",", &save); d; d = strtok_r(NULL, ",", &save)) {
+	for (char *d = strtok_r(argv[1], ",", &save); d; d = strtok_r(NULL, ",", &save)) {
 		struct in_addr dst;
 		if (inet_pton(AF_INET, d, &dst) != 1) {
 			fprintf(stderr, "flood: bad destination %s\n", d);
@@ -93,7 +88,7 @@ int main(int argc, char **argv)
 			for (int kind = 0; kind < 3; kind++) {
 				for (int t = 0; t < times; t++) {
 					iov[n].iov_base = bufs[n];
-					iov[n].iov_len = build(bufs[n], src, dst, kind, (uint16_t)port);
+					iov[n].iov_len = build(bufs[n], dst, kind, (uint16_t)port);
 					to[n] = (struct sockaddr_in){ .sin_family = AF_INET, .sin_addr = dst };
 					msgs[n].msg_hdr = (struct msghdr){ .msg_name = &to[n], .msg_namelen = sizeof(to[n]),
 									  .msg_iov = &iov[n], .msg_iovlen = 1 };
