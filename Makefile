@@ -5,7 +5,7 @@ SHELL := /bin/bash
 BIN := dist/netkit-cni
 SRC := $(shell find src bpf -name '*.ts' -o -name '*.c' -o -name '*.h') scripts/build.mjs scripts/build-bpf.sh package-lock.json
 
-.PHONY: deps build bpf test test-unit test-bpf test-integration test-vm test-vm-veth test-e2e typecheck lint demo demo-vm clean
+.PHONY: deps build build-older bpf test test-unit test-bpf test-integration test-vm test-vm-veth test-e2e typecheck lint demo demo-vm clean
 
 deps:
 	@scripts/deps.sh
@@ -14,6 +14,14 @@ $(BIN): $(SRC) | deps
 	node scripts/build.mjs
 
 build: deps $(BIN)
+
+# An older build of the same code (epoch 1): the integration tests run it beside the
+# current one, as a node mid-upgrade does.
+OLDER_BIN := dist/older/netkit-cni
+$(OLDER_BIN): $(SRC) | deps
+	NKC_DIST=dist/older NKC_BUILD_EPOCH=1 node scripts/build.mjs >/dev/null
+
+build-older: $(OLDER_BIN)
 
 # The eBPF objects alone (clang -target bpf, -Wall -Werror); build embeds them too.
 bpf: deps
@@ -31,19 +39,19 @@ test-unit: deps
 test-bpf: deps
 	npx vitest run --project bpf
 
-test-integration: build
+test-integration: build build-older
 	npx vitest run --project integration
 
 # The netkit suite: inside a User-Mode Linux 6.12 guest (test/vm; the first run builds
 # its kernel, ~5-10 min, then it is cached), the integration tests again with netkit
 # pods, plus the netkit-only tests.
-test-vm: build
+test-vm: build build-older
 	test/vm/run.sh --timeout 1800 --env NETKIT_CNI_TEST_DATAPATH=netkit -- \
 	  npx vitest run --project integration --project netkit
 
 # The veth datapath on the guest's 6.12 kernel: the eBPF programs (interpreted there: no
 # JIT) and the integration suite.
-test-vm-veth: build
+test-vm-veth: build build-older
 	test/vm/run.sh --timeout 1800 -- npx vitest run --project bpf --project integration
 
 # Real runtimes drive the plugin: cnitool, podman (CNI backend), containerd (ctr run
@@ -55,7 +63,7 @@ test-e2e: build
 # The whole suite: static checks, unit, eBPF programs against this kernel, the built
 # executable in real namespaces, then in the VM: the same with netkit, and with veth on
 # the guest's kernel (the A/B of one cluster runs both datapaths on one kernel).
-test: typecheck lint build
+test: typecheck lint build build-older
 	npx vitest run --project unit --project bpf --project integration
 	$(MAKE) --no-print-directory test-e2e
 	$(MAKE) --no-print-directory test-vm

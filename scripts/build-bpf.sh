@@ -1,5 +1,5 @@
 #!/bin/sh
-# Compiles every bpf/*.c twice into dist/bpf/ (clang -target bpf):
+# Compiles every bpf/*.c twice into dist/bpf/, or the directory given (clang -target bpf):
 #   <name>.o      NAT safety from our own per-endpoint memory (any kernel)
 #   <name>_ct.o   NAT safety from the kernel's conntrack, through kfuncs (kernels with
 #                 a BPF JIT); the loader tries these first (src/bpf/node.ts).
@@ -8,7 +8,7 @@
 # multiarch include directory, which clang does not search for -target bpf.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
-out="$root/dist/bpf"
+out=${1:-$root/dist/bpf}
 mkdir -p "$out"
 clang=${CLANG:-clang}
 multiarch=$(gcc -print-multiarch 2>/dev/null || echo "$(uname -m)-linux-gnu")

@@ -10,7 +10,8 @@ import * as path from "node:path";
 import * as esbuild from "esbuild";
 
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), "..");
-const dist = path.join(root, "dist");
+// NKC_DIST: build somewhere else (the tests' older build; see the Makefile).
+const dist = path.resolve(process.env.NKC_DIST ?? path.join(root, "dist"));
 const require = createRequire(import.meta.url);
 
 const addons = {
@@ -46,7 +47,7 @@ const nativeAddonsPlugin = {
 
 fs.mkdirSync(dist, { recursive: true });
 // The eBPF objects first: they travel inside the executable as SEA assets.
-execFileSync(path.join(root, "scripts/build-bpf.sh"), { stdio: "inherit" });
+execFileSync(path.join(root, "scripts/build-bpf.sh"), [path.join(dist, "bpf")], { stdio: "inherit" });
 const bundle = path.join(dist, "netkit-cni.js");
 await esbuild.build({
   entryPoints: [path.join(root, "src/main.ts")],

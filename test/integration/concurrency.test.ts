@@ -1,0 +1,136 @@
+/**
+ * Verbs racing each other on one node, as kubelet's runtime makes them: an ADD while a
+ * DEL or GC prunes the endpoint entries of vanished devices, and an older build of the
+ * executable still running while a newer one takes over the node (an upgrade in
+ * progress). No interleaving may drop a live pod's entries, and no older build may take
+ * the node back from a newer one.
+ */
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { BpfLink } from "../../src/bpf/links";
+import { pinnedProgramSets } from "../../src/bpf/node";
+import { endpointMapEntries } from "../../src/datapath/fastpath";
+import { Fixture, ping, runPlugin, runPluginAsync, withPluginBinary } from "./harness";
+import { addPod, type ClusterNode, delPod, ifindexOf, makeCluster, type Pod } from "./topology";
+
+const OLDER = path.resolve(__dirname, "../../dist/older/netkit-cni");
+const ITERATIONS = process.env.NETKIT_VM ? 8 : 30;
+
+let fx: Fixture;
+let a: ClusterNode;
+let b: ClusterNode;
+
+beforeEach(() => {
+  fx = new Fixture();
+  [a, b] = makeCluster(fx);
+});
+afterEach(() => fx.cleanup());
+
+/** The pod's addresses are in the endpoint map, pointing at its device. */
+function expectEntries(pod: Pod): void {
+  const entries = endpointMapEntries(pod.node.bpffsRoot);
+  const ifindex = ifindexOf(pod.node.netns, pod.hostDevice);
+  expect(entries.get(pod.v4)?.hostIfindex, `${pod.containerId} ${pod.v4}`).toBe(ifindex);
+  expect(entries.get(pod.v6)?.hostIfindex, `${pod.containerId} ${pod.v6}`).toBe(ifindex);
+}
+
+describe("ADD racing DEL and GC", () => {
+  it(`keeps every new pod's entries while vanished pods are pruned (${ITERATIONS} rounds)`, async () => {
+    const live: Pod[] = [];
+    for (let i = 0; i < ITERATIONS; i++) {
+      // A pod whose netns vanished without a DEL: its device is gone, its entries are not.
+      const ghost = addPod(fx, a, `ghost${i}`);
+      fx.deleteNetns(ghost.netns);
+      const netns = fx.makeNetns("nkp");
+      const att = { containerId: `live${i}`, netns: `/run/netns/${netns}`, ifname: "eth0" };
+      const valid = [...live, { containerId: att.containerId }].map((p) => ({
+        containerID: p.containerId,
+        ifname: "eth0",
+      }));
+      // DEL of the ghost without prevResult or netns (the runtime lost both) prunes dead
+      // entries; GC does too. Both run while the new pod's ADD writes its entries.
+      const [added, deleted, collected] = await Promise.all([
+        runPluginAsync(a.netns, "ADD", att, a.conf),
+        runPluginAsync(a.netns, "DEL", { containerId: ghost.containerId, netns: "", ifname: "eth0" }, a.conf),
+        runPluginAsync(a.netns, "GC", {}, { ...a.conf, "cni.dev/valid-attachments": valid }),
+      ]);
+      expect(added.status, added.stdout).toBe(0);
+      expect(deleted.status, deleted.stdout).toBe(0);
+      expect(collected.status, collected.stdout).toBe(0);
+      const ips = (added.json?.ips ?? []) as { address: string }[];
+      const ip = (v6: boolean) => ips.find((x) => x.address.includes(":") === v6)?.address.split("/")[0] ?? "";
+      const hostDevice = ((added.json?.interfaces ?? []) as { name: string }[])[0]?.name ?? "";
+      const pod: Pod = {
+        node: a,
+        netns,
+        containerId: att.containerId,
+        v4: ip(false),
+        v6: ip(true),
+        hostDevice,
+        add: added,
+      };
+      live.push(pod);
+      for (const p of live) expectEntries(p);
+    }
+    // Exactly the live pods remain.
+    expect(endpointMapEntries(a.bpffsRoot).size).toBe(2 * live.length);
+    expect(ping((live[0] as Pod).netns, (live[live.length - 1] as Pod).v4)).toBe(true);
+  }, 600_000);
+});
+
+describe("an older build beside a newer one", () => {
+  it("the older build's ADDs use the newer programs and never take the node back", async () => {
+    if (!fs.existsSync(OLDER)) throw new Error(`${OLDER} is missing: make build-older`);
+    const first = addPod(fx, a, "new1");
+    const [newer] = pinnedProgramSets(a.bpffsRoot);
+    expect(newer).toBeDefined();
+    const uplinkPin = path.join(a.bpffsRoot, "uplink", "wire0", "ingress");
+    const programOf = (pin: string) => {
+      const link = BpfLink.openPinned(pin);
+      try {
+        return link.programId();
+      } finally {
+        link.close();
+      }
+    };
+    const uplinkProgram = programOf(uplinkPin);
+
+    // Mid-upgrade: the older executable and the newer one add pods at the same time.
+    const runs = await Promise.all(
+      Array.from({ length: 6 }, (_, i) => {
+        const netns = fx.makeNetns("nkp");
+        const att = { containerId: `mixed${i}`, netns: `/run/netns/${netns}`, ifname: "eth0" };
+        return i % 2
+          ? runPluginAsync(a.netns, "ADD", att, a.conf)
+          : withPluginBinary(OLDER, () => runPluginAsync(a.netns, "ADD", att, a.conf));
+      }),
+    );
+    for (const r of runs) expect(r.status, r.stdout).toBe(0);
+    const older = withPluginBinary(OLDER, () => addPod(fx, a, "old1"));
+
+    // The newer build's programs are still the node's, pinned and running everywhere.
+    expect(pinnedProgramSets(a.bpffsRoot).map((s) => s.dir)).toEqual([newer?.dir]);
+    expect(programOf(uplinkPin)).toBe(uplinkProgram);
+    const pods = fs.readdirSync(path.join(a.bpffsRoot, "endpoints"));
+    expect(pods).toHaveLength(8);
+    const podPrograms = new Set(pods.map((dev) => programOf(path.join(a.bpffsRoot, "endpoints", dev, "from_pod"))));
+    expect(podPrograms.size).toBe(1);
+    expect(programOf(path.join(a.bpffsRoot, "endpoints", first.hostDevice, "from_pod"))).toBe([...podPrograms][0]);
+    // Pods made by either build reach each other and the other node.
+    const remote = addPod(fx, b, "remote");
+    expect(ping(older.netns, first.v4)).toBe(true);
+    expect(ping(first.netns, older.v6)).toBe(true);
+    expect(ping(older.netns, remote.v4)).toBe(true);
+    // And the older build still deletes what it made.
+    expect(withPluginBinary(OLDER, () => delPod(older)).status).toBe(0);
+    expect(
+      runPlugin(
+        a.netns,
+        "DEL",
+        { containerId: "new1", netns: `/run/netns/${first.netns}`, ifname: "eth0" },
+        { ...a.conf, prevResult: first.add.json },
+      ).status,
+    ).toBe(0);
+  }, 300_000);
+});
