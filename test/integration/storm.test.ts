@@ -81,7 +81,7 @@ it(`adds and deletes ${PODS} pods at concurrency ${CONCURRENCY} without failures
   for (const s of spinners.splice(0)) s.kill("SIGKILL");
   console.log(
     `storm: ${PODS} ADDs in ${(addWall / 1000).toFixed(1)} s, ${PODS} DELs in ${(delWall / 1000).toFixed(1)} s ` +
-      `(concurrency ${CONCURRENCY}, ${os.availableParallelism()} busy cores); failures: ${addFailures.length} ADD, ${delFailures.length} DEL`,
+      `(concurrency ${CONCURRENCY}, cores kept busy: ${os.availableParallelism()}); failures: ${addFailures.length} ADD, ${delFailures.length} DEL`,
   );
   expect(addFailures.map((r) => r.stdout)).toEqual([]);
   expect(delFailures.map((r) => r.stdout)).toEqual([]);
