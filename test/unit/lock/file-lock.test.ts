@@ -8,6 +8,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from "vitest";
+import { withFileLock } from "../../../src/sys/file-lock";
 import { type Child, Children } from "./children";
 
 let children: Children;
@@ -127,3 +128,23 @@ it("still takes the lock, unqueued, where no queue directory can be made", async
   holder.process.kill("SIGKILL");
   expect(await outcome(waiter)).toEqual([{ locked: 1 }]);
 }, 30_000);
+
+it("runs the holder at raised priority and restores it on release", () => {
+  const before = os.getPriority();
+  const inside = withFileLock(lock, 1_000, () => os.getPriority(), queues);
+  // Only root may raise it, as the plugin runs; anyone else keeps theirs.
+  const raised = process.getuid?.() === 0 ? Math.min(before, os.constants.priority.PRIORITY_HIGH) : before;
+  expect(inside).toBe(raised);
+  expect(os.getPriority()).toBe(before);
+  expect(() =>
+    withFileLock(
+      lock,
+      1_000,
+      () => {
+        throw new Error("inside");
+      },
+      queues,
+    ),
+  ).toThrow("inside");
+  expect(os.getPriority()).toBe(before);
+});
