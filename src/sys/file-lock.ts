@@ -9,8 +9,9 @@
  * the lock is polled with LOCK_NB, and polling alone is unfair: whoever asks right after
  * a release wins. A process that just arrived (or just let go and wants it again) asks
  * straight away, while one that has waited long sleeps between its polls, so in a burst
- * of pods the newcomers keep overtaking it until its deadline passes. Jitter does not cure
- * that; it only changes who is unlucky.
+ * of pods the newcomers keep overtaking it until its deadline passes. Short jittered polls
+ * would spread that bad luck evenly, but not bound it: with 64 waiters and long enough
+ * holds, someone still loses every round until the deadline.
  *
  * So contenders queue. One that finds the lock busy takes a ticket: a file in the lock's
  * queue directory, named by its arrival time on CLOCK_MONOTONIC (one clock for every
