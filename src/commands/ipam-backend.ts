@@ -31,7 +31,14 @@ function embeddedBackend(inv: Invocation, cfg: embedded.EmbeddedIpamConfig): Ipa
   return {
     name: "embedded ipam",
     add: () => embedded.allocate(cfg, containerId, ifname),
-    del: () => embedded.release(cfg, containerId, ifname),
+    // prevResult names the addresses, so DEL need not read every reservation to find them.
+    del: () =>
+      embedded.release(
+        cfg,
+        containerId,
+        ifname,
+        (inv.conf.prevResult?.ips ?? []).map((ip) => ip.address),
+      ),
     check: (addresses) => embedded.check(cfg, containerId, ifname, addresses),
     // The store is <dataDir>/<network name>: another network's addresses are not in it.
     gc: (valid) => {

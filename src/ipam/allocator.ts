@@ -58,6 +58,33 @@ export function setCapacity(set: RangeSet): bigint {
   return set.ranges.reduce((n, r) => n + capacity(r), 0n);
 }
 
+/** How many addresses after the hint are tried one by one before the taken ones are looked up. */
+export const HINT_PROBES = 32;
+
+/**
+ * The addresses worth trying, in round-robin order, for a store that can try one cheaply
+ * (an exclusive create that fails if the address is taken). After the hint they are
+ * usually free, so the first HINT_PROBES are proposed as they come; past a run of taken
+ * ones (the range has wrapped around onto long-lived pods) `reservedNow()` is asked once,
+ * so the rest skips what it names, and nothing is proposed when it fills the set.
+ */
+export function* proposals(
+  set: RangeSet,
+  lastReserved: string | undefined,
+  reservedNow: () => Set<string>,
+): Generator<string> {
+  let reserved: Set<string> | undefined;
+  let proposed = 0;
+  for (const c of candidates(set, lastReserved)) {
+    if (reserved === undefined && proposed++ === HINT_PROBES) {
+      reserved = reservedNow();
+      const inSet = [...reserved].filter((ip) => rangeFor(set, ip)).length;
+      if (BigInt(inSet) >= setCapacity(set)) return;
+    }
+    if (!reserved?.has(c.ip)) yield c.ip;
+  }
+}
+
 /**
  * The first free candidate, or undefined when the set is full. `reservedInSet` counts the
  * set's addresses already taken: when it reaches the capacity the answer is known without

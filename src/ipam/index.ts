@@ -3,7 +3,9 @@
  * on-disk store without exec'ing another binary. The verbs' IPAM halves live here:
  * allocate (ADD), release (DEL), check (CHECK), gc (GC), status (STATUS), plus
  * listAllocations for tools and tests.
- * Everything is synchronous and every change happens under the store's lock. Errors carry
+ * Everything is synchronous and every change happens under the store's lock, which every
+ * ADD and DEL on the node waits for: a lookup that reads every reservation (what does this
+ * attachment hold?) is done before taking it and confirmed under it. Errors carry
  * their CNI code: 7 bad config (config.ts), 11 lock busy, 50 no free address, 5 I/O,
  * 101 CHECK mismatch. Never touches network devices or namespaces.
  */
@@ -13,7 +15,7 @@ import * as path from "node:path";
 import type { Attachment } from "../cni/config";
 import { CniError, ErrorCode, invalidEnv } from "../cni/errors";
 import type { IpConfig, Result } from "../cni/result";
-import { describeSet, pickFree, rangeFor } from "./allocator";
+import { describeSet, pickFree, proposals, rangeFor } from "./allocator";
 import type { EmbeddedIpamConfig } from "./config";
 import { formatAddress, parseAddressOrCidr } from "./ranges";
 import { IpStore, type LockedStore, type Owner, type Reservation } from "./store";
@@ -74,30 +76,39 @@ function prefixOf(cfg: EmbeddedIpamConfig, setIndex: number, ip: string): IpConf
  */
 export function allocate(cfg: EmbeddedIpamConfig, containerId: string, ifname: string): Result {
   requireAttachment(containerId, ifname);
-  const ips = storeOf(cfg).withLock((store) => {
-    const reserved = store.reservations();
+  const store = storeOf(cfg);
+  // What the attachment holds is looked up before taking the lock, since that reads every
+  // reservation. Nobody else makes or removes its files meanwhile (a runtime never runs
+  // two operations on one attachment at once); GC may free one, hence the second look.
+  const held = store.exists()
+    ? [...store.scan().values()].filter((r) => ownedExactly(r.owner, containerId, ifname))
+    : [];
+  const ips = store.withLock((locked) => {
     const ours: string[] = [];
     try {
       return cfg.rangeSets.map((set, index) => {
-        const held = [...reserved.values()].find(
-          (r) => ownedExactly(r.owner, containerId, ifname) && rangeFor(set, r.ip),
-        );
-        if (held) return prefixOf(cfg, index, held.ip);
-        const ip = reserveIn(store, reserved, index, cfg, containerId, ifname);
+        const mine = held.find((r) => rangeFor(set, r.ip) && stillOwned(locked, r, containerId, ifname));
+        if (mine) return prefixOf(cfg, index, mine.ip);
+        const ip = reserveIn(locked, index, cfg, containerId, ifname);
         ours.push(ip);
         return prefixOf(cfg, index, ip);
       });
     } catch (e) {
-      for (const ip of ours) store.remove(ip);
+      for (const ip of ours) locked.remove(ip);
       throw e;
     }
   });
   return { interfaces: [], ips, routes: cfg.routes.map((r) => ({ ...r })), dns: { ...cfg.dns } };
 }
 
+/** Whether `r`, found without the lock, is still the attachment's. */
+function stillOwned(locked: LockedStore, r: Reservation, containerId: string, ifname: string): boolean {
+  const now = locked.reservation(r.ip, r.file);
+  return now !== undefined && ownedExactly(now.owner, containerId, ifname);
+}
+
 function reserveIn(
   store: LockedStore,
-  reserved: Map<string, Reservation>,
   index: number,
   cfg: EmbeddedIpamConfig,
   containerId: string,
@@ -105,47 +116,55 @@ function reserveIn(
 ): string {
   const set = cfg.rangeSets[index];
   if (!set) throw new CniError(ErrorCode.Internal, `no range set ${index}`);
-  const last = store.lastReserved(index);
-  let inSet = [...reserved.keys()].filter((ip) => rangeFor(set, ip)).length;
-  for (;;) {
-    const pick = pickFree(set, last, (ip) => reserved.has(ip), inSet);
-    if (!pick) {
-      // Code 50, "cannot service ADD requests": the same answer STATUS gives for this
-      // state, so a runtime that polls STATUS stops scheduling pods here. Not 11: a full
-      // range does not clear up by retrying, only by pods going away. The message is
-      // host-local's, so existing alerts keep matching.
-      throw new CniError(
-        ErrorCode.PluginNotAvailable,
-        `no IP addresses available in range set: ${describeSet(set)}`,
-        `network ${cfg.networkName}, range set ${index}, store ${cfg.storeDir}`,
-      );
-    }
-    const owner: Owner = { containerId: containerId.trim(), ifname };
-    if (store.reserve(pick.ip, containerId, ifname)) {
-      reserved.set(pick.ip, { ip: pick.ip, owner });
-      store.setLastReserved(index, pick.ip);
-      return pick.ip;
-    }
-    // Taken behind our back (a writer that ignores the lock): count it and look further.
-    reserved.set(pick.ip, { ip: pick.ip, owner: { containerId: "", ifname: undefined } });
-    inSet++;
+  const tries = proposals(set, store.lastReserved(index), () => store.addresses());
+  const ip = store.reserveFirst(tries, containerId, ifname);
+  if (ip === undefined) {
+    // Code 50, "cannot service ADD requests": the same answer STATUS gives for this
+    // state, so a runtime that polls STATUS stops scheduling pods here. Not 11: a full
+    // range does not clear up by retrying, only by pods going away. The message is
+    // host-local's, so existing alerts keep matching.
+    throw new CniError(
+      ErrorCode.PluginNotAvailable,
+      `no IP addresses available in range set: ${describeSet(set)}`,
+      `network ${cfg.networkName}, range set ${index}, store ${cfg.storeDir}`,
+    );
   }
+  store.setLastReserved(index, ip);
+  return ip;
 }
 
 /**
  * DEL: frees every address this attachment holds. Like host-local, reservations that
  * name only the container (written by older versions) are freed when none names the
  * attachment exactly. Nothing to free, or no store at all, is success: DEL may repeat.
+ * `known` are the addresses the runtime says the attachment has (prevResult): when they
+ * account for every range set, only their files are read; otherwise all are.
  */
-export function release(cfg: EmbeddedIpamConfig, containerId: string, ifname: string): void {
+export function release(cfg: EmbeddedIpamConfig, containerId: string, ifname: string, known: string[] = []): void {
   requireAttachment(containerId, ifname);
   const store = storeOf(cfg);
   if (!store.exists()) return;
-  store.withLock((locked) => {
-    const all = [...locked.reservations().values()];
+  const owns = (r: Reservation) => ownedExactly(r.owner, containerId, ifname) || ownedLegacy(r.owner, containerId);
+  // Looked for before taking the lock, and confirmed under it, as in allocate.
+  const found = new Map<string, Reservation>();
+  for (const text of known) {
+    const addr = parseAddressOrCidr(text);
+    const r = addr && store.read(formatAddress(addr.family, addr.value));
+    if (r && owns(r)) found.set(r.ip, r);
+  }
+  const accounted = cfg.rangeSets.every((set) => [...found.keys()].some((ip) => rangeFor(set, ip)));
+  if (!accounted) {
+    const all = [...store.scan().values()];
     let mine = all.filter((r) => ownedExactly(r.owner, containerId, ifname));
     if (mine.length === 0) mine = all.filter((r) => ownedLegacy(r.owner, containerId));
-    for (const r of mine) locked.remove(r.ip);
+    for (const r of mine) found.set(r.ip, r);
+  }
+  if (found.size === 0) return;
+  store.withLock((locked) => {
+    for (const r of found.values()) {
+      const now = locked.reservation(r.ip, r.file);
+      if (now && owns(now)) locked.remove(now.ip, now.file);
+    }
   });
 }
 
@@ -160,18 +179,25 @@ export function check(cfg: EmbeddedIpamConfig, containerId: string, ifname: stri
   if (!store.exists())
     throw mismatch(`no IP address is reserved for ${containerId}/${ifname}: ${cfg.storeDir} is missing`);
   store.withLock((locked) => {
-    const reserved = locked.reservations();
     const owns = (r: Reservation | undefined) =>
       r !== undefined && (ownedExactly(r.owner, containerId, ifname) || ownedLegacy(r.owner, containerId));
     if (addresses.length === 0) {
-      if (![...reserved.values()].some(owns)) throw mismatch(`no IP address is reserved for ${containerId}/${ifname}`);
+      if (![...locked.reservations().values()].some(owns)) {
+        throw mismatch(`no IP address is reserved for ${containerId}/${ifname}`);
+      }
       return;
     }
+    let all: Map<string, Reservation> | undefined;
+    const readAll = () => {
+      all ??= locked.reservations();
+      return all;
+    };
     for (const text of addresses) {
       const addr = parseAddressOrCidr(text);
       if (!addr) throw mismatch(`${JSON.stringify(text)} is not an IP address`);
       const ip = formatAddress(addr.family, addr.value);
-      const r = reserved.get(ip);
+      // One file per address; all of them only when one is not under its canonical name.
+      const r = locked.reservation(ip) ?? readAll().get(ip);
       if (!r) throw mismatch(`${ip} is not reserved in ${cfg.storeDir}`);
       if (!owns(r)) {
         const holder = r.owner.ifname === undefined ? r.owner.containerId : `${r.owner.containerId}/${r.owner.ifname}`;
@@ -192,6 +218,7 @@ export function gc(cfg: EmbeddedIpamConfig, valid: Attachment[]): { released: st
   const keep = new Set(valid.map((a) => `${a.containerId.trim()}\0${a.ifname}`));
   const keepContainers = new Set(valid.map((a) => a.containerId.trim()));
   return store.withLock((locked) => {
+    locked.removeTemps();
     const released: string[] = [];
     const failures: string[] = [];
     for (const r of locked.reservations().values()) {
@@ -199,7 +226,7 @@ export function gc(cfg: EmbeddedIpamConfig, valid: Attachment[]): { released: st
       const stays = ifname === undefined ? keepContainers.has(containerId) : keep.has(`${containerId}\0${ifname}`);
       if (stays) continue;
       try {
-        locked.remove(r.ip);
+        locked.remove(r.ip, r.file);
         released.push(r.ip);
       } catch (e) {
         failures.push((e as Error).message);

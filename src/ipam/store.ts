@@ -6,11 +6,22 @@
  *   <storeDir>/last_reserved_ip.<N>  the address last reserved from range set N
  *   <storeDir>/lock                  flock(2)ed exclusively around every change
  * Owns the files and the lock; knows nothing about ranges or allocation policy.
- * Never writes a file in place (a crash must not leave a half-written reservation), never
- * builds a path from a container ID, never creates subdirectories (host-local walks the
- * whole tree), and never changes anything without holding the lock.
+ * Never writes a file in place (a process killed mid-write must not leave a half-written
+ * reservation: the content is written aside and linked in whole), never builds a path
+ * from a container ID, never creates subdirectories (host-local walks the whole tree),
+ * and never changes anything without holding the lock.
+ *
+ * Every ADD and DEL on the node waits for that lock, so what happens under it is short:
+ * - No fsync. A killed process leaves a reservation whole or absent either way; only a
+ *   crash of the whole node can leave one empty or lose it, and the containers such files
+ *   name died in that crash: the runtime's DEL and GC free their addresses (an empty file
+ *   names nobody, so GC frees it). host-local does not sync either.
+ * - No reading of every reservation where a file or two will do: reserving tries
+ *   addresses by linking them exclusively (taken ones fail with EEXIST), and known
+ *   addresses are read one file each. Finding what an attachment holds without knowing
+ *   its addresses does read every file (the format has no index); the verbs do that
+ *   before taking the lock (`IpStore.scan`) and confirm what they found under it.
  */
-import { randomBytes } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { CniError, ErrorCode } from "../cni/errors";
@@ -24,6 +35,8 @@ export const LAST_RESERVED_PREFIX = "last_reserved_ip.";
 export const LOCK_FILE = "lock";
 /** Files starting with this are ours, mid-write; only ever present while the lock is held. */
 const TEMP_PREFIX = ".netkit-cni-tmp.";
+/** The one temp file: a single writer at a time holds the lock. */
+const TEMP_FILE = `${TEMP_PREFIX}pending`;
 
 // Only root (the container runtime) reads or writes reservations; they name every
 // container on the node, so nobody else needs to see them. host-local runs as root too,
@@ -40,6 +53,8 @@ export interface Owner {
 export interface Reservation {
   /** Canonical text form of the address (the file name host-local would use). */
   ip: string;
+  /** The file's name: `ip`, unless someone wrote the address otherwise. */
+  file: string;
   owner: Owner;
 }
 
@@ -63,14 +78,24 @@ function errnoCode(e: unknown): string | undefined {
 /** The operations that need the lock; only reachable through `IpStore.withLock`. */
 export interface LockedStore {
   readonly dir: string;
-  /** Every reservation file, keyed by canonical address. */
+  /** Every reservation file, keyed by canonical address. Reads them all. */
   reservations(): Map<string, Reservation>;
-  /** Creates the reservation file; false if the address is already taken. */
-  reserve(ip: string, containerId: string, ifname: string): boolean;
-  /** Removes the reservation file of `ip` if there is one. */
-  remove(ip: string): void;
+  /** The reservation in `file` (by default the one named `ip`); undefined when there is none. */
+  reservation(ip: string, file?: string): Reservation | undefined;
+  /** The reserved addresses, by file name alone. */
+  addresses(): Set<string>;
+  /**
+   * Reserves the first address of `ips` that is free for the attachment and returns it;
+   * undefined when every one was taken. Each is tried by linking in a file that already
+   * holds the whole content: link(2) fails if the address is taken.
+   */
+  reserveFirst(ips: Iterable<string>, containerId: string, ifname: string): string | undefined;
+  /** Removes the reservation file of `ip` (or the given file) if it is still there. */
+  remove(ip: string, file?: string): void;
   lastReserved(rangeSet: number): string | undefined;
   setLastReserved(rangeSet: number, ip: string): void;
+  /** Removes temp files that processes killed mid-write left behind (older versions' too). */
+  removeTemps(): void;
 }
 
 export class IpStore {
@@ -98,6 +123,20 @@ export class IpStore {
   }
 
   /**
+   * Every reservation, read without the lock: a snapshot in which a reservation of ours
+   * is complete if present (never written in place), while a file host-local is writing
+   * may read as empty. Anything found here is confirmed under the lock before it is used.
+   */
+  scan(): Map<string, Reservation> {
+    return readReservations(this.dir, this.listNames());
+  }
+
+  /** The reservation in `file` (by default the one named `ip`), read without the lock, like `scan`. */
+  read(ip: string, file = ip): Reservation | undefined {
+    return readReservation(this.dir, ip, file);
+  }
+
+  /**
    * Runs `fn` holding the store's exclusive lock, creating the store directory first.
    * Waits for the lock up to the timeout, then fails with "try again later" (code 11):
    * another ADD/DEL is slow, not broken, and the runtime retries.
@@ -109,22 +148,12 @@ export class IpStore {
       throw ioError(`cannot create ${this.dir}`, e);
     }
     try {
-      return withFileLock(this.lockPath, this.lockTimeoutMs, () => {
-        this.removeStaleTemps();
-        return fn(new Locked(this));
-      });
+      return withFileLock(this.lockPath, this.lockTimeoutMs, () => fn(new Locked(this)));
     } catch (e) {
       if (e instanceof LockTimeoutError) {
         throw new CniError(ErrorCode.TryAgainLater, `IPAM store is busy: ${e.message}; try again later`);
       }
       throw e;
-    }
-  }
-
-  /** Temp files left by a process killed mid-write; nobody else writes while we hold the lock. */
-  private removeStaleTemps(): void {
-    for (const name of this.listNames()) {
-      if (name.startsWith(TEMP_PREFIX)) fs.rmSync(path.join(this.dir, name), { force: true });
     }
   }
 
@@ -144,61 +173,75 @@ function canonicalName(name: string): string | undefined {
   return addr ? formatAddress(addr.family, addr.value) : undefined;
 }
 
+/** The reservation in `dir`/`file` for address `ip`; undefined when there is no such file. */
+function readReservation(dir: string, ip: string, file: string): Reservation | undefined {
+  const full = path.join(dir, file);
+  let content: string;
+  try {
+    // Only regular files: a FIFO named like an address would block the read forever.
+    if (!fs.statSync(full).isFile()) return undefined;
+    content = fs.readFileSync(full, "utf8");
+  } catch (e) {
+    if (errnoCode(e) === "ENOENT") return undefined;
+    throw ioError(`cannot read ${full}`, e);
+  }
+  return { ip, file, owner: parseOwner(content) };
+}
+
+function readReservations(dir: string, names: string[]): Map<string, Reservation> {
+  const out = new Map<string, Reservation>();
+  for (const name of names) {
+    const ip = canonicalName(name);
+    const r = ip === undefined ? undefined : readReservation(dir, ip, name);
+    if (r) out.set(r.ip, r);
+  }
+  return out;
+}
+
 class Locked implements LockedStore {
   readonly dir: string;
-  /** Actual file name per canonical address (host-local's names are canonical, but be lenient). */
-  private readonly fileOf = new Map<string, string>();
 
   constructor(private readonly store: IpStore) {
     this.dir = store.dir;
   }
 
   reservations(): Map<string, Reservation> {
-    const out = new Map<string, Reservation>();
-    for (const name of this.store.listNames()) {
-      const ip = canonicalName(name);
-      if (!ip) continue;
-      const file = path.join(this.dir, name);
-      let content: string;
-      try {
-        const st = fs.statSync(file);
-        if (!st.isFile()) continue;
-        content = fs.readFileSync(file, "utf8");
-      } catch (e) {
-        if (errnoCode(e) === "ENOENT") continue;
-        throw ioError(`cannot read ${file}`, e);
-      }
-      this.fileOf.set(ip, name);
-      out.set(ip, { ip, owner: parseOwner(content) });
-    }
-    return out;
+    return readReservations(this.dir, this.store.listNames());
   }
 
-  reserve(ip: string, containerId: string, ifname: string): boolean {
-    const final = path.join(this.dir, ip);
-    // Write the whole content aside, then link it in: link(2) is atomic and fails with
-    // EEXIST when the address is taken, so a reservation is exclusive and never partial.
+  reservation(ip: string, file = ip): Reservation | undefined {
+    return readReservation(this.dir, ip, file);
+  }
+
+  addresses(): Set<string> {
+    return this.store.reservedAddresses();
+  }
+
+  reserveFirst(ips: Iterable<string>, containerId: string, ifname: string): string | undefined {
     const tmp = this.writeTemp(ownerContent(containerId, ifname));
     try {
-      fs.linkSync(tmp, final);
-      this.fileOf.set(ip, ip);
-      return true;
-    } catch (e) {
-      if (errnoCode(e) === "EEXIST") return false;
-      throw ioError(`cannot reserve ${ip} (${final})`, e);
+      for (const ip of ips) {
+        const final = path.join(this.dir, ip);
+        try {
+          fs.linkSync(tmp, final);
+          return ip;
+        } catch (e) {
+          if (errnoCode(e) !== "EEXIST") throw ioError(`cannot reserve ${ip} (${final})`, e);
+        }
+      }
+      return undefined;
     } finally {
       fs.rmSync(tmp, { force: true });
     }
   }
 
-  remove(ip: string): void {
-    const file = path.join(this.dir, this.fileOf.get(ip) ?? ip);
+  remove(ip: string, file = ip): void {
+    const full = path.join(this.dir, file);
     try {
-      fs.unlinkSync(file);
+      fs.unlinkSync(full);
     } catch (e) {
-      if (errnoCode(e) !== "ENOENT") throw ioError(`cannot release ${ip} (${file})`, e);
+      if (errnoCode(e) !== "ENOENT") throw ioError(`cannot release ${ip} (${full})`, e);
     }
-    this.fileOf.delete(ip);
   }
 
   lastReserved(rangeSet: number): string | undefined {
@@ -215,8 +258,7 @@ class Locked implements LockedStore {
 
   setLastReserved(rangeSet: number, ip: string): void {
     const file = path.join(this.dir, `${LAST_RESERVED_PREFIX}${rangeSet}`);
-    // No fsync: garbage or an older address here only costs round-robin order once.
-    const tmp = this.writeTemp(ip, false);
+    const tmp = this.writeTemp(ip);
     try {
       fs.renameSync(tmp, file);
     } catch (e) {
@@ -225,14 +267,23 @@ class Locked implements LockedStore {
     }
   }
 
-  private writeTemp(content: string, durable = true): string {
-    const tmp = path.join(this.dir, `${TEMP_PREFIX}${process.pid}.${randomBytes(6).toString("hex")}`);
+  removeTemps(): void {
+    for (const name of this.store.listNames()) {
+      if (name.startsWith(TEMP_PREFIX)) fs.rmSync(path.join(this.dir, name), { force: true });
+    }
+  }
+
+  /**
+   * Writes `content` to the temp file, made afresh: one a killed writer left behind may
+   * still be linked to a reservation, so it is unlinked, never truncated.
+   */
+  private writeTemp(content: string): string {
+    const tmp = path.join(this.dir, TEMP_FILE);
     try {
+      fs.rmSync(tmp, { force: true });
       const fd = fs.openSync(tmp, "wx", FILE_MODE);
       try {
         fs.writeSync(fd, content);
-        // On disk before it becomes visible: a reservation must not turn up empty after a crash.
-        if (durable) fs.fsyncSync(fd);
       } finally {
         fs.closeSync(fd);
       }

@@ -60,6 +60,7 @@ export function setsockoptInt(fd: number, level: number, optname: number, value:
   );
 }
 
+export const LOCK_SH = 1;
 export const LOCK_EX = 2;
 export const LOCK_NB = 4;
 export const LOCK_UN = 8;

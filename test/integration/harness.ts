@@ -10,6 +10,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { nodeLockPath } from "../../src/datapath/fastpath";
+import { lockQueueDir } from "../../src/sys/file-lock";
 
 export const BINARY = path.resolve(__dirname, "../../dist/netkit-cni");
 let pluginBinary = BINARY;
@@ -112,12 +113,35 @@ export class Fixture {
   cleanup(): void {
     for (const p of this.processes.splice(0)) p.kill();
     for (const ns of this.netnses.splice(0)) trySh("ip", ["netns", "del", ns]);
-    for (const dir of this.dirs.splice(0)) fs.rmSync(dir, { recursive: true, force: true });
+    for (const dir of this.dirs.splice(0)) {
+      for (const lock of storeLocks(dir)) removeLockQueue(lock);
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
     for (const root of [this.bpffsRoot, ...this.extraBpffsRoots.splice(0)]) {
       fs.rmSync(root, { recursive: true, force: true });
+      removeLockQueue(nodeLockPath(root));
       fs.rmSync(nodeLockPath(root), { force: true });
     }
   }
+}
+
+/** The IPAM store locks in a fixture directory used as a dataDir: <dir>/<network>/lock. */
+function storeLocks(dir: string): string[] {
+  let entries: fs.Dirent[];
+  try {
+    entries = fs.readdirSync(dir, { withFileTypes: true });
+  } catch {
+    return [];
+  }
+  return entries
+    .filter((e) => e.isDirectory())
+    .map((e) => path.join(dir, e.name, "lock"))
+    .filter((lock) => fs.existsSync(lock));
+}
+
+/** A plugin killed while queued for a lock leaves its ticket in /run: the queue goes with its lock. */
+function removeLockQueue(lockPath: string): void {
+  if (fs.existsSync(lockPath)) fs.rmSync(lockQueueDir(lockPath), { recursive: true, force: true });
 }
 
 function pluginEnv(verb: string, att: Partial<Attachment>, extraEnv: Record<string, string>): Record<string, string> {

@@ -138,6 +138,19 @@ describe("exhaustion", () => {
   });
 });
 
+describe("taken addresses after the hint", () => {
+  it("past a long run of them (the range wrapped onto long-lived pods) the next free one is found", () => {
+    const dataDir = tempDataDir();
+    const dir = path.join(dataDir, NETWORK);
+    fs.mkdirSync(dir);
+    fs.writeFileSync(path.join(dir, "last_reserved_ip.0"), "10.1.0.9");
+    // 100 taken in a row after the hint: more than are tried one by one.
+    for (let i = 10; i < 110; i++) fs.writeFileSync(path.join(dir, `10.1.0.${i}`), `old${i}\r\neth0`);
+    const cfg = config({ dataDir, ranges: [[{ subnet: "10.1.0.0/24" }]] });
+    expect(allocateMany(cfg, ["a", "b"])).toEqual(["10.1.0.110", "10.1.0.111"]);
+  });
+});
+
 describe("idempotence", () => {
   it("a repeated ADD for the same attachment returns the same address, without a second reservation", () => {
     const dataDir = tempDataDir();
@@ -161,6 +174,48 @@ describe("idempotence", () => {
     release(cfg, "pod-a", "eth0");
     release(cfg, "pod-a", "eth0");
     expect(listAllocations(cfg)).toEqual([{ ip: "10.1.0.3", containerId: "pod-a", ifname: "net1" }]);
+  });
+});
+
+describe("release with the addresses the runtime knows (prevResult)", () => {
+  const ranges = [[{ subnet: "10.1.0.0/24" }], [{ subnet: "fd00::/64" }]];
+
+  /** A reservation-named file no reading survives: a symlink to itself (ELOOP). */
+  function unreadableReservation(dataDir: string): void {
+    const file = path.join(dataDir, NETWORK, "10.1.0.99");
+    fs.symlinkSync(file, file);
+  }
+
+  it("reads only their files when they cover every range set", () => {
+    const dataDir = tempDataDir();
+    const cfg = config({ dataDir, ranges });
+    const a = allocate(cfg, "a", "eth0");
+    allocate(cfg, "b", "eth0");
+    unreadableReservation(dataDir);
+    // Without them, every reservation is read, and that one cannot be.
+    expect(cniErrorOf(() => release(cfg, "a", "eth0")).code).toBe(ErrorCode.IoFailure);
+    release(
+      cfg,
+      "a",
+      "eth0",
+      a.ips.map((ip) => ip.address),
+    );
+    expect(
+      fs
+        .readdirSync(path.join(dataDir, NETWORK))
+        .filter((n) => /^(10|fd)/.test(n))
+        .sort(),
+    ).toEqual(["10.1.0.3", "10.1.0.99", "fd00::3"]);
+  });
+
+  it("still frees what they miss, and never what another attachment holds", () => {
+    const dataDir = tempDataDir();
+    const cfg = config({ dataDir, ranges });
+    allocate(cfg, "a", "eth0");
+    allocate(cfg, "b", "eth0");
+    // Only the IPv4 address, plus one of b's: a's IPv6 address is found by reading them all.
+    release(cfg, "a", "eth0", ["10.1.0.2/24", "10.1.0.3/24"]);
+    expect(listAllocations(cfg).map((r) => `${r.ip} ${r.containerId}`)).toEqual(["10.1.0.3 b", "fd00::3 b"]);
   });
 });
 
@@ -258,7 +313,7 @@ describe("host-local's on-disk format", () => {
     expect(fs.existsSync(path.join(dir, "10.1.0.4"))).toBe(false);
   });
 
-  it("ignores files that are not reservations and removes temp files left by a crash", () => {
+  it("ignores files that are not reservations; GC removes temp files left by a crash", () => {
     const dataDir = tempDataDir();
     const dir = path.join(dataDir, NETWORK);
     fs.mkdirSync(dir);
@@ -266,11 +321,35 @@ describe("host-local's on-disk format", () => {
     fs.writeFileSync(path.join(dir, ".netkit-cni-tmp.1.abc"), "x\r\neth0");
     const cfg = config({ dataDir, ranges: [[{ subnet: "10.1.0.0/24" }]] });
     expect(listAllocations(cfg)).toEqual([]);
+    expect(gc(cfg, [])).toEqual({ released: [] });
     expect(fs.readdirSync(dir).sort()).toEqual(["README", "lock"]);
+  });
+
+  it("a temp file a killed writer left linked to a reservation is replaced, the reservation kept whole", () => {
+    const dataDir = tempDataDir();
+    const dir = path.join(dataDir, NETWORK);
+    const cfg = config({ dataDir, ranges: [[{ subnet: "10.1.0.0/24" }]] });
+    allocate(cfg, "a", "eth0");
+    // Killed after linking its reservation in, before removing the temp file.
+    fs.linkSync(path.join(dir, "10.1.0.2"), path.join(dir, ".netkit-cni-tmp.pending"));
+    expect(addressesOf(allocate(cfg, "b", "eth0").ips)).toEqual(["10.1.0.3"]);
+    expect(fs.readFileSync(path.join(dir, "10.1.0.2"), "utf8")).toBe("a\r\neth0");
+    expect(fs.readFileSync(path.join(dir, "10.1.0.3"), "utf8")).toBe("b\r\neth0");
+    expect(fs.readdirSync(dir).filter((n) => n.startsWith("."))).toEqual([]);
   });
 });
 
 describe("check", () => {
+  it("with addresses, reads only their files", () => {
+    const dataDir = tempDataDir();
+    const cfg = config({ dataDir, ranges: [[{ subnet: "10.1.0.0/24" }]] });
+    allocate(cfg, "a", "eth0");
+    const loop = path.join(dataDir, NETWORK, "10.1.0.99");
+    fs.symlinkSync(loop, loop);
+    check(cfg, "a", "eth0", ["10.1.0.2/24"]);
+    expect(cniErrorOf(() => check(cfg, "a", "eth0", [])).code).toBe(ErrorCode.IoFailure);
+  });
+
   it("passes for the attachment's addresses and fails with code 101 otherwise", () => {
     const dataDir = tempDataDir();
     const cfg = config({ dataDir, ranges: [[{ subnet: "10.1.0.0/24" }]] });
