@@ -292,21 +292,38 @@ export function buildName(objects: NodeObjects): string {
 
 /**
  * Why this kernel cannot run the conntrack variant, or undefined when it looks able to
- * (for `status`; loading is the real test). kfunc calls need a JIT (`jited`: whether a
- * program of ours was JIT-compiled, when one is loaded; net.core.bpf_jit_enable is only
- * visible from the initial network namespace), and the conntrack functions in the BTF.
+ * (for `status` and tests; loading is the real test). kfunc calls need a JIT: `jited`
+ * says whether a program of ours was JIT-compiled, else a two-instruction program is
+ * loaded to find out (net.core.bpf_jit_enable is visible only from the initial network
+ * namespace, and absent where the kernel has no JIT). And the conntrack functions must be
+ * in the kernel's BTF.
  */
-export function conntrackUnavailable(jited?: boolean): string | undefined {
-  const jit = "/proc/sys/net/core/bpf_jit_enable";
-  if (jited === false) return "the kernel runs BPF programs without a JIT (kfunc calls need one)";
-  if (jited === undefined && fs.existsSync(jit) && fs.readFileSync(jit, "utf8").trim() === "0") {
-    return "the BPF JIT is off (net.core.bpf_jit_enable = 0)";
-  }
+export function conntrackUnavailable(jited = probeJit()): string | undefined {
+  if (!jited) return "the kernel runs BPF programs without a JIT (kfunc calls need one)";
   try {
     resolveKernelFunctions(CONNTRACK_KFUNCS, CONNTRACK_MODULE).close();
     return undefined;
   } catch (e) {
     return firstLine(e);
+  }
+}
+
+/** Does the kernel JIT-compile what we load? Asked of `r0 = 0; exit`. */
+function probeJit(): boolean {
+  const program = loadProgram(
+    {
+      name: "nkc_jit_probe",
+      section: "tc",
+      instructions: Buffer.from([0xb7, 0, 0, 0, 0, 0, 0, 0, 0x95, 0, 0, 0, 0, 0, 0, 0]),
+      relocations: [],
+      kfuncCalls: [],
+    },
+    { license: "GPL", maps: new Map() },
+  );
+  try {
+    return program.jited();
+  } finally {
+    program.close();
   }
 }
 

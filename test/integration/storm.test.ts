@@ -17,7 +17,9 @@ import { type ClusterNode, makeCluster } from "./topology";
 
 // The single-CPU netkit VM runs syscalls an order of magnitude slower: a smaller storm there.
 const PODS = process.env.NETKIT_VM ? 48 : 200;
-const CONCURRENCY = 64;
+// The burst target (64 at once, cores busy) is this machine's; the single-CPU VM checks netkit under
+// the storm at the concurrency it sustains in reasonable time.
+const CONCURRENCY = process.env.NETKIT_VM ? 16 : 64;
 
 let fx: Fixture;
 let node: ClusterNode;
