@@ -10,8 +10,8 @@
 import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
+import { isCidr } from "../cni/address";
 import { parseNetConf } from "../cni/config";
-import { isCidr } from "../cni/result";
 import { seaModule } from "../sys/sea-assets";
 
 export const DEFAULT_BIN_DIR = "/opt/cni/bin";

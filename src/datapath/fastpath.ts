@@ -43,13 +43,13 @@ import {
   readDirectStats,
   removeEndpointTable,
 } from "../bpf/index";
+import { hostPrefix } from "../cni/address";
 import type { NatCheckChoice } from "../cni/config";
 import { CniError, ErrorCode } from "../cni/errors";
 import { log } from "../log";
 import { LockTimeoutError, withFileLock } from "../sys/file-lock";
 import { mkdirs } from "../sys/mkdirs";
 import { readAsset } from "../sys/sea-assets";
-import { hostPrefix } from "./pod-end";
 import type { DeviceKind } from "./types";
 
 const LOCK_DIR = "/run/netkit-cni";
