@@ -20,22 +20,11 @@ export const END = "<!-- results:end -->";
 const RSS_TARGET_KB = 80 * 1024;
 const RR_TARGET = 1.15;
 
+/** The newest run of a kind (file names start with the UTC time). */
 function latest(dir: string, kind: "host" | "vm"): { file: string; r: BenchResult } | undefined {
-  if (!fs.existsSync(dir)) return undefined;
-  const files = fs
-    .readdirSync(dir)
-    .filter((f) => f.endsWith(".json"))
-    .sort()
-    .reverse();
-  for (const f of files) {
-    try {
-      const r = JSON.parse(fs.readFileSync(path.join(dir, f), "utf8")) as BenchResult;
-      if (r.schema === 1 && r.kind === kind) return { file: f, r };
-    } catch {
-      // not ours
-    }
-  }
-  return undefined;
+  return allRuns(dir)
+    .filter(({ r }) => r.kind === kind)
+    .at(-1);
 }
 
 const num = (v: number, digits = 0) =>
@@ -122,24 +111,30 @@ function machineLine(host?: BenchResult, vm?: BenchResult): string {
   return lines.join("\n");
 }
 
+/** Every path with crossing counts in each run, with its across-nodes and one-node counts. */
+function* crossingPaths(runs: [label: string, r: BenchResult | undefined][]) {
+  for (const [label, r] of runs) {
+    if (!r?.crossings) continue;
+    for (const id of r.paths ?? []) {
+      const a = crossing(r, id, "across");
+      const s = crossing(r, id, "same");
+      if (a || s) yield { label, id, a, s };
+    }
+  }
+}
+
 function crossingsTable(host?: BenchResult, vm?: BenchResult): string {
   const rows: string[] = [
     "| kernel | path | across nodes: per packet | out of pod (pod→wire) | wire | into pod (wire→pod) | TCP_RR across: request / response | one node: per packet | TCP_RR one node: request / response |",
     "|---|---|---:|---:|---:|---:|---:|---:|---:|",
   ];
-  for (const [label, r] of [
+  for (const { label, id, a, s } of crossingPaths([
     ["this kernel", host],
     ["UML guest", vm],
-  ] as const) {
-    if (!r?.crossings) continue;
-    for (const id of r.paths ?? []) {
-      const a = crossing(r, id, "across");
-      const s = crossing(r, id, "same");
-      if (!a && !s) continue;
-      rows.push(
-        `| ${label} | ${PATH_LABELS[id]} | **${pp(a?.ping.total)}** | ${pp(a?.ping.hops.outOfPod)} | ${pp(a?.ping.hops.wire)} | ${pp(a?.ping.hops.intoPod)} | ${pp(a?.rrRequest.total)} / ${pp(a?.rrResponse.total)} | **${pp(s?.ping.total)}** | ${pp(s?.rrRequest.total)} / ${pp(s?.rrResponse.total)} |`,
-      );
-    }
+  ])) {
+    rows.push(
+      `| ${label} | ${PATH_LABELS[id]} | **${pp(a?.ping.total)}** | ${pp(a?.ping.hops.outOfPod)} | ${pp(a?.ping.hops.wire)} | ${pp(a?.ping.hops.intoPod)} | ${pp(a?.rrRequest.total)} / ${pp(a?.rrResponse.total)} | **${pp(s?.ping.total)}** | ${pp(s?.rrRequest.total)} / ${pp(s?.rrResponse.total)} |`,
+    );
   }
   return rows.join("\n");
 }
@@ -436,74 +431,59 @@ function startupSection(r: BenchResult): string {
       `By innermost function of src/: ${topList(pd.srcFunctions)}.`,
     );
   }
-  // Where an ADD's time goes, part by part: what was done about each, and what is left.
+  // Where an ADD's time goes, part by part. What was done about each part, tried and left
+  // is told in bench/README.md, outside the generated section: it changes with the code,
+  // not with a run.
   const noProg = r.controlPlane?.cycles["ours-no-programs"];
   const withProg = r.controlPlane?.cycles["ours-embedded"];
   const programsCost =
     noProg && withProg
       ? `; the same pods without programs (\`fastPath: false\`, same run): ADD+DEL ${ms(noProg.cycle.median)} vs ${ms(withProg.cycle.median)} with them`
       : "";
-  const parts: [string, string, string][] = [
+  const parts: [string, string][] = [
     [
       "Node start-up (process start → bootstrapped)",
-      `${ms(s.add.bootstrap.median)}; a bare \`node -e 0\` process: ${ms(s.nodeBare.median)}`,
-      `The floor of any per-invocation Node executable, already ${ptpAdd ? `${x2(s.nodeBare.median / ptpAdd)} ptp's whole ADD (${ms(ptpAdd)})` : "above ptp's whole ADD"}, paid twice per ADD+DEL and on both CPUs during a storm. Left: only a long-lived node agent behind a small native shim (the Cilium/Calico pattern) goes below it, at the price of a second, native executable.`,
+      `${ms(s.add.bootstrap.median)}; a bare \`node -e 0\` process: ${ms(s.nodeBare.median)}${ptpAdd ? `, ${x2(s.nodeBare.median / ptpAdd)} ptp's whole ADD (${ms(ptpAdd)})` : ""}`,
     ],
     [
       "Bundle evaluation and native addons (→ main())",
       `${ms(s.add.moduleLoad.median)}; addon dlopen ${ms(span(s.add, "dlopen"))}, SEA assets ${ms(span(s.add, "sea.getAsset"))}${s.add.spans["process.report.getReport (ffi-rs libc check)"] ? `, process.report ${ms(span(s.add, "process.report"))}` : ""}`,
-      "Done: bundle 560 → ~200 KB; `node:child_process` loads only for an IPAM exec. Tried: reading stdin with read(2) instead of a stream (2 ms less in isolation): no gain per ADD+DEL side by side, not kept. Left: a V8 startup snapshot (SEA `useSnapshot`) could make the rest near free; its heap must not capture the environment, and the addons must load after it (not tried).",
     ],
     [
       "The pod's tcx link (BPF_LINK_CREATE)",
       `${ms(st?.add.bpf.BPF_LINK_CREATE?.ms ?? Number.NaN)} kernel time; \`attachEndpoint\` step ${ms(step("attachEndpoint"))}${programsCost}`,
-      "Each tcx (and netkit) attach swaps the device's bpf_mprog entry and waits for an RCU grace period (`tcx_entry_sync` → `synchronize_rcu`) under RTNL, so storms queue behind it; no user-space change shortens a grace period. Done: one link per pod instead of two. What the second (`to_pod`) did, remembering flows the stack delivered into a pod so that replies of DNAT'd flows go back through conntrack, is now done by remembering the client that opened a flow through the stack (`nkc_clients`, bpf/README.md).",
     ],
     [
       "Node fast-path state opened on every ADD",
       `\`open\` step ${ms(step("open"))} (node lock, ${st?.add.bpf.BPF_OBJ_GET?.calls ?? "?"} BPF_OBJ_GET)`,
-      "Done: when this build's programs are pinned, the pins are opened without reading the ELF objects again (the maps' layouts were checked when those programs were loaded against them).",
-    ],
-    [
-      "Address checks",
-      `\`isCidr\` ${ms(srcFn("isCidr"))}${s.ipv6Regex ? `; node:net's isIPv6 would cost ${ms(s.ipv6Regex.first)} on first use in a fresh Node` : ""}`,
-      "Done: the project's own parser (`src/cni/address.ts`) instead of node:net's large IPv6 regular expression.",
     ],
     [
       "IPAM",
       `embedded: \`add\` step ${ms(step("add"))}, of which \`writeTemp\` ${ms(srcFn("writeTemp"))}; host-local instead: exec ${ms(span(s.addHostLocal, "exec"))} (ADD wall ${ms(s.addHostLocal.wall.median)} vs ${ms(s.add.wall.median)})`,
-      "Done: last_reserved_ip (it only steers round-robin order) is written without fsync. The reservation itself stays fsync'ed: after a crash an address must not be handed out twice.",
     ],
     [
       "rtnetlink",
       `${st?.add.netlinkRequests ?? "?"} requests on ${st?.add.netlinkSockets ?? "?"} sockets, ${ms(st?.add.netlinkKernelMs ?? Number.NaN)} in the kernel; JS ${ms((p?.verb["src/netlink"] ?? 0) + (p?.verb["netlink package (JS)"] ?? 0))}`,
-      "Cheap already; fewer round trips would save well under a millisecond each.",
     ],
     [
       "Namespaces and sockets",
       `\`openNamespaces\` step ${ms(step("openNamespaces"))}; ${st?.add.counts.readlink ?? "?"} readlink calls`,
-      "Done: extended acks are switched on once per socket. Left: each new netlink socket is still found by one scan of /proc/self/fd (the package does not expose its descriptor).",
     ],
-    [
-      "Outside the process (fork/exec, nsenter, exit)",
-      ms(s.add.outside.median),
-      "Exec of a 100 MB executable and teardown of a ~50 MB process. Tried: `process.exit()` right after the result: no measurable gain side by side, not kept.",
-    ],
+    ["Outside the process (fork/exec, nsenter, exit)", ms(s.add.outside.median)],
     [
       "DEL: deleting the host device",
       st
         ? `${ms(st.del.netlinkKernelMs)} kernel time in rtnetlink vs ${ms(st.ptpDel.netlinkKernelMs)} for ptp's veth`
         : "n/a",
-      "Unregistering a device with tcx (or netkit) links waits one more grace period per hook in use (`tcx_uninstall` → `synchronize_rcu`); with one link per pod that is one, down from two. Done: DEL unpins the pod's link before deleting the device, so the link is released by a kernel worker whose grace period overlaps the rest of DEL (map entries, source rules).",
     ],
   ];
   out.push(
     "",
-    `**Where an ADD's ${ms(s.add.wall.median)} go: what was cut, what was tried, what is left** (medians; the parts overlap slightly: profile steps include their system calls):`,
+    `**Where an ADD's ${ms(s.add.wall.median)} go, part by part** (medians; the parts overlap slightly: profile steps include their system calls; what was done about each part: this README's section _Where an ADD's time goes: done, tried, left_):`,
     "",
-    "| part | measured | done, tried, left |",
-    "|---|---|---|",
-    ...parts.map(([part, measured, proposal]) => `| ${part} | ${measured} | ${proposal} |`),
+    "| part | measured |",
+    "|---|---|",
+    ...parts.map(([part, measured]) => `| ${part} | ${measured} |`),
   );
   return out.join("\n");
 }
@@ -536,26 +516,19 @@ function vmNetperfTable(r: BenchResult): string {
 // --- charts ----------------------------------------------------------------------------
 
 function crossingsChart(host?: BenchResult, vm?: BenchResult): string | undefined {
-  const groups: Group[] = [];
-  for (const [label, r] of [
-    ["this kernel", host],
-    ["UML guest, netkit kernel", vm],
-  ] as const) {
-    if (!r?.crossings) continue;
-    for (const id of r.paths ?? []) {
-      const a = crossing(r, id, "across");
-      const s = crossing(r, id, "same");
-      if (!a && !s) continue;
-      groups.push({
-        label: PATH_LABELS[id],
-        sublabel: label,
-        bars: [
-          { series: "across nodes", value: a?.ping.total ?? Number.NaN },
-          { series: "one node", value: s?.ping.total ?? Number.NaN },
-        ],
-      });
-    }
-  }
+  const groups: Group[] = [
+    ...crossingPaths([
+      ["this kernel", host],
+      ["UML guest, netkit kernel", vm],
+    ]),
+  ].map(({ label, id, a, s }) => ({
+    label: PATH_LABELS[id],
+    sublabel: label,
+    bars: [
+      { series: "across nodes", value: a?.ping.total ?? Number.NaN },
+      { series: "one node", value: s?.ping.total ?? Number.NaN },
+    ],
+  }));
   if (!groups.length) return undefined;
   const hostAcross = crossing(host ?? vm, "host", "across")?.ping.total;
   return barChart({

@@ -70,8 +70,6 @@ export interface SyscallReport {
   bpf: Record<string, { calls: number; ms: number }>;
   counts: Record<string, number>;
   ipamExecMs?: number;
-  /** Main thread's timeline (ms since the plugin's execve) of a few landmarks. */
-  landmarks: Record<string, number>;
 }
 
 export interface ProfileReport {
@@ -80,7 +78,6 @@ export interface ProfileReport {
   /** ms per run, by source module group, for module loading and for the verb. */
   load: Record<string, number>;
   verb: Record<string, number>;
-  topModules: { module: string; ms: number }[];
   /** CPU time per step of the verb (what cmdAdd was calling), ms per run. */
   steps: { name: string; ms: number }[];
   /** CPU time in the verb by innermost function of src/ (its callees included), ms per run. */
@@ -89,8 +86,6 @@ export interface ProfileReport {
 
 export interface StartupReport {
   nodeBare: Summary;
-  /** node:net's isIPv6 in a fresh Node process: first call, and each later one (ms). */
-  ipv6Regex?: { first: number; next: number };
   seaVersion: Summary;
   add: PhaseReport;
   addHostLocal: PhaseReport;
@@ -155,15 +150,9 @@ function parseStrace(file: string, binary: string): SyscallReport {
   let netlinkSockets = 0;
   let netlinkKernelMs = 0;
   const pending = new Map<string, string>(); // pid → unfinished call name
-  let pluginPid = "";
-  let t0 = 0;
-  const landmarks: Record<string, number> = {};
   const startOf = new Map<string, number>();
   const endOf = new Map<string, number>();
   let ipamPid = "";
-  const mark = (name: string, t: number) => {
-    if (landmarks[name] === undefined && t0) landmarks[name] = (t - t0) * 1000;
-  };
   for (const line of lines) {
     const m = /^(\d+)\s+(\d+\.\d+)\s+(.*)$/.exec(line);
     if (!m) continue;
@@ -195,14 +184,7 @@ function parseStrace(file: string, binary: string): SyscallReport {
     }
     const dur = Number(/<(\d+\.\d+)>$/.exec(body)?.[1] ?? 0) * 1000;
     const ret = /= (-?\d+)/.exec(body)?.[1];
-    if (name === "execve") {
-      if (body.includes(`"${binary}"`) && !pluginPid) {
-        pluginPid = pid;
-        t0 = t;
-      } else if (/\/host-local"/.test(body)) {
-        ipamPid = pid;
-      }
-    }
+    if (name === "execve" && /\/host-local"/.test(body)) ipamPid = pid;
     const fds = netlinkFds.get(pid) ?? new Map<number, "new" | "plugin" | "libc">();
     netlinkFds.set(pid, fds);
     const fd = Number(/^(\d+)/.exec(body)?.[1] ?? -1);
@@ -219,14 +201,9 @@ function parseStrace(file: string, binary: string): SyscallReport {
       fds.set(fd, k);
       if (k === "libc") {
         if (name === "sendto") getifaddrsDumps += 1;
-        mark("getifaddrs dump (process.report)", t);
       } else {
         netlinkKernelMs += dur;
-        if (name.startsWith("send")) {
-          netlinkRequests += 1;
-          mark("first netlink request", t);
-          landmarks["last netlink request"] = (t - t0) * 1000;
-        }
+        if (name.startsWith("send")) netlinkRequests += 1;
       }
     } else if (name === "bpf") {
       const cmd = /^(BPF_\w+)/.exec(body)?.[1] ?? "?";
@@ -234,22 +211,13 @@ function parseStrace(file: string, binary: string): SyscallReport {
       b.calls += 1;
       b.ms += dur;
       bpf[cmd] = b;
-      mark("first bpf call", t);
-    } else if (name === "openat" && /addons\/ffi-rs/.test(body)) {
-      mark("ffi-rs addon opened", t);
-    } else if (name === "openat" && /addons\/netlink/.test(body)) {
-      mark("netlink addon opened", t);
-    } else if (name === "setns") {
-      mark("first setns", t);
-    } else if (name === "exit_group" && pid === pluginPid) {
-      mark("exit_group", t);
     }
   }
   const ipamExecMs =
     ipamPid && startOf.has(ipamPid) && endOf.has(ipamPid)
       ? ((endOf.get(ipamPid) as number) - (startOf.get(ipamPid) as number)) * 1000
       : undefined;
-  return { netlinkRequests, netlinkSockets, netlinkKernelMs, getifaddrsDumps, bpf, counts, ipamExecMs, landmarks };
+  return { netlinkRequests, netlinkSockets, netlinkKernelMs, getifaddrsDumps, bpf, counts, ipamExecMs };
 }
 
 const STRACE_RUNS = 3;
@@ -301,13 +269,12 @@ function moduleAt(mods: [number, string][], line: number): string {
   return found;
 }
 
-export function groupOf(module: string): string {
+function groupOf(module: string): string {
   if (module.startsWith("node_modules/netlink/")) return "netlink package (JS)";
   if (module.startsWith("node_modules/ffi-rs/")) return "ffi-rs package (JS)";
   if (module.startsWith("node_modules/")) return "other packages";
   const m = /^src\/([^/]+)\//.exec(module);
   if (m) return `src/${m[1]}`;
-  if (module.startsWith("src/")) return module;
   return module;
 }
 
@@ -319,7 +286,6 @@ const VERBS = new Set(["cmdAdd", "cmdDel", "cmdCheck", "cmdGc", "cmdStatus"]);
 
 interface SampleInfo {
   group: string;
-  module: string;
   /** The step of the verb: the function the verb (cmdAdd, ...) was calling, or "" outside it. */
   step: string;
   /** The innermost function of our own source (src/), or "" if none is on the stack. */
@@ -330,7 +296,6 @@ function analyseProfiles(docs: ProbeDoc[]): ProfileReport {
   const mods = bundleModules();
   const load: Record<string, number> = {};
   const verb: Record<string, number> = {};
-  const byModule: Record<string, number> = {};
   const bySteps: Record<string, number> = {};
   const bySrc: Record<string, number> = {};
   let sampled = 0;
@@ -354,10 +319,8 @@ function analyseProfiles(docs: ProbeDoc[]): ProfileReport {
       const frames = stack.map(frameName);
       const innermost = frames.find((f) => f.bundle);
       let group: string;
-      let module: string;
       if (innermost) {
-        module = innermost.module;
-        group = groupOf(module);
+        group = groupOf(innermost.module);
       } else {
         const fn = frames[0]?.fn ?? "";
         group =
@@ -368,7 +331,6 @@ function analyseProfiles(docs: ProbeDoc[]): ProfileReport {
               : fn === "(program)"
                 ? "native code outside JS (V8, libuv, addons)"
                 : "Node runtime (loader, built-ins)";
-        module = group;
       }
       const v = frames.findIndex((f) => f.bundle && VERBS.has(f.fn));
       let step = "";
@@ -379,7 +341,7 @@ function analyseProfiles(docs: ProbeDoc[]): ProfileReport {
       }
       const src = frames.find((f) => f.bundle && f.module.startsWith("src/"));
       const srcFunction = src ? `${src.fn} (${src.module})` : "";
-      const result = { group, module, step, srcFunction };
+      const result = { group, step, srcFunction };
       infoOf.set(leaf, result);
       return result;
     };
@@ -390,7 +352,6 @@ function analyseProfiles(docs: ProbeDoc[]): ProfileReport {
       t += p.timeDeltas[i] ?? 0;
       const s = info(p.samples[i] as number);
       addTo(t < mainUs ? load : verb, s.group, dt);
-      addTo(byModule, s.module, dt);
       if (s.step) addTo(bySteps, s.step, dt);
       if (s.srcFunction && t >= mainUs) addTo(bySrc, s.srcFunction, dt);
       sampled += dt;
@@ -413,31 +374,9 @@ function analyseProfiles(docs: ProbeDoc[]): ProfileReport {
     sampledMs: sampled / n,
     load: perRun(load),
     verb: perRun(verb),
-    topModules: top(byModule, 15).map(({ name, ms }) => ({ module: name, ms })),
     steps: top(bySteps, 15),
     srcFunctions: top(bySrc, 15),
   };
-}
-
-/** Cost of node:net's isIPv6 in fresh processes of this Node (the plugin checks addresses with it). */
-function measureIsIPv6(runs: number): { first: number; next: number } | undefined {
-  const script =
-    'const net = require("node:net"); let t = performance.now(); net.isIPv6("fd00::1"); const a = performance.now() - t;' +
-    't = performance.now(); for (let i = 0; i < 5; i++) net.isIPv6("fd00::" + (i + 2)); const b = (performance.now() - t) / 5;' +
-    "console.log(JSON.stringify([a, b]))";
-  const firsts: number[] = [];
-  const nexts: number[] = [];
-  for (let i = 0; i < runs; i++) {
-    const r = spawnSync(process.execPath, ["-e", script], { encoding: "utf8" });
-    try {
-      const [a, b] = JSON.parse(r.stdout) as [number, number];
-      firsts.push(a);
-      nexts.push(b);
-    } catch {
-      return undefined;
-    }
-  }
-  return { first: summarize(firsts).median, next: summarize(nexts).median };
 }
 
 // --- the measurement -----------------------------------------------------------------
@@ -463,7 +402,6 @@ export async function measureStartup(opts: {
 
   const nodeBare = timeCommand(process.execPath, ["-e", "0"], { PATH: process.env.PATH ?? "" }, opts.runs);
   const seaVersion = timeCommand(OUR_PLUGIN, [], { CNI_COMMAND: "VERSION" }, opts.runs);
-  const ipv6Regex = measureIsIPv6(3);
 
   let seq = 0;
   const probed = (verb: string, a: Attachment, conf: unknown, profile: boolean) => {
@@ -566,7 +504,6 @@ export async function measureStartup(opts: {
 
   return {
     nodeBare,
-    ipv6Regex,
     seaVersion,
     add: emb.add,
     addHostLocal: hl.add,

@@ -3,7 +3,7 @@
  * bpf/include/nkc_abi.h (whose _Static_asserts pin the sizes used here). Pure encoding
  * and decoding: no kernel calls.
  */
-import { AF_INET, AF_INET6, familyOf, ipBytes, ipString } from "../netlink/ip";
+import { AF_INET, AF_INET6, type Family, familyOf, ipBytes, ipString, parseCidr } from "../cni/address";
 
 export const MAP_NAMES = {
   endpoints: "nkc_endpoints",
@@ -69,11 +69,7 @@ export function decodeEndpointValue(value: Buffer): EndpointValue {
 
 /** struct nkc_cidr_key: u32 prefixlen (8 + prefix, the family byte leads), u8 family, u8 addr[16], pad. */
 export function cidrKey(cidr: string): Buffer {
-  const [address = "", lengthText] = cidr.split("/");
-  const family = familyOf(address);
-  const max = family === AF_INET ? 32 : 128;
-  const length = lengthText === undefined ? max : Number(lengthText);
-  if (!Number.isInteger(length) || length < 0 || length > max) throw new Error(`invalid CIDR ${cidr}`);
+  const { family, address, prefixLength: length } = parseCidr(cidr);
   const addr = ipBytes(address);
   // Clear host bits: the trie would ignore them on lookup, but two spellings of one
   // prefix must give one key.
@@ -117,7 +113,7 @@ export function addCounters(into: Counters, value: Buffer): Counters {
 }
 
 export interface FlowKey {
-  family: typeof AF_INET | typeof AF_INET6;
+  family: Family;
   proto: number;
   a: { ip: string; port: number };
   b: { ip: string; port: number };

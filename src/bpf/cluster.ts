@@ -14,7 +14,8 @@
 import { createHash } from "node:crypto";
 import * as path from "node:path";
 import { invalidConfig } from "../cni/errors";
-import { BPF_MAP_TYPE, BpfError } from "../sys/bpf-syscall";
+import { BpfError } from "../sys/bpf-syscall";
+import { BPF_MAP_TYPE } from "../sys/bpf-uapi";
 import { cidrKey, decodeCidrKey } from "./abi";
 import type { MapSpec } from "./elf";
 import { BpfMap, specMismatches } from "./maps";

@@ -4,7 +4,8 @@
  * flows can only ever evict its own. The programs own the tables' contents; userspace
  * creates, removes and reads them, never writes an entry.
  */
-import { BPF_MAP_TYPE, mapGetFdById } from "../sys/bpf-syscall";
+import { mapGetFdById } from "../sys/bpf-syscall";
+import { BPF_MAP_TYPE } from "../sys/bpf-uapi";
 import {
   DIRECT_FLOW_SIZE,
   DIRECT_TABLE_SIZE,

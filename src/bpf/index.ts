@@ -41,4 +41,3 @@ export {
 } from "./node";
 export { ensureBpffs, isBpffs, openPin, pinExists, pinObject, unmountBpffs, unpin } from "./pins";
 export { BpfProgram, loadProgram, programName } from "./programs";
-export { type TestRunInput, type TestRunOutput, testRun } from "./test-run";

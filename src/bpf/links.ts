@@ -4,7 +4,8 @@
  * fd is open or the link is pinned; closing the last reference detaches it. Never pins
  * (pins.ts) and never loads programs.
  */
-import { BPF_ATTACH_TYPE, closeFd, linkCreate, linkDetach, linkUpdate, objGetInfo } from "../sys/bpf-syscall";
+import { closeFd, linkCreate, linkDetach, linkUpdate, objGetInfo } from "../sys/bpf-syscall";
+import { BPF_ATTACH_TYPE } from "../sys/bpf-uapi";
 import { openPin, pinObject } from "./pins";
 import type { BpfProgram } from "./programs";
 

@@ -6,9 +6,6 @@
  */
 import * as fs from "node:fs";
 import {
-  ATTR,
-  BPF_MAP_TYPE,
-  BPF_MISC,
   closeFd,
   mapCreate,
   mapDeleteElem,
@@ -17,8 +14,8 @@ import {
   mapUpdateElem,
   objGet,
   objGetInfo,
-  SIZEOF,
 } from "../sys/bpf-syscall";
+import { ATTR, BPF_MAP_TYPE, BPF_MISC, SIZEOF } from "../sys/bpf-uapi";
 import type { MapSpec } from "./elf";
 
 export type UpdateMode = "any" | "create-only" | "replace-only";

@@ -13,6 +13,10 @@
  * Builds are ordered by their epoch (when they were made): a build never replaces the
  * programs of a newer one, and only removes older ones' pins. During an upgrade an old
  * executable may still run beside the new one; it then uses the newer programs.
+ *
+ * Longer than the ~350 lines other modules keep to: opening, loading, pinning and retiring
+ * the node's maps and programs follow one set of rules (epochs, variants, compatible
+ * maps), kept in one file so that no part can follow an older version of them.
  */
 import { createHash } from "node:crypto";
 import * as fs from "node:fs";

@@ -3,8 +3,10 @@
  * runtimes speak through CNI_COMMAND. Each prints to stdout and returns an exit status.
  */
 import { DEFAULT_BPFFS_ROOT } from "../cni/config";
+import { readFlags } from "./args";
 import { formatEndpoints, listEndpoints } from "./endpoints";
-import { formatInstall, INSTALL_USAGE, InstallError, install, parseInstallOptions } from "./install";
+import { formatInstall, install } from "./install";
+import { INSTALL_USAGE, InstallError, parseInstallOptions } from "./install-options";
 import { formatStatus, nodeStatus } from "./status";
 
 const USAGE = `usage: netkit-cni <command> [options]
@@ -21,13 +23,16 @@ interface Options {
   bpffsRoot: string;
 }
 
+const VIEW_FLAGS = { json: { type: "boolean" }, "bpffs-root": { type: "string" } } as const;
+
+const unknownOption = (arg: string) => new Error(`unknown option ${arg}`);
+
 function parseOptions(args: string[]): Options {
   const opts: Options = { json: false, bpffsRoot: DEFAULT_BPFFS_ROOT };
-  for (let i = 0; i < args.length; i++) {
-    const arg = args[i];
-    if (arg === "--json") opts.json = true;
-    else if (arg === "--bpffs-root" && args[i + 1]) opts.bpffsRoot = args[++i] as string;
-    else throw new Error(`unknown option ${arg}`);
+  // --bpffs-root without a directory is as unknown as any other misspelling.
+  for (const f of readFlags(args, VIEW_FLAGS, { unknown: unknownOption, noValue: (_, arg) => unknownOption(arg) })) {
+    if (f.name === "json") opts.json = true;
+    else opts.bpffsRoot = f.value as string;
   }
   return opts;
 }

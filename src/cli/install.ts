@@ -11,41 +11,11 @@ import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { parseNetConf } from "../cni/config";
-import { isCidr } from "../cni/result";
 import { seaModule } from "../sys/sea-assets";
+import { DEFAULT_CONFLIST_NAME, InstallError, type InstallOptions } from "./install-options";
 
-export const DEFAULT_BIN_DIR = "/opt/cni/bin";
-export const DEFAULT_CONF_DIR = "/etc/cni/net.d";
-export const DEFAULT_CONFLIST_NAME = "10-netkit-cni.conflist";
-export const DEFAULT_NETWORK_NAME = "k8s-pod-network";
 const BINARY_NAME = "netkit-cni";
 const PLUGIN_TYPE = "netkit-cni";
-
-export interface InstallOptions {
-  binDir: string;
-  confDir: string;
-  /** A conflist file to install as is (validated); else one is generated from the flags. */
-  conflist: string | undefined;
-  /** File name in confDir; default: the --conflist's name, else 10-netkit-cni.conflist. */
-  confName: string | undefined;
-  /** The executable to install; default: the running one. */
-  binary: string | undefined;
-  force: boolean;
-  json: boolean;
-  skipBinary: boolean;
-  generate: {
-    podCidrs: string[];
-    clusterCidrs: string[];
-    datapath: string;
-    name: string;
-    hostInterface: string | undefined;
-    mtu: number | undefined;
-    portmap: boolean;
-    bandwidth: boolean;
-    dataDir: string | undefined;
-    logFile: string | undefined;
-  };
-}
 
 export type FileAction = "installed" | "unchanged" | "upgraded" | "updated" | "replaced" | "skipped";
 
@@ -54,137 +24,6 @@ export interface InstallReport {
   conflist: { path: string; action: FileAction };
   warnings: string[];
 }
-
-export class InstallError extends Error {}
-
-export const INSTALL_USAGE = `usage: netkit-cni install [options]
-  --bin-dir DIR        CNI plugin directory (${DEFAULT_BIN_DIR})
-  --conf-dir DIR       CNI config directory (${DEFAULT_CONF_DIR})
-  --conflist FILE      install this conflist (validated) instead of generating one
-  --conf-name NAME     file name in the config directory (${DEFAULT_CONFLIST_NAME})
-  --pod-cidr CIDR      this node's pod subnet(s), comma-separated or repeated (generated conflist)
-  --cluster-cidr CIDR  every pod subnet of the cluster, for the fast path (default: the pod CIDRs)
-  --datapath KIND      auto | netkit | veth (auto)
-  --network-name NAME  the network's name (${DEFAULT_NETWORK_NAME})
-  --host-interface DEV the uplink (default: the device of the default route)
-  --mtu N              pod MTU (default: the uplink's)
-  --no-portmap         leave portmap (hostPort) out of the generated chain
-  --bandwidth          add bandwidth (traffic shaping) to the generated chain
-  --data-dir DIR       IPAM store (/var/lib/cni/networks)
-  --log-file FILE      plugin log (/var/log/netkit-cni.log)
-  --binary FILE        install this executable instead of the running one
-  --skip-binary        write only the conflist
-  --force              replace a conflist of the same name that belongs to another plugin
-  --json               print what was done as JSON`;
-
-export function parseInstallOptions(args: string[]): InstallOptions {
-  const opts: InstallOptions = {
-    binDir: DEFAULT_BIN_DIR,
-    confDir: DEFAULT_CONF_DIR,
-    conflist: undefined,
-    confName: undefined,
-    binary: undefined,
-    force: false,
-    json: false,
-    skipBinary: false,
-    generate: {
-      podCidrs: [],
-      clusterCidrs: [],
-      datapath: "auto",
-      name: DEFAULT_NETWORK_NAME,
-      hostInterface: undefined,
-      mtu: undefined,
-      portmap: true,
-      bandwidth: false,
-      dataDir: undefined,
-      logFile: undefined,
-    },
-  };
-  const g = opts.generate;
-  for (let i = 0; i < args.length; i++) {
-    const arg = args[i] as string;
-    const value = (): string => {
-      const v = args[++i];
-      if (v === undefined || v === "") throw new InstallError(`${arg} needs a value`);
-      return v;
-    };
-    const cidrs = (): string[] => {
-      const list = value()
-        .split(",")
-        .map((c) => c.trim())
-        .filter(Boolean);
-      for (const c of list) if (!isCidr(c)) throw new InstallError(`${arg}: "${c}" is not a CIDR`);
-      return list;
-    };
-    switch (arg) {
-      case "--bin-dir":
-        opts.binDir = value();
-        break;
-      case "--conf-dir":
-        opts.confDir = value();
-        break;
-      case "--conflist":
-        opts.conflist = value();
-        break;
-      case "--conf-name":
-        opts.confName = value();
-        break;
-      case "--binary":
-        opts.binary = value();
-        break;
-      case "--force":
-        opts.force = true;
-        break;
-      case "--json":
-        opts.json = true;
-        break;
-      case "--skip-binary":
-        opts.skipBinary = true;
-        break;
-      case "--pod-cidr":
-        g.podCidrs.push(...cidrs());
-        break;
-      case "--cluster-cidr":
-        g.clusterCidrs.push(...cidrs());
-        break;
-      case "--datapath":
-        g.datapath = value();
-        break;
-      case "--network-name":
-        g.name = value();
-        break;
-      case "--host-interface":
-        g.hostInterface = value();
-        break;
-      case "--mtu":
-        g.mtu = Number(value());
-        break;
-      case "--no-portmap":
-        g.portmap = false;
-        break;
-      case "--bandwidth":
-        g.bandwidth = true;
-        break;
-      case "--data-dir":
-        g.dataDir = value();
-        break;
-      case "--log-file":
-        g.logFile = value();
-        break;
-      default:
-        throw new InstallError(`unknown option ${arg}\n${INSTALL_USAGE}`);
-    }
-  }
-  if (opts.conflist && g.podCidrs.length > 0) throw new InstallError("give either --conflist or --pod-cidr, not both");
-  if (!opts.conflist && g.podCidrs.length === 0) throw new InstallError("give --pod-cidr (or --conflist FILE)");
-  const name = opts.confName ?? (opts.conflist ? path.basename(opts.conflist) : DEFAULT_CONFLIST_NAME);
-  if (name.includes("/") || !/\.(conflist|conf|json)$/.test(name)) {
-    throw new InstallError(`config file name "${name}" must be a plain name ending in .conflist, .conf or .json`);
-  }
-  opts.confName = name;
-  return opts;
-}
-
 /** The conflist for a node: netkit-cni with its embedded IPAM, then portmap (and bandwidth). */
 export function generateConflist(g: InstallOptions["generate"]): Record<string, unknown> {
   const plugin: Record<string, unknown> = {

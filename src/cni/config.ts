@@ -4,8 +4,10 @@
  * configuration) and a message naming the field. Unknown fields are ignored, as the spec
  * asks, so configs written for newer versions still load.
  */
+
+import { isCidr } from "./address";
 import { CniError, ErrorCode, invalidConfig } from "./errors";
-import { isCidr, parseResult, type Result } from "./result";
+import { parseResult, type Result } from "./result";
 import { type CniVersion, negotiateVersion } from "./version";
 
 /** "auto": netkit where the kernel has it, else veth. */

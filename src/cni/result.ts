@@ -4,7 +4,7 @@
  * Version differences handled here: before 1.0.0 every IP carries `version: "4"|"6"`;
  * route attributes mtu/advmss/priority/table/scope exist from 1.1.0 only.
  */
-import { isIPv4, isIPv6 } from "./address";
+import { addressFamily, ipVersion, isCidr, parseCidr } from "./address";
 import { CniError, ErrorCode } from "./errors";
 import { type CniVersion, compareVersions } from "./version";
 
@@ -79,13 +79,6 @@ function stringList(o: Record<string, unknown>, key: string, where: string): str
   return v as string[];
 }
 
-export function isCidr(s: string): boolean {
-  const [addr, len, ...rest] = s.split("/");
-  if (rest.length > 0 || addr === undefined || len === undefined || !/^\d{1,3}$/.test(len)) return false;
-  const n = Number(len);
-  return (isIPv4(addr) && n <= 32) || (isIPv6(addr) && n <= 128);
-}
-
 /** Parses a result of any supported version (an IPAM plugin's output or a prevResult). */
 export function parseResult(raw: unknown, where = "result"): Result {
   if (!isRecord(raw)) throw decodeError(`${where} must be a JSON object`);
@@ -115,7 +108,7 @@ export function parseResult(raw: unknown, where = "result"): Result {
     const ip: IpConfig = { address };
     const gateway = optionalString(item, "gateway", at);
     if (gateway) {
-      if (!isIPv4(gateway) && !isIPv6(gateway)) throw decodeError(`${at}.gateway must be an IP address`);
+      if (addressFamily(gateway) === undefined) throw decodeError(`${at}.gateway must be an IP address`);
       ip.gateway = gateway;
     }
     const iface = optionalNumber(item, "interface", at);
@@ -159,8 +152,6 @@ export function parseDns(raw: Record<string, unknown>, where: string): Dns {
   return dns;
 }
 
-const ipVersion = (cidr: string) => (isIPv4(cidr.split("/")[0] ?? "") ? "4" : "6");
-
 /** Renders a result as the JSON object of spec version `version`. */
 export function renderResult(result: Result, version: CniVersion): Record<string, unknown> {
   const legacy = compareVersions(version, "1.0.0") < 0;
@@ -168,7 +159,9 @@ export function renderResult(result: Result, version: CniVersion): Record<string
   const out: Record<string, unknown> = {
     cniVersion: version,
     interfaces: result.interfaces.map((i) => ({ ...i })),
-    ips: result.ips.map((ip) => (legacy ? { version: ipVersion(ip.address), ...ip } : { ...ip })),
+    ips: result.ips.map((ip) =>
+      legacy ? { version: `${ipVersion(parseCidr(ip.address).family)}`, ...ip } : { ...ip },
+    ),
   };
   if (!routeExtras) {
     for (const iface of out.interfaces as Interface[]) delete iface.mtu;

@@ -4,6 +4,7 @@
  * unwinds them in reverse, so a failed ADD leaves no device, route, pin, map entry or
  * IP allocation.
  */
+import { AF_INET, formatCidr, hostPrefix } from "../cni/address";
 import { CniError, ErrorCode } from "../cni/errors";
 import type { Result } from "../cni/result";
 import { attachEndpoint, removeEndpoint } from "../datapath/fastpath";
@@ -12,7 +13,7 @@ import { configureHostEnd, enableForwarding } from "../datapath/host-end";
 import { chooseDatapath, podEndUsesNeighbours } from "../datapath/index";
 import { closeNamespaces, openNamespaces } from "../datapath/namespaces";
 import { hostDeviceMac, hostDeviceName, ownerAlias, podDeviceMac } from "../datapath/naming";
-import { configurePodEnd, hostPrefix } from "../datapath/pod-end";
+import { configurePodEnd } from "../datapath/pod-end";
 import type { Endpoint } from "../datapath/types";
 import { FALLBACK_MTU, liveIfindexes, resolveUplink } from "../datapath/uplink";
 import { log } from "../log";
@@ -95,8 +96,8 @@ export async function cmdAdd(inv: Invocation): Promise<Result> {
       ips: addresses.map((cidr) => {
         const ip = hostPrefix(cidr);
         return {
-          address: `${ip.address}/${ip.prefixLength}`,
-          gateway: ip.family === 2 ? GATEWAY_V4 : GATEWAY_V6,
+          address: formatCidr(ip),
+          gateway: ip.family === AF_INET ? GATEWAY_V4 : GATEWAY_V6,
           interface: 1,
         };
       }),

@@ -4,12 +4,12 @@
  * host routes each address to the pod. The first difference fails with a message that
  * says what is missing and where.
  */
+import { formatCidr, hostPrefix } from "../cni/address";
 import { CniError, ErrorCode, invalidConfig } from "../cni/errors";
 import type { IpConfig, Result } from "../cni/result";
 import { endpointMapEntries, endpointState } from "../datapath/fastpath";
 import { closeNamespaces, openNamespaces } from "../datapath/namespaces";
 import { aliasClaims, hostDeviceName } from "../datapath/naming";
-import { hostPrefix } from "../datapath/pod-end";
 import { listAddresses } from "../netlink/addrs";
 import { getLinkByName, isUp, type Link } from "../netlink/links";
 import { listRoutes, type Route } from "../netlink/routes";
@@ -40,7 +40,7 @@ export async function cmdCheck(inv: Invocation): Promise<void> {
     for (const cidr of addresses) {
       const want = hostPrefix(cidr);
       if (!podAddrs.some((a) => a.address === want.address && a.prefixLength === want.prefixLength)) {
-        throw mismatch(`address ${want.address}/${want.prefixLength} is missing on ${env.ifname} in ${env.netns}`);
+        throw mismatch(`address ${formatCidr(want)} is missing on ${env.ifname} in ${env.netns}`);
       }
     }
 
@@ -53,8 +53,7 @@ export async function cmdCheck(inv: Invocation): Promise<void> {
     }
     const hostRoutes = await listRoutes(ns.host);
     for (const cidr of addresses) {
-      const ip = hostPrefix(cidr);
-      const dst = `${ip.address}/${ip.prefixLength}`;
+      const dst = formatCidr(hostPrefix(cidr));
       if (!hasRoute(hostRoutes, dst, hostLink.index)) {
         throw mismatch(`route ${dst} dev ${hostDevice} is missing on the host`);
       }

@@ -11,6 +11,9 @@
  *
  * Pin layout:  <root>/maps/nkc_*   <root>/programs/<epoch>-<hash>-<variant>/nkc_*
  *              <root>/uplink/<ifname>/ingress   <root>/endpoints/<host device>/from_pod
+ *
+ * Longer than the ~350 lines other modules keep to: it is the verbs' one door to the
+ * node's eBPF state, so that every change to it can be seen to happen under the lock.
  */
 import { createHash } from "node:crypto";
 import * as fs from "node:fs";
@@ -43,13 +46,13 @@ import {
   readDirectStats,
   removeEndpointTable,
 } from "../bpf/index";
+import { hostPrefix } from "../cni/address";
 import type { NatCheckChoice } from "../cni/config";
 import { CniError, ErrorCode } from "../cni/errors";
 import { log } from "../log";
 import { LockTimeoutError, withFileLock } from "../sys/file-lock";
 import { mkdirs } from "../sys/mkdirs";
 import { readAsset } from "../sys/sea-assets";
-import { hostPrefix } from "./pod-end";
 import type { DeviceKind } from "./types";
 
 const LOCK_DIR = "/run/netkit-cni";

@@ -3,11 +3,10 @@
  * message, a host route (/32, /128) to each pod address through the device, and the
  * forwarding switches the node needs to route pod traffic. Shared by every datapath kind.
  */
-import { AF_INET, AF_INET6 } from "../netlink/ip";
+import { AF_INET, AF_INET6, formatCidr, hostPrefix } from "../cni/address";
 import { type Link, setLinkUp } from "../netlink/links";
 import { addRoute } from "../netlink/routes";
 import type { RtnlSocket } from "../netlink/socket";
-import { hostPrefix } from "./pod-end";
 import { ensureSysctl } from "./sysctl";
 
 export async function configureHostEnd(host: RtnlSocket, hostLink: Link, alias: string, addresses: string[]) {
@@ -20,7 +19,7 @@ export async function configureHostEnd(host: RtnlSocket, hostLink: Link, alias: 
   await setLinkUp(host, hostLink, alias);
   for (const cidr of addresses) {
     const ip = hostPrefix(cidr);
-    await addRoute(host, { family: ip.family, dst: `${ip.address}/${ip.prefixLength}`, ifindex: hostLink.index });
+    await addRoute(host, { family: ip.family, dst: formatCidr(ip), ifindex: hostLink.index });
   }
 }
 

@@ -4,19 +4,13 @@
  * fixed gateways pinned to the host device's MAC, and default routes via them.
  * Shared by every datapath kind.
  */
+import { AF_INET, familyOf, hostPrefix, isHostPrefix } from "../cni/address";
 import { addAddress, listAddresses } from "../netlink/addrs";
-import { AF_INET, familyOf, parseCidr } from "../netlink/ip";
 import { type Link, setLinkUp } from "../netlink/links";
 import { addPermanentNeighbor } from "../netlink/neighbors";
 import { addRoute, addSourceRule, deleteSourceRule, listRoutes } from "../netlink/routes";
 import type { RtnlSocket } from "../netlink/socket";
 import { GATEWAY_V4, GATEWAY_V6 } from "./gateway";
-
-/** "10.1.0.5/24" → { address: "10.1.0.5", prefixLength: 32 }: pods own single addresses. */
-export function hostPrefix(cidr: string) {
-  const { family, address } = parseCidr(cidr);
-  return { family, address, prefixLength: family === AF_INET ? 32 : 128 };
-}
 
 /** The default routes a pod gets, one per address family it has. */
 export function podDefaultRoutes(addresses: string[]): { dst: string; gw: string }[] {
@@ -75,7 +69,7 @@ export const secondaryTable = (podIfindex: number) => 10_000 + podIfindex;
  */
 export async function removePodEndRules(pod: RtnlSocket, podLink: Link): Promise<void> {
   for (const a of await listAddresses(pod, podLink.index)) {
-    if (a.prefixLength === (a.family === AF_INET ? 32 : 128)) {
+    if (isHostPrefix(a)) {
       await deleteSourceRule(pod, a.address, secondaryTable(podLink.index));
     }
   }

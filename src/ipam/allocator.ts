@@ -4,8 +4,10 @@
  * network address, the IPv4 broadcast and the gateway. Pure: it proposes addresses; the
  * store decides whether one is still free. Never reads or writes files.
  */
+
+import { formatAddress, parseAddress } from "../cni/address";
 import type { RangeSet } from "./config";
-import { capacity, formatAddress, type IpRange, isExcluded, parseAddress, rangeContains } from "./ranges";
+import { capacity, formatRange, type IpRange, isExcluded, rangeContains } from "./ranges";
 
 export interface Candidate {
   range: IpRange;
@@ -105,5 +107,5 @@ export function pickFree(
 }
 
 export function describeSet(set: RangeSet): string {
-  return set.ranges.map((r) => `${formatAddress(set.family, r.start)}-${formatAddress(set.family, r.end)}`).join(",");
+  return set.ranges.map(formatRange).join(",");
 }

@@ -7,24 +7,24 @@
  * rejected with code 7 and a message naming the field. Never touches the disk.
  */
 import * as path from "node:path";
-import type { IpamConf } from "../cni/config";
-import { CniError, invalidConfig } from "../cni/errors";
-import { type Dns, parseDns, parseRoutes, type RouteConfig } from "../cni/result";
 import {
   type Address,
-  bitsOf,
-  capacity,
+  AF_INET,
+  addressBits,
   type Family,
   formatAddress,
-  formatRange,
   formatSubnet,
-  type IpRange,
+  ipVersion,
   lastAddress,
   parseAddress,
   parseSubnet,
   type Subnet,
   subnetContains,
-} from "./ranges";
+} from "../cni/address";
+import type { IpamConf } from "../cni/config";
+import { CniError, invalidConfig } from "../cni/errors";
+import { type Dns, parseDns, parseRoutes, type RouteConfig } from "../cni/result";
+import { capacity, formatRange, type IpRange } from "./ranges";
 
 /** The `ipam.type` that selects this allocator instead of exec'ing a plugin. */
 export const EMBEDDED_IPAM_TYPE = "netkit-cni";
@@ -122,10 +122,11 @@ function parseRangeSets(ipam: IpamConf): RangeSet[] {
         if (!isRecord(r)) throw invalidConfig(`"${at}[${j}]" must be an object`);
         return parseRange(r, `${at}[${j}]`);
       });
-      const family = ranges[0]?.subnet.family ?? 4;
+      const family = ranges[0]?.subnet.family ?? AF_INET;
       const other = ranges.findIndex((r) => r.subnet.family !== family);
       if (other !== -1) {
-        throw invalidConfig(`"${at}" mixes IPv${family} and IPv${ranges[other]?.subnet.family} ranges`);
+        const otherFamily = ranges[other]?.subnet.family ?? family;
+        throw invalidConfig(`"${at}" mixes IPv${ipVersion(family)} and IPv${ipVersion(otherFamily)} ranges`);
       }
       sets.push({ family, ranges });
     }
@@ -140,14 +141,14 @@ function parseRange(raw: Record<string, unknown>, at: string): IpRange {
   const subnet = parseRangeSubnet(raw.subnet, at);
   const { family, network } = subnet;
   const last = lastAddress(subnet);
-  const broadcast = family === 4 ? last : undefined;
+  const broadcast = family === AF_INET ? last : undefined;
   const inSubnet = (key: string): Address | undefined => {
     const v = raw[key];
     if (v === undefined || v === null) return undefined;
     const addr = typeof v === "string" ? parseAddress(v) : undefined;
     if (!addr) throw invalidConfig(`"${at}.${key}" must be an IP address; got ${JSON.stringify(v)}`);
     if (addr.family !== family) {
-      throw invalidConfig(`"${at}.${key}" ${v} is not an IPv${family} address like its subnet`);
+      throw invalidConfig(`"${at}.${key}" ${v} is not an IPv${ipVersion(family)} address like its subnet`);
     }
     if (key !== "gateway" && !subnetContains(subnet, addr)) {
       throw invalidConfig(`"${at}.${key}" ${v} is not in subnet ${formatSubnet(subnet)}`);
@@ -190,7 +191,7 @@ function parseRangeSubnet(raw: unknown, at: string): Subnet {
   }
   const { subnet } = parsed;
   // Like host-local: a /31 or /32 (/127, /128) has no address besides network and peer.
-  if (subnet.prefixLength > bitsOf(subnet.family) - 2) {
+  if (subnet.prefixLength > addressBits(subnet.family) - 2) {
     throw invalidConfig(`"${at}.subnet" ${raw} is too small to allocate from`);
   }
   return subnet;

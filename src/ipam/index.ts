@@ -12,12 +12,12 @@
 
 import * as fs from "node:fs";
 import * as path from "node:path";
+import { formatAddress, parseAddressOrCidr } from "../cni/address";
 import type { Attachment } from "../cni/config";
 import { CniError, ErrorCode, invalidEnv } from "../cni/errors";
 import type { IpConfig, Result } from "../cni/result";
 import { describeSet, pickFree, proposals, rangeFor } from "./allocator";
 import type { EmbeddedIpamConfig } from "./config";
-import { formatAddress, parseAddressOrCidr } from "./ranges";
 import { IpStore, type LockedStore, type Owner, type Reservation } from "./store";
 
 export {

@@ -24,10 +24,10 @@
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
+import { canonicalAddress } from "../cni/address";
 import { CniError, ErrorCode } from "../cni/errors";
 import { LockTimeoutError, withFileLock } from "../sys/file-lock";
 import { mkdirs } from "../sys/mkdirs";
-import { formatAddress, parseAddress } from "./ranges";
 
 /** host-local's separator between container ID and ifname, kept for compatibility. */
 export const LINE_BREAK = "\r\n";
@@ -116,7 +116,8 @@ export class IpStore {
   reservedAddresses(): Set<string> {
     const out = new Set<string>();
     for (const name of this.listNames()) {
-      const ip = canonicalName(name);
+      // Undefined for the files that are not reservations: lock, last_reserved_ip.N.
+      const ip = canonicalAddress(name);
       if (ip) out.add(ip);
     }
     return out;
@@ -167,12 +168,6 @@ export class IpStore {
   }
 }
 
-/** A file name that is an address, in canonical form; undefined for lock, last_reserved_ip.N, etc. */
-function canonicalName(name: string): string | undefined {
-  const addr = parseAddress(name);
-  return addr ? formatAddress(addr.family, addr.value) : undefined;
-}
-
 /** The reservation in `dir`/`file` for address `ip`; undefined when there is no such file. */
 function readReservation(dir: string, ip: string, file: string): Reservation | undefined {
   const full = path.join(dir, file);
@@ -191,7 +186,7 @@ function readReservation(dir: string, ip: string, file: string): Reservation | u
 function readReservations(dir: string, names: string[]): Map<string, Reservation> {
   const out = new Map<string, Reservation>();
   for (const name of names) {
-    const ip = canonicalName(name);
+    const ip = canonicalAddress(name);
     const r = ip === undefined ? undefined : readReservation(dir, ip, name);
     if (r) out.set(r.ip, r);
   }
@@ -248,8 +243,7 @@ class Locked implements LockedStore {
     const file = path.join(this.dir, `${LAST_RESERVED_PREFIX}${rangeSet}`);
     try {
       // Garbage here only costs round-robin order once, as in host-local: ignore it.
-      const addr = parseAddress(fs.readFileSync(file, "utf8").trim());
-      return addr ? formatAddress(addr.family, addr.value) : undefined;
+      return canonicalAddress(fs.readFileSync(file, "utf8").trim());
     } catch (e) {
       if (errnoCode(e) === "ENOENT") return undefined;
       throw ioError(`cannot read ${file}`, e);

@@ -1,6 +1,6 @@
 /** Interface addresses: add and list (struct ifaddrmsg + IFA_* attributes). */
+import { AF_INET, AF_INET6, familyOf, type IpPrefix, ipBytes, ipString } from "../cni/address";
 import { attr, attrU32, parseAttrs } from "./attrs";
-import { AF_INET, AF_INET6, familyOf, type IpPrefix, ipBytes, ipString } from "./ip";
 import { NLM_F_CREATE, NLM_F_EXCL, type RtnlSocket } from "./socket";
 
 const RTM_NEWADDR = 20;

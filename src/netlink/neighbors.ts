@@ -1,6 +1,6 @@
 /** Permanent neighbour entries (struct ndmsg + NDA_* attributes). */
+import { familyOf, ipBytes } from "../cni/address";
 import { attr } from "./attrs";
-import { familyOf, ipBytes } from "./ip";
 import { macBytes } from "./links";
 import { NLM_F_CREATE, NLM_F_REPLACE, type RtnlSocket } from "./socket";
 

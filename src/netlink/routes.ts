@@ -2,8 +2,8 @@
  * Routes (struct rtmsg + RTA_* attributes): add, list, delete, in the main table unless
  * a route names another; and source rules that send a source address to a table.
  */
+import { AF_INET, AF_INET6, addressBits, type Family, familyOf, ipBytes, ipString, parseCidr } from "../cni/address";
 import { attr, attrU32, parseAttrs, readU32 } from "./attrs";
-import { AF_INET, AF_INET6, familyOf, ipBytes, ipString } from "./ip";
 import { NetlinkError, NLM_F_CREATE, NLM_F_EXCL, type RtnlSocket } from "./socket";
 
 const RTM_NEWROUTE = 24;
@@ -22,7 +22,7 @@ const RTNH_F_ONLINK = 4;
 const ESRCH = 3;
 
 export interface Route {
-  family: typeof AF_INET | typeof AF_INET6;
+  family: Family;
   /** Destination prefix, e.g. "0.0.0.0/0" or "10.1.0.5/32". */
   dst: string;
   gateway?: string;
@@ -44,9 +44,7 @@ function rtmsg(family: number, dstLen: number, scope: number, flags: number): Bu
 }
 
 function routeMessage(route: Route, flags = 0): Buffer {
-  const [addr = "", len = "0"] = route.dst.split("/");
-  const family = familyOf(addr);
-  const dstLen = Number(len);
+  const { family, address: addr, prefixLength: dstLen } = parseCidr(route.dst);
   // A route without a gateway is "on this link"; one with a gateway is onlink when the
   // gateway is a fixed IPv4 link-local address that no prefix on the device covers.
   const scope = route.gateway ? RT_SCOPE_UNIVERSE : RT_SCOPE_LINK;
@@ -112,7 +110,7 @@ function sourceRule(address: string, table: number): Buffer {
   const family = familyOf(address);
   const hdr = Buffer.alloc(12); // struct fib_rule_hdr
   hdr.writeUInt8(family, 0);
-  hdr.writeUInt8(family === AF_INET ? 32 : 128, 2); // src_len
+  hdr.writeUInt8(addressBits(family), 2); // src_len
   hdr.writeUInt8(FR_ACT_TO_TBL, 7);
   // The table doubles as the priority: unique per interface, and easy to find again.
   return Buffer.concat([hdr, attr(FRA_SRC, ipBytes(address)), attrU32(FRA_TABLE, table), attrU32(FRA_PRIORITY, table)]);

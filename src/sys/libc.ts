@@ -1,18 +1,19 @@
 /**
- * The few libc calls Node does not offer, made through ffi-rs: setns, setsockopt, flock
- * and the raw syscall() entry (for bpf(2)). Owns nothing else. Every call is synchronous
+ * The few libc calls Node does not offer, made through ffi-rs: setns, setsockopt, flock,
+ * ioctl, mount. Owns nothing else (bpf(2) is bpf-syscall.ts's). Every call is synchronous
  * and reports failure as an ErrnoError carrying errno and the C function's name.
  */
 import * as ffi from "ffi-rs";
 
-const LIBC = "libc";
 let opened = false;
 
-function libc(): void {
+/** The ffi-rs name of libc, opened on first use; native-memory.ts and bpf(2) load from it too. */
+export function libc(): string {
   if (!opened) {
-    ffi.open({ library: LIBC, path: "libc.so.6" });
+    ffi.open({ library: "libc", path: "libc.so.6" });
     opened = true;
   }
+  return "libc";
 }
 
 export class ErrnoError extends Error {
@@ -28,9 +29,8 @@ export class ErrnoError extends Error {
 
 /** Calls an int-returning libc function; `subject` (e.g. a path) goes into the error. */
 function callInt(funcName: string, paramsType: ffi.DataType[], paramsValue: unknown[], subject?: string): number {
-  libc();
   const r = ffi.load({
-    library: LIBC,
+    library: libc(),
     funcName,
     retType: ffi.DataType.I32,
     paramsType,

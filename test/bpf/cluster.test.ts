@@ -7,7 +7,7 @@ import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { listClusterCidrs, NETWORK_CIDRS_SPEC, setNetworkClusterCidrs } from "../../src/bpf/cluster";
 import { BpfMap } from "../../src/bpf/maps";
-import { BPF_MAP_TYPE } from "../../src/sys/bpf-syscall";
+import { BPF_MAP_TYPE } from "../../src/sys/bpf-uapi";
 import { TestBpffs } from "./helpers/bpffs";
 
 const BPF_F_NO_PREALLOC = 1;

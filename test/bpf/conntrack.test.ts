@@ -18,12 +18,12 @@ import type { Counters } from "../../src/bpf/abi";
 import { createEndpointTable } from "../../src/bpf/direct";
 import { conntrackUnavailable, loadNodePrograms, type NodePrograms } from "../../src/bpf/node";
 import type { BpfProgram } from "../../src/bpf/programs";
-import { testRun } from "../../src/bpf/test-run";
 import { inNetns } from "../../src/sys/netns";
 import { TestBpffs } from "./helpers/bpffs";
 import { TestNetns } from "./helpers/netns";
 import { buildObjects } from "./helpers/objects";
 import { type PacketSpec, packet, TCP } from "./helpers/packets";
+import { testRun } from "./helpers/test-run";
 
 const NEXT = -1;
 const REDIRECT = 7;

@@ -27,13 +27,13 @@ import {
 } from "../../src/bpf/direct";
 import { conntrackUnavailable, loadNodePrograms, type NatCheck, type NodePrograms } from "../../src/bpf/node";
 import type { BpfProgram } from "../../src/bpf/programs";
-import { testRun } from "../../src/bpf/test-run";
 import { inNetns } from "../../src/sys/netns";
 import { TestBpffs } from "./helpers/bpffs";
 import { ageFlows } from "./helpers/flows";
 import { TestNetns } from "./helpers/netns";
 import { buildObjects } from "./helpers/objects";
 import { arpRequest, ipv4HeaderValid, type PacketSpec, packet, readMac, readTtl, TCP } from "./helpers/packets";
+import { testRun } from "./helpers/test-run";
 
 const NEXT = -1;
 const DROP = 2;

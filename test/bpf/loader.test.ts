@@ -16,6 +16,7 @@ import { BpfMap, mapId } from "../../src/bpf/maps";
 import { loadNodePrograms, mapsDir, type NodeObjects, openNodeMaps } from "../../src/bpf/node";
 import { ensureBpffs, isBpffs, pinObject } from "../../src/bpf/pins";
 import { loadProgram } from "../../src/bpf/programs";
+import { ProgLoadError } from "../../src/sys/bpf-syscall";
 import {
   ATTR,
   BPF_ATTACH_TYPE,
@@ -23,14 +24,13 @@ import {
   BPF_MAP_TYPE,
   BPF_MISC,
   BPF_PROG_TYPE,
-  NativeBuffer,
-  ProgLoadError,
   SIZEOF,
   sysBpf,
-  TCX_VERDICT,
-} from "../../src/sys/bpf-syscall";
+} from "../../src/sys/bpf-uapi";
+import { NativeBuffer } from "../../src/sys/native-memory";
 import { TestBpffs } from "./helpers/bpffs";
 import { buildObjects, repoRoot } from "./helpers/objects";
+import { TEST_RUN_UAPI } from "./helpers/test-run";
 
 let objects: NodeObjects;
 beforeAll(() => {
@@ -51,7 +51,16 @@ describe("uapi numbers and layouts", () => {
       ]);
       const fromHeader = JSON.parse(execFileSync(bin, { encoding: "utf8" })) as Record<string, number>;
       const ours: Record<string, number> = {};
-      const tables = { BPF_CMD, BPF_MAP_TYPE, BPF_PROG_TYPE, BPF_ATTACH_TYPE, BPF_MISC, TCX_VERDICT, SIZEOF, ATTR };
+      const tables = {
+        BPF_CMD,
+        BPF_MAP_TYPE,
+        BPF_PROG_TYPE,
+        BPF_ATTACH_TYPE,
+        BPF_MISC,
+        TCX_VERDICT: TEST_RUN_UAPI.TCX_VERDICT,
+        SIZEOF: { ...SIZEOF, ...TEST_RUN_UAPI.SIZEOF },
+        ATTR: { ...ATTR, ...TEST_RUN_UAPI.ATTR },
+      };
       for (const [group, table] of Object.entries(tables)) {
         for (const [name, value] of Object.entries(table)) {
           if (typeof value === "number") ours[`${group}.${name}`] = value;

@@ -1,6 +1,6 @@
 /*
  * Prints, as one JSON object, the uapi numbers and struct offsets that
- * src/sys/bpf-syscall.ts hard-codes, as this machine's /usr/include/linux/bpf.h
+ * src/sys/bpf-uapi.ts (and test/bpf/helpers/test-run.ts) hard-code, as this machine's /usr/include/linux/bpf.h
  * defines them. Keys are the TypeScript table paths (GROUP.name[.field]);
  * uapi-layout.test.ts compiles and runs this and compares key by key.
  */

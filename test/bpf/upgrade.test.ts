@@ -14,7 +14,7 @@ import { BpfMap } from "../../src/bpf/maps";
 import { buildName, loadNodePrograms, mapsDir, type NodeObjects } from "../../src/bpf/node";
 import { pinObject } from "../../src/bpf/pins";
 import { attachUplink, switchEndpoints } from "../../src/datapath/fastpath";
-import { BPF_MAP_TYPE } from "../../src/sys/bpf-syscall";
+import { BPF_MAP_TYPE } from "../../src/sys/bpf-uapi";
 import { inNetns } from "../../src/sys/netns";
 import { TestBpffs } from "./helpers/bpffs";
 import { TestNetns } from "./helpers/netns";

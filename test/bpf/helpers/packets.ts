@@ -4,7 +4,7 @@
  * programs never read them. The IPv4 header checksum is real, so a test can check the
  * program's incremental update.
  */
-import { familyOf, ipBytes } from "../../../src/netlink/ip";
+import { AF_INET6, familyOf, ipBytes } from "../../../src/cni/address";
 
 export const PROTO = { icmp: 1, tcp: 6, udp: 17, icmpv6: 58 } as const;
 
@@ -104,7 +104,7 @@ function l4(spec: PacketSpec, v6: boolean): Buffer {
 }
 
 export function packet(spec: PacketSpec): Buffer {
-  const v6 = familyOf(spec.dst) === 10;
+  const v6 = familyOf(spec.dst) === AF_INET6;
   const eth = Buffer.alloc(14);
   mac(spec.dstMac ?? "02:00:00:00:00:01").copy(eth, 0);
   mac(spec.srcMac ?? "02:00:00:00:00:02").copy(eth, 6);

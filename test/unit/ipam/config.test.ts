@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
+import { AF_INET, AF_INET6, formatAddress } from "../../../src/cni/address";
 import { ErrorCode } from "../../../src/cni/errors";
 import { DEFAULT_DATA_DIR, parseIpamConfig } from "../../../src/ipam/index";
-import { formatAddress } from "../../../src/ipam/ranges";
 import { cniErrorOf } from "./helpers";
 
 const parse = (ipam: Record<string, unknown>, name = "net1") => parseIpamConfig({ type: "netkit-cni", ...ipam }, name);
@@ -39,8 +39,8 @@ describe("parseIpamConfig defaults", () => {
       gateway: "10.2.0.1",
       ranges: [[{ subnet: "fd01::/120" }]],
     });
-    expect(cfg.rangeSets.map((s) => s.family)).toEqual([4, 6]);
-    expect(formatAddress(4, cfg.rangeSets[0]?.ranges[0]?.start ?? 0n)).toBe("10.2.1.0");
+    expect(cfg.rangeSets.map((s) => s.family)).toEqual([AF_INET, AF_INET6]);
+    expect(formatAddress(AF_INET, cfg.rangeSets[0]?.ranges[0]?.start ?? 0n)).toBe("10.2.1.0");
   });
 
   it("defaults dataDir to host-local's and puts the store under the network name", () => {

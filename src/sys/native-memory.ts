@@ -1,0 +1,112 @@
+/**
+ * Native memory for the pointers in a bpf(2) attr. ffi-rs copies the Buffers it passes
+ * as U8Array, so memory the kernel must write into (verifier log, looked-up values, attr
+ * fields the kernel fills) cannot be a Node Buffer. NativeBuffer allocates with libc
+ * calloc(), exposes a zero-copy Buffer view (ffi-rs createExternalBuffer) and learns the
+ * numeric address by passing the pointer through memset(p, 0, 0), which returns its
+ * first argument. The view dangles once the memory is freed: copy results out before
+ * `free()`, or allocate in `withNative`, which frees everything when its callback returns.
+ */
+import * as ffi from "ffi-rs";
+import { libc } from "./libc";
+
+export class NativeBuffer {
+  /** Zero-copy view of the native memory; invalid after free(). */
+  readonly bytes: Buffer;
+  readonly address: bigint;
+  private pointer: ffi.JsExternal | null;
+
+  private constructor(
+    pointer: ffi.JsExternal,
+    readonly size: number,
+  ) {
+    this.pointer = pointer;
+    this.bytes = ffi.createExternalBuffer(pointer, size);
+    this.address = ffi.load({
+      library: libc(),
+      funcName: "memset",
+      retType: ffi.DataType.BigInt,
+      paramsType: [ffi.DataType.External, ffi.DataType.I32, ffi.DataType.U64],
+      paramsValue: [pointer, 0, 0],
+    }) as unknown as bigint;
+  }
+
+  /** Zeroed native memory of `size` bytes (at least 1, so the address is never NULL). */
+  static alloc(size: number): NativeBuffer {
+    const n = Math.max(1, size);
+    const pointer = ffi.load({
+      library: libc(),
+      funcName: "calloc",
+      retType: ffi.DataType.External,
+      paramsType: [ffi.DataType.U64, ffi.DataType.U64],
+      paramsValue: [1, n],
+    });
+    if (ffi.isNullPointer(pointer)) throw new Error(`calloc(${n}) failed`);
+    return new NativeBuffer(pointer, n);
+  }
+
+  static from(bytes: Buffer): NativeBuffer {
+    const b = NativeBuffer.alloc(bytes.length);
+    bytes.copy(b.bytes);
+    return b;
+  }
+
+  /** A NUL-terminated copy of `text` (paths, license). */
+  static cString(text: string): NativeBuffer {
+    return NativeBuffer.from(Buffer.from(`${text}\0`, "utf8"));
+  }
+
+  /** A copy of the contents, safe to keep after free(). */
+  copy(length = this.size): Buffer {
+    return Buffer.from(this.bytes.subarray(0, length));
+  }
+
+  /** The text the kernel wrote here (a log, a name), up to its terminating NUL. */
+  text(): string {
+    return this.copy()
+      .toString("utf8")
+      .replace(/\0[\s\S]*$/, "");
+  }
+
+  free(): void {
+    if (this.pointer === null) return;
+    ffi.load({
+      library: libc(),
+      funcName: "free",
+      retType: ffi.DataType.Void,
+      paramsType: [ffi.DataType.External],
+      paramsValue: [this.pointer],
+    });
+    this.pointer = null;
+  }
+}
+
+/** Runs `fn` with an allocator whose buffers are all freed when `fn` returns or throws. */
+export function withNative<T>(fn: (mem: NativeScope) => T): T {
+  const scope = new NativeScope();
+  try {
+    return fn(scope);
+  } finally {
+    scope.freeAll();
+  }
+}
+
+export class NativeScope {
+  private readonly owned: NativeBuffer[] = [];
+  alloc(size: number): NativeBuffer {
+    return this.keep(NativeBuffer.alloc(size));
+  }
+  from(bytes: Buffer): NativeBuffer {
+    return this.keep(NativeBuffer.from(bytes));
+  }
+  cString(text: string): NativeBuffer {
+    return this.keep(NativeBuffer.cString(text));
+  }
+  freeAll(): void {
+    for (const b of this.owned.splice(0)) b.free();
+  }
+  private keep(b: NativeBuffer): NativeBuffer {
+    this.owned.push(b);
+    return b;
+  }
+}
