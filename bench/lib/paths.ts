@@ -99,10 +99,13 @@ function refPod(fx: BenchFixture, type: "bridge" | "ptp", node: ClusterNode, dat
 /** Builds one path's cluster and pods: a1, a2 on node A and b1 on node B; the
  * veth-baseline path's pods are made by the `baseline` executable. */
 export function buildPath(id: PathId, baseline?: string): BenchPath {
-  if (id === "veth-baseline") {
-    if (!baseline) throw new Error("the veth-baseline path needs --baseline");
-    return { ...withPluginBinary(baseline, () => buildPath("veth")), id };
-  }
+  if (id !== "veth-baseline") return assemble(id);
+  if (!baseline) throw new Error("the veth-baseline path needs --baseline");
+  return withPluginBinary(baseline, () => assemble(id));
+}
+
+/** The path's own cluster: its own netns and bpffs root (named by the path), never shared. */
+function assemble(id: PathId): BenchPath {
   const fx = newFixture(id);
   const ours = OURS[id];
   const nodes = makeCluster(fx, { logLevel: "info", ...ours });
