@@ -5,8 +5,9 @@
  *
  *   ours-embedded    this plugin, embedded IPAM (ipam.type "netkit-cni": no exec)
  *   ours-host-local  this plugin, delegating to the reference host-local
- *   ours-no-programs this plugin, embedded IPAM, "fastPath": false: the same pods without
- *                    eBPF programs, which separates the programs' cost from the rest
+ *   ours-no-programs this plugin, embedded IPAM, "fastPath": false: the same pods with only
+ *                    the source-check program (one link, like the fast path's), which
+ *                    separates the fast path's own cost (node programs, flow table) from the rest
  *   ptp              the reference ptp plugin + host-local
  *   ours-baseline    only with --baseline: another build of this plugin, embedded IPAM
  *
@@ -29,7 +30,7 @@ export const CP_LABELS: Record<CpId, string> = {
   "ours-baseline": "netkit-cni baseline build (--baseline), embedded IPAM",
   "ours-embedded": "netkit-cni, embedded IPAM",
   "ours-host-local": "netkit-cni + host-local",
-  "ours-no-programs": "netkit-cni, embedded IPAM, fastPath false (no eBPF programs)",
+  "ours-no-programs": "netkit-cni, embedded IPAM, fastPath false (source check only)",
   ptp: "ptp + host-local",
 };
 

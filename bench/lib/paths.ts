@@ -9,9 +9,9 @@
  *   veth          this plugin, veth pairs, eBPF fast path (NAT check: conntrack where it loads)
  *   veth-memory   the same with `"natCheck": "memory"` (the variant for kernels without a JIT)
  *   veth-baseline the same path made by another build (--baseline), side by side
- *   veth-plain    this plugin, veth pairs, `"fastPath": false` (plain routing)
+ *   veth-plain    this plugin, veth pairs, `"fastPath": false` (plain routing, source check only)
  *   netkit        this plugin, netkit pairs, fast path (kernels with netkit: the UML guest)
- *   netkit-plain  this plugin, netkit pairs without programs
+ *   netkit-plain  this plugin, netkit pairs, `"fastPath": false` (the source check only)
  *
  * Each path offers two client → server pairs: across nodes (A → B) and within node A.
  */

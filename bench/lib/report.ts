@@ -438,7 +438,7 @@ function startupSection(r: BenchResult): string {
   const withProg = r.controlPlane?.cycles["ours-embedded"];
   const programsCost =
     noProg && withProg
-      ? `; the same pods without programs (\`fastPath: false\`, same run): ADD+DEL ${ms(noProg.cycle.median)} vs ${ms(withProg.cycle.median)} with them`
+      ? `; the same pods with only the source check (\`fastPath: false\`, same run): ADD+DEL ${ms(noProg.cycle.median)} vs ${ms(withProg.cycle.median)} with the fast path`
       : "";
   const parts: [string, string][] = [
     [

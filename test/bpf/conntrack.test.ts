@@ -20,7 +20,8 @@ import { conntrackUnavailable, loadNodePrograms, type NodePrograms } from "../..
 import type { BpfProgram } from "../../src/bpf/programs";
 import { inNetns } from "../../src/sys/netns";
 import { TestBpffs } from "./helpers/bpffs";
-import { TestNetns } from "./helpers/netns";
+import type { TestNetns } from "./helpers/netns";
+import { makeTestNode, NODE } from "./helpers/node";
 import { buildObjects } from "./helpers/objects";
 import { type PacketSpec, packet, TCP } from "./helpers/packets";
 import { testRun } from "./helpers/test-run";
@@ -33,8 +34,6 @@ const POD2 = { v4: "10.244.1.11", v6: "fd00:244:1::11" };
 const REMOTE = { v4: "10.244.2.20", v6: "fd00:244:2::20" };
 const VIP_LOCAL = { v4: "10.96.0.10", v6: "fd00:96::10" };
 const VIP_REMOTE = { v4: "10.96.0.20", v6: "fd00:96::20" };
-const NODE = { v4: "192.168.50.1", v6: "fd00:50::1" };
-const GATEWAY_MAC = "02:00:00:00:50:02";
 
 const whyNot = conntrackUnavailable();
 
@@ -71,19 +70,7 @@ if (whyNot) {
 
   beforeAll(() => {
     const objects = buildObjects();
-    ns = TestNetns.create("ct");
-    ns.sysctl("net.ipv4.ip_forward", "1");
-    ns.sysctl("net.ipv6.conf.all.forwarding", "1");
-    ns.ip("link", "add", "nkbh1", "type", "veth", "peer", "name", "nkbp1");
-    ns.ip("link", "add", "nkbh2", "type", "veth", "peer", "name", "nkbp2");
-    ns.ip("link", "add", "nkbup", "type", "veth", "peer", "name", "nkbwire");
-    for (const dev of ["nkbh1", "nkbp1", "nkbh2", "nkbp2", "nkbup", "nkbwire"]) ns.ip("link", "set", dev, "up");
-    ns.ip("addr", "add", `${NODE.v4}/24`, "dev", "nkbup");
-    ns.ip("addr", "add", `${NODE.v6}/64`, "dev", "nkbup", "nodad");
-    ns.ip("neigh", "replace", "192.168.50.2", "lladdr", GATEWAY_MAC, "dev", "nkbup", "nud", "permanent");
-    ns.ip("-6", "neigh", "replace", "fd00:50::2", "lladdr", GATEWAY_MAC, "dev", "nkbup", "nud", "permanent");
-    ns.ip("route", "add", "10.244.2.0/24", "via", "192.168.50.2");
-    ns.ip("-6", "route", "add", "fd00:244:2::/64", "via", "fd00:50::2");
+    ({ ns, h1, h2, up } = makeTestNode("ct"));
     const p2mac = ns.link("nkbp2").mac;
     const p1mac = ns.link("nkbp1").mac;
     for (const [pod, dev, mac] of [
@@ -125,9 +112,6 @@ if (whyNot) {
       dnat(VIP_REMOTE[af], "tcp", 80, to(REMOTE[af], 8080)); // a Service with a backend elsewhere
       dnat(NODE[af], "tcp", 30080, to(POD1[af], 80)); // a hostPort
     }
-    h1 = ns.link("nkbh1").ifindex;
-    h2 = ns.link("nkbh2").ifindex;
-    up = ns.link("nkbup");
     macs = { h1: ns.link("nkbh1").mac, up: up.mac };
 
     bpffs = TestBpffs.mount();

@@ -30,7 +30,8 @@ import type { BpfProgram } from "../../src/bpf/programs";
 import { inNetns } from "../../src/sys/netns";
 import { TestBpffs } from "./helpers/bpffs";
 import { ageFlows } from "./helpers/flows";
-import { TestNetns } from "./helpers/netns";
+import type { TestNetns } from "./helpers/netns";
+import { GATEWAY_MAC, makeTestNode } from "./helpers/node";
 import { buildObjects } from "./helpers/objects";
 import { arpRequest, ipv4HeaderValid, type PacketSpec, packet, readMac, readTtl, TCP } from "./helpers/packets";
 import { testRun } from "./helpers/test-run";
@@ -44,7 +45,6 @@ const POD2 = { v4: "10.244.1.11", v6: "fd00:244:1::11" };
 const REMOTE_NEIGH = { v4: "10.244.2.20", v6: "fd00:244:2::20" };
 const REMOTE_NO_NEIGH = { v4: "10.244.3.30", v6: "fd00:244:3::30" };
 const VIP = { v4: "10.96.0.10", v6: "fd00:96::10" };
-const GATEWAY_MAC = "02:00:00:00:50:02";
 const CLUSTER = ["10.244.0.0/16", "fd00:244::/32"];
 
 /** The variants this kernel runs: conntrack needs a JIT and the conntrack kfuncs. */
@@ -59,24 +59,7 @@ let up: { ifindex: number; mac: string };
 
 beforeAll(() => {
   objects = buildObjects();
-  ns = TestNetns.create("dp");
-  ns.sysctl("net.ipv4.ip_forward", "1");
-  ns.sysctl("net.ipv6.conf.all.forwarding", "1");
-  ns.ip("link", "add", "nkbh1", "type", "veth", "peer", "name", "nkbp1");
-  ns.ip("link", "add", "nkbh2", "type", "veth", "peer", "name", "nkbp2");
-  ns.ip("link", "add", "nkbup", "type", "veth", "peer", "name", "nkbwire");
-  for (const dev of ["nkbh1", "nkbp1", "nkbh2", "nkbp2", "nkbup", "nkbwire"]) ns.ip("link", "set", dev, "up");
-  ns.ip("addr", "add", "192.168.50.1/24", "dev", "nkbup");
-  ns.ip("addr", "add", "fd00:50::1/64", "dev", "nkbup", "nodad");
-  ns.ip("neigh", "replace", "192.168.50.2", "lladdr", GATEWAY_MAC, "dev", "nkbup", "nud", "permanent");
-  ns.ip("-6", "neigh", "replace", "fd00:50::2", "lladdr", GATEWAY_MAC, "dev", "nkbup", "nud", "permanent");
-  ns.ip("route", "add", "10.244.2.0/24", "via", "192.168.50.2");
-  ns.ip("route", "add", "10.244.3.0/24", "via", "192.168.50.3");
-  ns.ip("-6", "route", "add", "fd00:244:2::/64", "via", "fd00:50::2");
-  ns.ip("-6", "route", "add", "fd00:244:3::/64", "via", "fd00:50::3");
-  h1 = ns.link("nkbh1").ifindex;
-  h2 = ns.link("nkbh2").ifindex;
-  up = ns.link("nkbup");
+  ({ ns, h1, h2, up } = makeTestNode("dp"));
 }, 60_000);
 
 afterAll(() => ns?.destroy());

@@ -59,6 +59,24 @@ static size_t build(uint8_t *p, struct in_addr dst, int kind, uint16_t port)
 	}
 }
 
+/* Sends msgs[0..n), waiting out a full socket buffer. Returns 0, or -1 on a real error. */
+static int flush(int fd, struct mmsghdr *msgs, int n)
+{
+	for (int done = 0; done < n;) {
+		int r = sendmmsg(fd, msgs + done, n - done, 0);
+		if (r < 0 && (errno == ENOBUFS || errno == EAGAIN || errno == EINTR)) {
+			nanosleep(&(struct timespec){ .tv_nsec = 100000 }, NULL);
+			continue;
+		}
+		if (r < 0) {
+			perror("flood: sendmmsg");
+			return -1;
+		}
+		done += r;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 3) {
@@ -94,35 +112,17 @@ int main(int argc, char **argv)
 									  .msg_iov = &iov[n], .msg_iovlen = 1 };
 					if (++n < BATCH)
 						continue;
-					for (int done = 0; done < n;) {
-						int r = sendmmsg(fd, msgs + done, n - done, 0);
-						if (r < 0 && (errno == ENOBUFS || errno == EAGAIN || errno == EINTR)) {
-							nanosleep(&(struct timespec){ .tv_nsec = 100000 }, NULL);
-							continue;
-						}
-						if (r < 0) {
-							perror("flood: sendmmsg");
-							return 1;
-						}
-						done += r;
-						sent += r;
-					}
+					if (flush(fd, msgs, n))
+						return 1;
+					sent += n;
 					n = 0;
 				}
 			}
 		}
 	}
-	for (int done = 0; done < n;) {
-		int r = sendmmsg(fd, msgs + done, n - done, 0);
-		if (r < 0 && (errno == ENOBUFS || errno == EAGAIN || errno == EINTR))
-			continue;
-		if (r < 0) {
-			perror("flood: sendmmsg");
-			return 1;
-		}
-		done += r;
-		sent += r;
-	}
+	if (flush(fd, msgs, n))
+		return 1;
+	sent += n;
 	printf("%llu\n", sent);
 	return 0;
 }
