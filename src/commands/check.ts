@@ -58,7 +58,12 @@ export async function cmdCheck(inv: Invocation): Promise<void> {
         throw mismatch(`route ${dst} dev ${hostDevice} is missing on the host`);
       }
     }
-    checkFastPath(conf.fastPath.bpffsRoot, hostDevice, hostLink.index, addresses);
+    // Pods of a network without the fast path that an older build made have no program
+    // (it attached none then): only pods with any state of ours are held to it.
+    const root = conf.fastPath.bpffsRoot;
+    if (conf.fastPath.enabled || endpointState(root, hostDevice).pinned || hasEndpointEntry(root, hostLink.index)) {
+      checkFastPath(root, hostDevice, hostLink.index, addresses);
+    }
   } finally {
     closeNamespaces(ns);
   }
@@ -77,6 +82,10 @@ function checkFastPath(root: string, hostDevice: string, hostIfindex: number, ad
       throw mismatch(`endpoint map entry for ${ip} is ${entry ? `on ifindex ${entry.hostIfindex}` : "missing"}`);
     }
   }
+}
+
+function hasEndpointEntry(root: string, hostIfindex: number): boolean {
+  return [...endpointMapEntries(root).values()].some((e) => e.hostIfindex === hostIfindex);
 }
 
 function requireUp(link: Link | undefined, what: string): Link {

@@ -7,7 +7,9 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { endpointKey } from "../../src/bpf/abi";
 import type { Counters } from "../../src/bpf/index";
+import { openNodeMaps } from "../../src/bpf/node";
 import { countersOf, endpointMapEntries, pinnedEndpointDevices } from "../../src/datapath/fastpath";
 import { Fixture, inNs, ping, runPlugin, runPluginAsync, sh, TEST_DATAPATH } from "./harness";
 import { startServer, tcpRequest } from "./tcp";
@@ -134,6 +136,24 @@ describe("fast path", () => {
     const r = runPlugin(a.netns, "CHECK", att, withPrev);
     expect(r.json).toMatchObject({ code: 101 });
     expect(String(r.json?.msg)).toContain(`eBPF programs of ${pod.hostDevice} are not attached`);
+  });
+
+  it("CHECK holds a fastPath false pod to its source check, unless an older build made it without one", () => {
+    const conf = { ...a.conf, fastPath: false };
+    const pod = addPod(fx, a, "plain", conf);
+    const att = { containerId: "plain", netns: `/run/netns/${pod.netns}`, ifname: "eth0" };
+    const withPrev = { ...conf, prevResult: pod.add.json };
+    expect(runPlugin(a.netns, "CHECK", att, withPrev).status).toBe(0);
+    fs.rmSync(path.join(a.bpffsRoot, "endpoints", pod.hostDevice), { recursive: true });
+    expect(runPlugin(a.netns, "CHECK", att, withPrev).json).toMatchObject({ code: 101 });
+    // As an older build left such a pod: no program, no endpoint entries.
+    const maps = openNodeMaps(a.bpffsRoot);
+    try {
+      for (const ip of [pod.v4, pod.v6]) maps.endpoints.delete(endpointKey(ip));
+    } finally {
+      maps.close();
+    }
+    expect(runPlugin(a.netns, "CHECK", att, withPrev).status).toBe(0);
   });
 
   it("concurrent ADDs on a fresh node agree on one set of maps and programs", async () => {
