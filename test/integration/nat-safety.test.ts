@@ -167,9 +167,12 @@ describe("flow memory is per pod, and visible", () => {
     const table = (id: string) => rows.find((r) => r.containerId === id)?.flowTable;
     // Every echo id opened a flow in the flooder's table (and, without conntrack, every
     // SYN): it holds what fits and evicted the rest. The target's own table saw none.
-    // (An LRU map may keep a few slots on another CPU's free list.)
+    // A full LRU map does not show all its slots in use: the kernel evicts in batches of
+    // LOCAL_FREE_TARGET (128) into a CPU's local free list, and each CPU may hold such a
+    // batch, so a full table holds between capacity - 128 x CPUs and capacity entries.
     expect(table("flooder")).toMatchObject({ capacity: 1024 });
-    expect(table("flooder")?.entries).toBeGreaterThan(1000);
+    expect(table("flooder")?.entries).toBeGreaterThan(1024 - 128 * os.cpus().length);
+    expect(table("flooder")?.entries).toBeLessThanOrEqual(1024);
     expect(table("flooder")?.remembered).toBeGreaterThanOrEqual(65535);
     expect(table("flooder")?.evicted).toBeGreaterThanOrEqual(65535 - 1024);
     expect(table("target")).toMatchObject({ entries: 0, remembered: 0, evicted: 0 });
