@@ -13,7 +13,7 @@ await esbuild.build({
   target: "node20",
   format: "cjs",
   outfile: path.join(here, ".build/bench.js"),
-  external: ["ffi-rs", "netlink"],
+  external: ["ffi-rs"],
   logLevel: "warning",
   sourcemap: "inline",
 });

@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 // Builds the single `netkit-cni` executable: esbuild bundles src/ into one CommonJS file,
-// Node's SEA embeds it (plus a V8 code cache) and the two native addons into a copy of
-// the node binary. The addons cannot be bundled as JavaScript; the bundle's references to
-// them are rewritten to load the SEA assets instead (see src/sys/native-addons.ts).
+// Node's SEA embeds it (plus a V8 code cache) and the native addon (ffi-rs) into a copy
+// of the node binary. The addon cannot be bundled as JavaScript; the bundle's reference to
+// it is rewritten to load the SEA asset instead (see src/sys/native-addons.ts).
 import { execFileSync } from "node:child_process";
 import * as fs from "node:fs";
 import { createRequire } from "node:module";
@@ -15,7 +15,6 @@ const dist = path.resolve(process.env.NKC_DIST ?? path.join(root, "dist"));
 const require = createRequire(import.meta.url);
 
 const addons = {
-  netlink: path.join(path.dirname(require.resolve("netlink/package.json")), "prebuilds/linux-x64/node.napi.node"),
   "ffi-rs": require.resolve("@yuuang/ffi-rs-linux-x64-gnu/ffi-rs.linux-x64-gnu.node"),
 };
 
@@ -23,8 +22,7 @@ const nativeAddonsPlugin = {
   name: "native-addons",
   setup(build) {
     const loader = path.join(root, "src/sys/native-addons.ts");
-    // netlink calls require('node-gyp-build')(dir); ffi-rs requires its platform package.
-    build.onResolve({ filter: /^node-gyp-build$/ }, () => ({ path: "netlink", namespace: "addon" }));
+    // ffi-rs requires its platform package.
     build.onResolve({ filter: /^@yuuang\/ffi-rs-linux-x64-gnu$/ }, () => ({ path: "ffi-rs", namespace: "addon" }));
     // ffi-rs asks process.report whether libc is musl (~5 ms per start); we ship the glibc
     // build only, and load the addon ourselves anyway.
@@ -34,13 +32,10 @@ const nativeAddonsPlugin = {
       if (patched === source) throw new Error("ffi-rs/index.js changed: isMusl() not found");
       return { contents: patched, loader: "js" };
     });
-    build.onLoad({ filter: /.*/, namespace: "addon" }, (args) => ({
+    build.onLoad({ filter: /.*/, namespace: "addon" }, () => ({
       resolveDir: root,
       loader: "js",
-      contents:
-        args.path === "netlink"
-          ? `const { requireAddon } = require(${JSON.stringify(loader)}); module.exports = () => requireAddon("netlink");`
-          : `const { requireAddon } = require(${JSON.stringify(loader)}); module.exports = requireAddon("ffi-rs");`,
+      contents: `const { requireAddon } = require(${JSON.stringify(loader)}); module.exports = requireAddon("ffi-rs");`,
     }));
   },
 };
@@ -71,7 +66,6 @@ fs.writeFileSync(
     disableExperimentalSEAWarning: true,
     useCodeCache: true,
     assets: {
-      "netlink.node": addons.netlink,
       "ffi-rs.node": addons["ffi-rs"],
       ...Object.fromEntries(
         ["bpf_lxc.o", "bpf_host.o", "bpf_lxc_ct.o", "bpf_host_ct.o", "epoch"].map((f) => [

@@ -1,17 +1,15 @@
 /**
- * A route-netlink socket bound to one network namespace, built on the `netlink` package's
- * transport (socket, sequence numbers, multipart assembly). We add what it lacks:
- * kernel errors as `NetlinkError` with errno and the extended-ack text ("Invalid MTU"),
- * dumps that drop the DONE marker, and opening the socket inside another netns.
+ * A route-netlink socket bound to one network namespace: requests with sequence numbers,
+ * replies gathered until the kernel's ACK (or a dump's DONE), kernel errors as
+ * `NetlinkError` with errno and the extended-ack text ("Invalid MTU"), and opening the
+ * socket inside another netns. The descriptor and its blocking calls are
+ * src/sys/netlink-fd.ts's; every request completes before it returns.
  *
- * Never awaits while inside another netns: the socket is created synchronously there,
- * and all later traffic happens from the host namespace.
+ * The socket is created inside the target netns and used from the host namespace after.
  */
-import * as fs from "node:fs";
 import * as os from "node:os";
-// The transport module alone: the package index also loads nl80211, WireGuard and more.
-import { createNetlink, type NetlinkSocket } from "netlink/dist/netlink";
 import { setsockoptInt } from "../sys/libc";
+import { NetlinkFd } from "../sys/netlink-fd";
 import { inNetnsFd } from "../sys/netns";
 import { parseAttrs, readString } from "./attrs";
 
@@ -32,8 +30,9 @@ const NLMSG_DONE = 3;
 const NLM_F_CAPPED = 0x100;
 const NLM_F_ACK_TLVS = 0x200;
 const NLMSGERR_ATTR_MSG = 1;
+const NLMSG_HDRLEN = 16;
 
-const REQUEST_TIMEOUT_MS = 10_000;
+const REQUEST_TIMEOUT_SECONDS = 10;
 
 export class NetlinkError extends Error {
   constructor(
@@ -60,8 +59,16 @@ export interface NetlinkReply {
   data: Buffer;
 }
 
+/** One message as the kernel framed it: struct nlmsghdr, then `data`. */
+interface NetlinkMessage extends NetlinkReply {
+  flags: number;
+  seq: number;
+}
+
 export class RtnlSocket {
-  private constructor(private readonly sock: NetlinkSocket) {}
+  private seq = Math.floor(Math.random() * 0x7fffffff);
+
+  private constructor(private readonly fd: NetlinkFd) {}
 
   /** Opens a socket in the caller's current namespace, or inside the netns open on `netnsFd`. */
   static open(netnsFd?: number): RtnlSocket {
@@ -69,76 +76,95 @@ export class RtnlSocket {
     return new RtnlSocket(netnsFd === undefined ? create() : inNetnsFd(netnsFd, create));
   }
 
-  private static createWithExtack(): NetlinkSocket {
-    const sock = createNetlink(NETLINK_ROUTE);
-    // The package hides the descriptor; every netlink socket this process holds is ours,
-    // so extended acks are turned on for all of them (setsockopt fails on other sockets).
-    for (const fd of openSockets()) enableExtack(fd);
-    return sock;
+  private static createWithExtack(): NetlinkFd {
+    const fd = new NetlinkFd(NETLINK_ROUTE, REQUEST_TIMEOUT_SECONDS);
+    enableExtack(fd.descriptor);
+    return fd;
   }
 
   close(): void {
-    this.sock.close();
+    this.fd.close();
   }
 
-  /** Sends a request and waits for the kernel's ACK; throws NetlinkError on failure. */
+  /**
+   * Sends a request and gathers the replies up to the kernel's ACK; throws NetlinkError on
+   * failure. Async only in signature: it completes before returning.
+   */
   async request(operation: string, type: number, flags: number, payload: Buffer): Promise<NetlinkReply[]> {
-    const [msgs] = await this.sock.request(type, payload, {
-      flags: flags | NLM_F_REQUEST | NLM_F_ACK,
-      checkError: false,
-      timeout: REQUEST_TIMEOUT_MS,
-    });
-    const replies: NetlinkReply[] = [];
-    for (const m of msgs) {
-      if (m.type === NLMSG_DONE) continue;
-      if (m.type === NLMSG_ERROR) {
-        const errno = -m.data.readInt32LE(0);
-        if (errno === 0) continue;
-        throw new NetlinkError(operation, errno, extackMessage(m.data, m.flags));
-      }
-      replies.push({ type: m.type, data: m.data });
-    }
-    return replies;
+    return this.exchange(operation, type, flags | NLM_F_REQUEST | NLM_F_ACK, payload);
   }
 
   /** A dump request: every object of one kind (links, addresses, routes). */
-  dump(operation: string, type: number, payload: Buffer): Promise<NetlinkReply[]> {
-    return this.request(operation, type, NLM_F_DUMP, payload);
+  async dump(operation: string, type: number, payload: Buffer): Promise<NetlinkReply[]> {
+    return this.exchange(operation, type, NLM_F_DUMP | NLM_F_REQUEST | NLM_F_ACK, payload);
   }
-}
 
-/**
- * Extended acks turn bare errnos into the kernel's own explanation. False when `fd` is
- * not a netlink socket (or the kernel is too old to have them).
- */
-function enableExtack(fd: number): boolean {
-  try {
-    setsockoptInt(fd, SOL_NETLINK, NETLINK_EXT_ACK, 1);
-    setsockoptInt(fd, SOL_NETLINK, NETLINK_CAP_ACK, 1);
-    return true;
-  } catch {
-    return false;
-  }
-}
+  private exchange(operation: string, type: number, flags: number, payload: Buffer): NetlinkReply[] {
+    this.seq = (this.seq + 1) >>> 0;
+    const seq = this.seq;
+    const header = Buffer.alloc(NLMSG_HDRLEN);
+    header.writeUInt32LE(NLMSG_HDRLEN + payload.length, 0);
+    header.writeUInt16LE(type, 4);
+    header.writeUInt16LE(flags, 6);
+    header.writeUInt32LE(seq, 8);
+    this.fd.send(Buffer.concat([header, payload]));
 
-/** Every socket descriptor this process holds. */
-function openSockets(): number[] {
-  const out: number[] = [];
-  for (const fd of fs.readdirSync("/proc/self/fd")) {
-    try {
-      if (fs.readlinkSync(`/proc/self/fd/${fd}`).startsWith("socket:")) out.push(Number(fd));
-    } catch {
-      // The descriptor readdir itself used is gone by now.
+    const replies: NetlinkReply[] = [];
+    for (;;) {
+      for (const m of splitMessages(this.fd.receive())) {
+        // A reply to an earlier request that timed out: not ours to read.
+        if (m.seq !== seq) continue;
+        if (m.type === NLMSG_ERROR || m.type === NLMSG_DONE) {
+          // Both carry an errno first: 0 is the ACK (or a complete dump).
+          const errno = m.data.length >= 4 ? -m.data.readInt32LE(0) : 0;
+          if (errno !== 0) throw new NetlinkError(operation, errno, extackMessage(m.data, m.flags, m.type));
+          // A dump ends at DONE; its ACK (when the kernel sends one) follows in order and is
+          // skipped by the sequence check of the next request.
+          return replies;
+        }
+        replies.push({ type: m.type, data: m.data });
+      }
     }
+  }
+}
+
+/** The messages of one datagram (a dump batch holds many). */
+function splitMessages(datagram: Buffer): NetlinkMessage[] {
+  const out: NetlinkMessage[] = [];
+  let offset = 0;
+  while (offset + NLMSG_HDRLEN <= datagram.length) {
+    const length = datagram.readUInt32LE(offset);
+    if (length < NLMSG_HDRLEN || offset + length > datagram.length) break;
+    out.push({
+      type: datagram.readUInt16LE(offset + 4),
+      flags: datagram.readUInt16LE(offset + 6),
+      seq: datagram.readUInt32LE(offset + 8),
+      data: datagram.subarray(offset + NLMSG_HDRLEN, offset + length),
+    });
+    offset += (length + 3) & ~3;
   }
   return out;
 }
 
-/** Extracts NLMSGERR_ATTR_MSG from an error message, if the kernel sent one. */
-function extackMessage(data: Buffer, flags: number): string | undefined {
+/**
+ * Extended acks turn bare errnos into the kernel's own explanation; capped acks keep the
+ * echo of a large request out of the reply. A kernel without them answers with errnos.
+ */
+function enableExtack(fd: number): void {
+  try {
+    setsockoptInt(fd, SOL_NETLINK, NETLINK_EXT_ACK, 1);
+    setsockoptInt(fd, SOL_NETLINK, NETLINK_CAP_ACK, 1);
+  } catch {
+    // Plain errnos it is.
+  }
+}
+
+/** Extracts NLMSGERR_ATTR_MSG from an error or DONE message, if the kernel sent one. */
+function extackMessage(data: Buffer, flags: number, type: number): string | undefined {
   if (!(flags & NLM_F_ACK_TLVS)) return undefined;
-  // struct nlmsgerr: int error; struct nlmsghdr msg; then (unless capped) the payload.
-  const origLen = data.readUInt32LE(4);
-  const tlvStart = 4 + (flags & NLM_F_CAPPED ? 16 : origLen);
+  // NLMSG_ERROR: struct nlmsgerr (int error; struct nlmsghdr msg; unless capped, the
+  // request's payload), then the TLVs. NLMSG_DONE: int error, then the TLVs.
+  let tlvStart = 4;
+  if (type === NLMSG_ERROR) tlvStart += flags & NLM_F_CAPPED ? NLMSG_HDRLEN : data.readUInt32LE(4);
   return readString(parseAttrs(data, (tlvStart + 3) & ~3).get(NLMSGERR_ATTR_MSG));
 }

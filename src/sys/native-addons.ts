@@ -1,5 +1,5 @@
 /**
- * Loads the two native addons (netlink, ffi-rs) both when running from node_modules
+ * Loads the native addon (ffi-rs) both when running from node_modules
  * (tests, development) and from inside the single executable, where they travel as SEA
  * assets. An addon can only be dlopen()ed from a file, so the SEA copy is written once
  * to a root-owned cache directory, named by its content hash, and reused by every
@@ -12,7 +12,7 @@ import * as path from "node:path";
 import { mkdirs } from "./mkdirs";
 import { readAsset, seaModule } from "./sea-assets";
 
-export type NativeAddonName = "netlink" | "ffi-rs";
+export type NativeAddonName = "ffi-rs";
 
 /** Where extracted addons live; overridable for tests and read-only roots. */
 const cacheDir = process.env.NETKIT_CNI_ADDON_CACHE ?? "/var/lib/netkit-cni/addons";
@@ -36,14 +36,11 @@ export function requireAddon(name: NativeAddonName): unknown {
 
 /**
  * Outside the executable (the bundle run by node, e.g. to profile it): the addons as
- * npm installed them next to the bundle.
+ * npm installed it next to the bundle.
  */
 function requireFromBuildTree(name: NativeAddonName): unknown {
   const req = createRequire(__filename);
-  const file =
-    name === "netlink"
-      ? path.join(path.dirname(req.resolve("netlink/package.json")), "prebuilds/linux-x64/node.napi.node")
-      : req.resolve("@yuuang/ffi-rs-linux-x64-gnu/ffi-rs.linux-x64-gnu.node");
+  const file = req.resolve("@yuuang/ffi-rs-linux-x64-gnu/ffi-rs.linux-x64-gnu.node");
   const mod = { exports: {} as unknown };
   process.dlopen(mod, file);
   loaded.set(name, mod.exports);
