@@ -1,8 +1,13 @@
 #!/usr/bin/env node
-// Builds the single `netkit-cni` executable: esbuild bundles src/ into one CommonJS file,
-// Node's SEA embeds it (plus a V8 code cache) and the native addon (ffi-rs) into a copy
-// of the node binary. The addon cannot be bundled as JavaScript; the bundle's reference to
-// it is rewritten to load the SEA asset instead (see src/sys/native-addons.ts).
+// Builds the two single executables from one entry (src/main.ts), each from its own
+// esbuild bundle:
+// - dist/netkit-cni: Node's SEA embeds the bundle (plus a V8 code cache), the eBPF objects
+//   and the native addon (ffi-rs) into a copy of the node binary. The addon cannot be
+//   bundled as JavaScript; the bundle's reference to it loads the SEA asset instead
+//   (src/sys/native-addons.ts).
+// - dist/netkit-cni-bun: `bun build --compile` of a bundle that requires the addon's .node
+//   file by path (Bun's compiler embeds it) and carries the eBPF objects in a global its
+//   banner defines (src/sys/embedded-assets.ts). Starts in a few milliseconds.
 import { execFileSync } from "node:child_process";
 import * as fs from "node:fs";
 import { createRequire } from "node:module";
@@ -14,85 +19,119 @@ const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), "..")
 const dist = path.resolve(process.env.NKC_DIST ?? path.join(root, "dist"));
 const require = createRequire(import.meta.url);
 
-const addons = {
-  "ffi-rs": require.resolve("@yuuang/ffi-rs-linux-x64-gnu/ffi-rs.linux-x64-gnu.node"),
-};
+const ffiAddon = require.resolve("@yuuang/ffi-rs-linux-x64-gnu/ffi-rs.linux-x64-gnu.node");
+const bunBinary = path.join(path.dirname(require.resolve("@oven/bun-linux-x64/package.json")), "bin/bun");
+const BPF_ASSETS = ["bpf_lxc.o", "bpf_host.o", "bpf_lxc_ct.o", "bpf_host_ct.o", "epoch"];
 
-const nativeAddonsPlugin = {
-  name: "native-addons",
-  setup(build) {
-    const loader = path.join(root, "src/sys/native-addons.ts");
-    // ffi-rs requires its platform package.
-    build.onResolve({ filter: /^@yuuang\/ffi-rs-linux-x64-gnu$/ }, () => ({ path: "ffi-rs", namespace: "addon" }));
-    // ffi-rs asks process.report whether libc is musl (~5 ms per start); we ship the glibc
-    // build only, and load the addon ourselves anyway.
-    build.onLoad({ filter: /ffi-rs[\\/]index\.js$/ }, (args) => {
-      const source = fs.readFileSync(args.path, "utf8");
-      const patched = source.replace("function isMusl() {", "function isMusl() {\n  return false;");
-      if (patched === source) throw new Error("ffi-rs/index.js changed: isMusl() not found");
-      return { contents: patched, loader: "js" };
-    });
-    build.onLoad({ filter: /.*/, namespace: "addon" }, () => ({
-      resolveDir: root,
-      loader: "js",
-      contents: `const { requireAddon } = require(${JSON.stringify(loader)}); module.exports = requireAddon("ffi-rs");`,
-    }));
-  },
-};
+/** Points ffi-rs's require of its platform package at `addonSource` (a module's text). */
+function nativeAddonPlugin(addonSource) {
+  return {
+    name: "native-addon",
+    setup(build) {
+      build.onResolve({ filter: /^@yuuang\/ffi-rs-linux-x64-gnu$/ }, () => ({ path: "ffi-rs", namespace: "addon" }));
+      // ffi-rs asks process.report whether libc is musl (~5 ms per start); we ship the
+      // glibc build only.
+      build.onLoad({ filter: /ffi-rs[\\/]index\.js$/ }, (args) => {
+        const source = fs.readFileSync(args.path, "utf8");
+        const patched = source.replace("function isMusl() {", "function isMusl() {\n  return false;");
+        if (patched === source) throw new Error("ffi-rs/index.js changed: isMusl() not found");
+        return { contents: patched, loader: "js" };
+      });
+      build.onLoad({ filter: /.*/, namespace: "addon" }, () => ({
+        resolveDir: root,
+        loader: "js",
+        contents: addonSource,
+      }));
+    },
+  };
+}
+
+async function bundle(outfile, addonSource, extra = {}) {
+  await esbuild.build({
+    entryPoints: [path.join(root, "src/main.ts")],
+    bundle: true,
+    platform: "node",
+    target: "node20",
+    format: "cjs",
+    outfile,
+    plugins: [nativeAddonPlugin(addonSource)],
+    logLevel: "warning",
+    legalComments: "none",
+    ...extra,
+  });
+}
+
+function report(exe) {
+  console.log(`built ${path.relative(root, exe)} (${(fs.statSync(exe).size / 1e6).toFixed(1)} MB)`);
+}
+
+async function buildNodeExecutable() {
+  const loader = path.join(root, "src/sys/native-addons.ts");
+  const js = path.join(dist, "netkit-cni.js");
+  await bundle(
+    js,
+    `const { requireAddon } = require(${JSON.stringify(loader)}); module.exports = requireAddon("ffi-rs");`,
+  );
+  const seaConfig = path.join(dist, "sea-config.json");
+  const blob = path.join(dist, "sea-prep.blob");
+  fs.writeFileSync(
+    seaConfig,
+    JSON.stringify({
+      main: js,
+      output: blob,
+      disableExperimentalSEAWarning: true,
+      useCodeCache: true,
+      assets: {
+        "ffi-rs.node": ffiAddon,
+        ...Object.fromEntries(BPF_ASSETS.map((f) => [f, path.join(dist, "bpf", f)])),
+      },
+    }),
+  );
+  execFileSync(process.execPath, ["--experimental-sea-config", seaConfig], { stdio: ["ignore", "ignore", "inherit"] });
+  const exe = path.join(dist, "netkit-cni");
+  const tmp = `${exe}.tmp`;
+  fs.copyFileSync(process.execPath, tmp);
+  fs.chmodSync(tmp, 0o755);
+  execFileSync(
+    process.execPath,
+    [
+      require.resolve("postject/dist/cli.js"),
+      tmp,
+      "NODE_SEA_BLOB",
+      blob,
+      "--sentinel-fuse",
+      "NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2",
+    ],
+    { stdio: ["ignore", "ignore", "inherit"] },
+  );
+  fs.renameSync(tmp, exe);
+  report(exe);
+}
+
+async function buildBunExecutable() {
+  const js = path.join(dist, "netkit-cni-bun.js");
+  const assets = Object.fromEntries(
+    BPF_ASSETS.map((f) => [f, fs.readFileSync(path.join(dist, "bpf", f)).toString("base64")]),
+  );
+  await bundle(js, `module.exports = require(${JSON.stringify(ffiAddon)});`, {
+    // Left for Bun's compiler, which embeds a required .node file in the executable.
+    external: ["*.node"],
+    banner: { js: `globalThis.__netkitCniAssets = ${JSON.stringify(assets)};` },
+  });
+  const exe = path.join(dist, "netkit-cni-bun");
+  execFileSync(
+    bunBinary,
+    ["build", "--compile", "--bytecode", "--target=bun-linux-x64", js, "--outfile", `${exe}.tmp`],
+    {
+      stdio: ["ignore", "ignore", "inherit"],
+    },
+  );
+  fs.renameSync(`${exe}.tmp`, exe);
+  report(exe);
+}
 
 fs.mkdirSync(dist, { recursive: true });
-// The eBPF objects first: they travel inside the executable as SEA assets.
+// The eBPF objects first: they travel inside both executables.
 execFileSync(path.join(root, "scripts/build-bpf.sh"), [path.join(dist, "bpf")], { stdio: "inherit" });
-const bundle = path.join(dist, "netkit-cni.js");
-await esbuild.build({
-  entryPoints: [path.join(root, "src/main.ts")],
-  bundle: true,
-  platform: "node",
-  target: "node20",
-  format: "cjs",
-  outfile: bundle,
-  plugins: [nativeAddonsPlugin],
-  logLevel: "warning",
-  legalComments: "none",
-});
-
-const seaConfig = path.join(dist, "sea-config.json");
-const blob = path.join(dist, "sea-prep.blob");
-fs.writeFileSync(
-  seaConfig,
-  JSON.stringify({
-    main: bundle,
-    output: blob,
-    disableExperimentalSEAWarning: true,
-    useCodeCache: true,
-    assets: {
-      "ffi-rs.node": addons["ffi-rs"],
-      ...Object.fromEntries(
-        ["bpf_lxc.o", "bpf_host.o", "bpf_lxc_ct.o", "bpf_host_ct.o", "epoch"].map((f) => [
-          f,
-          path.join(dist, "bpf", f),
-        ]),
-      ),
-    },
-  }),
-);
-execFileSync(process.execPath, ["--experimental-sea-config", seaConfig], { stdio: ["ignore", "ignore", "inherit"] });
-
-const exe = path.join(dist, "netkit-cni");
-const tmp = `${exe}.tmp`;
-fs.copyFileSync(process.execPath, tmp);
-fs.chmodSync(tmp, 0o755);
-execFileSync(
-  process.execPath,
-  [
-    require.resolve("postject/dist/cli.js"),
-    tmp,
-    "NODE_SEA_BLOB",
-    blob,
-    "--sentinel-fuse",
-    "NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2",
-  ],
-  { stdio: ["ignore", "ignore", "inherit"] },
-);
-fs.renameSync(tmp, exe);
-console.log(`built ${path.relative(root, exe)} (${(fs.statSync(exe).size / 1e6).toFixed(1)} MB)`);
+await buildNodeExecutable();
+await buildBunExecutable();

@@ -11,7 +11,7 @@ import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { parseNetConf } from "../cni/config";
-import { seaModule } from "../sys/sea-assets";
+import { isPackagedExecutable } from "../sys/embedded-assets";
 import { DEFAULT_CONFLIST_NAME, InstallError, type InstallOptions } from "./install-options";
 
 const BINARY_NAME = "netkit-cni";
@@ -106,7 +106,7 @@ function writeAtomically(target: string, data: Buffer | string, mode: number): v
 /** The executable to copy: --binary, or this one when running as the built executable. */
 function sourceBinary(opts: InstallOptions): string {
   if (opts.binary) return opts.binary;
-  if (seaModule()) return process.execPath;
+  if (isPackagedExecutable()) return process.execPath;
   throw new InstallError("not running as the netkit-cni executable: run dist/netkit-cni install, or pass --binary");
 }
 

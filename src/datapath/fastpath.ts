@@ -52,7 +52,7 @@ import { CniError, ErrorCode } from "../cni/errors";
 import { log } from "../log";
 import { LockTimeoutError, withFileLock } from "../sys/file-lock";
 import { mkdirs } from "../sys/mkdirs";
-import { readAsset } from "../sys/sea-assets";
+import { readAsset } from "../sys/embedded-assets";
 import type { DeviceKind } from "./types";
 
 const LOCK_DIR = "/run/netkit-cni";

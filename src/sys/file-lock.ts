@@ -40,6 +40,7 @@ import { randomBytes } from "node:crypto";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
+import { monotonicMs, monotonicNs } from "./clock";
 import { flock, LOCK_EX, LOCK_NB, LOCK_SH, LOCK_UN } from "./libc";
 import { mkdirs } from "./mkdirs";
 
@@ -79,10 +80,6 @@ const queueDirOf = (st: fs.Stats, queueRoot: string) => path.join(queueRoot, `${
 
 /** The queue directory of the lock file at `lockPath` (which must exist), for cleaning up after tests. */
 export const lockQueueDir = (lockPath: string, queueRoot = QUEUE_ROOT) => queueDirOf(fs.statSync(lockPath), queueRoot);
-
-/** CLOCK_MONOTONIC: never jumps with the wall clock, and the same for every process. */
-const monotonicNs = () => process.hrtime.bigint();
-const monotonicMs = () => Number(monotonicNs()) / 1e6;
 
 /** `ms` give or take a quarter, so that waiters do not poll in step. */
 const jittered = (ms: number) => ms * (0.75 + Math.random() / 2);

@@ -10,7 +10,7 @@ import * as fs from "node:fs";
 import { createRequire } from "node:module";
 import * as path from "node:path";
 import { mkdirs } from "./mkdirs";
-import { readAsset, seaModule } from "./sea-assets";
+import { readAsset, seaModule } from "./embedded-assets";
 
 export type NativeAddonName = "ffi-rs";
 

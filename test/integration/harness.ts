@@ -12,7 +12,14 @@ import * as path from "node:path";
 import { nodeLockPath } from "../../src/datapath/fastpath";
 import { lockQueueDir } from "../../src/sys/file-lock";
 
-export const BINARY = path.resolve(__dirname, "../../dist/netkit-cni");
+/**
+ * The executable under test: the Node build (dist/netkit-cni), or the Bun-compiled one
+ * when NETKIT_CNI_TEST_BINARY=bun (`make test` runs the suites against both).
+ */
+export const BINARY = path.resolve(
+  __dirname,
+  process.env.NETKIT_CNI_TEST_BINARY === "bun" ? "../../dist/netkit-cni-bun" : "../../dist/netkit-cni",
+);
 let pluginBinary = BINARY;
 
 /** Runs `fn` with another build of the executable as the plugin (the bench's baseline). */

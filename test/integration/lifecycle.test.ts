@@ -6,7 +6,7 @@
  */
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { allocatedIps, Fixture, inNs, type PluginRun, ping, pluginLinks, runPlugin, sh, vethConf } from "./harness";
+import { allocatedIps, BINARY, Fixture, inNs, type PluginRun, ping, pluginLinks, runPlugin, sh, vethConf } from "./harness";
 
 const NODE_V4 = "10.210.255.1";
 const NODE_V6 = "fd10:210::1";
@@ -288,7 +288,7 @@ describe("the executable", () => {
   it("runs with no node on PATH and no node_modules next to it", () => {
     const dir = fx.tempDir("nkt-bin-");
     const copy = path.join(dir, "netkit-cni");
-    sh("cp", [path.resolve(__dirname, "../../dist/netkit-cni"), copy]);
+    sh("cp", [BINARY, copy]);
     const out = sh("env", ["-i", "CNI_COMMAND=VERSION", copy]);
     expect(JSON.parse(out)).toMatchObject({ supportedVersions: ["0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"] });
   });
