@@ -255,7 +255,7 @@ async function run(kind: "host" | "vm", argv: string[]): Promise<string> {
   }
 
   if (!o.skip.has("control") && o.cycles > 0) {
-    const ids: CpId[] = ["ours-embedded", "ours-host-local", "ours-no-programs", "ptp"];
+    const ids: CpId[] = ["ours-embedded", "ours-node", "ours-host-local", "ours-no-programs", "ptp"];
     if (o.baseline) ids.unshift("ours-baseline");
     const datapath = kind === "vm" ? "netkit" : "veth";
     const cfgs = ids.map((id) => makeConfig(id, datapath, o.baseline));

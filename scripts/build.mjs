@@ -1,13 +1,17 @@
 #!/usr/bin/env node
 // Builds the two single executables from one entry (src/main.ts), each from its own
-// esbuild bundle:
-// - dist/netkit-cni: Node's SEA embeds the bundle (plus a V8 code cache), the eBPF objects
+// esbuild bundle. dist/netkit-cni, the one `install` copies, is the Bun-compiled one: both
+// pass the same suites, and it starts and runs a verb in about half the time and CPU
+// (bench/README.md, "Control plane").
+// - dist/netkit-cni-node: Node's SEA embeds the bundle (plus a V8 code cache), the eBPF objects
 //   and the native addon (ffi-rs) into a copy of the node binary. The addon cannot be
-//   bundled as JavaScript; the bundle's reference to it loads the SEA asset instead
+//   bundled as JavaScript; the bundle's reference to it loads the embedded copy instead
 //   (src/sys/native-addons.ts).
-// - dist/netkit-cni-bun: `bun build --compile` of a bundle that requires the addon's .node
-//   file by path (Bun's compiler embeds it) and carries the eBPF objects in a global its
-//   banner defines (src/sys/embedded-assets.ts). Starts in a few milliseconds.
+// - dist/netkit-cni: `bun build --compile` of a bundle that carries the eBPF objects and
+//   the addon in a global its banner defines (src/sys/embedded-assets.ts), as Bun has no
+//   node:sea; the addon is loaded the same way as from the SEA. Not Bun's own embedding of
+//   .node files: it writes the copy to $TMPDIR (read once, before any of our code runs),
+//   and a root process must not load code from a directory every user can write to.
 import { execFileSync } from "node:child_process";
 import * as fs from "node:fs";
 import { createRequire } from "node:module";
@@ -65,13 +69,12 @@ function report(exe) {
   console.log(`built ${path.relative(root, exe)} (${(fs.statSync(exe).size / 1e6).toFixed(1)} MB)`);
 }
 
+/** The addon as both executables load it: from their embedded assets. */
+const ADDON_FROM_ASSETS = `const { requireAddon } = require(${JSON.stringify(path.join(root, "src/sys/native-addons.ts"))}); module.exports = requireAddon("ffi-rs");`;
+
 async function buildNodeExecutable() {
-  const loader = path.join(root, "src/sys/native-addons.ts");
-  const js = path.join(dist, "netkit-cni.js");
-  await bundle(
-    js,
-    `const { requireAddon } = require(${JSON.stringify(loader)}); module.exports = requireAddon("ffi-rs");`,
-  );
+  const js = path.join(dist, "netkit-cni-node.js");
+  await bundle(js, ADDON_FROM_ASSETS);
   const seaConfig = path.join(dist, "sea-config.json");
   const blob = path.join(dist, "sea-prep.blob");
   fs.writeFileSync(
@@ -88,7 +91,7 @@ async function buildNodeExecutable() {
     }),
   );
   execFileSync(process.execPath, ["--experimental-sea-config", seaConfig], { stdio: ["ignore", "ignore", "inherit"] });
-  const exe = path.join(dist, "netkit-cni");
+  const exe = path.join(dist, "netkit-cni-node");
   const tmp = `${exe}.tmp`;
   fs.copyFileSync(process.execPath, tmp);
   fs.chmodSync(tmp, 0o755);
@@ -109,16 +112,18 @@ async function buildNodeExecutable() {
 }
 
 async function buildBunExecutable() {
-  const js = path.join(dist, "netkit-cni-bun.js");
+  const js = path.join(dist, "netkit-cni.js");
+  const files = {
+    "ffi-rs.node": ffiAddon,
+    ...Object.fromEntries(BPF_ASSETS.map((f) => [f, path.join(dist, "bpf", f)])),
+  };
   const assets = Object.fromEntries(
-    BPF_ASSETS.map((f) => [f, fs.readFileSync(path.join(dist, "bpf", f)).toString("base64")]),
+    Object.entries(files).map(([name, file]) => [name, fs.readFileSync(file).toString("base64")]),
   );
-  await bundle(js, `module.exports = require(${JSON.stringify(ffiAddon)});`, {
-    // Left for Bun's compiler, which embeds a required .node file in the executable.
-    external: ["*.node"],
+  await bundle(js, ADDON_FROM_ASSETS, {
     banner: { js: `globalThis.__netkitCniAssets = ${JSON.stringify(assets)};` },
   });
-  const exe = path.join(dist, "netkit-cni-bun");
+  const exe = path.join(dist, "netkit-cni");
   execFileSync(
     bunBinary,
     ["build", "--compile", "--bytecode", "--target=bun-linux-x64", js, "--outfile", `${exe}.tmp`],

@@ -15,6 +15,8 @@ const running = new Set<{ kill(signal: NodeJS.Signals): boolean }>();
 let stopRegistered = false;
 
 export const OUR_PLUGIN = BINARY;
+/** The Node SEA executable of the same build (scripts/build.mjs). */
+export const OUR_NODE_PLUGIN = path.join(path.dirname(BINARY), "netkit-cni-node");
 export const refPlugin = (type: string) => path.join(CNI_PATH, type);
 
 export interface Attachment {
@@ -119,12 +121,13 @@ export function runCniPeakRss(
   att: Attachment,
   conf: unknown,
   scratch: string,
-): { run: CniRun; peakKb: number } {
+): { run: CniRun; peakKb: number; cpuMs: number } {
   const out = path.join(scratch, `rss-${process.hrtime.bigint()}`);
-  const run = runCni(plugin, node, verb, att, conf, { wrapper: ["/usr/bin/time", "-f", "%M", "-o", out] });
-  const peakKb = Number.parseInt(fs.readFileSync(out, "utf8").trim().split("\n").pop() ?? "", 10);
+  // GNU time: peak RSS in KiB, then user and system CPU seconds.
+  const run = runCni(plugin, node, verb, att, conf, { wrapper: ["/usr/bin/time", "-f", "%M %U %S", "-o", out] });
+  const [kb, user, sys] = (fs.readFileSync(out, "utf8").trim().split("\n").pop() ?? "").split(" ").map(Number);
   fs.rmSync(out, { force: true });
-  return { run, peakKb };
+  return { run, peakKb: kb ?? Number.NaN, cpuMs: ((user ?? Number.NaN) + (sys ?? Number.NaN)) * 1000 };
 }
 
 /** The pod's IPv4 address from a CNI result. */

@@ -9,26 +9,37 @@
  *                    the source-check program (one link, like the fast path's), which
  *                    separates the fast path's own cost (node programs, flow table) from the rest
  *   ptp              the reference ptp plugin + host-local
+ *   ours-node        the same build's Node SEA executable (dist/netkit-cni-node), embedded IPAM
  *   ours-baseline    only with --baseline: another build of this plugin, embedded IPAM
  *
  * All at cniVersion 1.0.0 (Debian's host-local refuses 1.1.0, which would make our plugin
  * retry) and IPv4 only, like the ptp configuration. Figures: ADD+DEL cycle latency, a
- * parallel ADD storm (wall time, failures), peak RSS of single invocations.
+ * parallel ADD storm (wall time, failures), peak RSS and CPU time of single invocations.
  */
 import * as fs from "node:fs";
 import type { ClusterNode } from "../../test/integration/topology";
 import { makeCluster } from "../../test/integration/topology";
 import type { BenchFixture } from "./cleanup";
 import { newFixture, tick } from "./cleanup";
-import { type Attachment, type CniRun, OUR_PLUGIN, refPlugin, runCni, runCniAsync, runCniPeakRss } from "./cni";
+import {
+  type Attachment,
+  type CniRun,
+  OUR_NODE_PLUGIN,
+  OUR_PLUGIN,
+  refPlugin,
+  runCni,
+  runCniAsync,
+  runCniPeakRss,
+} from "./cni";
 import { refConf } from "./paths";
 import { type Summary, summarize } from "./stats";
 
-export type CpId = "ours-baseline" | "ours-embedded" | "ours-host-local" | "ours-no-programs" | "ptp";
+export type CpId = "ours-baseline" | "ours-embedded" | "ours-node" | "ours-host-local" | "ours-no-programs" | "ptp";
 
 export const CP_LABELS: Record<CpId, string> = {
   "ours-baseline": "netkit-cni baseline build (--baseline), embedded IPAM",
   "ours-embedded": "netkit-cni, embedded IPAM",
+  "ours-node": "netkit-cni Node SEA (dist/netkit-cni-node), embedded IPAM",
   "ours-host-local": "netkit-cni + host-local",
   "ours-no-programs": "netkit-cni, embedded IPAM, fastPath false (source check only)",
   ptp: "ptp + host-local",
@@ -50,7 +61,7 @@ export function makeConfig(id: CpId, datapath: string, baselinePlugin?: string):
   const ranges = [[{ subnet: node.podSubnet4 }]];
   const ipam =
     id === "ours-host-local" ? { type: "host-local", ranges, dataDir } : { type: "netkit-cni", ranges, dataDir };
-  const plugin = id === "ours-baseline" ? baselinePlugin : OUR_PLUGIN;
+  const plugin = id === "ours-baseline" ? baselinePlugin : id === "ours-node" ? OUR_NODE_PLUGIN : OUR_PLUGIN;
   if (!plugin) throw new Error("the baseline configuration needs --baseline PATH");
   const fastPath = id === "ours-no-programs" ? { fastPath: false } : {};
   return { id, fx, node, plugin, conf: { ...node.conf, ...fastPath, cniVersion: "1.0.0", ipam } };
@@ -177,22 +188,38 @@ export async function storm(cfg: CpConfig, pods: number, concurrency: number): P
 export interface RssResult {
   addKb: Summary;
   delKb: Summary;
+  /** CPU time (user + system) of the same invocations; absent in older results. */
+  addCpuMs?: Summary;
+  delCpuMs?: Summary;
 }
 
-/** Peak RSS of single ADD and DEL invocations (GNU time %M), `n` of each. */
+/** Peak RSS and CPU time of single ADD and DEL invocations (GNU time), `n` of each. */
 export async function measureRss(cfg: CpConfig, n: number): Promise<RssResult> {
   const ns = cfg.fx.makeNetns("nkp");
   const scratch = cfg.fx.tempDir("nkb-rss-");
   const addKb: number[] = [];
   const delKb: number[] = [];
+  const addCpuMs: number[] = [];
+  const delCpuMs: number[] = [];
   for (let i = 0; i < n; i++) {
     await tick();
     const a = att(`rss-${cfg.id}-${i}`, ns);
     const r = runCniPeakRss(cfg.plugin, cfg.node.netns, "ADD", a, cfg.conf, scratch);
     const d = runCniPeakRss(cfg.plugin, cfg.node.netns, "DEL", a, { ...cfg.conf, prevResult: r.run.json }, scratch);
-    if (r.run.status === 0) addKb.push(r.peakKb);
-    if (d.run.status === 0) delKb.push(d.peakKb);
+    if (r.run.status === 0) {
+      addKb.push(r.peakKb);
+      addCpuMs.push(r.cpuMs);
+    }
+    if (d.run.status === 0) {
+      delKb.push(d.peakKb);
+      delCpuMs.push(d.cpuMs);
+    }
   }
   fs.rmSync(scratch, { recursive: true, force: true });
-  return { addKb: summarize(addKb), delKb: summarize(delKb) };
+  return {
+    addKb: summarize(addKb),
+    delKb: summarize(delKb),
+    addCpuMs: summarize(addCpuMs),
+    delCpuMs: summarize(delCpuMs),
+  };
 }

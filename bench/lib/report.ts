@@ -201,8 +201,8 @@ function controlPlaneTable(r: BenchResult): string {
   const ptp = cp.cycles.ptp;
   const ptpStorm = stormMean(r, "ptp");
   const rows = [
-    `| configuration | ADD p50 / p95 | DEL p50 / p95 | ADD+DEL p50 / p95 | ADD+DEL p50 × ptp | first ADD on a fresh node | storm: ${r.settings.storm} ADDs, ${r.settings.concurrency} at a time (wall) | storm × ptp | storm failures | peak RSS ADD / DEL |`,
-    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    `| configuration | ADD p50 / p95 | DEL p50 / p95 | ADD+DEL p50 / p95 | ADD+DEL p50 × ptp | first ADD on a fresh node | storm: ${r.settings.storm} ADDs, ${r.settings.concurrency} at a time (wall) | storm × ptp | storm failures | peak RSS ADD / DEL | CPU per ADD / DEL (p50) |`,
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
   ];
   for (const id of Object.keys(CP_LABELS) as CpId[]) {
     const c = cp.cycles[id];
@@ -210,7 +210,7 @@ function controlPlaneTable(r: BenchResult): string {
     const st = stormMean(r, id);
     const rss = cp.rss[id];
     rows.push(
-      `| ${CP_LABELS[id]} | ${ms(c.add.median)} / ${ms(quant95(c.samples.add))} | ${ms(c.del.median)} / ${ms(quant95(c.samples.del))} | ${ms(c.cycle.median)} / ${ms(quant95(sum(c.samples.add, c.samples.del)))} | ${id === "ptp" ? "1" : `**${x2(c.cycle.median / (ptp?.cycle.median ?? Number.NaN))}**`} | ${ms(c.firstAddMs)} | ${st.walls.map((w) => ms(w)).join(", ")} | ${id === "ptp" ? "1" : `**${x2(st.wall / ptpStorm.wall)}**`} | ${st.failures} | ${rss ? `${mb(rss.addKb.max)} / ${mb(rss.delKb.max)}` : "n/a"} |`,
+      `| ${CP_LABELS[id]} | ${ms(c.add.median)} / ${ms(quant95(c.samples.add))} | ${ms(c.del.median)} / ${ms(quant95(c.samples.del))} | ${ms(c.cycle.median)} / ${ms(quant95(sum(c.samples.add, c.samples.del)))} | ${id === "ptp" ? "1" : `**${x2(c.cycle.median / (ptp?.cycle.median ?? Number.NaN))}**`} | ${ms(c.firstAddMs)} | ${st.walls.map((w) => ms(w)).join(", ")} | ${id === "ptp" ? "1" : `**${x2(st.wall / ptpStorm.wall)}**`} | ${st.failures} | ${rss ? `${mb(rss.addKb.max)} / ${mb(rss.delKb.max)}` : "n/a"} | ${rss?.addCpuMs && rss.delCpuMs ? `${ms(rss.addCpuMs.median)} / ${ms(rss.delCpuMs.median)}` : "n/a"} |`,
     );
   }
   return rows.join("\n");
@@ -299,7 +299,7 @@ function targets(host?: BenchResult, vm?: BenchResult): Target[] {
   const cp = host?.controlPlane;
   if (cp?.cycles.ptp) {
     const ptp = cp.cycles.ptp;
-    for (const id of ["ours-embedded", "ours-host-local"] as const) {
+    for (const id of ["ours-embedded", "ours-node", "ours-host-local"] as const) {
       const c = cp.cycles[id];
       if (!c) continue;
       out.push({
@@ -309,7 +309,7 @@ function targets(host?: BenchResult, vm?: BenchResult): Target[] {
       });
     }
     const ps = stormMean(host as BenchResult, "ptp");
-    for (const id of ["ours-embedded", "ours-host-local"] as const) {
+    for (const id of ["ours-embedded", "ours-node", "ours-host-local"] as const) {
       const st = stormMean(host as BenchResult, id);
       if (!st.walls.length) continue;
       out.push({
@@ -318,7 +318,7 @@ function targets(host?: BenchResult, vm?: BenchResult): Target[] {
         met: st.wall <= ps.wall && st.failures === 0,
       });
     }
-    const peaks = (["ours-embedded", "ours-host-local"] as const).flatMap((id) => {
+    const peaks = (["ours-embedded", "ours-node", "ours-host-local"] as const).flatMap((id) => {
       const r = cp.rss[id];
       return r ? [r.addKb.max, r.delKb.max] : [];
     });

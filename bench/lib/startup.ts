@@ -1,5 +1,6 @@
 /**
- * Where one invocation's time goes, measured on the real executable without changing it:
+ * Where one invocation's time goes, measured on the Node SEA executable (dist/netkit-cni-
+ * node: the probe hooks Node's internals) without changing it:
  *
  * 1. Process start: the bare Node runtime (`node -e 0`, the floor any Node SEA pays) and
  *    the executable answering VERSION (start + loading the bundle, no work).
@@ -19,12 +20,12 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { makeCluster } from "../../test/integration/topology";
 import { newFixture, tick } from "./cleanup";
-import { type Attachment, cniEnv, OUR_PLUGIN, runCni } from "./cni";
+import { type Attachment, cniEnv, OUR_NODE_PLUGIN, runCni } from "./cni";
 import { makeConfig } from "./control-plane";
 import { type Summary, summarize } from "./stats";
 
 const PROBE = path.resolve(__dirname, "../lib/startup-probe.js");
-const BUNDLE = path.resolve(path.dirname(OUR_PLUGIN), "netkit-cni.js");
+const BUNDLE = path.resolve(path.dirname(OUR_NODE_PLUGIN), "netkit-cni-node.js");
 
 interface ProbeDoc {
   code: number;
@@ -196,7 +197,7 @@ function parseStrace(file: string, binary: string): SyscallReport {
     } else if (kind !== undefined && ["sendto", "sendmsg", "recvfrom", "recvmsg"].includes(name)) {
       // In our executable, glibc's getifaddrs (behind process.report) uses sendto and the
       // netlink package sendmsg; Go plugins send their requests with sendto.
-      const k = kind === "new" ? (name === "sendto" && binary === OUR_PLUGIN ? "libc" : "plugin") : kind;
+      const k = kind === "new" ? (name === "sendto" && binary === OUR_NODE_PLUGIN ? "libc" : "plugin") : kind;
       if (kind === "new" && k === "plugin") netlinkSockets += 1;
       fds.set(fd, k);
       if (k === "libc") {
@@ -308,7 +309,7 @@ function analyseProfiles(docs: ProbeDoc[]): ProfileReport {
     const infoOf = new Map<number, SampleInfo>();
     const frameName = (id: number): { bundle: boolean; module: string; fn: string } => {
       const f = (byId.get(id) as CpuProfile["nodes"][number]).callFrame;
-      const bundle = f.url.endsWith("/netkit-cni.js");
+      const bundle = f.url.endsWith("/netkit-cni-node.js");
       return { bundle, module: bundle ? moduleAt(mods, f.lineNumber) : f.url, fn: f.functionName || "(anonymous)" };
     };
     const info = (leaf: number): SampleInfo => {
@@ -397,11 +398,11 @@ export async function measureStartup(opts: {
   const att = (id: string): Attachment => ({ containerId: id, netns: `/run/netns/${podNs}`, ifname: "eth0" });
 
   // The node's programs are loaded and pinned by its first ADD: not part of what a pod pays.
-  const warm = runCni(OUR_PLUGIN, node.netns, "ADD", att("warm"), embedded);
-  runCni(OUR_PLUGIN, node.netns, "DEL", att("warm"), { ...embedded, prevResult: warm.json });
+  const warm = runCni(OUR_NODE_PLUGIN, node.netns, "ADD", att("warm"), embedded);
+  runCni(OUR_NODE_PLUGIN, node.netns, "DEL", att("warm"), { ...embedded, prevResult: warm.json });
 
   const nodeBare = timeCommand(process.execPath, ["-e", "0"], { PATH: process.env.PATH ?? "" }, opts.runs);
-  const seaVersion = timeCommand(OUR_PLUGIN, [], { CNI_COMMAND: "VERSION" }, opts.runs);
+  const seaVersion = timeCommand(OUR_NODE_PLUGIN, [], { CNI_COMMAND: "VERSION" }, opts.runs);
 
   let seq = 0;
   const probed = (verb: string, a: Attachment, conf: unknown, profile: boolean) => {
@@ -411,7 +412,7 @@ export async function measureStartup(opts: {
       NKBENCH_PROBE_OUT: out,
       NKBENCH_PROBE_PROFILE: profile ? "1" : "0",
     };
-    const run = runCni(OUR_PLUGIN, node.netns, verb, a, conf, { extraEnv: env });
+    const run = runCni(OUR_NODE_PLUGIN, node.netns, verb, a, conf, { extraEnv: env });
     if (run.status !== 0) throw new Error(`probed ${verb} failed: ${run.stdout}`);
     const doc = JSON.parse(fs.readFileSync(out, "utf8")) as ProbeDoc;
     fs.rmSync(out);
@@ -489,8 +490,8 @@ export async function measureStartup(opts: {
       }
       return { add: medianReport(adds), del: medianReport(dels) };
     };
-    const tracedEmb = pairs(OUR_PLUGIN, node.netns, embedded, "emb", podNs);
-    const tracedHl = pairs(OUR_PLUGIN, node.netns, hostLocal, "hl", podNs);
+    const tracedEmb = pairs(OUR_NODE_PLUGIN, node.netns, embedded, "emb", podNs);
+    const tracedHl = pairs(OUR_NODE_PLUGIN, node.netns, hostLocal, "hl", podNs);
     const ptp = makeConfig("ptp", opts.datapath);
     const ptpRuns = pairs(ptp.plugin, ptp.node.netns, ptp.conf, "ptp", ptp.fx.makeNetns("nkp"));
     strace = {

@@ -50,9 +50,9 @@ import { hostPrefix } from "../cni/address";
 import type { NatCheckChoice } from "../cni/config";
 import { CniError, ErrorCode } from "../cni/errors";
 import { log } from "../log";
+import { readAsset } from "../sys/embedded-assets";
 import { LockTimeoutError, withFileLock } from "../sys/file-lock";
 import { mkdirs } from "../sys/mkdirs";
-import { readAsset } from "../sys/embedded-assets";
 import type { DeviceKind } from "./types";
 
 const LOCK_DIR = "/run/netkit-cni";

@@ -1,16 +1,17 @@
 /**
- * Loads the native addon (ffi-rs) both when running from node_modules
- * (tests, development) and from inside the single executable, where they travel as SEA
- * assets. An addon can only be dlopen()ed from a file, so the SEA copy is written once
- * to a root-owned cache directory, named by its content hash, and reused by every
- * later invocation. Never loads a file that another user could have written.
+ * Loads the native addon (ffi-rs) both when running from node_modules (tests,
+ * development) and from inside either executable, where it travels as an embedded asset
+ * (src/sys/embedded-assets.ts). An addon can only be dlopen()ed from a file, so the
+ * embedded copy is written once to a root-owned cache directory, named by its content
+ * hash, and reused by every later invocation. Never loads a file that another user could
+ * have written.
  */
 import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import { createRequire } from "node:module";
 import * as path from "node:path";
+import { isPackagedExecutable, readAsset } from "./embedded-assets";
 import { mkdirs } from "./mkdirs";
-import { readAsset, seaModule } from "./embedded-assets";
 
 export type NativeAddonName = "ffi-rs";
 
@@ -19,11 +20,11 @@ const cacheDir = process.env.NETKIT_CNI_ADDON_CACHE ?? "/var/lib/netkit-cni/addo
 
 const loaded = new Map<NativeAddonName, unknown>();
 
-/** Returns the addon's exports from the SEA assets of the running executable. */
+/** Returns the addon's exports from the assets of the running executable. */
 export function requireAddon(name: NativeAddonName): unknown {
   const cached = loaded.get(name);
   if (cached !== undefined) return cached;
-  if (!seaModule()) return requireFromBuildTree(name);
+  if (!isPackagedExecutable()) return requireFromBuildTree(name);
   const bytes = readAsset(`${name}.node`, "");
   const digest = createHash("sha256").update(bytes).digest("hex").slice(0, 16);
   const file = path.join(cacheDir, `${name}-${digest}.node`);

@@ -13,12 +13,12 @@ import { nodeLockPath } from "../../src/datapath/fastpath";
 import { lockQueueDir } from "../../src/sys/file-lock";
 
 /**
- * The executable under test: the Node build (dist/netkit-cni), or the Bun-compiled one
- * when NETKIT_CNI_TEST_BINARY=bun (`make test` runs the suites against both).
+ * The executable under test: the Bun-compiled build (dist/netkit-cni, the default), or
+ * the Node SEA build when NETKIT_CNI_TEST_BINARY=node (`make test` runs both).
  */
 export const BINARY = path.resolve(
   __dirname,
-  process.env.NETKIT_CNI_TEST_BINARY === "bun" ? "../../dist/netkit-cni-bun" : "../../dist/netkit-cni",
+  process.env.NETKIT_CNI_TEST_BINARY === "node" ? "../../dist/netkit-cni-node" : "../../dist/netkit-cni",
 );
 let pluginBinary = BINARY;
 
