@@ -6,7 +6,18 @@
  */
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { allocatedIps, BINARY, Fixture, inNs, type PluginRun, ping, pluginLinks, runPlugin, sh, vethConf } from "./harness";
+import {
+  allocatedIps,
+  BINARY,
+  Fixture,
+  inNs,
+  type PluginRun,
+  ping,
+  pluginLinks,
+  runPlugin,
+  sh,
+  vethConf,
+} from "./harness";
 
 const NODE_V4 = "10.210.255.1";
 const NODE_V6 = "fd10:210::1";
