@@ -21,17 +21,11 @@ import type { BpfProgram } from "../../src/bpf/programs";
 import { inNetns } from "../../src/sys/netns";
 import { TestBpffs } from "./helpers/bpffs";
 import type { TestNetns } from "./helpers/netns";
-import { makeTestNode, NODE } from "./helpers/node";
+import { makeTestNode, NEXT, NODE, POD1, POD2, REDIRECT, REMOTE } from "./helpers/node";
 import { buildObjects } from "./helpers/objects";
 import { type PacketSpec, packet, TCP } from "./helpers/packets";
 import { testRun } from "./helpers/test-run";
 
-const NEXT = -1;
-const REDIRECT = 7;
-
-const POD1 = { v4: "10.244.1.10", v6: "fd00:244:1::10" };
-const POD2 = { v4: "10.244.1.11", v6: "fd00:244:1::11" };
-const REMOTE = { v4: "10.244.2.20", v6: "fd00:244:2::20" };
 const VIP_LOCAL = { v4: "10.96.0.10", v6: "fd00:96::10" };
 const VIP_REMOTE = { v4: "10.96.0.20", v6: "fd00:96::20" };
 

@@ -31,18 +31,11 @@ import { inNetns } from "../../src/sys/netns";
 import { TestBpffs } from "./helpers/bpffs";
 import { ageFlows } from "./helpers/flows";
 import type { TestNetns } from "./helpers/netns";
-import { GATEWAY_MAC, makeTestNode } from "./helpers/node";
+import { DROP, GATEWAY_MAC, makeTestNode, NEXT, POD1, POD2, REDIRECT, REMOTE } from "./helpers/node";
 import { buildObjects } from "./helpers/objects";
 import { arpRequest, ipv4HeaderValid, type PacketSpec, packet, readMac, readTtl, TCP } from "./helpers/packets";
 import { testRun } from "./helpers/test-run";
 
-const NEXT = -1;
-const DROP = 2;
-const REDIRECT = 7;
-
-const POD1 = { v4: "10.244.1.10", v6: "fd00:244:1::10" };
-const POD2 = { v4: "10.244.1.11", v6: "fd00:244:1::11" };
-const REMOTE_NEIGH = { v4: "10.244.2.20", v6: "fd00:244:2::20" };
 const REMOTE_NO_NEIGH = { v4: "10.244.3.30", v6: "fd00:244:3::30" };
 const VIP = { v4: "10.96.0.10", v6: "fd00:96::10" };
 const CLUSTER = ["10.244.0.0/16", "fd00:244::/32"];
@@ -142,7 +135,7 @@ describe.each(VARIANTS)("%s NAT check", (natCheck) => {
     });
 
     it("forwards to a remote pod with a resolved next hop: FIB SUCCESS, MACs rewritten", () => {
-      const r = fromPod1({ src: POD1[af], dst: REMOTE_NEIGH[af], proto: "tcp", ttl: 64, tcpFlags: TCP.SYN });
+      const r = fromPod1({ src: POD1[af], dst: REMOTE[af], proto: "tcp", ttl: 64, tcpFlags: TCP.SYN });
       expect(r.verdict).toBe(REDIRECT);
       expect(readMac(r.packet, 0)).toBe(GATEWAY_MAC);
       expect(readMac(r.packet, 6)).toBe(up.mac);
@@ -174,7 +167,7 @@ describe.each(VARIANTS)("%s NAT check", (natCheck) => {
     });
 
     it("drops a spoofed source: another pod's address, or an unknown one", () => {
-      expect(fromPod1({ src: POD2[af], dst: REMOTE_NEIGH[af], proto: "tcp" }).verdict).toBe(DROP);
+      expect(fromPod1({ src: POD2[af], dst: REMOTE[af], proto: "tcp" }).verdict).toBe(DROP);
       const unknown = af === "v4" ? "10.9.9.9" : "fd00:9::9";
       expect(fromPod1({ src: unknown, dst: POD2[af], proto: "udp" }).verdict).toBe(DROP);
       expect(counted(h1)).toEqual({ droppedSpoofed: 2n });
@@ -270,10 +263,10 @@ describe.each(VARIANTS)("%s NAT check", (natCheck) => {
       });
 
       it("takes the wire's SYN as proof on the receiving node", () => {
-        const remote = { src: REMOTE_NEIGH[af], dst: POD1[af], proto: "tcp", sport: 42000, dport: 80 } as const;
+        const remote = { src: REMOTE[af], dst: POD1[af], proto: "tcp", sport: 42000, dport: 80 } as const;
         expect(toUplink(remote).verdict).toBe(NEXT);
         expect(toUplink({ ...remote, tcpFlags: TCP.SYN }).verdict).toBe(REDIRECT);
-        const answer = { src: POD1[af], dst: REMOTE_NEIGH[af], proto: "tcp", sport: 80, dport: 42000 } as const;
+        const answer = { src: POD1[af], dst: REMOTE[af], proto: "tcp", sport: 80, dport: 42000 } as const;
         expect(fromPod1({ ...answer, tcpFlags: TCP.SYN | TCP.ACK }).verdict).toBe(REDIRECT);
         expect(toUplink(remote).verdict).toBe(REDIRECT);
       });
@@ -285,7 +278,7 @@ describe.each(VARIANTS)("%s NAT check", (natCheck) => {
       // pod elsewhere, and to pod1 itself.
       for (let port = 1; port <= 2048; port++) {
         for (let i = 0; i < 2; i++) {
-          const dst = port % 2 ? REMOTE_NEIGH.v4 : POD1.v4;
+          const dst = port % 2 ? REMOTE.v4 : POD1.v4;
           fromPod2({ src: POD2.v4, dst, proto: "tcp", sport: port, dport: 80, tcpFlags: TCP.SYN });
         }
       }
@@ -299,7 +292,7 @@ describe.each(VARIANTS)("%s NAT check", (natCheck) => {
 
   describe.each(["v4", "v6"] as const)("nkc_host_in (%s)", (af) => {
     it("hands a connection for a local pod to it with bpf_redirect_peer", () => {
-      const r = toUplink({ src: REMOTE_NEIGH[af], dst: POD1[af], proto: "tcp", ttl: 60, tcpFlags: TCP.SYN });
+      const r = toUplink({ src: REMOTE[af], dst: POD1[af], proto: "tcp", ttl: 60, tcpFlags: TCP.SYN });
       expect(r.verdict).toBe(REDIRECT);
       expect(readTtl(r.packet)).toBe(59);
       if (af === "v4") expect(ipv4HeaderValid(r.packet)).toBe(true);
@@ -308,13 +301,13 @@ describe.each(VARIANTS)("%s NAT check", (natCheck) => {
 
     it("passes everything else to the stack", () => {
       const nodeIp = af === "v4" ? "192.168.50.1" : "fd00:50::1";
-      expect(toUplink({ src: REMOTE_NEIGH[af], dst: nodeIp, proto: "udp" }).verdict).toBe(NEXT);
-      expect(toUplink({ src: REMOTE_NEIGH[af], dst: REMOTE_NO_NEIGH[af], proto: "udp" }).verdict).toBe(NEXT);
+      expect(toUplink({ src: REMOTE[af], dst: nodeIp, proto: "udp" }).verdict).toBe(NEXT);
+      expect(toUplink({ src: REMOTE[af], dst: REMOTE_NO_NEIGH[af], proto: "udp" }).verdict).toBe(NEXT);
       expect(counted(up.ifindex)).toEqual({ passedStack: 2n });
     });
 
     it("passes a frame for another MAC (PACKET_OTHERHOST) to the stack", () => {
-      const frame = packet({ src: REMOTE_NEIGH[af], dst: POD1[af], proto: "tcp", dstMac: "02:99:99:99:99:99" });
+      const frame = packet({ src: REMOTE[af], dst: POD1[af], proto: "tcp", dstMac: "02:99:99:99:99:99" });
       expect(run(node.programs.hostIn, up.ifindex, frame).verdict).toBe(NEXT);
     });
 
@@ -329,7 +322,7 @@ describe.each(VARIANTS)("%s NAT check", (natCheck) => {
     it("keeps a reply for a local client that reached a backend elsewhere through a Service on the stack", () => {
       fromPod1({ src: POD1[af], dst: VIP[af], proto: "tcp", sport: 40030, dport: 80, tcpFlags: TCP.SYN });
       clearCounters();
-      const reply = { src: REMOTE_NEIGH[af], dst: POD1[af], proto: "tcp", sport: 8080, dport: 40030 } as const;
+      const reply = { src: REMOTE[af], dst: POD1[af], proto: "tcp", sport: 8080, dport: 40030 } as const;
       if (memory) {
         expect(toUplink({ ...reply, tcpFlags: TCP.SYN | TCP.ACK }).verdict).toBe(NEXT);
         expect(toUplink(reply).verdict).toBe(NEXT);
@@ -368,7 +361,7 @@ describe.each(VARIANTS)("%s NAT check", (natCheck) => {
       ["a chain longer than the parser follows", Array.from({ length: 7 }, () => ({ type: "dest" }) as const)],
     ] as const)("sends IPv6 with %s to the stack, remembering nothing", (_, ipv6Ext) => {
       expect(fromPod1({ ...syn, ipv6Ext: [...ipv6Ext] }).verdict).toBe(NEXT);
-      expect(toUplink({ ...syn, src: REMOTE_NEIGH.v6, dst: POD1.v6, ipv6Ext: [...ipv6Ext] }).verdict).toBe(NEXT);
+      expect(toUplink({ ...syn, src: REMOTE.v6, dst: POD1.v6, ipv6Ext: [...ipv6Ext] }).verdict).toBe(NEXT);
       expect(counted(h1)).toEqual({ passedStack: 2n });
       expect(remembered(h1)).toEqual([]);
     });
@@ -410,7 +403,7 @@ describe.each(VARIANTS)("%s NAT check", (natCheck) => {
     });
 
     it("drops another source, and lets link-local housekeeping and ARP through", () => {
-      expect(check({ src: POD2[af], dst: REMOTE_NEIGH[af], proto: "tcp" }).verdict).toBe(DROP);
+      expect(check({ src: POD2[af], dst: REMOTE[af], proto: "tcp" }).verdict).toBe(DROP);
       expect(run(node.programs.sourceCheck, h1, arpRequest()).verdict).toBe(NEXT);
       if (af === "v6")
         expect(check({ src: "fe80::1", dst: "ff02::2", proto: "icmp", icmpType: 133 }).verdict).toBe(NEXT);
@@ -444,14 +437,14 @@ describe.each(VARIANTS)("%s NAT check", (natCheck) => {
       try {
         const syn = {
           src: POD2.v4,
-          dst: REMOTE_NEIGH.v4,
+          dst: REMOTE.v4,
           proto: "tcp",
           sport: 9,
           dport: 80,
           tcpFlags: TCP.SYN,
         } as const;
         expect(fromPod2(syn).verdict).toBe(REDIRECT);
-        const reply = { src: REMOTE_NEIGH.v4, dst: POD2.v4, proto: "tcp", sport: 80, dport: 9 } as const;
+        const reply = { src: REMOTE.v4, dst: POD2.v4, proto: "tcp", sport: 80, dport: 9 } as const;
         expect(toUplink(reply).verdict).toBe(memory ? NEXT : REDIRECT);
       } finally {
         createEndpointTable(node.maps.direct, h2);

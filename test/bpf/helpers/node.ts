@@ -7,11 +7,20 @@
  *     10.244.2.0/24, fd00:244:2::/64 via .2 / ::2   (neighbour entry: FIB SUCCESS)
  *     10.244.3.0/24, fd00:244:3::/64 via .3 / ::3   (no neighbour: FIB NO_NEIGH)
  *
- * Forwarding on, no default route. The pods' addresses are the suites' own business.
+ * Forwarding on, no default route. POD1/POD2 are the addresses the suites give the pods.
  */
 import { TestNetns } from "./netns";
 
 export const NODE = { v4: "192.168.50.1", v6: "fd00:50::1" };
+/** Local pods, and a remote pod in the routed range with a neighbour entry. */
+export const POD1 = { v4: "10.244.1.10", v6: "fd00:244:1::10" };
+export const POD2 = { v4: "10.244.1.11", v6: "fd00:244:1::11" };
+export const REMOTE = { v4: "10.244.2.20", v6: "fd00:244:2::20" };
+
+/** tc verdicts: TC_ACT_UNSPEC (the stack decides), TC_ACT_SHOT, TC_ACT_REDIRECT. */
+export const NEXT = -1;
+export const DROP = 2;
+export const REDIRECT = 7;
 export const GATEWAY_MAC = "02:00:00:00:50:02";
 
 export interface TestNode {
