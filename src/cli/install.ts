@@ -34,6 +34,7 @@ export function generateConflist(g: InstallOptions["generate"]): Record<string, 
   if (g.hostInterface) plugin.hostInterface = g.hostInterface;
   if (g.mtu !== undefined) plugin.mtu = g.mtu;
   if (g.logFile) plugin.logFile = g.logFile;
+  if (g.bpffsRoot) plugin.bpffsRoot = g.bpffsRoot;
   const ipam: Record<string, unknown> = { type: PLUGIN_TYPE, ranges: g.podCidrs.map((subnet) => [{ subnet }]) };
   if (g.dataDir) ipam.dataDir = g.dataDir;
   plugin.ipam = ipam;

@@ -1,0 +1,367 @@
+/**
+ * The kubelet path: kubelet never runs a CNI plugin itself, it asks the runtime over CRI
+ * (RunPodSandbox, StopPodSandbox, RemovePodSandbox), and containerd's CRI plugin runs the
+ * conflist from its conf_dir with K8S_POD_* CNI_ARGS, a loopback network, and the
+ * capability args it derives from the pod (portMappings from port_mappings, bandwidth
+ * from the kubernetes.io/{ingress,egress}-bandwidth annotations, the pod's annotations
+ * under io.kubernetes.cri.pod-annotations). Here a private containerd 1.6 with its CRI
+ * plugin (cri/containerd.ts) reads the conflist `netkit-cni install` writes, driven by a
+ * small CRI client (cri/client.ts), with a pause image built offline.
+ *
+ * Not repeated in the netkit guest: the UML guest (test/vm) runs the host's root file
+ * system through hostfs, on which containerd's overlayfs snapshotter cannot put its
+ * upper directories, and it boots without the cgroup hierarchies runc needs; the netkit
+ * datapath under CRI's capability args is covered there by test/netkit/ through the
+ * integration harness, which sends what CRI sends.
+ */
+import { spawnSync } from "node:child_process";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { Fixture, inNs, uniqueName } from "../integration/harness";
+import { startServer, tcpRequest } from "../integration/tcp";
+import type { SandboxConfig, SandboxStatus } from "./cri/client";
+import { buildPauseImage, CriContainerd } from "./cri/containerd";
+import { leftovers, NOTHING_LEFT, PLUGIN_BINARY, Sandbox } from "./sandbox";
+
+const NODE_V4 = "10.234.0.1";
+const NODE_V6 = "fd34::1";
+const POD_CIDR4 = "10.234.1.0/24";
+const POD_CIDR6 = "fd34:0:0:1::/64";
+const NETWORK = "k8s-pod-network";
+
+/** A pod as the tests see it: CRI's id and status, the pause process holding its netns. */
+interface CriPod {
+  id: string;
+  name: string;
+  v4: string;
+  v6: string;
+  /** /proc/<pause pid>/ns/net, usable from outside the sandbox's mount namespace. */
+  netns: string;
+  /** The netns path CRI mounted (inside the sandbox's mount namespace). */
+  netnsMount: string;
+  pid: number;
+}
+
+/** Runs a command in a pod's netns (by /proc path: no remount of /sys). */
+function inPod(pod: CriPod, cmd: string, args: string[]) {
+  return spawnSync("nsenter", [`--net=${pod.netns}`, cmd, ...args], { encoding: "utf8", timeout: 30_000 });
+}
+
+/**
+ * One ping, retried a few times: the machine is shared and busy, and a lost echo is not a
+ * broken datapath; a broken one loses every try.
+ */
+function pings(netnsArgs: string[], address: string): boolean {
+  for (let i = 0; i < 3; i++) {
+    const r = spawnSync("nsenter", [...netnsArgs, "ping", "-c1", "-W3", address], { encoding: "utf8" });
+    if (r.status === 0) return true;
+  }
+  return false;
+}
+const podPings = (from: CriPod, address: string) => pings([`--net=${from.netns}`], address);
+const nodePings = (node: string, address: string) => pings([`--net=/run/netns/${node}`], address);
+
+/** A CRI node: its netns, sandbox, installed conflist and containerd. */
+interface CriNodeSetup {
+  node: string;
+  sb: Sandbox;
+  cri: CriContainerd;
+  bpffsRoot: string;
+  ipamDir: string;
+  logFile: string;
+  cgroupParent: string;
+}
+
+interface InstallFlags {
+  podCidrs: string[];
+  clusterCidrs?: string[];
+  hostInterface: string;
+  datapath?: string;
+  extra?: string[];
+}
+
+/** Sets up a node the way a cluster does: `netkit-cni install`, then containerd with CRI. */
+async function criNode(fx: Fixture, node: string, bpffsRoot: string, pauseImage: string, flags: InstallFlags) {
+  const sb = new Sandbox(fx, node);
+  await sb.start({ privateRun: true });
+  const binDir = path.join(sb.dir, "opt/cni/bin");
+  const confDir = path.join(sb.dir, "etc-cni/net.d");
+  const dataDir = path.join(sb.dir, "ipam");
+  const logFile = path.join(sb.dir, "plugin.log");
+  const args = [
+    "install",
+    "--bin-dir",
+    binDir,
+    "--conf-dir",
+    confDir,
+    "--binary",
+    PLUGIN_BINARY,
+    ...flags.podCidrs.flatMap((c) => ["--pod-cidr", c]),
+    ...(flags.clusterCidrs ?? []).flatMap((c) => ["--cluster-cidr", c]),
+    "--host-interface",
+    flags.hostInterface,
+    "--datapath",
+    flags.datapath ?? "auto",
+    "--bandwidth",
+    "--data-dir",
+    dataDir,
+    "--log-file",
+    logFile,
+    "--bpffs-root",
+    bpffsRoot,
+    "--json",
+    ...(flags.extra ?? []),
+  ];
+  const r = spawnSync(PLUGIN_BINARY, args, { encoding: "utf8" });
+  if (r.status !== 0) throw new Error(`netkit-cni install: ${r.stdout}${r.stderr}`);
+  const cgroupParent = uniqueName("nkcri");
+  sb.ownCgroup(cgroupParent);
+  const cri = new CriContainerd(fx, sb, { binDir, confDir, pauseImage });
+  await cri.start();
+  return { node, sb, cri, bpffsRoot, ipamDir: path.join(dataDir, NETWORK), logFile, cgroupParent };
+}
+
+function sandboxConfig(n: CriNodeSetup, name: string, extra: Partial<SandboxConfig> = {}): SandboxConfig {
+  return {
+    metadata: { name, uid: `uid-${name}`, namespace: "nke2e-cri", attempt: 0 },
+    hostname: name,
+    linux: { cgroupParent: `/${n.cgroupParent}` },
+    ...extra,
+  };
+}
+
+/** The pod's addresses as CRI reports them, and its pause process (verbose info). */
+function podOf(name: string, s: SandboxStatus): CriPod {
+  expect(s.status.state, name).toBe("SANDBOX_READY");
+  const info = JSON.parse(s.info.info ?? "{}") as {
+    pid?: number;
+    runtimeSpec?: { linux?: { namespaces?: { type: string; path?: string }[] } };
+  };
+  const pid = info.pid ?? 0;
+  const netnsMount = info.runtimeSpec?.linux?.namespaces?.find((ns) => ns.type === "network")?.path ?? "";
+  const ips = [s.status.network?.ip ?? "", ...(s.status.network?.additionalIps ?? []).map((a) => a.ip)];
+  return {
+    id: s.status.id,
+    name,
+    v4: ips.find((ip) => ip.includes(".")) ?? "",
+    v6: ips.find((ip) => ip.includes(":")) ?? "",
+    netns: `/proc/${pid}/ns/net`,
+    netnsMount,
+    pid,
+  };
+}
+
+async function runPod(n: CriNodeSetup, name: string, extra: Partial<SandboxConfig> = {}): Promise<CriPod> {
+  let id: string;
+  try {
+    id = await n.cri.client.runPodSandbox(sandboxConfig(n, name, extra));
+  } catch (e) {
+    throw new Error(`${(e as Error).message}\nplugin log:\n${pluginLog(n)}`);
+  }
+  return podOf(name, await n.cri.client.podSandboxStatus(id));
+}
+
+const pluginLog = (n: CriNodeSetup) => (fs.existsSync(n.logFile) ? fs.readFileSync(n.logFile, "utf8") : "");
+
+/** The host device routing to `address` in the node: the pod's half of the pair. */
+function hostDeviceOf(node: string, address: string): string {
+  const [route] = JSON.parse(inNs(node, "ip", ["-j", "route", "get", address])) as { dev: string }[];
+  return route?.dev ?? "";
+}
+
+async function stopAndRemove(n: CriNodeSetup, pods: CriPod[]): Promise<void> {
+  await Promise.all(pods.map((p) => n.cri.client.stopPodSandbox(p.id)));
+  await Promise.all(pods.map((p) => n.cri.client.removePodSandbox(p.id)));
+}
+
+/** Nothing of the plugin's, CRI's or libcni's is left on the node. */
+async function expectNodeClean(n: CriNodeSetup): Promise<void> {
+  expect(await n.cri.client.listPodSandbox()).toEqual([]);
+  expect(leftovers(n.node, n.bpffsRoot, n.ipamDir)).toEqual(NOTHING_LEFT);
+  const cache = path.join(n.sb.cacheDir, "results");
+  expect(fs.existsSync(cache) ? fs.readdirSync(cache) : []).toEqual([]);
+  // CRI stopped every pause process (the sandboxes' cgroups hold none).
+  await Sandbox.waitFor("the pods' processes to end", () => n.sb.containerProcesses().length === 0, 30_000);
+  expect(pluginLog(n)).not.toMatch(/\berror\b/i);
+}
+
+describe("containerd's CRI runs pods through the conflist netkit-cni install writes", () => {
+  let imageFx: Fixture;
+  let pauseImage: string;
+  let fx: Fixture;
+  let n: CriNodeSetup;
+
+  beforeAll(() => {
+    imageFx = new Fixture();
+    pauseImage = buildPauseImage(imageFx);
+  });
+  afterAll(() => imageFx.cleanup());
+
+  beforeEach(async () => {
+    fx = new Fixture();
+    const node = fx.makeNode(NODE_V4, NODE_V6);
+    n = await criNode(fx, node, fx.bpffsRoot, pauseImage, {
+      podCidrs: [POD_CIDR4, POD_CIDR6],
+      hostInterface: "uplink0",
+    });
+  }, 180_000);
+
+  afterEach(async () => {
+    try {
+      await n?.cri.kill("SIGTERM").catch(() => undefined);
+    } finally {
+      fx.cleanup();
+    }
+  });
+
+  it("a first burst of 30 sandboxes: dual-stack addresses in PodSandboxStatus, pod<->pod and node<->pod traffic; Stop twice, Remove, nothing left", async () => {
+    const N = 30;
+    const t0 = Date.now();
+    // All at once, as kubelet does when a node gets its first pods: CRI runs the ADDs concurrently.
+    const pods = await Promise.all(Array.from({ length: N }, (_, i) => runPod(n, `burst-${i}`)));
+    const startMs = Date.now() - t0;
+
+    for (const p of pods) {
+      expect(p.v4, p.name).toMatch(/^10\.234\.1\.\d+$/);
+      expect(p.v6, p.name).toMatch(/^fd34:0:0:1:/);
+      expect(p.pid, p.name).toBeGreaterThan(0);
+    }
+    expect(new Set(pods.map((p) => p.v4)).size).toBe(N);
+    expect(new Set(pods.map((p) => p.v6)).size).toBe(N);
+    // What CRI reports is what the pod has: its eth0 carries both, its lo is up (CRI's loopback network).
+    for (const p of [pods[0], pods[N - 1]] as CriPod[]) {
+      const addrs = inPod(p, "ip", ["-o", "addr", "show", "dev", "eth0"]).stdout;
+      expect(addrs).toContain(`inet ${p.v4}/32`);
+      expect(addrs).toContain(`inet6 ${p.v6}/128`);
+      expect(inPod(p, "ip", ["-o", "link", "show", "lo"]).stdout).toMatch(/[<,]UP[,>]/);
+    }
+    const left = leftovers(n.node, n.bpffsRoot, n.ipamDir);
+    expect(left.devices).toHaveLength(N);
+    expect(left.mapEntries.sort()).toEqual(pods.flatMap((p) => [p.v4, p.v6]).sort());
+    // One ADD each, for the sandbox's id and eth0, each made by our plugin.
+    const log = pluginLog(n);
+    for (const p of pods) expect(log, p.name).toMatch(new RegExp(`INFO \\[\\d+\\] ADD ${p.id}/eth0 added veth `));
+
+    const [a, b, c] = pods as [CriPod, CriPod, CriPod];
+    const last = pods[N - 1] as CriPod;
+    expect(podPings(a, last.v4)).toBe(true);
+    expect(podPings(last, a.v6)).toBe(true);
+    expect(podPings(b, c.v4)).toBe(true);
+    expect(podPings(c, b.v6)).toBe(true);
+    expect(nodePings(n.node, a.v4)).toBe(true);
+    expect(nodePings(n.node, last.v6)).toBe(true);
+    expect(podPings(b, NODE_V4)).toBe(true);
+    expect(podPings(b, NODE_V6)).toBe(true);
+
+    const t1 = Date.now();
+    await Promise.all(pods.map((p) => n.cri.client.stopPodSandbox(p.id)));
+    // kubelet retries StopPodSandbox until it has seen it succeed: a second one (DEL again,
+    // with the netns gone) must succeed too.
+    await Promise.all(pods.map((p) => n.cri.client.stopPodSandbox(p.id)));
+    expect(leftovers(n.node, n.bpffsRoot, n.ipamDir)).toEqual(NOTHING_LEFT);
+    await Promise.all(pods.map((p) => n.cri.client.removePodSandbox(p.id)));
+    const stopMs = Date.now() - t1;
+    await expectNodeClean(n);
+    console.log(`cri: ${N} sandboxes up in ${startMs} ms; stopped twice and removed in ${stopMs} ms`);
+  }, 600_000);
+
+  it("a hostPort through CRI port_mappings reaches the pod; bandwidth annotations reach the chain", async () => {
+    const HOST_PORT = 30080;
+    const POD_PORT = 8080;
+    const web = await runPod(n, "web", {
+      portMappings: [{ protocol: "TCP", containerPort: POD_PORT, hostPort: HOST_PORT }],
+      annotations: { "kubernetes.io/ingress-bandwidth": "10M", "kubernetes.io/egress-bandwidth": "20M" },
+    });
+    const client = await runPod(n, "client");
+    await startServer(fx, web.netns, "0.0.0.0", POD_PORT);
+
+    // From the node itself and from another pod, to the node's address.
+    expect(tcpRequest(`/run/netns/${n.node}`, NODE_V4, HOST_PORT)).toMatch(/^from /);
+    expect(tcpRequest(client.netns, NODE_V4, HOST_PORT)).toBe(`from ${client.v4}`);
+    expect(inNs(n.node, "iptables-save", ["-t", "nat"])).toContain(`--dport ${HOST_PORT}`);
+
+    // CRI turned the annotations into the bandwidth capability (bits/s): the reference
+    // bandwidth plugin after ours shaped the pod's traffic with them, into the pod on our
+    // host device, out of it on the ifb device it mirrored the host device's ingress to.
+    const hostDevice = hostDeviceOf(n.node, web.v4);
+    expect(hostDevice).toMatch(/^nk/);
+    const tbf = () =>
+      (
+        JSON.parse(inNs(n.node, "tc", ["-j", "qdisc", "show"])) as {
+          kind: string;
+          dev: string;
+          options: { rate?: number };
+        }[]
+      )
+        .filter((q) => q.kind === "tbf")
+        .map((q) => ({ dev: q.dev.startsWith("bwp") ? "ifb" : q.dev, bytesPerSecond: q.options.rate }));
+    expect(tbf().sort((x, y) => x.dev.localeCompare(y.dev))).toEqual([
+      { dev: "ifb", bytesPerSecond: 20_000_000 / 8 },
+      { dev: hostDevice, bytesPerSecond: 10_000_000 / 8 },
+    ]);
+
+    await stopAndRemove(n, [web, client]);
+    expect(inNs(n.node, "iptables-save", ["-t", "nat"])).not.toContain(`--dport ${HOST_PORT}`);
+    expect(tbf()).toEqual([]);
+    expect(inNs(n.node, "ip", ["-o", "link", "show"])).not.toMatch(/bwp/);
+    await expectNodeClean(n);
+  }, 300_000);
+
+  it("containerd SIGKILLed and restarted under running pods: they keep their network; new pods work; Stop and Remove clean up", async () => {
+    const before = await Promise.all(["r0", "r1", "r2"].map((name) => runPod(n, name)));
+    const [r0, r1, r2] = before as [CriPod, CriPod, CriPod];
+    expect(podPings(r0, r1.v4)).toBe(true);
+
+    await n.cri.kill("SIGKILL");
+    // The pods do not notice: their pause processes (under the shims) and network stay.
+    expect(podPings(r0, r1.v4)).toBe(true);
+    expect(podPings(r2, r0.v6)).toBe(true);
+    expect(nodePings(n.node, r1.v4)).toBe(true);
+
+    await n.cri.start();
+    for (const p of before) {
+      const again = podOf(p.name, await n.cri.client.podSandboxStatus(p.id));
+      expect([again.v4, again.v6, again.pid]).toEqual([p.v4, p.v6, p.pid]);
+    }
+    const after = await runPod(n, "r3");
+    expect(after.v4).not.toBe("");
+    expect(podPings(after, r0.v4)).toBe(true);
+    expect(podPings(r1, after.v6)).toBe(true);
+    expect(leftovers(n.node, n.bpffsRoot, n.ipamDir).devices).toHaveLength(4);
+
+    await stopAndRemove(n, [...before, after]);
+    await expectNodeClean(n);
+  }, 300_000);
+
+  it("a sandbox whose netns is already gone (pause killed, netns unmounted): Stop and Remove clean up", async () => {
+    const gone = await runPod(n, "gone");
+    const kept = await runPod(n, "kept");
+    const hostDevice = hostDeviceOf(n.node, gone.v4);
+    expect(gone.netnsMount).toMatch(/^\/var\/run\/netns\/cni-/);
+
+    // What a node reboot or a crashed runtime leaves: no process, no netns mount; the pod's
+    // pair went with its netns, but its IPs, pins and endpoint entries are still there.
+    process.kill(gone.pid, "SIGKILL");
+    n.sb.must("umount", [gone.netnsMount]);
+    await Sandbox.waitFor("the pod's pair to go with its netns", () => {
+      const links = inNs(n.node, "ip", ["-o", "link", "show"]);
+      return !links.includes(`${hostDevice}@`) && !links.includes(`${hostDevice}:`);
+    });
+    const before = leftovers(n.node, n.bpffsRoot, n.ipamDir);
+    expect(before.mapEntries).toContain(gone.v4);
+    expect(before.ipFiles).toContain(gone.v4);
+
+    await n.cri.client.stopPodSandbox(gone.id);
+    await n.cri.client.stopPodSandbox(gone.id);
+    await n.cri.client.removePodSandbox(gone.id);
+    // DEL came without a netns and removed the rest; the other pod is untouched.
+    const after = leftovers(n.node, n.bpffsRoot, n.ipamDir);
+    expect(after.mapEntries.sort()).toEqual([kept.v4, kept.v6].sort());
+    expect(after.ipFiles.sort()).toEqual([kept.v4, kept.v6].sort());
+    expect(nodePings(n.node, kept.v4)).toBe(true);
+
+    await stopAndRemove(n, [kept]);
+    await expectNodeClean(n);
+  }, 300_000);
+});
