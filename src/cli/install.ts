@@ -10,7 +10,7 @@
 import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { parseNetConf } from "../cni/config";
+import { POD_ANNOTATIONS_CAPABILITY, parseNetConf } from "../cni/config";
 import { seaModule } from "../sys/sea-assets";
 import { DEFAULT_CONFLIST_NAME, InstallError, type InstallOptions } from "./install-options";
 
@@ -28,6 +28,8 @@ export interface InstallReport {
 export function generateConflist(g: InstallOptions["generate"]): Record<string, unknown> {
   const plugin: Record<string, unknown> = {
     type: PLUGIN_TYPE,
+    // The runtime passes the pod's annotations: netkit-cni.io/datapath picks a pod's device kind.
+    capabilities: { [POD_ANNOTATIONS_CAPABILITY]: true },
     datapath: g.datapath,
     clusterCIDRs: g.clusterCidrs.length > 0 ? g.clusterCidrs : g.podCidrs,
   };
