@@ -8,11 +8,15 @@
  * plugin (cri/containerd.ts) reads the conflist `netkit-cni install` writes, driven by a
  * small CRI client (cri/client.ts), with a pause image built offline.
  *
- * Not repeated in the netkit guest: the UML guest (test/vm) runs the host's root file
- * system through hostfs, on which containerd's overlayfs snapshotter cannot put its
- * upper directories, and it boots without the cgroup hierarchies runc needs; the netkit
- * datapath under CRI's capability args is covered there by test/netkit/ through the
- * integration harness, which sends what CRI sends.
+ * Also here: a pod's netkit-cni.io/datapath annotation over a netkit network, and two
+ * nodes (a containerd each) as a stand-in for kind.
+ *
+ * Not repeated in the netkit guest (test/vm): its kernel is built with only the cgroup
+ * pieces the plugin needs (kernel.sh requires CGROUPS and CGROUP_BPF, not the cpu
+ * controller through which runc applies the CPU shares CRI gives every sandbox), and
+ * growing it into a container host is a change to the guest, not to this test. What CRI
+ * sends is protocol, not runtime: test/netkit/ drives a netkit and a veth pod on one node
+ * in the guest with the same runtimeConfig and CNI_ARGS through the integration harness.
  */
 import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
@@ -186,17 +190,43 @@ async function expectNodeClean(n: CriNodeSetup): Promise<void> {
   expect(pluginLog(n)).not.toMatch(/\berror\b/i);
 }
 
+/** Endpoints as `netkit-cni endpoints --json` lists them in the node: each pod's device kind. */
+function endpointKinds(n: CriNodeSetup): Map<string, string> {
+  const out = inNs(n.node, PLUGIN_BINARY, ["endpoints", "--json", "--bpffs-root", n.bpffsRoot]);
+  const rows = JSON.parse(out) as { containerId: string; datapath: string }[];
+  return new Map(rows.map((r) => [r.containerId, r.datapath]));
+}
+
+/** Does this kernel make netkit devices? (The pod's default under "netkit" depends on it.) */
+function kernelHasNetkit(fx: Fixture): boolean {
+  const ns = fx.makeNetns("nkk");
+  return (
+    spawnSync("nsenter", [
+      `--net=/run/netns/${ns}`,
+      "ip",
+      "link",
+      "add",
+      "nk0",
+      "type",
+      "netkit",
+      "peer",
+      "name",
+      "nk1",
+    ]).status === 0
+  );
+}
+
+let imageFx: Fixture;
+let pauseImage: string;
+beforeAll(() => {
+  imageFx = new Fixture();
+  pauseImage = buildPauseImage(imageFx);
+});
+afterAll(() => imageFx.cleanup());
+
 describe("containerd's CRI runs pods through the conflist netkit-cni install writes", () => {
-  let imageFx: Fixture;
-  let pauseImage: string;
   let fx: Fixture;
   let n: CriNodeSetup;
-
-  beforeAll(() => {
-    imageFx = new Fixture();
-    pauseImage = buildPauseImage(imageFx);
-  });
-  afterAll(() => imageFx.cleanup());
 
   beforeEach(async () => {
     fx = new Fixture();
@@ -364,4 +394,167 @@ describe("containerd's CRI runs pods through the conflist netkit-cni install wri
     await stopAndRemove(n, [kept]);
     await expectNodeClean(n);
   }, 300_000);
+});
+
+describe("a pod's netkit-cni.io/datapath annotation over the network's datapath, through CRI", () => {
+  let fx: Fixture;
+  let n: CriNodeSetup;
+
+  beforeEach(async () => {
+    fx = new Fixture();
+    const node = fx.makeNode(NODE_V4, NODE_V6);
+    n = await criNode(fx, node, fx.bpffsRoot, pauseImage, {
+      podCidrs: [POD_CIDR4],
+      hostInterface: "uplink0",
+      datapath: "netkit",
+    });
+  }, 180_000);
+
+  afterEach(async () => {
+    try {
+      await n?.cri.kill("SIGTERM").catch(() => undefined);
+    } finally {
+      fx.cleanup();
+    }
+  });
+
+  it("veth is honoured on a netkit network, an unknown value is refused naming the annotation, nothing leaks", async () => {
+    const conflist = JSON.parse(fs.readFileSync(path.join(n.sb.dir, "etc-cni/net.d/10-netkit-cni.conflist"), "utf8"));
+    expect(conflist.plugins[0].capabilities).toEqual({ "io.kubernetes.cri.pod-annotations": true });
+
+    const vethPod = await runPod(n, "ab-veth", { annotations: { "netkit-cni.io/datapath": "veth" } });
+    expect(endpointKinds(n).get(vethPod.id)).toBe("veth");
+    expect(nodePings(n.node, vethPod.v4)).toBe(true);
+
+    // Without the annotation the network's "netkit" applies: a netkit pod where the kernel
+    // has netkit, else CRI's RunPodSandbox fails with our refusal (and CRI's DEL cleans up).
+    if (kernelHasNetkit(fx)) {
+      const plain = await runPod(n, "ab-default");
+      expect(endpointKinds(n).get(plain.id)).toBe("netkit");
+      expect(podPings(plain, vethPod.v4)).toBe(true);
+      await stopAndRemove(n, [plain]);
+    } else {
+      await expect(n.cri.client.runPodSandbox(sandboxConfig(n, "ab-default"))).rejects.toThrow(
+        /datapath "netkit" needs netkit devices/,
+      );
+    }
+
+    await expect(
+      n.cri.client.runPodSandbox(
+        sandboxConfig(n, "ab-bogus", { annotations: { "netkit-cni.io/datapath": "macvlan" } }),
+      ),
+    ).rejects.toThrow(/pod annotation "netkit-cni\.io\/datapath" must be one of "veth", "netkit"; got "macvlan"/);
+    // The refused pods left nothing: only the veth pod is there.
+    const left = leftovers(n.node, n.bpffsRoot, n.ipamDir);
+    expect(left.mapEntries).toEqual([vethPod.v4]);
+    expect(left.ipFiles).toEqual([vethPod.v4]);
+    expect(left.devices).toHaveLength(1);
+    expect((await n.cri.client.listPodSandbox()).map((p) => p.id)).toEqual([vethPod.id]);
+
+    await stopAndRemove(n, [vethPod]);
+    expect(await n.cri.client.listPodSandbox()).toEqual([]);
+    expect(leftovers(n.node, n.bpffsRoot, n.ipamDir)).toEqual(NOTHING_LEFT);
+  }, 300_000);
+});
+
+/**
+ * Two nodes, our stand-in for kind: node namespaces joined by a veth wire (each routing
+ * the other's pod subnet over it), a containerd per node started in its node's network
+ * namespace only (the sandbox's mount namespace is a slave of the host's, so bpffs pins
+ * are the host's), each fed the conflist `install` writes for that node: its pod CIDRs,
+ * the shared cluster CIDRs, the wire as uplink, its own bpffs root.
+ */
+describe("two nodes, each with containerd's CRI and its own installed conflist", () => {
+  const CLUSTER4 = "10.234.16.0/20";
+  const CLUSTER6 = "fd34:0:0:10::/60";
+  let fx: Fixture;
+  let nodes: [CriNodeSetup, CriNodeSetup];
+
+  beforeEach(async () => {
+    fx = new Fixture();
+    const a = fx.makeNetns("nka");
+    const b = fx.makeNetns("nkb");
+    inNs(a, "ip", ["link", "add", "wire0", "type", "veth", "peer", "name", "wire0", "netns", `/run/netns/${b}`]);
+    const spec = [
+      { netns: a, wire4: "10.234.0.1", wire6: "fd34::1", pods4: "10.234.16.0/24", pods6: "fd34:0:0:10::/64" },
+      { netns: b, wire4: "10.234.0.2", wire6: "fd34::2", pods4: "10.234.17.0/24", pods6: "fd34:0:0:11::/64" },
+    ];
+    for (const [i, s] of spec.entries()) {
+      const peer = spec[1 - i] as (typeof spec)[number];
+      inNs(s.netns, "ip", ["link", "set", "lo", "up"]);
+      inNs(s.netns, "ip", ["addr", "add", `${s.wire4}/24`, "dev", "wire0"]);
+      inNs(s.netns, "ip", ["-6", "addr", "add", `${s.wire6}/64`, "dev", "wire0", "nodad"]);
+      // A fresh wire's link-local address would stay tentative (DAD) for a while.
+      inNs(s.netns, "sysctl", ["-qw", "net.ipv6.conf.wire0.accept_dad=0"]);
+      inNs(s.netns, "ip", ["link", "set", "wire0", "up"]);
+      inNs(s.netns, "ip", ["route", "add", peer.pods4, "via", peer.wire4]);
+      inNs(s.netns, "ip", ["-6", "route", "add", peer.pods6, "via", peer.wire6]);
+    }
+    const roots = [`${fx.bpffsRoot}-a`, `${fx.bpffsRoot}-b`];
+    fx.extraBpffsRoots.push(...roots);
+    nodes = (await Promise.all(
+      spec.map((s, i) =>
+        criNode(fx, s.netns, roots[i] as string, pauseImage, {
+          podCidrs: [s.pods4, s.pods6],
+          clusterCidrs: [CLUSTER4, CLUSTER6],
+          hostInterface: "wire0",
+        }),
+      ),
+    )) as [CriNodeSetup, CriNodeSetup];
+  }, 240_000);
+
+  afterEach(async () => {
+    try {
+      await Promise.all((nodes ?? []).map((n) => n.cri.kill("SIGTERM").catch(() => undefined)));
+    } finally {
+      fx.cleanup();
+    }
+  });
+
+  it("pods on both nodes reach each other across the wire and on one node, nodes reach remote pods; removal is clean on both", async () => {
+    const [na, nb] = nodes;
+    const [podsA, podsB] = await Promise.all([
+      Promise.all(["a0", "a1", "a2"].map((name) => runPod(na, name))),
+      Promise.all(["b0", "b1", "b2"].map((name) => runPod(nb, name))),
+    ]);
+    const [a0, a1] = podsA as [CriPod, CriPod];
+    const [b0, b1] = podsB as [CriPod, CriPod];
+    for (const p of podsA)
+      expect([p.v4, p.v6], p.name).toEqual([
+        expect.stringMatching(/^10\.234\.16\./),
+        expect.stringMatching(/^fd34:0:0:10:/),
+      ]);
+    for (const p of podsB)
+      expect([p.v4, p.v6], p.name).toEqual([
+        expect.stringMatching(/^10\.234\.17\./),
+        expect.stringMatching(/^fd34:0:0:11:/),
+      ]);
+    // Each node's conflist names its own bpffs root: the endpoints are there, not on the other.
+    expect(leftovers(na.node, na.bpffsRoot, na.ipamDir).mapEntries.sort()).toEqual(
+      podsA.flatMap((p) => [p.v4, p.v6]).sort(),
+    );
+    expect(leftovers(nb.node, nb.bpffsRoot, nb.ipamDir).mapEntries.sort()).toEqual(
+      podsB.flatMap((p) => [p.v4, p.v6]).sort(),
+    );
+
+    // Across nodes, both ways, both families.
+    expect(podPings(a0, b0.v4)).toBe(true);
+    expect(podPings(b0, a0.v4)).toBe(true);
+    expect(podPings(a1, b1.v6)).toBe(true);
+    expect(podPings(b1, a1.v6)).toBe(true);
+    // On one node.
+    expect(podPings(a0, a1.v4)).toBe(true);
+    expect(podPings(b1, b0.v6)).toBe(true);
+    // A node to a remote pod, and a pod to the remote node.
+    expect(nodePings(na.node, b1.v4)).toBe(true);
+    expect(nodePings(nb.node, a1.v6)).toBe(true);
+    expect(podPings(a0, "10.234.0.2")).toBe(true);
+    // TCP across the wire too (the fast path forwards established flows, not only echoes).
+    await startServer(fx, b0.netns, "0.0.0.0", 8080);
+    expect(tcpRequest(a0.netns, b0.v4, 8080)).toBe(`from ${a0.v4}`);
+
+    await Promise.all([stopAndRemove(na, podsA), stopAndRemove(nb, podsB)]);
+    await expectNodeClean(na);
+    await expectNodeClean(nb);
+  }, 400_000);
 });
