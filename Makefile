@@ -44,10 +44,14 @@ test-integration: build build-older
 
 # The netkit suite: inside a User-Mode Linux 6.12 guest (test/vm; the first run builds
 # its kernel, ~5-10 min, then it is cached), the integration tests again with netkit
-# pods, plus the netkit-only tests.
+# pods, plus the netkit-only tests; then kubelet's path (containerd's CRI, from
+# test/e2e/setup.sh) with netkit pods, in a guest of its own.
 test-vm: build build-older
 	test/vm/run.sh --timeout 1800 --env NETKIT_CNI_TEST_DATAPATH=netkit -- \
 	  npx vitest run --project integration --project netkit
+	test/e2e/setup.sh >/dev/null
+	test/vm/run.sh --timeout 1500 --env NETKIT_CNI_TEST_DATAPATH=netkit -- \
+	  npx vitest run --project e2e test/e2e/cri.test.ts
 
 # The veth datapath on the guest's 6.12 kernel: the eBPF programs (interpreted there: no
 # JIT) and the integration suite.
