@@ -80,7 +80,6 @@ interface InstallFlags {
   clusterCidrs?: string[];
   hostInterface: string;
   datapath?: string;
-  extra?: string[];
 }
 
 /** Sets up a node the way a cluster does: `netkit-cni install`, then containerd with CRI. */
@@ -113,10 +112,13 @@ async function criNode(fx: Fixture, node: string, bpffsRoot: string, pauseImage:
     "--bpffs-root",
     bpffsRoot,
     "--json",
-    ...(flags.extra ?? []),
   ];
+  // The sandbox put the plugin in its bin dir already: here install does, as on a node.
+  fs.rmSync(path.join(binDir, "netkit-cni"));
   const r = spawnSync(PLUGIN_BINARY, args, { encoding: "utf8" });
   if (r.status !== 0) throw new Error(`netkit-cni install: ${r.stdout}${r.stderr}`);
+  const report = JSON.parse(r.stdout) as { binary: { action: string }; conflist: { action: string } };
+  expect([report.binary.action, report.conflist.action]).toEqual(["installed", "installed"]);
   const cgroupParent = uniqueName("nkcri");
   sb.ownCgroup(cgroupParent);
   const cri = new CriContainerd(fx, sb, { binDir, confDir, pauseImage });
