@@ -49,10 +49,14 @@ test-integration: build build-older
 
 # The netkit suite: inside a User-Mode Linux 6.12 guest (test/vm; the first run builds
 # its kernel, ~5-10 min, then it is cached), the integration tests again with netkit
-# pods, plus the netkit-only tests.
+# pods, plus the netkit-only tests; then kubelet's path (containerd's CRI, from
+# test/e2e/setup.sh) with netkit pods, in a guest of its own.
 test-vm: build build-older
 	test/vm/run.sh --timeout 1800 --env NETKIT_CNI_TEST_DATAPATH=netkit -- \
 	  npx vitest run --project integration --project netkit
+	test/e2e/setup.sh >/dev/null
+	test/vm/run.sh --timeout 1500 --env NETKIT_CNI_TEST_DATAPATH=netkit -- \
+	  npx vitest run --project e2e test/e2e/cri.test.ts
 
 # The Node executable in the guest, on the subset that covers every verb (lifecycle: ADD,
 # CHECK, DEL, GC, STATUS, VERSION), the fast path (fastpath: redirects, source check,

@@ -34,6 +34,7 @@ export interface InstallOptions {
     bandwidth: boolean;
     dataDir: string | undefined;
     logFile: string | undefined;
+    bpffsRoot: string | undefined;
   };
 }
 export class InstallError extends Error {}
@@ -52,6 +53,7 @@ export const INSTALL_USAGE = `usage: netkit-cni install [options]
   --bandwidth          add bandwidth (traffic shaping) to the generated chain
   --data-dir DIR       IPAM store (/var/lib/cni/networks)
   --log-file FILE      plugin log (/var/log/netkit-cni.log)
+  --bpffs-root DIR     where the node's eBPF state is pinned (/sys/fs/bpf/netkit-cni)
   --binary FILE        install this executable instead of the running one
   --skip-binary        write only the conflist
   --force              replace a conflist of the same name that belongs to another plugin
@@ -74,6 +76,7 @@ const INSTALL_FLAGS = {
   bandwidth: BOOLEAN,
   "data-dir": STRING,
   "log-file": STRING,
+  "bpffs-root": STRING,
   binary: STRING,
   "skip-binary": BOOLEAN,
   force: BOOLEAN,
@@ -116,6 +119,7 @@ export function parseInstallOptions(args: string[]): InstallOptions {
       bandwidth: false,
       dataDir: undefined,
       logFile: undefined,
+      bpffsRoot: undefined,
     },
   };
   const g = opts.generate;
@@ -174,6 +178,9 @@ export function parseInstallOptions(args: string[]): InstallOptions {
         break;
       case "log-file":
         g.logFile = value;
+        break;
+      case "bpffs-root":
+        g.bpffsRoot = value;
         break;
     }
   }

@@ -10,7 +10,7 @@
 import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { parseNetConf } from "../cni/config";
+import { POD_ANNOTATIONS_CAPABILITY, parseNetConf } from "../cni/config";
 import { isPackagedExecutable } from "../sys/embedded-assets";
 import { DEFAULT_CONFLIST_NAME, InstallError, type InstallOptions } from "./install-options";
 
@@ -28,12 +28,15 @@ export interface InstallReport {
 export function generateConflist(g: InstallOptions["generate"]): Record<string, unknown> {
   const plugin: Record<string, unknown> = {
     type: PLUGIN_TYPE,
+    // The runtime passes the pod's annotations: netkit-cni.io/datapath picks a pod's device kind.
+    capabilities: { [POD_ANNOTATIONS_CAPABILITY]: true },
     datapath: g.datapath,
     clusterCIDRs: g.clusterCidrs.length > 0 ? g.clusterCidrs : g.podCidrs,
   };
   if (g.hostInterface) plugin.hostInterface = g.hostInterface;
   if (g.mtu !== undefined) plugin.mtu = g.mtu;
   if (g.logFile) plugin.logFile = g.logFile;
+  if (g.bpffsRoot) plugin.bpffsRoot = g.bpffsRoot;
   const ipam: Record<string, unknown> = { type: PLUGIN_TYPE, ranges: g.podCidrs.map((subnet) => [{ subnet }]) };
   if (g.dataDir) ipam.dataDir = g.dataDir;
   plugin.ipam = ipam;

@@ -14,6 +14,17 @@ import { type CniVersion, negotiateVersion } from "./version";
 export const DATAPATHS = ["auto", "netkit", "veth"] as const;
 export type DatapathKind = (typeof DATAPATHS)[number];
 
+/**
+ * A pod may ask for its own device kind over the network's `datapath` (an A/B of one
+ * node, or a runtime such as Kata that cannot take a netkit peer), with this annotation.
+ * CRI runtimes pass the pod's annotations to plugins that declare the capability below
+ * (containerd 1.6+, CRI-O), as runtimeConfig["io.kubernetes.cri.pod-annotations"].
+ */
+export const DATAPATH_ANNOTATION = "netkit-cni.io/datapath";
+export const POD_ANNOTATIONS_CAPABILITY = "io.kubernetes.cri.pod-annotations";
+export const POD_DATAPATHS = ["veth", "netkit"] as const;
+export type PodDatapath = (typeof POD_DATAPATHS)[number];
+
 export const NETKIT_MODES = ["l3", "l2"] as const;
 export type NetkitMode = (typeof NETKIT_MODES)[number];
 
@@ -66,6 +77,11 @@ export interface NetConf {
   logLevel: LogLevel;
   fastPath: FastPathConf;
   prevResult: Result | undefined;
+  /**
+   * The pod's DATAPATH_ANNOTATION as the runtime passed it, unchecked: only ADD acts on
+   * it (podDatapath() validates), so DEL of a pod ADD refused still succeeds.
+   */
+  datapathAnnotation: unknown;
   /** GC only: the attachments the runtime still knows about. */
   validAttachments: Attachment[] | undefined;
   /** The parsed JSON as received, forwarded unchanged to delegated plugins. */
@@ -157,6 +173,27 @@ function parseFastPath(raw: Record<string, unknown>): FastPathConf {
   return { enabled, bpffsRoot, hostInterface, clusterCidrs: cidrs as string[], natCheck: natCheck as NatCheckChoice };
 }
 
+/** The annotation from runtimeConfig, if the runtime sent pod annotations at all. */
+function readDatapathAnnotation(raw: Record<string, unknown>): unknown {
+  const runtimeConfig = raw.runtimeConfig;
+  if (!isRecord(runtimeConfig)) return undefined;
+  const annotations = runtimeConfig[POD_ANNOTATIONS_CAPABILITY];
+  return isRecord(annotations) ? annotations[DATAPATH_ANNOTATION] : undefined;
+}
+
+/**
+ * The device kind a pod gets: its annotation when present ("veth" or "netkit", nothing
+ * else: code 7 naming the annotation), else the network's `datapath`.
+ */
+export function podDatapath(conf: Pick<NetConf, "datapath" | "datapathAnnotation">): DatapathKind {
+  const v = conf.datapathAnnotation;
+  if (v === undefined || v === null) return conf.datapath;
+  if (typeof v === "string" && (POD_DATAPATHS as readonly string[]).includes(v)) return v as PodDatapath;
+  throw invalidConfig(
+    `pod annotation "${DATAPATH_ANNOTATION}" must be one of ${POD_DATAPATHS.map((d) => `"${d}"`).join(", ")}; got ${JSON.stringify(v)}`,
+  );
+}
+
 function parseValidAttachments(raw: Record<string, unknown>): Attachment[] | undefined {
   const v = raw["cni.dev/valid-attachments"];
   if (v === undefined || v === null) return undefined;
@@ -197,6 +234,7 @@ export function parseNetConf(stdin: Buffer | string): NetConf {
     logLevel: oneOf(raw, "logLevel", LOG_LEVELS, "info"),
     fastPath: parseFastPath(raw),
     prevResult,
+    datapathAnnotation: readDatapathAnnotation(raw),
     validAttachments: parseValidAttachments(raw),
     raw,
   };

@@ -5,6 +5,7 @@
  * IP allocation.
  */
 import { AF_INET, formatCidr, hostPrefix } from "../cni/address";
+import { podDatapath } from "../cni/config";
 import { CniError, ErrorCode } from "../cni/errors";
 import type { Result } from "../cni/result";
 import { attachEndpoint, removeEndpoint } from "../datapath/fastpath";
@@ -40,7 +41,8 @@ export async function cmdAdd(inv: Invocation): Promise<Result> {
         `host device ${hostDevice} for container ${env.containerId} ${env.ifname} already exists; DEL it first`,
       );
     }
-    const datapath = await chooseDatapath(conf, ns.host);
+    // The pod's annotation, if the runtime passed one, over the network's datapath.
+    const datapath = await chooseDatapath(podDatapath(conf), conf, ns.host);
     const uplink = await resolveUplink(ns.host, conf.fastPath.hostInterface);
 
     const ipamResult = ipam.add();

@@ -15,7 +15,7 @@ export async function cmdStatus(inv: Invocation): Promise<void> {
   const notReady = (why: string) => new CniError(ErrorCode.PluginNotAvailable, `not ready: ${why}`);
   const host = RtnlSocket.open();
   try {
-    const datapath = await chooseDatapath(inv.conf, host);
+    const datapath = await chooseDatapath(inv.conf.datapath, inv.conf, host);
     log.info(`ready for ${datapath.kind} pods (datapath "${inv.conf.datapath}")`);
   } catch (e) {
     if (e instanceof CniError) throw e;

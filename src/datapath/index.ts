@@ -1,9 +1,9 @@
 /**
- * Picks the device kind for an ADD: what the config asks for, with `auto` choosing netkit
- * where the kernel has it. `netkit` on a kernel without it is refused before anything is
- * allocated, naming the missing feature.
+ * Picks the device kind for an ADD: what the config (or the pod's annotation over it)
+ * asks for, with `auto` choosing netkit where the kernel has it. `netkit` on a kernel
+ * without it is refused before anything is allocated, naming the missing feature.
  */
-import type { NetConf } from "../cni/config";
+import type { DatapathKind, NetConf } from "../cni/config";
 import { CniError, ErrorCode } from "../cni/errors";
 import { log } from "../log";
 import type { RtnlSocket } from "../netlink/socket";
@@ -12,12 +12,12 @@ import { kernelHasNetkit } from "./probe";
 import type { Datapath } from "./types";
 import { vethDatapath } from "./veth";
 
-export async function chooseDatapath(conf: NetConf, host: RtnlSocket): Promise<Datapath> {
-  if (conf.datapath === "veth") return vethDatapath;
+export async function chooseDatapath(kind: DatapathKind, conf: NetConf, host: RtnlSocket): Promise<Datapath> {
+  if (kind === "veth") return vethDatapath;
   if (await kernelHasNetkit(host)) {
     return netkitDatapath({ mode: conf.mode });
   }
-  if (conf.datapath === "netkit") throw netkitMissing();
+  if (kind === "netkit") throw netkitMissing();
   log.info("datapath auto: this kernel has no netkit devices (CONFIG_NETKIT, Linux 6.7+); using veth");
   return vethDatapath;
 }

@@ -79,6 +79,8 @@ describe("netkit-cni install on a scratch tree", () => {
       plugins: [
         {
           type: "netkit-cni",
+          // CRI passes pod annotations (netkit-cni.io/datapath) only to plugins declaring this.
+          capabilities: { "io.kubernetes.cri.pod-annotations": true },
           datapath: "veth",
           clusterCIDRs: ["10.244.0.0/16", "fd00:10:244::/56"],
           ipam: { type: "netkit-cni", ranges: [[{ subnet: "10.244.1.0/24" }], [{ subnet: "fd00:10:244:1::/64" }]] },

@@ -60,6 +60,8 @@ export class Sandbox {
   /** libcni's cache (results of ADD, read by CHECK and DEL), as seen from outside. */
   readonly cacheDir: string;
   private holder: ChildProcess | undefined;
+  /** /run is a tmpfs of this sandbox's own (start({ privateRun: true })). */
+  private privateRun = false;
   private mntNs: string | undefined;
   private mntNsFd: number | undefined;
   private readonly runNetnsBefore: Set<string>;
@@ -88,14 +90,23 @@ export class Sandbox {
     fx.processes.push({ kill: () => this.cleanup() });
   }
 
-  /** Starts the mount namespace: a `sleep` holding it, the binds made inside. */
-  async start(): Promise<void> {
+  /**
+   * Starts the mount namespace: a `sleep` holding it, the binds made inside. With
+   * `privateRun`, /run inside is an empty tmpfs: a runtime whose paths there are fixed
+   * (containerd's shims put their sockets in /run/containerd/s whatever the config says;
+   * CRI mounts pod netns in /var/run/netns) then shares nothing with the machine's or
+   * another test's, and everything it leaves in /run goes with the namespace. Paths
+   * given to nsenter are opened outside, so /run/netns/<node> still works for `run`.
+   */
+  async start(opts: { privateRun?: boolean } = {}): Promise<void> {
     if (!fs.existsSync("/etc/cni")) throw new Error(`/etc/cni missing (podman's package makes it): ${SETUP_HINT}`);
+    this.privateRun = opts.privateRun ?? false;
     const script = [
       "set -e",
       `mount --bind "$1/etc-cni" /etc/cni`,
       `mount --bind "$1/opt" /opt`,
       `mount --bind "$1/varlib" /var/lib`,
+      ...(this.privateRun ? ["mount -t tmpfs -o mode=0755 nke2e-run /run"] : []),
       "echo ready",
       "exec sleep infinity",
     ].join("\n");
@@ -225,7 +236,7 @@ export class Sandbox {
   cleanup(): void {
     // Netns files a client bind-mounted inside (podman's /run/netns/netns-<uuid>): the
     // mounts go with the namespace, the empty files stay; only ours are removed.
-    const ours = this.netnsMountsInside();
+    const ours = this.privateRun ? [] : this.netnsMountsInside();
     for (const child of this.background.splice(0)) if (child.exitCode === null) child.kill("SIGKILL");
     for (let round = 0; round < 50; round++) {
       // Containers live in mount namespaces of their own: found by their cgroups.

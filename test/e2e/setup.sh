@@ -25,9 +25,10 @@ ensure_sources deb-src "$codename main"
 ensure_sources deb "$codename-backports main"
 
 # The clients, the reference plugins, a static busybox for images; dpkg-dev for
-# `apt-get source`; shellcheck, python3-yaml, openssl and curl for the install-kit tests.
+# `apt-get source`; shellcheck, python3-yaml, openssl and curl for the install-kit tests;
+# libc6-dev for the CRI test's pause binary (clang -static links libc.a).
 apt_install podman conmon runc containerd busybox-static containernetworking-plugins \
-  golang-github-appc-cni-dev iptables iproute2 dpkg-dev shellcheck python3-yaml openssl curl
+  golang-github-appc-cni-dev iptables iproute2 dpkg-dev shellcheck python3-yaml openssl curl libc6-dev
 apt_install -t "$codename-backports" golang-go
 
 # cnitool, keyed by the source version of the libcni the runtimes embed.

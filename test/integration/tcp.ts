@@ -23,9 +23,12 @@ s.on("timeout", () => { console.error("timeout"); process.exit(2); });
 s.on("error", (e) => { console.error(e.message); process.exit(1); });
 `;
 
+/** A netns by name (in /run/netns) or by path (a runtime's pod: /proc/<pid>/ns/net). */
+const netnsPath = (netns: string) => (netns.startsWith("/") ? netns : `/run/netns/${netns}`);
+
 /** Starts a server in `netns` on host:port and waits until it listens. */
 export async function startServer(fx: Fixture, netns: string, host: string, port: number): Promise<void> {
-  const child = spawn("nsenter", [`--net=/run/netns/${netns}`, process.execPath, "-e", SERVER, host, String(port)], {
+  const child = spawn("nsenter", [`--net=${netnsPath(netns)}`, process.execPath, "-e", SERVER, host, String(port)], {
     stdio: ["ignore", "pipe", "inherit"],
   });
   fx.processes.push({ kill: () => child.kill("SIGKILL") });
@@ -41,7 +44,7 @@ export async function startServer(fx: Fixture, netns: string, host: string, port
 
 /** Connects from `netns`; returns what the server answered, or throws with why not. */
 export function tcpRequest(netns: string, host: string, port: number): string {
-  const r = spawnSync("nsenter", [`--net=/run/netns/${netns}`, process.execPath, "-e", CLIENT, host, String(port)], {
+  const r = spawnSync("nsenter", [`--net=${netnsPath(netns)}`, process.execPath, "-e", CLIENT, host, String(port)], {
     encoding: "utf8",
     timeout: 10_000,
   });

@@ -12,7 +12,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { attachNetkit, attachTcx, loadNodePrograms, readObjectsDir } from "../../src/bpf/index";
 import { countersOf } from "../../src/datapath/fastpath";
 import { inNetns } from "../../src/sys/netns";
-import { Fixture, inNs, ping, runPluginAsync } from "../integration/harness";
+import { BINARY, Fixture, inNs, ping, pluginLinks, runPlugin, runPluginAsync } from "../integration/harness";
 import { countNetifRx, pingMany } from "../integration/netif-rx";
 import { addPod, type ClusterNode, ifindexOf, makeCluster } from "../integration/topology";
 
@@ -148,6 +148,78 @@ describe("mixed node", () => {
       expect(ping(from.netns, to.v4), `${from.containerId} -> ${to.v4}`).toBe(true);
       expect(ping(from.netns, to.v6), `${from.containerId} -> ${to.v6}`).toBe(true);
     }
+  });
+});
+
+describe("per-pod datapath (netkit-cni.io/datapath, as CRI passes pod annotations)", () => {
+  // What containerd's CRI sends a plugin that declares io.kubernetes.cri.pod-annotations:
+  // the pod's annotations under runtimeConfig, K8S_POD_* in CNI_ARGS.
+  const criConf = (annotations: Record<string, string>) => ({
+    ...a.conf,
+    runtimeConfig: { "io.kubernetes.cri.pod-annotations": annotations },
+  });
+  const criArgs = (name: string) => ({
+    CNI_ARGS: `IgnoreUnknown=1;K8S_POD_NAMESPACE=nke2e;K8S_POD_NAME=${name};K8S_POD_INFRA_CONTAINER_ID=${name};K8S_POD_UID=uid-${name}`,
+  });
+  const endpointKinds = () =>
+    new Map(
+      (
+        JSON.parse(inNs(a.netns, BINARY, ["endpoints", "--json", "--bpffs-root", a.bpffsRoot])) as {
+          containerId: string;
+          datapath: string;
+        }[]
+      ).map((r) => [r.containerId, r.datapath]),
+    );
+
+  it("one netkit and one veth pod on a netkit node: each as asked, reaching each other, the node and a remote pod", () => {
+    const remote = addPod(fx, b, "pd-remote");
+    const nk = addPod(fx, a, "pd-netkit", criConf({ "other.io/annotation": "x" }));
+    const vethNetns = fx.makeNetns("nkp");
+    const add = runPlugin(
+      a.netns,
+      "ADD",
+      { containerId: "pd-veth", netns: `/run/netns/${vethNetns}`, ifname: "eth0" },
+      criConf({ "netkit-cni.io/datapath": "veth" }),
+      criArgs("pd-veth"),
+    );
+    expect(add.status, add.stdout).toBe(0);
+    const ips = (add.json?.ips ?? []) as { address: string }[];
+    const vethV4 = ips.find((i) => !i.address.includes(":"))?.address.split("/")[0] ?? "";
+
+    expect(endpointKinds()).toEqual(
+      new Map([
+        ["pd-netkit", "netkit"],
+        ["pd-veth", "veth"],
+      ]),
+    );
+    expect(ping(nk.netns, vethV4)).toBe(true);
+    expect(ping(vethNetns, nk.v4)).toBe(true);
+    expect(ping(vethNetns, remote.v4)).toBe(true);
+    expect(ping(nk.netns, remote.v6)).toBe(true);
+    expect(ping(a.netns, vethV4)).toBe(true);
+
+    // DEL comes with the same runtimeConfig; it finds the pod's device whatever its kind.
+    const del = runPlugin(
+      a.netns,
+      "DEL",
+      { containerId: "pd-veth", netns: `/run/netns/${vethNetns}`, ifname: "eth0" },
+      criConf({ "netkit-cni.io/datapath": "veth" }),
+      criArgs("pd-veth"),
+    );
+    expect(del.status, del.stdout).toBe(0);
+    expect(endpointKinds()).toEqual(new Map([["pd-netkit", "netkit"]]));
+  });
+
+  it("an unknown value is refused with code 7 naming the annotation, leaving nothing; DEL still succeeds", () => {
+    const netns = fx.makeNetns("nkp");
+    const att = { containerId: "pd-bogus", netns: `/run/netns/${netns}`, ifname: "eth0" };
+    const conf = criConf({ "netkit-cni.io/datapath": "ipvlan" });
+    const add = runPlugin(a.netns, "ADD", att, conf, criArgs("pd-bogus"));
+    expect(add.status).not.toBe(0);
+    expect(add.json).toMatchObject({ code: 7 });
+    expect(String(add.json?.msg)).toContain("netkit-cni.io/datapath");
+    expect(pluginLinks(a.netns)).toEqual([]);
+    expect(runPlugin(a.netns, "DEL", att, conf, criArgs("pd-bogus")).status).toBe(0);
   });
 });
 

@@ -1,7 +1,7 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
-import { parseNetConf } from "../../src/cni/config";
+import { DATAPATH_ANNOTATION, parseNetConf, podDatapath } from "../../src/cni/config";
 import { CniError } from "../../src/cni/errors";
 
 const good = {
@@ -103,6 +103,51 @@ describe("parseNetConf", () => {
     expect(conf.prevResult?.ips).toEqual([{ address: "10.1.0.5/32", interface: 1 }]);
     expect(conf.validAttachments).toEqual([{ containerId: "c1", ifname: "eth0" }]);
   });
+});
+
+describe("a pod's datapath annotation (CRI's io.kubernetes.cri.pod-annotations capability)", () => {
+  const withAnnotations = (datapath: string, annotations: unknown) =>
+    parseNetConf(
+      JSON.stringify({
+        ...good,
+        datapath,
+        runtimeConfig: { "io.kubernetes.cri.pod-annotations": annotations, portMappings: [] },
+      }),
+    );
+
+  it.each([
+    ["netkit", { [DATAPATH_ANNOTATION]: "veth" }, "veth"],
+    ["veth", { [DATAPATH_ANNOTATION]: "netkit" }, "netkit"],
+    ["auto", { [DATAPATH_ANNOTATION]: "veth" }, "veth"],
+    ["netkit", { "other.io/thing": "veth" }, "netkit"],
+    ["auto", {}, "auto"],
+    ["veth", null, "veth"],
+  ])("network %s with annotations %j: the pod gets %s", (network, annotations, expected) => {
+    expect(podDatapath(withAnnotations(network, annotations))).toBe(expected);
+  });
+
+  it("no runtimeConfig, or one without annotations: the network's datapath", () => {
+    expect(podDatapath(parseNetConf(JSON.stringify({ ...good, datapath: "veth" })))).toBe("veth");
+    expect(podDatapath(parseNetConf(JSON.stringify({ ...good, runtimeConfig: { bandwidth: {} } })))).toBe("auto");
+  });
+
+  it.each([["auto"], ["Veth"], [""], ["macvlan"], [7], [true]])(
+    "refuses %j with code 7 naming the annotation, at ADD only",
+    (value) => {
+      // Parsing succeeds (DEL and CHECK of such a pod must still work); choosing refuses.
+      const conf = withAnnotations("auto", { [DATAPATH_ANNOTATION]: value });
+      let err: unknown;
+      try {
+        podDatapath(conf);
+      } catch (e) {
+        err = e;
+      }
+      expect(err).toBeInstanceOf(CniError);
+      expect((err as CniError).code).toBe(7);
+      expect((err as CniError).message).toContain(DATAPATH_ANNOTATION);
+      expect((err as CniError).message).toContain(JSON.stringify(value));
+    },
+  );
 });
 
 describe("the example conflists in cni-conf/", () => {
