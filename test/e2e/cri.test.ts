@@ -20,7 +20,7 @@ import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { Fixture, inNs, TEST_DATAPATH, uniqueName } from "../integration/harness";
+import { Fixture, inNs, kernelHasNetkit, TEST_DATAPATH, uniqueName } from "../integration/harness";
 import { startServer, tcpRequest } from "../integration/tcp";
 import type { SandboxConfig, SandboxStatus } from "./cri/client";
 import { buildPauseImage, CriContainerd } from "./cri/containerd";
@@ -196,25 +196,6 @@ function endpointKinds(n: CriNodeSetup): Map<string, string> {
   const out = inNs(n.node, PLUGIN_BINARY, ["endpoints", "--json", "--bpffs-root", n.bpffsRoot]);
   const rows = JSON.parse(out) as { containerId: string; datapath: string }[];
   return new Map(rows.map((r) => [r.containerId, r.datapath]));
-}
-
-/** Does this kernel make netkit devices? (The pod's default under "netkit" depends on it.) */
-function kernelHasNetkit(fx: Fixture): boolean {
-  const ns = fx.makeNetns("nkk");
-  return (
-    spawnSync("nsenter", [
-      `--net=/run/netns/${ns}`,
-      "ip",
-      "link",
-      "add",
-      "nk0",
-      "type",
-      "netkit",
-      "peer",
-      "name",
-      "nk1",
-    ]).status === 0
-  );
 }
 
 let imageFx: Fixture;

@@ -7,26 +7,7 @@
 import { spawnSync } from "node:child_process";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { allocatedIps, Fixture, inNs, ping, pluginLinks, runPlugin, vethConf } from "./harness";
-
-/** Asks the kernel directly, the way an admin would. */
-function kernelHasNetkit(fx: Fixture): boolean {
-  const ns = fx.makeNetns("nkk");
-  return (
-    spawnSync("nsenter", [
-      `--net=/run/netns/${ns}`,
-      "ip",
-      "link",
-      "add",
-      "nk0",
-      "type",
-      "netkit",
-      "peer",
-      "name",
-      "nk1",
-    ]).status === 0
-  );
-}
+import { allocatedIps, Fixture, inNs, kernelHasNetkit, ping, pluginLinks, runPlugin, vethConf } from "./harness";
 
 let fx: Fixture;
 let node: string;

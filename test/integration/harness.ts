@@ -267,3 +267,10 @@ export function ping(netns: string, address: string): boolean {
   const v6 = address.includes(":");
   return trySh("nsenter", [`--net=/run/netns/${netns}`, "ping", ...(v6 ? ["-6"] : []), "-c1", "-W2", address]).ok;
 }
+
+/** Asks the kernel directly, the way an admin would: can it make a netkit pair? */
+export function kernelHasNetkit(fx: Fixture): boolean {
+  const ns = fx.makeNetns("nkk");
+  const args = ["link", "add", "nk0", "type", "netkit", "peer", "name", "nk1"];
+  return spawnSync("nsenter", [`--net=/run/netns/${ns}`, "ip", ...args]).status === 0;
+}
