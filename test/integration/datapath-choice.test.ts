@@ -4,7 +4,6 @@
  * The suite runs on both kinds of kernel (this machine's, and the netkit VM), so each
  * branch below is exercised by one of them.
  */
-import { spawnSync } from "node:child_process";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { allocatedIps, Fixture, inNs, kernelHasNetkit, ping, pluginLinks, runPlugin, vethConf } from "./harness";
