@@ -6,6 +6,8 @@ import { defineConfig } from "vitest/config";
 export default defineConfig({
   test: {
     pool: "forks",
+    // The failures again after the summary, where a log read from its tail shows them.
+    reporters: ["default", "./test/support/failure-digest.ts"],
     projects: [
       {
         test: { name: "unit", include: ["test/unit/**/*.test.ts"], pool: "forks", sequence: { groupOrder: 0 } },
