@@ -5,8 +5,10 @@ server HOST PORT              accepts connections until killed. Per connection: 
                               "hi\n", reads to EOF (plain recv, or with MSG_PEEK first),
                               then answers "R <bytes> <sha>\n" (what it received), then
                               "H <bytes> <sha>\n" and that many random bytes, then closes.
-client HOST PORT SIZE METHOD  connects, waits for "hi", sends SIZE random bytes with
-                              METHOD (sendall | sendfile | splice | small), shuts down
+client HOST PORT SIZE METHOD [DELAY]
+                              connects, waits for "hi" (and DELAY seconds), sends SIZE
+                              random bytes with METHOD (sendall | sendfile | splice |
+                              small), shuts down
                               its sending side, reads the answer and checks both hashes.
                               Prints "ok <sent> <received>" or exits 1 saying what differs.
 hold HOST PORT                connects, waits for "hi", prints "connected" and sleeps.
@@ -17,6 +19,7 @@ import socket
 import sys
 import tempfile
 import threading
+import time
 
 REPLY = 3 * 1024 * 1024 + 17
 
@@ -63,18 +66,18 @@ def server(host, port):
         threading.Thread(target=serve, args=(conn,), daemon=True).start()
 
 
-def connect(host, port):
+def connect(host, port, greeting=True):
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     s = socket.socket(family, socket.SOCK_STREAM)
     s.settimeout(20)
     s.connect((host, port))
-    if recv_line(s) != "hi":
+    if greeting and recv_line(s) != "hi":
         raise SystemExit("no greeting")
     return s
 
 
 def send(s, payload, method):
-    if method == "sendall":
+    if method in ("sendall", "eager"):
         s.sendall(payload)
     elif method == "small":
         for i in range(0, len(payload), 100):
@@ -99,11 +102,16 @@ def send(s, payload, method):
         raise SystemExit(f"unknown method {method}")
 
 
-def client(host, port, size, method):
-    s = connect(host, port)
+def client(host, port, size, method, delay):
+    # eager: write at once, before the server's end may be established (and spliced).
+    s = connect(host, port, greeting=method != "eager")
+    print("connected", flush=True)
+    time.sleep(delay)
     payload = os.urandom(size)
     send(s, payload, method)
     s.shutdown(socket.SHUT_WR)
+    if method == "eager" and recv_line(s) != "hi":
+        raise SystemExit("no greeting")
     got = recv_line(s).split()
     want = ["R", str(size), hashlib.sha256(payload).hexdigest()]
     if got != want:
@@ -133,6 +141,6 @@ if __name__ == "__main__":
     if mode == "server":
         server(host, port)
     elif mode == "client":
-        client(host, port, int(sys.argv[4]), sys.argv[5])
+        client(host, port, int(sys.argv[4]), sys.argv[5], float(sys.argv[6]) if len(sys.argv) > 6 else 0)
     elif mode == "hold":
         hold(host, port)
