@@ -27,7 +27,7 @@ import { listBypassedSockets, openSockMaps, sockRoot } from "../bpf/sock";
 import { embeddedObjects, endpointMapEntries, flowTableOf, pinnedEndpointDevices } from "../datapath/fastpath";
 import { parseOwnerAlias } from "../datapath/naming";
 import { kernelHasNetkit } from "../datapath/probe";
-import { sockBypassUnavailable } from "../datapath/sockbypass";
+import { readSockBypassOff, type SockBypassOff, sockBypassUnavailable } from "../datapath/sockbypass";
 import { type Link, listLinks } from "../netlink/links";
 import { RtnlSocket } from "../netlink/socket";
 import { objGetInfo } from "../sys/bpf-syscall";
@@ -81,6 +81,8 @@ export interface NodeStatus {
     sockets: number;
     /** Why the kernel cannot run it (checked on the node's cgroup v2 root); absent when it can. */
     unavailable: string | undefined;
+    /** Why the last ADD that asked for it on some cgroup could not run it (e.g. not cgroup v2). */
+    off: SockBypassOff | undefined;
   };
   endpoints: {
     /** Host devices carrying our owner alias. */
@@ -261,7 +263,12 @@ export async function nodeStatus(bpffsRoot: string): Promise<NodeStatus> {
     },
     flowTables,
     uplinks,
-    sockBypass: { links: sockLinks, sockets, unavailable: sockBypassUnavailable(undefined) },
+    sockBypass: {
+      links: sockLinks,
+      sockets,
+      unavailable: sockBypassUnavailable(undefined),
+      off: readSockBypassOff(root),
+    },
     endpoints: { devices: owned.length, pinned: pinned.length, addresses: entries.size, links: endpointLinks },
     problems,
   };
@@ -297,15 +304,19 @@ export function formatStatus(s: NodeStatus): string {
     );
   }
   const sb = s.sockBypass;
+  const why = sb.off?.reason ?? sb.unavailable;
   lines.push(
     `socket bypass   ${
       sb.links.length > 0
         ? `on: ${sb.links.map((l) => `${l.pin} (program ${l.programId})`).join(", ")}; ${sb.sockets} sockets spliced`
-        : sb.unavailable
-          ? `off: ${sb.unavailable}`
+        : why
+          ? `off: ${why}`
           : `off (no pod of a network with "sockBypass": true yet)`
     }`,
   );
+  // Another network's cgroup may run it while this one could not.
+  if (sb.links.length > 0 && sb.off)
+    lines.push(`socket bypass   off for ${sb.off.cgroup ?? "the cgroup v2 root"}: ${sb.off.reason}`);
   lines.push(
     `endpoints       ${s.endpoints.devices} devices, ${s.endpoints.pinned} with programs, ${s.endpoints.addresses} addresses in the endpoint map`,
   );

@@ -57,7 +57,7 @@ import { log } from "../log";
 import { readAsset } from "../sys/embedded-assets";
 import { LockTimeoutError, withFileLock } from "../sys/file-lock";
 import { mkdirs } from "../sys/mkdirs";
-import { ensureSockBypass, type SockBypassObjects } from "./sockbypass";
+import { clearSockBypassOff, ensureSockBypass, noteSockBypassOff, type SockBypassObjects } from "./sockbypass";
 import type { DeviceKind } from "./types";
 
 const LOCK_DIR = "/run/netkit-cni";
@@ -164,9 +164,12 @@ export function attachEndpoint(settings: FastPathSettings, uplink: Uplink | unde
       if (settings.sockBypass) {
         try {
           ensureSockBypass(root, embeddedSockObject(), node.maps.endpoints, settings.sockBypassCgroup);
+          clearSockBypassOff(root, settings.sockBypassCgroup);
         } catch (e) {
           // Optional: the pod works without it, on the packet path.
-          log.warn(`socket bypass off: ${(e as Error).message.split("\n")[0]}`);
+          const reason = (e as Error).message.split("\n")[0] ?? "unknown";
+          log.warn(`socket bypass off: ${reason}`);
+          noteSockBypassOff(root, { cgroup: settings.sockBypassCgroup, reason });
         }
       }
       const program = settings.enabled ? node.programs.fromPod : node.programs.sourceCheck;

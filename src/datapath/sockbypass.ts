@@ -5,8 +5,9 @@
  * switched in place with BPF_LINK_UPDATE when a newer build loads, never detached by
  * an ADD. Removing the bpffs root (the node's state) detaches them.
  *
- * Optional by design: where the kernel lacks cgroup v2 or sockmap support, the ADD
- * goes on without it (`unavailable` says why, `netkit-cni status` shows it).
+ * Optional by design: where the kernel lacks cgroup v2 or sockmap support, or the
+ * configured cgroup is not a cgroup v2 directory, the ADD goes on without it and leaves
+ * the reason in a note under /run (bpffs holds no files) that `netkit-cni status` shows.
  * Runs under the node lock (fastpath.ts calls it there).
  *
  * Pin layout:  <root>/sock/sk_msg   <root>/sock/cgroup-<hash of the cgroup path>
@@ -26,6 +27,7 @@ import {
 } from "../bpf/index";
 import { log } from "../log";
 import { BPF_MAP_TYPE } from "../sys/bpf-uapi";
+import { mkdirs } from "../sys/mkdirs";
 
 const CGROUP2_SUPER_MAGIC = 0x63677270;
 
@@ -34,6 +36,43 @@ export const sockLinkPins = {
   cgroup: (root: string, cgroup: string) =>
     path.join(sockRoot(root), `cgroup-${createHash("sha256").update(cgroup).digest("hex").slice(0, 12)}`),
 };
+
+/** Why the last ADD could not run the bypass: the node's bpffs root names it, as the node lock. */
+export const sockBypassNotePath = (root: string) =>
+  path.join("/run/netkit-cni", `sockbypass-${createHash("sha256").update(root).digest("hex").slice(0, 12)}.json`);
+
+export interface SockBypassOff {
+  /** The cgroup the network asked for (absent: the node's cgroup v2 root). */
+  cgroup: string | undefined;
+  reason: string;
+}
+
+/** Leaves the reason for `status`; only a note, so failing to write it changes nothing. */
+export function noteSockBypassOff(root: string, off: SockBypassOff): void {
+  try {
+    const note = sockBypassNotePath(root);
+    mkdirs(path.dirname(note), 0o700);
+    fs.writeFileSync(`${note}.${process.pid}`, JSON.stringify(off), { mode: 0o600 });
+    fs.renameSync(`${note}.${process.pid}`, note);
+  } catch {
+    // status then says what it finds on the kernel alone
+  }
+}
+
+export function readSockBypassOff(root: string): SockBypassOff | undefined {
+  try {
+    const off = JSON.parse(fs.readFileSync(sockBypassNotePath(root), "utf8")) as Partial<SockBypassOff>;
+    return typeof off.reason === "string" ? { cgroup: off.cgroup, reason: off.reason } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The bypass now runs on `cgroup`: a note about that same cgroup is stale (another's stays). */
+export function clearSockBypassOff(root: string, cgroup: string | undefined): void {
+  if (!fs.existsSync(sockBypassNotePath(root))) return;
+  if (readSockBypassOff(root)?.cgroup === cgroup) fs.rmSync(sockBypassNotePath(root), { force: true });
+}
 
 export const isCgroup2 = (dir: string): boolean => {
   try {
