@@ -14,6 +14,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import {
   cli,
   countersOf,
+  eventually,
   exchange,
   holdConnection,
   MB,
@@ -21,6 +22,7 @@ import {
   REPLY,
   removeSockEnv,
   type SockEnv,
+  socketStates,
   sockets,
   startPeer,
   startPeerServer,
@@ -96,6 +98,7 @@ describe("socket bypass between two pods of one node", () => {
     expect(delPod(client).status).toBe(0);
     // The client's process still holds its socket; the sockhash no longer does.
     expect(sockets(env).filter((s) => s.local.ip === client.v4)).toEqual([]);
+    expect(socketStates(env).filter((s) => s.local.ip === client.v4)).toEqual([]);
   });
 
   it("survives many short connections", async () => {
@@ -104,9 +107,8 @@ describe("socket bypass between two pods of one node", () => {
     await startPeerServer(env, server.netns, server.v4, 5001);
     for (let i = 0; i < 30; i++) expect(exchange(env, client.netns, server.v4, 5001, 1000 + i)).toMatch(/^ok /);
     expect(countersOf(env, client).added).toBe(30n);
-    // Closed sockets leave the sockhash by themselves.
-    await new Promise((r) => setTimeout(r, 200));
-    expect(sockets(env)).toEqual([]);
+    // Closed sockets leave the sockhash by themselves, and their states go with them.
+    expect(await eventually(() => sockets(env).length === 0 && socketStates(env).length === 0)).toBe(true);
   });
 });
 
