@@ -78,6 +78,17 @@ describe("connections that close unusually", () => {
     await mapsEmpty();
   });
 
+  it("on the packet path, a half-closed socket's blocking recv never says EAGAIN", async () => {
+    const { server, client } = twoPods(false);
+    const reverse = await startPeerServer(env, server.netns, server.v4, 5001, "reverse");
+    for (let i = 0; i < 3; i++) {
+      const [, , , digest] = exchange(env, client.netns, server.v4, 5001, MB, "reverse").split(" ");
+      // The count is the server process's total so far.
+      expect(await reverse.nextLine()).toBe(`got ${MB} ${digest} eagain 0`);
+    }
+    expect(countersOf(env, client)).toEqual(ZERO);
+  });
+
   // The sender closes with SO_LINGER 0 while the receiver is slow: the receiver must see
   // a prefix of what was sent, then EOF or ECONNRESET, never other bytes and never a
   // hang. Seen on 6.18: with the bypass it reads every byte, then ECONNRESET (the
