@@ -3,6 +3,7 @@
 #   <name>.o      NAT safety from our own per-endpoint memory (any kernel)
 #   <name>_ct.o   NAT safety from the kernel's conntrack, through kfuncs (kernels with
 #                 a BPF JIT); the loader tries these first (src/bpf/node.ts).
+# bpf_sock.c (the socket bypass) asks nothing of conntrack: built once.
 # Uses the uapi headers from linux-libc-dev and libbpf's bpf_helpers.h only;
 # no vmlinux.h. The asm/ headers that linux/types.h pulls in live in the
 # multiarch include directory, which clang does not search for -target bpf.
@@ -31,7 +32,7 @@ compile() { # <source> <object> [extra flags...]
 for src in "$root"/bpf/*.c; do
   name=$(basename "$src" .c)
   compile "$src" "$out/$name.o"
-  compile "$src" "$out/${name}_ct.o" -DNKC_CONNTRACK
+  [ "$name" = bpf_sock ] || compile "$src" "$out/${name}_ct.o" -DNKC_CONNTRACK
 done
 
 echo "$epoch" >"$out/epoch.tmp.$$"

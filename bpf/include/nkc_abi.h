@@ -36,6 +36,9 @@ _Static_assert(sizeof(struct nkc_endpoint_key) == 20, "nkc_endpoint_key is 20 by
 
 /* The pod's device pair is netkit (else veth): decides how a redirect is made. */
 #define NKC_EP_F_NETKIT (1U << 0)
+/* The pod's network asked for the same-node socket bypass ("sockBypass": true):
+ * bpf_sock.c splices a TCP connection only when both of its ends carry this flag. */
+#define NKC_EP_F_SOCK_BYPASS (1U << 1)
 
 struct nkc_endpoint {
 	__u32 host_ifindex; /* veth host side, or netkit primary */
@@ -109,5 +112,45 @@ struct nkc_counters {
 	__u64 v[NKC_CNT_MAX];
 };
 _Static_assert(sizeof(struct nkc_counters) == 64, "nkc_counters is 64 bytes");
+
+/*
+ * Socket bypass (bpf_sock.c). Key of nkc_sock_hash and nkc_sock_state: one TCP
+ * socket, seen from its own side. IPv4 (also an IPv4-mapped IPv6 socket) uses
+ * local[0..3] and remote[0..3], the rest zero; ports in host order. The peer's key
+ * is the same with local and remote swapped.
+ */
+struct nkc_sock_key {
+	__u8 local[16];
+	__u8 remote[16];
+	__u16 local_port;
+	__u16 remote_port;
+	__u32 family;      /* NKC_AF_INET or NKC_AF_INET6 */
+};
+_Static_assert(sizeof(struct nkc_sock_key) == 40, "nkc_sock_key is 40 bytes");
+
+#define NKC_SOCK_MAX 65536 /* sockets in nkc_sock_hash and nkc_sock_state */
+
+/* nkc_sock_state value: how a socket's messages travel. It only ever moves down the
+ * list (UNDECIDED -> REDIRECT -> STACK, or UNDECIDED -> STACK): a message sent through
+ * the stack may still be queued when a redirected one would overtake it. */
+enum nkc_sock_state {
+	NKC_SOCK_UNDECIDED = 0, /* in the sockhash, nothing sent yet */
+	NKC_SOCK_REDIRECT = 1,  /* every message so far went straight to the peer socket */
+	NKC_SOCK_STACK = 2,     /* the packet path, for good */
+};
+
+/* nkc_sock_stats value (per CPU), keyed by the sending endpoint's __u32 host ifindex. Order is ABI. */
+enum nkc_sock_counter {
+	NKC_SOCK_CNT_ADDED,          /* sockets put in the sockhash */
+	NKC_SOCK_CNT_REDIRECTED_MSGS,
+	NKC_SOCK_CNT_REDIRECTED_BYTES,
+	NKC_SOCK_CNT_PASSED_MSGS,    /* messages of a socket in the sockhash sent by the stack */
+	NKC_SOCK_CNT_MAX,
+};
+
+struct nkc_sock_stats {
+	__u64 v[NKC_SOCK_CNT_MAX];
+};
+_Static_assert(sizeof(struct nkc_sock_stats) == 32, "nkc_sock_stats is 32 bytes");
 
 #endif

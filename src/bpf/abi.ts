@@ -29,6 +29,16 @@ export const FLOW_KEY_SIZE = 40;
 export const DIRECT_FLOW_SIZE = 8;
 
 export const EP_FLAG_NETKIT = 1;
+/** NKC_EP_F_SOCK_BYPASS: the pod's network has "sockBypass": true. */
+export const EP_FLAG_SOCK_BYPASS = 2;
+
+/** The socket bypass's maps and programs (bpf/bpf_sock.c), loaded only where a network asks for it. */
+export const SOCK_MAP_NAMES = {
+  hash: "nkc_sock_hash",
+  state: "nkc_sock_state",
+  stats: "nkc_sock_stats",
+} as const;
+export const SOCK_PROGRAM_NAMES = { sockOps: "nkc_sockops", skMsg: "nkc_sk_msg" } as const;
 
 /** The u32 host ifindex that keys nkc_counters, nkc_direct and nkc_direct_stats. */
 export function ifindexKey(hostIfindex: number): Buffer {
@@ -135,4 +145,46 @@ export function decodeFlowKey(key: Buffer): FlowKey {
 export interface DirectStats {
   remembered: bigint;
   forgotten: bigint;
+}
+
+/** struct nkc_sock_key: one TCP socket of the bypass, from its own side. */
+export interface SockKey {
+  local: { ip: string; port: number };
+  remote: { ip: string; port: number };
+}
+
+export const SOCK_KEY_SIZE = 40;
+
+export function sockKey(k: SockKey): Buffer {
+  const key = Buffer.alloc(SOCK_KEY_SIZE);
+  ipBytes(k.local.ip).copy(key, 0);
+  ipBytes(k.remote.ip).copy(key, 16);
+  key.writeUInt16LE(k.local.port, 32);
+  key.writeUInt16LE(k.remote.port, 34);
+  key.writeUInt32LE(familyOf(k.local.ip), 36);
+  return key;
+}
+
+export function decodeSockKey(key: Buffer): SockKey {
+  const len = key.readUInt32LE(36) === AF_INET ? 4 : 16;
+  const ip = (o: number) => ipString(Buffer.from(key.subarray(o, o + len)));
+  return {
+    local: { ip: ip(0), port: key.readUInt16LE(32) },
+    remote: { ip: ip(16), port: key.readUInt16LE(34) },
+  };
+}
+
+export const SOCK_COUNTER_NAMES = ["added", "redirectedMsgs", "redirectedBytes", "passedMsgs"] as const;
+export type SockCounterName = (typeof SOCK_COUNTER_NAMES)[number];
+export type SockCounters = Record<SockCounterName, bigint>;
+
+/** Sums the per-CPU struct nkc_sock_stats values. */
+export function sumSockCounters(perCpu: Buffer[]): SockCounters {
+  const sum = Object.fromEntries(SOCK_COUNTER_NAMES.map((n) => [n, 0n])) as SockCounters;
+  for (const value of perCpu) {
+    SOCK_COUNTER_NAMES.forEach((name, i) => {
+      sum[name] += value.readBigUInt64LE(i * 8);
+    });
+  }
+  return sum;
 }

@@ -2,20 +2,30 @@
  * The node-wide endpoint map (nkc_endpoints): which pod address lives behind which host
  * device, and on which datapath. Written only from here; the programs only read it.
  */
-import { decodeEndpointKey, decodeEndpointValue, EP_FLAG_NETKIT, endpointKey, endpointValue } from "./abi";
+import {
+  decodeEndpointKey,
+  decodeEndpointValue,
+  EP_FLAG_NETKIT,
+  EP_FLAG_SOCK_BYPASS,
+  endpointKey,
+  endpointValue,
+} from "./abi";
 import type { BpfMap } from "./maps";
 
 export interface Endpoint {
   /** veth host side or netkit primary. */
   hostIfindex: number;
   datapath: "veth" | "netkit";
+  /** Its network asked for the same-node socket bypass (bpf/bpf_sock.c). */
+  sockBypass?: boolean;
 }
 
 export class EndpointMap {
   constructor(readonly map: BpfMap) {}
 
   upsert(ip: string, endpoint: Endpoint): void {
-    const flags = endpoint.datapath === "netkit" ? EP_FLAG_NETKIT : 0;
+    const flags =
+      (endpoint.datapath === "netkit" ? EP_FLAG_NETKIT : 0) | (endpoint.sockBypass ? EP_FLAG_SOCK_BYPASS : 0);
     this.map.update(endpointKey(ip), endpointValue({ hostIfindex: endpoint.hostIfindex, flags }));
   }
 
@@ -41,5 +51,9 @@ export class EndpointMap {
 
 function toEndpoint(value: Buffer): Endpoint {
   const v = decodeEndpointValue(value);
-  return { hostIfindex: v.hostIfindex, datapath: v.flags & EP_FLAG_NETKIT ? "netkit" : "veth" };
+  return {
+    hostIfindex: v.hostIfindex,
+    datapath: v.flags & EP_FLAG_NETKIT ? "netkit" : "veth",
+    ...(v.flags & EP_FLAG_SOCK_BYPASS ? { sockBypass: true } : {}),
+  };
 }

@@ -2,8 +2,8 @@
  * The public face of src/bpf: what the datapath and commands use. Nothing here but
  * re-exports, so callers do not depend on the module layout below.
  */
-export type { CounterName, Counters, DirectStats, FlowKey } from "./abi";
-export { COUNTER_NAMES, DIRECT_TABLE_SIZE, MAP_NAMES, PROGRAM_NAMES } from "./abi";
+export type { CounterName, Counters, DirectStats, FlowKey, SockCounters } from "./abi";
+export { COUNTER_NAMES, DIRECT_TABLE_SIZE, MAP_NAMES, PROGRAM_NAMES, SOCK_MAP_NAMES, SOCK_PROGRAM_NAMES } from "./abi";
 export { listClusterCidrs, setNetworkClusterCidrs } from "./cluster";
 export { deleteCounters, readCounters } from "./counters";
 export {
@@ -20,7 +20,15 @@ export {
 } from "./direct";
 export { type MapSpec, type ObjectSpec, type ProgramSpec, readObject } from "./elf";
 export { type Endpoint, EndpointMap } from "./endpoints";
-export { attachNetkit, attachTcx, BpfLink, type NetkitHook, type TcxDirection } from "./links";
+export {
+  attachCgroupSockOps,
+  attachNetkit,
+  attachSkMsg,
+  attachTcx,
+  BpfLink,
+  type NetkitHook,
+  type TcxDirection,
+} from "./links";
 export { BpfMap } from "./maps";
 export {
   buildName,
@@ -41,3 +49,17 @@ export {
 } from "./node";
 export { ensureBpffs, isBpffs, openPin, pinExists, pinObject, unmountBpffs, unpin } from "./pins";
 export { BpfProgram, loadProgram, programName } from "./programs";
+export {
+  type BypassedSocket,
+  deleteSockCounters,
+  forgetSocketsOf,
+  listBypassedSockets,
+  loadSockPrograms,
+  openSockMaps,
+  pinnedSockSets,
+  readSockCounters,
+  type SockMaps,
+  type SockPrograms,
+  sockBuildName,
+  sockRoot,
+} from "./sock";

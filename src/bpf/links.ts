@@ -1,6 +1,7 @@
 /**
  * BPF links to network devices: tcx ingress/egress (veth host side, uplink NIC) and the
- * netkit primary/peer hooks. A link holds its program attached for as long as the link
+ * netkit primary/peer hooks; and the socket bypass's two: sock_ops on a cgroup v2, the
+ * sk_msg verdict on a sockhash. A link holds its program attached for as long as the link
  * fd is open or the link is pinned; closing the last reference detaches it. Never pins
  * (pins.ts) and never loads programs.
  */
@@ -64,4 +65,20 @@ export function attachTcx(program: BpfProgram, ifindex: number, direction: TcxDi
 export function attachNetkit(program: BpfProgram, primaryIfindex: number, hook: NetkitHook): BpfLink {
   const attachType = hook === "primary" ? BPF_ATTACH_TYPE.NETKIT_PRIMARY : BPF_ATTACH_TYPE.NETKIT_PEER;
   return new BpfLink(linkCreate({ progFd: program.fd, targetIfindex: primaryIfindex, attachType }));
+}
+
+/** Attaches a sock_ops program to the cgroup v2 directory open as `cgroupFd` (and so to
+ * every cgroup below it). Other programs already attached there keep running. */
+export function attachCgroupSockOps(program: BpfProgram, cgroupFd: number): BpfLink {
+  return new BpfLink(
+    linkCreate({ progFd: program.fd, targetFd: cgroupFd, attachType: BPF_ATTACH_TYPE.CGROUP_SOCK_OPS }),
+  );
+}
+
+/** Attaches an sk_msg program as the verdict of a sockhash or sockmap (Linux 6.10 and
+ * later take this as a link; older kernels only through BPF_PROG_ATTACH, which we do not use). */
+export function attachSkMsg(program: BpfProgram, sockMapFd: number): BpfLink {
+  return new BpfLink(
+    linkCreate({ progFd: program.fd, targetFd: sockMapFd, attachType: BPF_ATTACH_TYPE.SK_MSG_VERDICT }),
+  );
 }

@@ -2,7 +2,7 @@
  * Loading programs: patch each map relocation (ld_imm64 of the map's symbol becomes
  * ld_imm64 src_reg=BPF_PSEUDO_MAP_FD imm=<map fd>) and each kernel function call (call
  * src_reg=BPF_PSEUDO_KFUNC_CALL imm=<BTF id> off=<fd_array index of its module's BTF, 0
- * for vmlinux>), then BPF_PROG_LOAD as SCHED_CLS.
+ * for vmlinux>), then BPF_PROG_LOAD with the type its ELF section names (programType).
  * A failed load is retried with the verifier log on, so the thrown error carries the
  * log. Owns the program fd until close(); never attaches (links.ts does).
  */
@@ -65,11 +65,21 @@ export interface LoadOptions {
   expectedAttachType?: number;
 }
 
+/**
+ * The program type an ELF section names, libbpf's way: "sockops" and "sk_msg" for the
+ * socket bypass, everything else of ours ("tc/...") is SCHED_CLS.
+ */
+export function programType(section: string): number {
+  if (section === "sockops") return BPF_PROG_TYPE.SOCK_OPS;
+  if (section === "sk_msg") return BPF_PROG_TYPE.SK_MSG;
+  return BPF_PROG_TYPE.SCHED_CLS;
+}
+
 export function loadProgram(spec: ProgramSpec, options: LoadOptions): BpfProgram {
   const insns = relocate(spec, options.maps);
   const fdArray = linkKernelFunctions(spec, insns, options.kernelFunctions ?? new Map());
   const attr = {
-    progType: BPF_PROG_TYPE.SCHED_CLS,
+    progType: programType(spec.section),
     insns,
     license: options.license,
     name: spec.name,

@@ -2,9 +2,10 @@
  * `netkit-cni endpoints`: the pods this node's plugin wired, one row each: container,
  * interface, host device and its kind, addresses, the fast-path counters that say which
  * path their packets took, and how full its direct-flow table is (entries held, and what
- * the LRU evicted). Read-only; run in the node's network namespace.
+ * the LRU evicted), and how many of its sockets the socket bypass splices now (SPLICED).
+ * Read-only; run in the node's network namespace.
  */
-import type { Counters } from "../bpf/index";
+import { type Counters, listBypassedSockets, openSockMaps, readSockCounters, type SockCounters } from "../bpf/index";
 import { countersOf, endpointMapEntries, endpointState, type FlowTableUsage, flowTableOf } from "../datapath/fastpath";
 import { parseOwnerAlias } from "../datapath/naming";
 import { listLinks } from "../netlink/links";
@@ -19,6 +20,10 @@ export interface EndpointRow {
   programsAttached: boolean;
   counters: Record<keyof Counters, number> | undefined;
   flowTable: Record<keyof FlowTableUsage, number> | undefined;
+  /** Its sockets spliced by the socket bypass now (connections it has open to local pods). */
+  bypassedSockets: number;
+  /** What the bypass did for its sockets so far (absent: never asked to). */
+  sockCounters: Record<keyof SockCounters, number> | undefined;
 }
 
 const numbers = <T extends object>(o: T | undefined) =>
@@ -33,20 +38,36 @@ export async function listEndpoints(bpffsRoot: string): Promise<EndpointRow[]> {
     host.close();
   }
   const entries = endpointMapEntries(bpffsRoot);
+  const sock = openSockMaps(bpffsRoot);
+  const bypassed = new Map<string, number>();
+  let sockCounters = (_: number): SockCounters | undefined => undefined;
+  try {
+    for (const s of sock ? listBypassedSockets(sock) : [])
+      bypassed.set(s.local.ip, (bypassed.get(s.local.ip) ?? 0) + 1);
+    if (sock) {
+      const all = new Map(links.map((l) => [l.index, readSockCounters(sock.stats, l.index)]));
+      sockCounters = (ifindex) => all.get(ifindex);
+    }
+  } finally {
+    sock?.close();
+  }
   const rows: EndpointRow[] = [];
   for (const link of links) {
     const owner = parseOwnerAlias(link.alias);
     if (!owner) continue;
     const counters = countersOf(bpffsRoot, link.index);
+    const addresses = [...entries].filter(([, e]) => e.hostIfindex === link.index).map(([ip]) => ip);
     rows.push({
       containerId: owner.containerId,
       ifname: owner.ifname,
       hostDevice: link.name,
       datapath: link.kind ?? "?",
-      addresses: [...entries].filter(([, e]) => e.hostIfindex === link.index).map(([ip]) => ip),
+      addresses,
       programsAttached: endpointState(bpffsRoot, link.name).pinned,
       counters: numbers(counters),
       flowTable: numbers(flowTableOf(bpffsRoot, link.index)),
+      bypassedSockets: addresses.reduce((n, ip) => n + (bypassed.get(ip) ?? 0), 0),
+      sockCounters: numbers(sockCounters(link.index)),
     });
   }
   return rows;
@@ -65,6 +86,7 @@ export function formatEndpoints(rows: EndpointRow[]): string {
     "DROPPED",
     "FLOWS",
     "EVICTED",
+    "SPLICED",
   ];
   const table = rows.map((r) => {
     const c = r.counters;
@@ -81,6 +103,7 @@ export function formatEndpoints(rows: EndpointRow[]): string {
       String(c ? c.droppedSpoofed + c.droppedOther : 0),
       r.flowTable ? `${r.flowTable.entries}/${r.flowTable.capacity}` : "-",
       r.flowTable ? String(r.flowTable.evicted) : "-",
+      String(r.bypassedSockets),
     ];
   });
   const widths = header.map((h, i) => Math.max(h.length, ...table.map((row) => row[i]?.length ?? 0)));

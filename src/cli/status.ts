@@ -4,7 +4,8 @@
  * the bpffs root, which NAT check they use and why, the links running them (the uplink's,
  * each endpoint's), the endpoint count, how full the per-endpoint flow tables are, and
  * what is wrong: pins or map entries for devices that no longer exist, links
- * whose device is gone, devices we own that have no programs. Read-only (the netkit
+ * whose device is gone, devices we own that have no programs; and the socket bypass: its
+ * links and spliced sockets, or why this kernel cannot run it. Read-only (the netkit
  * answer is cached under /run like ADD caches it); run in the node's network namespace.
  */
 import * as fs from "node:fs";
@@ -22,9 +23,11 @@ import {
   pinnedProgramSets,
 } from "../bpf/index";
 import { conntrackUnavailable } from "../bpf/node";
+import { listBypassedSockets, openSockMaps, sockRoot } from "../bpf/sock";
 import { embeddedObjects, endpointMapEntries, flowTableOf, pinnedEndpointDevices } from "../datapath/fastpath";
 import { parseOwnerAlias } from "../datapath/naming";
 import { kernelHasNetkit } from "../datapath/probe";
+import { readSockBypassOff, type SockBypassOff, sockBypassUnavailable } from "../datapath/sockbypass";
 import { type Link, listLinks } from "../netlink/links";
 import { RtnlSocket } from "../netlink/socket";
 import { objGetInfo } from "../sys/bpf-syscall";
@@ -70,6 +73,17 @@ export interface NodeStatus {
     evicted: number;
   };
   uplinks: LinkStatus[];
+  /** The same-node socket bypass ("sockBypass"): its links, the sockets it holds, or why it is off. */
+  sockBypass: {
+    /** Links pinned under sock/ (the sk_msg verdict, one sock_ops link per watched cgroup). */
+    links: { pin: string; linkId: number; programId: number }[];
+    /** Sockets in the sockhash now. */
+    sockets: number;
+    /** Why the kernel cannot run it (checked on the node's cgroup v2 root); absent when it can. */
+    unavailable: string | undefined;
+    /** Why the last ADD that asked for it on some cgroup could not run it (e.g. not cgroup v2). */
+    off: SockBypassOff | undefined;
+  };
   endpoints: {
     /** Host devices carrying our owner alias. */
     devices: number;
@@ -213,6 +227,24 @@ export async function nodeStatus(bpffsRoot: string): Promise<NodeStatus> {
     flowTables.evicted += Number(t.evicted);
   }
 
+  const sockLinks = listDir(sockRoot(root))
+    .filter((name) => name !== "programs")
+    .map((name) => {
+      const link = BpfLink.openPinned(path.join(sockRoot(root), name));
+      try {
+        return { pin: path.join("sock", name), linkId: link.id(), programId: link.programId() };
+      } finally {
+        link.close();
+      }
+    });
+  const sockMaps = openSockMaps(root);
+  let sockets = 0;
+  try {
+    sockets = sockMaps ? listBypassedSockets(sockMaps).length : 0;
+  } finally {
+    sockMaps?.close();
+  }
+
   const bpffsMounted = isBpffs("/sys/fs/bpf") || isBpffs(root);
   if (!bpffsMounted) problems.push("no bpffs mounted at /sys/fs/bpf (ADD mounts one)");
 
@@ -231,6 +263,12 @@ export async function nodeStatus(bpffsRoot: string): Promise<NodeStatus> {
     },
     flowTables,
     uplinks,
+    sockBypass: {
+      links: sockLinks,
+      sockets,
+      unavailable: sockBypassUnavailable(undefined),
+      off: readSockBypassOff(root),
+    },
     endpoints: { devices: owned.length, pinned: pinned.length, addresses: entries.size, links: endpointLinks },
     problems,
   };
@@ -265,6 +303,20 @@ export function formatStatus(s: NodeStatus): string {
       `uplink link     ${u.pin}: link ${u.linkId}, program ${u.programId}, on ${u.device ?? `ifindex ${u.ifindex}`}`,
     );
   }
+  const sb = s.sockBypass;
+  const why = sb.off?.reason ?? sb.unavailable;
+  lines.push(
+    `socket bypass   ${
+      sb.links.length > 0
+        ? `on: ${sb.links.map((l) => `${l.pin} (program ${l.programId})`).join(", ")}; ${sb.sockets} sockets spliced`
+        : why
+          ? `off: ${why}`
+          : `off (no pod of a network with "sockBypass": true yet)`
+    }`,
+  );
+  // Another network's cgroup may run it while this one could not.
+  if (sb.links.length > 0 && sb.off)
+    lines.push(`socket bypass   off for ${sb.off.cgroup ?? "the cgroup v2 root"}: ${sb.off.reason}`);
   lines.push(
     `endpoints       ${s.endpoints.devices} devices, ${s.endpoints.pinned} with programs, ${s.endpoints.addresses} addresses in the endpoint map`,
   );

@@ -56,6 +56,14 @@ export interface FastPathConf {
    * this kernel loads. Node-wide: the first ADD that loads a build on a bpffs root decides.
    */
   natCheck: NatCheckChoice;
+  /**
+   * Same-node socket bypass: TCP between two local pods of bypass networks spliced at
+   * the socket layer (bpf/bpf_sock.c). Off by default; off, too, where the kernel lacks
+   * cgroup v2 or sockmap support (ADD still succeeds).
+   */
+  sockBypass: boolean;
+  /** The cgroup v2 directory whose sockets the bypass watches; undefined = the node's root. */
+  sockBypassCgroup: string | undefined;
 }
 
 export const NAT_CHECK_CHOICES = ["auto", "conntrack", "memory"] as const;
@@ -170,7 +178,24 @@ function parseFastPath(raw: Record<string, unknown>): FastPathConf {
   if (!NAT_CHECK_CHOICES.includes(natCheck as NatCheckChoice)) {
     throw invalidConfig(`"natCheck" must be one of ${NAT_CHECK_CHOICES.join(", ")}`);
   }
-  return { enabled, bpffsRoot, hostInterface, clusterCidrs: cidrs as string[], natCheck: natCheck as NatCheckChoice };
+  const sockBypass = raw.sockBypass ?? false;
+  if (typeof sockBypass !== "boolean") throw invalidConfig(`"sockBypass" must be true or false`);
+  const sockBypassCgroup = stringField(raw, "sockBypassCgroup");
+  if (
+    sockBypassCgroup !== undefined &&
+    (!sockBypassCgroup.startsWith("/") || sockBypassCgroup.split("/").includes(".."))
+  ) {
+    throw invalidConfig(`"sockBypassCgroup" must be an absolute path without ".."; got "${sockBypassCgroup}"`);
+  }
+  return {
+    enabled,
+    bpffsRoot,
+    hostInterface,
+    clusterCidrs: cidrs as string[],
+    natCheck: natCheck as NatCheckChoice,
+    sockBypass,
+    sockBypassCgroup,
+  };
 }
 
 /** The annotation from runtimeConfig, if the runtime sent pod annotations at all. */

@@ -11,6 +11,7 @@
  *
  * Pin layout:  <root>/maps/nkc_*   <root>/programs/<epoch>-<hash>-<variant>/nkc_*
  *              <root>/uplink/<ifname>/ingress   <root>/endpoints/<host device>/from_pod
+ *              <root>/sock/... (the socket bypass, sockbypass.ts)
  *
  * Longer than the ~350 lines other modules keep to: it is the verbs' one door to the
  * node's eBPF state, so that every change to it can be seen to happen under the lock.
@@ -30,16 +31,19 @@ import {
   type DirectStats,
   deleteCounters,
   deleteDirectStats,
+  deleteSockCounters,
   type EndpointMaps,
   endpointTableOwners,
   endpointTableSize,
   ensureBpffs,
+  forgetSocketsOf,
   isBpffs,
   loadNodePrograms,
   type NatCheck,
   type NodeObjects,
   type NodePrograms,
   openNodeMaps,
+  openSockMaps,
   PROGRAM_NAMES,
   programName,
   readCounters,
@@ -53,6 +57,7 @@ import { log } from "../log";
 import { readAsset } from "../sys/embedded-assets";
 import { LockTimeoutError, withFileLock } from "../sys/file-lock";
 import { mkdirs } from "../sys/mkdirs";
+import { clearSockBypassOff, ensureSockBypass, noteSockBypassOff, type SockBypassObjects } from "./sockbypass";
 import type { DeviceKind } from "./types";
 
 const LOCK_DIR = "/run/netkit-cni";
@@ -65,6 +70,9 @@ export interface FastPathSettings {
   network: string;
   clusterCidrs: string[];
   natCheck: NatCheckChoice;
+  /** Same-node socket bypass (sockbypass.ts); absent = off. */
+  sockBypass?: boolean;
+  sockBypassCgroup?: string | undefined;
 }
 
 export interface Uplink {
@@ -119,6 +127,11 @@ export const embeddedObjects = (): NodeObjects => ({
   epoch: Number(asset("epoch").toString("utf8").trim()) || 0,
 });
 
+export const embeddedSockObject = (): SockBypassObjects => ({
+  object: asset("bpf_sock.o"),
+  epoch: Number(asset("epoch").toString("utf8").trim()) || 0,
+});
+
 /**
  * Gives the endpoint its fast path, opening (or creating) the node's datapath first: maps,
  * programs, the uplink's link. The ADD that loads a new build also moves every existing
@@ -148,7 +161,19 @@ export function attachEndpoint(settings: FastPathSettings, uplink: Uplink | unde
         }
         if (node.loaded) switchEndpoints(root, node);
       }
-      attachPod(root, node, ep, settings.enabled ? node.programs.fromPod : node.programs.sourceCheck);
+      if (settings.sockBypass) {
+        try {
+          ensureSockBypass(root, embeddedSockObject(), node.maps.endpoints, settings.sockBypassCgroup);
+          clearSockBypassOff(root, settings.sockBypassCgroup);
+        } catch (e) {
+          // Optional: the pod works without it, on the packet path.
+          const reason = (e as Error).message.split("\n")[0] ?? "unknown";
+          log.warn(`socket bypass off: ${reason}`);
+          noteSockBypassOff(root, { cgroup: settings.sockBypassCgroup, reason });
+        }
+      }
+      const program = settings.enabled ? node.programs.fromPod : node.programs.sourceCheck;
+      attachPod(root, node, ep, program, settings.sockBypass === true);
     } finally {
       node.close();
     }
@@ -161,7 +186,13 @@ export function attachEndpoint(settings: FastPathSettings, uplink: Uplink | unde
  * then, last, its addresses: the programs and the table must be in place before traffic
  * is steered here.
  */
-function attachPod(root: string, node: NodePrograms, ep: FastPathEndpoint, program: BpfProgram): void {
+function attachPod(
+  root: string,
+  node: NodePrograms,
+  ep: FastPathEndpoint,
+  program: BpfProgram,
+  sockBypass: boolean,
+): void {
   createEndpointTable(node.maps.direct, ep.hostIfindex);
   const link =
     ep.kind === "netkit"
@@ -175,7 +206,7 @@ function attachPod(root: string, node: NodePrograms, ep: FastPathEndpoint, progr
     link.close();
   }
   for (const cidr of ep.addresses) {
-    node.endpoints.upsert(hostPrefix(cidr).address, { hostIfindex: ep.hostIfindex, datapath: ep.kind });
+    node.endpoints.upsert(hostPrefix(cidr).address, { hostIfindex: ep.hostIfindex, datapath: ep.kind, sockBypass });
   }
 }
 
@@ -274,16 +305,32 @@ export async function removeEndpoint(
       if (hostIfindex !== undefined) {
         const ips = gone.addresses.map((cidr) => hostPrefix(cidr).address);
         const owned = ips.length > 0 ? ips : [...endpoints.list()].filter(([, e]) => e.hostIfindex === hostIfindex);
+        const removed = new Set<string>();
         for (const entry of owned) {
           const ip = typeof entry === "string" ? entry : entry[0];
           // Another pod may hold the address by now; only our device's entry goes.
-          if (endpoints.get(ip)?.hostIfindex === hostIfindex) endpoints.delete(ip);
+          if (endpoints.get(ip)?.hostIfindex === hostIfindex && endpoints.delete(ip)) removed.add(ip);
         }
         forgetIfindex(maps, hostIfindex);
+        // After the entries: from here on no new socket of the pod enters the sockhash.
+        forgetSockets(root, removed, [hostIfindex]);
       }
-      if (dead) removeDead(maps, dead);
+      if (dead) removeDead(root, maps, dead);
     }),
   );
+}
+
+/** The bypass's part of forgetting endpoints: their sockets and their counters. */
+function forgetSockets(root: string, ips: ReadonlySet<string>, ifindexes: number[]): void {
+  const sock = openSockMaps(root);
+  if (!sock) return;
+  try {
+    const n = ips.size > 0 ? forgetSocketsOf(sock, ips) : 0;
+    if (n > 0) log.info(`socket bypass: took ${n} sockets of ${[...ips].join(", ")} out of the sockhash`);
+    for (const ifindex of ifindexes) deleteSockCounters(sock.stats, ifindex);
+  } finally {
+    sock.close();
+  }
 }
 
 /** Removes an endpoint's link pins; with them go the links (and so the attachments). */
@@ -310,7 +357,7 @@ export async function pruneDeadEndpoints(
 ): Promise<string[]> {
   if (!fs.existsSync(path.join(root, "maps"))) return [];
   const dead = await deadEndpointState(root, liveIfindexes);
-  return underNodeLock(root, () => withNodeMaps(root, (maps) => removeDead(maps, dead))) ?? [];
+  return underNodeLock(root, () => withNodeMaps(root, (maps) => removeDead(root, maps, dead))) ?? [];
 }
 
 async function deadEndpointState(root: string, liveIfindexes: () => Promise<ReadonlySet<number>>): Promise<DeadState> {
@@ -330,13 +377,14 @@ async function deadEndpointState(root: string, liveIfindexes: () => Promise<Read
   };
 }
 
-function removeDead(maps: EndpointMaps, dead: DeadState): string[] {
+function removeDead(root: string, maps: EndpointMaps, dead: DeadState): string[] {
   const removed: string[] = [];
   const endpoints = new EndpointMap(maps.endpoints);
   for (const [ip, ifindex] of dead.entries) {
     if (endpoints.get(ip)?.hostIfindex === ifindex && endpoints.delete(ip)) removed.push(ip);
   }
   for (const ifindex of dead.ifindexes) forgetIfindex(maps, ifindex);
+  forgetSockets(root, new Set(removed), dead.ifindexes);
   return removed;
 }
 

@@ -280,22 +280,22 @@ export function btfName(fd: number): string {
 
 // ---- links ----
 
-export interface LinkCreateAttr {
+export type LinkCreateAttr = {
   progFd: number;
-  targetIfindex: number;
   attachType: number;
   flags?: number;
-}
+} & ({ targetIfindex: number } | { targetFd: number });
 
 export function linkCreate(a: LinkCreateAttr): number {
   return withNative((mem) => {
     const attr = newAttr(mem);
     const o = ATTR.LINK_CREATE;
     attr.bytes.writeUInt32LE(a.progFd, o.prog_fd);
-    attr.bytes.writeUInt32LE(a.targetIfindex, o.target_ifindex);
+    if ("targetIfindex" in a) attr.bytes.writeUInt32LE(a.targetIfindex, o.target_ifindex);
+    else attr.bytes.writeUInt32LE(a.targetFd, o.target_fd);
     attr.bytes.writeUInt32LE(a.attachType, o.attach_type);
     attr.bytes.writeUInt32LE(a.flags ?? 0, o.flags);
-    return bpf("LINK_CREATE", attr, `ifindex ${a.targetIfindex}`);
+    return bpf("LINK_CREATE", attr, "targetIfindex" in a ? `ifindex ${a.targetIfindex}` : `fd ${a.targetFd}`);
   });
 }
 

@@ -37,11 +37,14 @@ export const BPF_MAP_TYPE = {
   LRU_HASH: 9,
   LPM_TRIE: 11,
   HASH_OF_MAPS: 13,
+  SOCKHASH: 18,
 } as const;
 
-export const BPF_PROG_TYPE = { SCHED_CLS: 3 } as const;
+export const BPF_PROG_TYPE = { SCHED_CLS: 3, SOCK_OPS: 13, SK_MSG: 16 } as const;
 
 export const BPF_ATTACH_TYPE = {
+  CGROUP_SOCK_OPS: 3,
+  SK_MSG_VERDICT: 7,
   TCX_INGRESS: 46,
   TCX_EGRESS: 47,
   NETKIT_PRIMARY: 54,
@@ -96,7 +99,16 @@ export const ATTR = {
   GET_ID: { start_id: 0, next_id: 4, open_flags: 8 },
   PROG_INFO: { id: 4, jited_prog_len: 16, name: 64 },
   BTF_INFO: { btf: 0, btf_size: 8, id: 12, name: 16, name_len: 24, kernel_btf: 28 },
-  LINK_CREATE: { prog_fd: 0, target_ifindex: 4, attach_type: 8, flags: 12, relative_fd: 16, expected_revision: 24 },
+  /** target_fd (a cgroup or a sockmap) shares its place with target_ifindex. */
+  LINK_CREATE: {
+    prog_fd: 0,
+    target_ifindex: 4,
+    target_fd: 4,
+    attach_type: 8,
+    flags: 12,
+    relative_fd: 16,
+    expected_revision: 24,
+  },
   LINK_UPDATE: { link_fd: 0, new_prog_fd: 4, flags: 8, old_prog_fd: 12 },
   LINK_DETACH: { link_fd: 0 },
   MAP_INFO: { type: 0, id: 4, key_size: 8, value_size: 12, max_entries: 16, map_flags: 20, name: 24 },

@@ -26,8 +26,11 @@ int main(void)
 	CMD(OBJ_GET_INFO_BY_FD); CMD(LINK_CREATE); CMD(LINK_UPDATE); CMD(LINK_DETACH);
 	CMD(MAP_GET_FD_BY_ID); CMD(PROG_GET_FD_BY_ID); CMD(BTF_GET_FD_BY_ID); CMD(BTF_GET_NEXT_ID);
 	MAPT(HASH); MAPT(ARRAY); MAPT(PERCPU_HASH); MAPT(PERCPU_ARRAY); MAPT(LRU_HASH); MAPT(LPM_TRIE);
-	MAPT(HASH_OF_MAPS);
+	MAPT(HASH_OF_MAPS); MAPT(SOCKHASH);
 	KV("BPF_PROG_TYPE.SCHED_CLS", BPF_PROG_TYPE_SCHED_CLS);
+	KV("BPF_PROG_TYPE.SOCK_OPS", BPF_PROG_TYPE_SOCK_OPS);
+	KV("BPF_PROG_TYPE.SK_MSG", BPF_PROG_TYPE_SK_MSG);
+	ATT(CGROUP_SOCK_OPS); ATT(SK_MSG_VERDICT);
 	ATT(TCX_INGRESS); ATT(TCX_EGRESS); ATT(NETKIT_PRIMARY); ATT(NETKIT_PEER);
 	MISC(PSEUDO_MAP_FD); MISC(PSEUDO_KFUNC_CALL); MISC(ANY); MISC(NOEXIST); MISC(EXIST); MISC(F_NO_PREALLOC);
 	MISC(F_REPLACE); MISC(OBJ_NAME_LEN);
@@ -71,6 +74,7 @@ int main(void)
 	ATTR("INFO", bpf_fd, info.bpf_fd); ATTR("INFO", info_len, info.info_len); ATTR("INFO", info, info.info);
 	ATTR("LINK_CREATE", prog_fd, link_create.prog_fd);
 	ATTR("LINK_CREATE", target_ifindex, link_create.target_ifindex);
+	ATTR("LINK_CREATE", target_fd, link_create.target_fd);
 	ATTR("LINK_CREATE", attach_type, link_create.attach_type);
 	ATTR("LINK_CREATE", flags, link_create.flags);
 	ATTR("LINK_CREATE", relative_fd, link_create.tcx.relative_fd);

@@ -10,6 +10,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { nodeLockPath } from "../../src/datapath/fastpath";
+import { sockBypassNotePath } from "../../src/datapath/sockbypass";
 import { lockQueueDir } from "../../src/sys/file-lock";
 
 /**
@@ -83,6 +84,8 @@ export class Fixture {
   readonly extraBpffsRoots: string[] = [];
   /** Background processes (servers) to kill. */
   readonly processes: { kill(): void }[] = [];
+  /** Undos of what a test changed beyond the above (firewall rules), run first, last added first. */
+  readonly undos: (() => void)[] = [];
 
   /**
    * A node: its own netns with lo up and an uplink carrying the node's addresses (a veth
@@ -118,6 +121,13 @@ export class Fixture {
   }
 
   cleanup(): void {
+    for (const undo of this.undos.splice(0).reverse()) {
+      try {
+        undo();
+      } catch {
+        // the rest must still go
+      }
+    }
     for (const p of this.processes.splice(0)) p.kill();
     for (const ns of this.netnses.splice(0)) trySh("ip", ["netns", "del", ns]);
     for (const dir of this.dirs.splice(0)) {
@@ -128,6 +138,7 @@ export class Fixture {
       fs.rmSync(root, { recursive: true, force: true });
       removeLockQueue(nodeLockPath(root));
       fs.rmSync(nodeLockPath(root), { force: true });
+      fs.rmSync(sockBypassNotePath(root), { force: true });
     }
   }
 }

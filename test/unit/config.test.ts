@@ -43,6 +43,15 @@ describe("parseNetConf", () => {
     expect(parseNetConf(JSON.stringify({ ...good, natCheck: "conntrack" })).fastPath.natCheck).toBe("conntrack");
   });
 
+  it("leaves the socket bypass off unless asked, on the node's cgroup v2 root unless told", () => {
+    expect(parseNetConf(JSON.stringify(good)).fastPath).toMatchObject({
+      sockBypass: false,
+      sockBypassCgroup: undefined,
+    });
+    const on = parseNetConf(JSON.stringify({ ...good, sockBypass: true, sockBypassCgroup: "/sys/fs/cgroup/pods" }));
+    expect(on.fastPath).toMatchObject({ sockBypass: true, sockBypassCgroup: "/sys/fs/cgroup/pods" });
+  });
+
   it("picks the highest supported version from a conflist's cniVersions", () => {
     const { cniVersion, ...rest } = good;
     expect(parseNetConf(JSON.stringify({ ...rest, cniVersions: ["0.3.1", "1.0.0", "9.9.9"] })).cniVersion).toBe(
@@ -69,6 +78,9 @@ describe("parseNetConf", () => {
     ["hostInterface with a slash", { ...good, hostInterface: "eth0/1" }, 7],
     ["clusterCIDRs not CIDRs", { ...good, clusterCIDRs: ["10.0.0.0"] }, 7],
     ["natCheck unknown", { ...good, natCheck: "lru" }, 7],
+    ["sockBypass not a boolean", { ...good, sockBypass: "on" }, 7],
+    ["relative sockBypassCgroup", { ...good, sockBypassCgroup: "kubepods" }, 7],
+    ["sockBypassCgroup escaping with ..", { ...good, sockBypassCgroup: "/sys/fs/cgroup/../../etc" }, 7],
     ["tiny mtu", { ...good, mtu: 20 }, 7],
     ["fractional mtu", { ...good, mtu: 1400.5 }, 7],
     ["ipam not an object", { ...good, ipam: "host-local" }, 7],

@@ -1,0 +1,178 @@
+/**
+ * The same-node socket bypass as the verbs use it ("sockBypass": true): the sock_ops
+ * program attached to a cgroup v2 (the node's root unless configured), the sk_msg
+ * program attached to the sockhash, both as links pinned under `<bpffsRoot>/sock/`,
+ * switched in place with BPF_LINK_UPDATE when a newer build loads, never detached by
+ * an ADD. Removing the bpffs root (the node's state) detaches them.
+ *
+ * Optional by design: where the kernel lacks cgroup v2 or sockmap support, or the
+ * configured cgroup is not a cgroup v2 directory, the ADD goes on without it and leaves
+ * the reason in a note under /run (bpffs holds no files) that `netkit-cni status` shows.
+ * Runs under the node lock (fastpath.ts calls it there).
+ *
+ * Pin layout:  <root>/sock/sk_msg   <root>/sock/cgroup-<hash of the cgroup path>
+ *              <root>/sock/programs/<epoch>-<hash>/nkc_sockops, nkc_sk_msg
+ */
+import { createHash } from "node:crypto";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import {
+  attachCgroupSockOps,
+  attachSkMsg,
+  BpfLink,
+  BpfMap,
+  type BpfProgram,
+  loadSockPrograms,
+  sockRoot,
+} from "../bpf/index";
+import { log } from "../log";
+import { BPF_MAP_TYPE } from "../sys/bpf-uapi";
+import { mkdirs } from "../sys/mkdirs";
+
+const CGROUP2_SUPER_MAGIC = 0x63677270;
+
+export const sockLinkPins = {
+  skMsg: (root: string) => path.join(sockRoot(root), "sk_msg"),
+  cgroup: (root: string, cgroup: string) =>
+    path.join(sockRoot(root), `cgroup-${createHash("sha256").update(cgroup).digest("hex").slice(0, 12)}`),
+};
+
+/** Why the last ADD could not run the bypass: the node's bpffs root names it, as the node lock. */
+export const sockBypassNotePath = (root: string) =>
+  path.join("/run/netkit-cni", `sockbypass-${createHash("sha256").update(root).digest("hex").slice(0, 12)}.json`);
+
+export interface SockBypassOff {
+  /** The cgroup the network asked for (absent: the node's cgroup v2 root). */
+  cgroup: string | undefined;
+  reason: string;
+}
+
+/** Leaves the reason for `status`; only a note, so failing to write it changes nothing. */
+export function noteSockBypassOff(root: string, off: SockBypassOff): void {
+  try {
+    const note = sockBypassNotePath(root);
+    mkdirs(path.dirname(note), 0o700);
+    fs.writeFileSync(`${note}.${process.pid}`, JSON.stringify(off), { mode: 0o600 });
+    fs.renameSync(`${note}.${process.pid}`, note);
+  } catch {
+    // status then says what it finds on the kernel alone
+  }
+}
+
+export function readSockBypassOff(root: string): SockBypassOff | undefined {
+  try {
+    const off = JSON.parse(fs.readFileSync(sockBypassNotePath(root), "utf8")) as Partial<SockBypassOff>;
+    return typeof off.reason === "string" ? { cgroup: off.cgroup, reason: off.reason } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The bypass now runs on `cgroup`: a note about that same cgroup is stale (another's stays). */
+export function clearSockBypassOff(root: string, cgroup: string | undefined): void {
+  if (!fs.existsSync(sockBypassNotePath(root))) return;
+  if (readSockBypassOff(root)?.cgroup === cgroup) fs.rmSync(sockBypassNotePath(root), { force: true });
+}
+
+export const isCgroup2 = (dir: string): boolean => {
+  try {
+    return fs.statfsSync(dir).type === CGROUP2_SUPER_MAGIC;
+  } catch {
+    return false;
+  }
+};
+
+/** The node's cgroup v2 root: /sys/fs/cgroup on unified hosts, /sys/fs/cgroup/unified on
+ * hybrid ones, else the first cgroup2 mount listed; undefined without one. */
+export function cgroup2Root(): string | undefined {
+  for (const dir of ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"]) if (isCgroup2(dir)) return dir;
+  try {
+    for (const line of fs.readFileSync("/proc/self/mounts", "utf8").split("\n")) {
+      const [, mountPoint, type] = line.split(" ");
+      if (type === "cgroup2" && mountPoint) return mountPoint;
+    }
+  } catch {
+    // no /proc: no cgroup v2 we can find
+  }
+  return undefined;
+}
+
+/** Why the bypass cannot run with `cgroup` (the configured one, or the root), or undefined. */
+export function sockBypassUnavailable(cgroup: string | undefined): string | undefined {
+  const dir = cgroup ?? cgroup2Root();
+  if (!dir) return "no cgroup v2 hierarchy is mounted";
+  if (!isCgroup2(dir)) return `${dir} is not a cgroup v2 directory`;
+  try {
+    const probe = { name: "nkc_sock_probe", type: BPF_MAP_TYPE.SOCKHASH, keySize: 4, valueSize: 8, maxEntries: 1 };
+    BpfMap.create({ ...probe, flags: 0 }).close();
+  } catch (e) {
+    return `the kernel has no sockhash maps (${(e as Error).message})`;
+  }
+  return undefined;
+}
+
+export interface SockBypassObjects {
+  object: Buffer;
+  epoch: number;
+}
+
+/**
+ * Makes sure the bypass runs on `cgroup` (undefined: the node's cgroup v2 root): loads
+ * or opens the programs, then the sk_msg link on the sockhash and the sock_ops link on
+ * the cgroup, each created and pinned, or switched to these programs. Throws with the
+ * kernel's reason when it cannot; the caller decides that this is not fatal.
+ */
+export function ensureSockBypass(
+  root: string,
+  objects: SockBypassObjects,
+  endpoints: BpfMap,
+  cgroup: string | undefined,
+): void {
+  const dir = cgroup ?? cgroup2Root();
+  const why = sockBypassUnavailable(dir);
+  if (why || !dir) throw new Error(why ?? "no cgroup v2 hierarchy is mounted");
+  const sock = loadSockPrograms(root, objects.object, objects.epoch, endpoints);
+  try {
+    if (sock.loaded) log.info(`socket bypass: loaded programs of build ${sock.build}`);
+    const switchable = !sock.superseded;
+    ensureLink(sockLinkPins.skMsg(root), sock.programs.skMsg, switchable, () =>
+      attachSkMsg(sock.programs.skMsg, sock.maps.hash.fd),
+    );
+    ensureLink(sockLinkPins.cgroup(root, dir), sock.programs.sockOps, switchable, () => {
+      const fd = fs.openSync(dir, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY);
+      try {
+        return attachCgroupSockOps(sock.programs.sockOps, fd);
+      } finally {
+        fs.closeSync(fd);
+      }
+    });
+  } finally {
+    sock.close();
+  }
+}
+
+/** The pinned link switched to `program` (when allowed), or a new one pinned. */
+function ensureLink(pin: string, program: BpfProgram, switchable: boolean, attach: () => BpfLink): void {
+  if (fs.existsSync(pin)) {
+    const link = BpfLink.openPinned(pin);
+    try {
+      if (link.programId() === program.id() || !switchable) return;
+      link.update(program);
+      log.info(`socket bypass: ${path.basename(pin)} switched to program ${program.id()}`);
+      return;
+    } catch (e) {
+      // A cgroup that was removed leaves a link that cannot be updated: attach anew.
+      log.warn(`socket bypass: pinned ${path.basename(pin)} unusable (${(e as Error).message}); re-attaching`);
+    } finally {
+      link.close();
+    }
+    fs.rmSync(pin, { force: true });
+  }
+  const link = attach();
+  try {
+    link.pin(pin);
+  } finally {
+    link.close();
+  }
+  log.info(`socket bypass: attached ${program.name} (${path.basename(pin)})`);
+}

@@ -1,0 +1,154 @@
+/**
+ * The same-node socket bypass ("sockBypass": true) end to end: pods made by the real
+ * executable, TCP peers (tools/sockpeer.py) that check every byte by SHA-256 on both
+ * ends, and the bypass's own maps saying which sockets were spliced and how much each
+ * pod's sockets redirected.
+ *
+ * The sock_ops program watches a cgroup v2 of the test's own (a child of the machine's
+ * cgroup v2 root, "sockBypassCgroup"), and only the test's peers run in it: attached to
+ * the root it would see every socket of the machine.
+ */
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import {
+  cli,
+  countersOf,
+  eventually,
+  exchange,
+  holdConnection,
+  MB,
+  makeSockEnv,
+  REPLY,
+  removeSockEnv,
+  type SockEnv,
+  socketStates,
+  sockets,
+  startPeer,
+  startPeerServer,
+  ZERO,
+} from "./sock-peers";
+import { addPod, delPod } from "./topology";
+
+let env: SockEnv;
+
+beforeEach(() => {
+  env = makeSockEnv();
+});
+
+afterEach(() => removeSockEnv(env));
+
+describe("socket bypass between two pods of one node", () => {
+  it.each([
+    ["IPv4", "v4"],
+    ["IPv6", "v6"],
+  ] as const)("splices %s connections both ways, every byte intact", async (_, family) => {
+    const server = addPod(env.fx, env.node, "srv");
+    const client = addPod(env.fx, env.node, "cli");
+    await startPeerServer(env, server.netns, server[family], 5001);
+    const size = 8 * MB + 3;
+    expect(exchange(env, client.netns, server[family], 5001, size)).toBe(`ok ${size} ${REPLY}`);
+    const c = countersOf(env, client);
+    const s = countersOf(env, server);
+    // Each end's socket was put in the sockhash, and each direction's bytes went through it.
+    expect(c.added).toBe(1n);
+    expect(s.added).toBe(1n);
+    expect(c.redirectedBytes).toBe(BigInt(size));
+    expect(s.redirectedBytes).toBeGreaterThanOrEqual(BigInt(REPLY));
+    expect(c.passedMsgs + s.passedMsgs).toBe(0n);
+  });
+
+  // eager: the client writes before its peer's end may be in the sockhash; what went
+  // through the stack must not be overtaken by what is spliced after it.
+  it.each(["sendfile", "splice", "small", "eager"])("keeps data intact with %s", async (method) => {
+    const server = addPod(env.fx, env.node, "srv");
+    const client = addPod(env.fx, env.node, "cli");
+    await startPeerServer(env, server.netns, server.v4, 5001);
+    const size = method === "small" ? 200_003 : 4 * MB + 1;
+    expect(exchange(env, client.netns, server.v4, 5001, size, method)).toBe(`ok ${size} ${REPLY}`);
+    const c = countersOf(env, client);
+    if (method === "eager") expect(c.redirectedBytes === BigInt(size) || c.passedMsgs > 0n).toBe(true);
+    else expect(c.redirectedBytes).toBe(BigInt(size));
+  });
+
+  it("holds both ends of a live connection in the sockhash, and none after the client pod's DEL", async () => {
+    const server = addPod(env.fx, env.node, "srv");
+    const client = addPod(env.fx, env.node, "cli");
+    await startPeerServer(env, server.netns, server.v4, 5001);
+    await holdConnection(env, client.netns, server.v4, 5001);
+    const live = sockets(env);
+    expect(live).toHaveLength(2);
+    expect(live.map((s) => s.local.ip).sort()).toEqual([server.v4, client.v4].sort());
+    const toServer = live.find((s) => s.local.ip === client.v4);
+    expect(toServer?.remote).toEqual({ ip: server.v4, port: 5001 });
+
+    type Row = { containerId: string; bypassedSockets: number };
+    const rows = JSON.parse(cli(env, "endpoints")) as Row[];
+    expect(rows.find((r) => r.containerId === "cli")?.bypassedSockets).toBe(1);
+    expect(rows.find((r) => r.containerId === "srv")?.bypassedSockets).toBe(1);
+    // The table for people: SPLICED is its last column, one socket per pod.
+    const table = cli(env, "endpoints", false).trim().split("\n");
+    expect(table[0]).toMatch(/ SPLICED$/);
+    for (const id of ["cli", "srv"]) expect(table.find((l) => l.startsWith(`${id} `))).toMatch(/ 1$/);
+    const status = JSON.parse(cli(env, "status")) as { sockBypass: { links: unknown[]; sockets: number } };
+    expect(status.sockBypass.links).toHaveLength(2);
+    expect(status.sockBypass.sockets).toBe(2);
+    expect(cli(env, "status", false)).toMatch(/^socket bypass +on: .*; 2 sockets spliced$/m);
+
+    expect(delPod(client).status).toBe(0);
+    // The client's process still holds its socket; the sockhash no longer does.
+    expect(sockets(env).filter((s) => s.local.ip === client.v4)).toEqual([]);
+    expect(socketStates(env).filter((s) => s.local.ip === client.v4)).toEqual([]);
+  });
+
+  it("survives many short connections", async () => {
+    const server = addPod(env.fx, env.node, "srv");
+    const client = addPod(env.fx, env.node, "cli");
+    await startPeerServer(env, server.netns, server.v4, 5001);
+    for (let i = 0; i < 30; i++) expect(exchange(env, client.netns, server.v4, 5001, 1000 + i)).toMatch(/^ok /);
+    expect(countersOf(env, client).added).toBe(30n);
+    // Closed sockets leave the sockhash by themselves, and their states go with them.
+    expect(await eventually(() => sockets(env).length === 0 && socketStates(env).length === 0)).toBe(true);
+  });
+});
+
+describe("sockets the bypass must leave alone", () => {
+  it("leaves a connection established before the programs were attached on the packet path", async () => {
+    const server = addPod(env.fx, env.node, "srv");
+    const client = addPod(env.fx, env.node, "cli");
+    await startPeerServer(env, server.netns, server.v4, 5001);
+    // Detach both programs (their pins hold the links), connect, attach them again.
+    fs.rmSync(path.join(env.node.bpffsRoot, "sock"), { recursive: true });
+    const early = startPeer(env, client.netns, ["client", server.v4, "5001", String(2 * MB), "sendall", "2"]);
+    expect(await early.nextLine()).toBe("connected");
+    addPod(env.fx, env.node, "third"); // attaches the bypass again
+    expect(fs.existsSync(path.join(env.node.bpffsRoot, "sock", "sk_msg"))).toBe(true);
+    expect(await early.nextLine()).toBe(`ok ${2 * MB} ${REPLY}`);
+    expect(await early.exited).toBe(0);
+    expect(countersOf(env, client)).toEqual(ZERO);
+    // A connection made now is spliced.
+    expect(exchange(env, client.netns, server.v4, 5001, MB)).toMatch(/^ok /);
+    expect(countersOf(env, client).redirectedBytes).toBe(BigInt(MB));
+  });
+
+  it("never adds a connection between a host process and a pod", async () => {
+    const pod = addPod(env.fx, env.node, "srv");
+    await startPeerServer(env, pod.netns, pod.v4, 5001);
+    // The node's own process, in the watched cgroup, talking to a pod.
+    expect(exchange(env, env.node.netns, pod.v4, 5001, MB)).toMatch(/^ok /);
+    // And the pod talking to a server of the node.
+    await startPeerServer(env, env.node.netns, env.node.wireV4, 5002);
+    expect(exchange(env, pod.netns, env.node.wireV4, 5002, MB)).toMatch(/^ok /);
+    expect(countersOf(env, pod)).toEqual(ZERO);
+    expect(sockets(env)).toEqual([]);
+  });
+
+  it("never adds a connection whose other end is a pod of a network without the bypass", async () => {
+    const server = addPod(env.fx, env.node, "srv");
+    const plain = addPod(env.fx, env.node, "plain", { ...env.node.conf, sockBypass: false });
+    await startPeerServer(env, server.netns, server.v4, 5001);
+    expect(exchange(env, plain.netns, server.v4, 5001, MB)).toMatch(/^ok /);
+    expect(countersOf(env, server)).toEqual(ZERO);
+    expect(sockets(env)).toEqual([]);
+  });
+});

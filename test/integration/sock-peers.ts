@@ -1,0 +1,195 @@
+/**
+ * What the socket-bypass suites share: a one-node cluster whose bypass watches a cgroup
+ * v2 of the test's own (a child of the machine's cgroup v2 root, "sockBypassCgroup"),
+ * TCP peers (tools/sockpeer.py) run inside that cgroup and a pod's netns, and the
+ * bypass's maps read back (which sockets are spliced, each pod's counters).
+ *
+ * Only the test's peers run in the watched cgroup: attached to the root, the sock_ops
+ * program would see every socket of the machine.
+ */
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { expect } from "vitest";
+import { decodeSockKey } from "../../src/bpf/abi";
+import {
+  type BypassedSocket,
+  listBypassedSockets,
+  openSockMaps,
+  readSockCounters,
+  type SockCounters,
+} from "../../src/bpf/index";
+import { cgroup2Root } from "../../src/datapath/sockbypass";
+import { BINARY, Fixture, uniqueName } from "./harness";
+import { type ClusterNode, ifindexOf, makeCluster, type Pod } from "./topology";
+
+const PEER = path.resolve(__dirname, "tools/sockpeer.py");
+export const MB = 1024 * 1024;
+/** What sockpeer's servers send back (its REPLY). */
+export const REPLY = 3 * MB + 17;
+
+export interface SockEnv {
+  fx: Fixture;
+  node: ClusterNode;
+  /** The cgroup the peers run in (the one the bypass watches unless the test says otherwise). */
+  cgroup: string;
+}
+
+/** A node whose network has the bypass on the test's cgroup; `conf` overrides the network's settings. */
+export function makeSockEnv(conf: Record<string, unknown> = {}): SockEnv {
+  const root = cgroup2Root();
+  if (!root) throw new Error("no cgroup v2 hierarchy on this machine");
+  const cgroup = path.join(root, uniqueName("nkt-sock"));
+  fs.mkdirSync(cgroup);
+  const fx = new Fixture();
+  try {
+    const [node] = makeCluster(fx, { sockBypass: true, sockBypassCgroup: cgroup, ...conf });
+    return { fx, node, cgroup };
+  } catch (e) {
+    fx.cleanup();
+    removeCgroup(cgroup);
+    throw e;
+  }
+}
+
+export function removeSockEnv(env: SockEnv | undefined): void {
+  if (!env) return;
+  env.fx.cleanup();
+  removeCgroup(env.cgroup);
+}
+
+/** rmdir succeeds once the killed peers have left the cgroup. */
+function removeCgroup(dir: string): void {
+  for (let i = 0; i < 100 && fs.existsSync(dir); i++) {
+    try {
+      fs.rmdirSync(dir);
+    } catch {
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 50);
+    }
+  }
+}
+
+/** argv that runs the peer inside `netns` (a name in /run/netns) and inside the test's cgroup. */
+export const inCgroup = (env: SockEnv, netns: string, args: string[]) => [
+  "-c",
+  `echo $$ > ${env.cgroup}/cgroup.procs && exec nsenter --net=/run/netns/${netns} /usr/bin/python3 ${PEER} "$@"`,
+  "sockpeer",
+  ...args,
+];
+
+/** A peer running in the background: the lines it printed so far, and its exit. */
+export interface Peer {
+  child: ChildProcess;
+  lines: string[];
+  /** Resolves with the next line printed (or one already printed and not yet taken). */
+  nextLine(timeoutMs?: number): Promise<string>;
+  exited: Promise<number | null>;
+}
+
+export function startPeer(env: SockEnv, netns: string, args: string[]): Peer {
+  const child = spawn("sh", inCgroup(env, netns, args), { stdio: ["pipe", "pipe", "inherit"] });
+  env.fx.processes.push({ kill: () => child.kill("SIGKILL") });
+  const lines: string[] = [];
+  let taken = 0;
+  let partial = "";
+  const waiters: (() => void)[] = [];
+  child.stdout?.on("data", (d: Buffer) => {
+    const parts = (partial + d.toString()).split("\n");
+    partial = parts.pop() ?? "";
+    lines.push(...parts);
+    for (const w of waiters.splice(0)) w();
+  });
+  const exited = new Promise<number | null>((resolve) => child.on("exit", resolve));
+  const nextLine = async (timeoutMs = 20_000): Promise<string> => {
+    const deadline = Date.now() + timeoutMs;
+    while (taken >= lines.length) {
+      if (child.exitCode !== null) throw new Error(`peer ${args.join(" ")} exited with ${child.exitCode}`);
+      if (Date.now() > deadline) throw new Error(`peer ${args.join(" ")} printed nothing in ${timeoutMs} ms`);
+      await new Promise<void>((resolve) => {
+        waiters.push(resolve);
+        setTimeout(resolve, 100);
+      });
+    }
+    taken += 1;
+    return lines[taken - 1] ?? "";
+  };
+  return { child, lines, nextLine, exited };
+}
+
+/** Starts a server (sockpeer's `mode`) and waits for it to listen. */
+export async function startPeerServer(
+  env: SockEnv,
+  netns: string,
+  host: string,
+  port: number,
+  mode = "reply",
+): Promise<Peer> {
+  const server = startPeer(env, netns, ["server", host, String(port), mode]);
+  expect(await server.nextLine(10_000)).toBe("ready");
+  return server;
+}
+
+/** Sends `size` bytes and reads the reply; both ends compare hashes. */
+export function exchange(env: SockEnv, netns: string, host: string, port: number, size: number, method = "sendall") {
+  const r = spawnSync("sh", inCgroup(env, netns, ["client", host, String(port), String(size), method]), {
+    encoding: "utf8",
+    timeout: 60_000,
+  });
+  if (r.status !== 0) throw new Error(`client ${method} to ${host}:${port}: ${r.stderr.trim() || r.status}`);
+  return r.stdout.trim().split("\n").slice(1).join("\n");
+}
+
+/** `netkit-cni <command> [--json]` on the node. */
+export function cli(env: SockEnv, command: string, json = true): string {
+  const args = [command, "--bpffs-root", env.node.bpffsRoot, ...(json ? ["--json"] : [])];
+  const r = spawnSync("nsenter", [`--net=/run/netns/${env.node.netns}`, BINARY, ...args], { encoding: "utf8" });
+  return r.stdout;
+}
+
+/** A connection kept open until the test ends. */
+export async function holdConnection(env: SockEnv, netns: string, host: string, port: number): Promise<void> {
+  const peer = startPeer(env, netns, ["hold", host, String(port)]);
+  expect(await peer.nextLine(10_000)).toBe("connected");
+}
+
+export function sockets(env: SockEnv): BypassedSocket[] {
+  const maps = openSockMaps(env.node.bpffsRoot);
+  if (!maps) return [];
+  try {
+    return listBypassedSockets(maps);
+  } finally {
+    maps.close();
+  }
+}
+
+/** The sockets nkc_sock_state has a state for (each should also be in the sockhash, or closing). */
+export function socketStates(env: SockEnv): BypassedSocket[] {
+  const maps = openSockMaps(env.node.bpffsRoot);
+  if (!maps) return [];
+  try {
+    return [...maps.state.keys()].map(decodeSockKey);
+  } finally {
+    maps.close();
+  }
+}
+
+export const ZERO: SockCounters = { added: 0n, redirectedMsgs: 0n, redirectedBytes: 0n, passedMsgs: 0n };
+
+export function countersOf(env: SockEnv, pod: Pod): SockCounters {
+  const maps = openSockMaps(env.node.bpffsRoot);
+  if (!maps) return ZERO;
+  try {
+    return readSockCounters(maps.stats, ifindexOf(env.node.netns, pod.hostDevice)) ?? ZERO;
+  } finally {
+    maps.close();
+  }
+}
+
+/** Polls `ok` for up to `ms`: a closing socket leaves the maps a moment after its process sees the close. */
+export async function eventually(ok: () => boolean, ms = 3000): Promise<boolean> {
+  for (const deadline = Date.now() + ms; Date.now() < deadline; ) {
+    if (ok()) return true;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return ok();
+}
