@@ -74,7 +74,7 @@ function parseOptions(kind: "host" | "vm", argv: string[]): Options {
           rssRuns: 5,
           startupRuns: 10,
           profileRuns: 5,
-          sockRounds: 4,
+          sockRounds: 3,
           skip: new Set(),
         }
       : {
