@@ -105,7 +105,7 @@ clean:
 # The benchmark (bench/README.md): crossings per packet, netperf and the control plane on
 # this kernel, then the netkit part inside the UML guest, each writing
 # bench/results/<date>-<kernel>.json; then bench/README.md and the charts are re-rendered.
-# About 15 minutes; needs root. BENCH_ARGS / BENCH_VM_ARGS pass options (e.g. --quick).
+# About 18 minutes; needs root. BENCH_ARGS / BENCH_VM_ARGS pass options (e.g. --quick).
 .PHONY: bench bench-tools bench-host bench-vm bench-report
 BENCH_HOST = node bench/.build/bench.js host $(BENCH_ARGS)
 BENCH_VM = test/vm/run.sh --timeout 1200 -- node bench/.build/bench.js vm $(BENCH_VM_ARGS)

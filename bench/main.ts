@@ -2,14 +2,16 @@
  * The benchmark runner (bench/README.md). Bundled by bench/build.mjs and run as root:
  *
  *   node bench/.build/bench.js host [options]   this kernel: host, bridge, ptp, veth, veth plain;
- *                                               control plane; start-up breakdown
+ *                                               control plane; start-up breakdown; the socket
+ *                                               bypass on, off and host loopback
  *   node bench/.build/bench.js vm [options]     inside the UML guest (make bench-vm): host,
- *                                               bridge, veth and netkit, with and without programs
+ *                                               bridge, veth and netkit, with and without programs;
+ *                                               the socket bypass with netkit pods (correctness)
  *   node bench/.build/bench.js report           renders the latest results (tables, SVG, README)
  *
  * Options: --rounds N --seconds S --pings N --transactions N --cycles N --storm N
- *          --concurrency N --quick (a smoke run: few rounds, small counts)
- *          --skip netperf,control,startup,crossings
+ *          --concurrency N --sock-rounds N --quick (a smoke run: few rounds, small counts)
+ *          --skip netperf,control,startup,crossings,sockbypass   --only (the same, inverted)
  *          --baseline PATH (another build of the executable, measured side by side in the
  *          data plane and the control plane: before/after figures for a change, from one run)
  * Writes bench/results/<UTC date and time>-<kernel release>.json, then the report.
@@ -28,6 +30,7 @@ import type { NetperfTest } from "./lib/netperf";
 import { type BenchPath, buildPath, checkPath, type PathId } from "./lib/paths";
 import { renderReport } from "./lib/report";
 import type { BenchResult } from "./lib/result";
+import { measureSockBypass } from "./lib/sockbypass";
 import { measureStartup } from "./lib/startup";
 
 const BENCH_DIR = path.resolve(__dirname, "..");
@@ -45,9 +48,16 @@ interface Options {
   rssRuns: number;
   startupRuns: number;
   profileRuns: number;
+  /** Socket bypass rounds (each: 3 variants × 4 sizes × TCP_RR, TCP_STREAM, sockperf). */
+  sockRounds: number;
   skip: Set<string>;
   baseline?: string;
 }
+
+/** Seconds per socket bypass test: 36 tests a round. */
+const SOCK_SECONDS = 1;
+
+const SECTIONS = ["crossings", "netperf", "control", "startup", "sockbypass"];
 
 function parseOptions(kind: "host" | "vm", argv: string[]): Options {
   const o: Options =
@@ -64,6 +74,7 @@ function parseOptions(kind: "host" | "vm", argv: string[]): Options {
           rssRuns: 5,
           startupRuns: 10,
           profileRuns: 5,
+          sockRounds: 3,
           skip: new Set(),
         }
       : {
@@ -78,6 +89,7 @@ function parseOptions(kind: "host" | "vm", argv: string[]): Options {
           rssRuns: 0,
           startupRuns: 0,
           profileRuns: 0,
+          sockRounds: 1,
           skip: new Set(["control", "startup"]),
         };
   for (let i = 0; i < argv.length; i++) {
@@ -113,9 +125,18 @@ function parseOptions(kind: "host" | "vm", argv: string[]): Options {
         o.baseline = path.resolve(argv[++i] ?? "");
         if (!fs.existsSync(o.baseline)) throw new Error(`--baseline: ${o.baseline} does not exist`);
         break;
+      case "--sock-rounds":
+        o.sockRounds = value();
+        break;
       case "--skip":
         for (const s of (argv[++i] ?? "").split(",")) if (s) o.skip.add(s);
         break;
+      case "--only": {
+        const only = new Set((argv[++i] ?? "").split(",").filter(Boolean));
+        for (const s of only) if (!SECTIONS.includes(s)) throw new Error(`--only: unknown section ${s}`);
+        for (const s of SECTIONS) if (!only.has(s)) o.skip.add(s);
+        break;
+      }
       case "--quick":
         Object.assign(o, {
           rounds: 1,
@@ -128,6 +149,7 @@ function parseOptions(kind: "host" | "vm", argv: string[]): Options {
           rssRuns: Math.min(o.rssRuns, 1),
           startupRuns: Math.min(o.startupRuns, 2),
           profileRuns: Math.min(o.profileRuns, 1),
+          sockRounds: Math.min(o.sockRounds, 1),
         });
         break;
       default:
@@ -159,6 +181,7 @@ function machine(): BenchResult["machine"] {
     memGiB: Math.round((os.totalmem() / 2 ** 30) * 10) / 10,
     node: process.version,
     netperf: sh("netperf", ["-V"]).replace(/^Netperf version /, ""),
+    sockperf: /version (\S+)/.exec(sh("sockperf", ["--version"]))?.[1] ?? "",
     plugin: {
       sha256: crypto.createHash("sha256").update(binary).digest("hex").slice(0, 16),
       builtAt: fs.statSync(OUR_PLUGIN).mtime.toISOString(),
@@ -171,7 +194,7 @@ function machine(): BenchResult["machine"] {
 function preflight(): void {
   if (process.getuid?.() !== 0) throw new Error("run as root (namespaces, bpffs, tracefs)");
   if (!fs.existsSync(OUR_PLUGIN)) throw new Error(`${OUR_PLUGIN} is missing: make build`);
-  for (const tool of ["netperf", "netserver", "nsenter", "ping", "ss"]) {
+  for (const tool of ["netperf", "netserver", "sockperf", "nsenter", "ping", "ss"]) {
     if (spawnSync("sh", ["-c", `command -v ${tool}`]).status !== 0) throw new Error(`${tool} is not installed`);
   }
 }
@@ -206,6 +229,7 @@ async function run(kind: "host" | "vm", argv: string[]): Promise<string> {
       storm: o.storm,
       stormRepeats: o.stormRepeats,
       concurrency: o.concurrency,
+      sockRounds: o.sockRounds,
       skipped: [...o.skip],
     },
   };
@@ -284,6 +308,14 @@ async function run(kind: "host" | "vm", argv: string[]): Promise<string> {
       profileRuns: o.profileRuns,
       datapath: kind === "vm" ? "netkit" : "veth",
     });
+  }
+
+  if (!o.skip.has("sockbypass") && o.sockRounds > 0) {
+    const datapath = kind === "vm" ? "netkit" : "veth";
+    log(
+      `socket bypass (${datapath} pods): ${o.sockRounds} rounds × on, off, loopback × 4 sizes × TCP_RR, TCP_STREAM, sockperf, ${SOCK_SECONDS} s each`,
+    );
+    result.sockBypass = await measureSockBypass({ rounds: o.sockRounds, seconds: SOCK_SECONDS, datapath });
   }
 
   result.finishedAt = new Date().toISOString();

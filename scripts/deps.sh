@@ -4,7 +4,7 @@
 # A failing step says which one failed and why (scripts/apt.sh).
 #
 #   scripts/deps.sh          build and test dependencies
-#   scripts/deps.sh bench    also the benchmark's tools (netperf from non-free, strace)
+#   scripts/deps.sh bench    also the benchmark's tools (netperf from non-free, sockperf, strace)
 set -euo pipefail
 
 # shellcheck source=scripts/apt.sh
@@ -20,7 +20,7 @@ ensure_sources deb "$codename-backports main contrib non-free" "$codename non-fr
 apt_install -t "$codename-backports" iproute2 bpftool linux-libc-dev
 apt_install clang llvm libbpf-dev containernetworking-plugins iputils-ping iptables \
   procps util-linux
-if [ "${1:-}" = bench ]; then apt_install netperf strace; fi
+if [ "${1:-}" = bench ]; then apt_install netperf sockperf strace; fi
 
 # npm ci only when the lock file changed since the last install.
 cd "$(dirname "$0")/.."

@@ -4,6 +4,7 @@
  * result markers, and SVG charts into bench/results/. Uses the newest JSON of each kind
  * (this kernel, the UML guest) in bench/results/.
  */
+import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { CP_LABELS, type CpId } from "./control-plane";
@@ -11,6 +12,7 @@ import type { CrossingResult } from "./dataplane";
 import { type NetperfTest, UNITS } from "./netperf";
 import { PATH_LABELS, type PathId, PLACEMENT_LABELS, type Placement } from "./paths";
 import type { BenchResult } from "./result";
+import { SOCK_VARIANT_LABELS, SOCKPERF_MAX, type SockSizeSamples, type SockVariant } from "./sockbypass";
 import { pairedRatio, type Summary, summarize } from "./stats";
 import { barChart, type Group, PALETTE, stackedChart } from "./svg";
 
@@ -20,12 +22,23 @@ export const END = "<!-- results:end -->";
 const RSS_TARGET_KB = 80 * 1024;
 const RR_TARGET = 1.15;
 
-/** The newest run of a kind (file names start with the UTC time). */
-function latest(dir: string, kind: "host" | "vm"): { file: string; r: BenchResult } | undefined {
+/**
+ * The newest run of a kind (file names start with the UTC time) that has `has`: a run of
+ * one section (--only) renders that section without blanking the others.
+ */
+function latest(
+  dir: string,
+  kind: "host" | "vm",
+  has: (r: BenchResult) => boolean = () => true,
+): { file: string; r: BenchResult } | undefined {
   return allRuns(dir)
-    .filter(({ r }) => r.kind === kind)
+    .filter(({ r }) => r.kind === kind && has(r))
     .at(-1);
 }
+
+/** A run with any of the sections measured before the socket bypass's. */
+const hasCoreSections = (r: BenchResult) =>
+  r.crossings !== undefined || r.netperf !== undefined || r.controlPlane !== undefined || r.startup !== undefined;
 
 const num = (v: number, digits = 0) =>
   Number.isFinite(v)
@@ -693,12 +706,208 @@ function natCheckTable(r: BenchResult): string {
   ].join("\n");
 }
 
+// --- the socket bypass ------------------------------------------------------------------
+
+type SockMetric = "rr" | "stream" | "p50" | "p99" | "rrCpuUs" | "streamCpuUsPerMiB";
+
+const SOCK_METRICS: { key: SockMetric; label: string; unit: string; higherIsBetter: boolean }[] = [
+  { key: "rr", label: "TCP_RR", unit: "transactions/s", higherIsBetter: true },
+  { key: "stream", label: "TCP_STREAM", unit: "Mbit/s", higherIsBetter: true },
+  { key: "p50", label: "RTT p50", unit: "µs", higherIsBetter: false },
+  { key: "p99", label: "RTT p99", unit: "µs", higherIsBetter: false },
+  { key: "rrCpuUs", label: "CPU per transaction", unit: "µs", higherIsBetter: false },
+  { key: "streamCpuUsPerMiB", label: "CPU per MiB streamed", unit: "µs", higherIsBetter: false },
+];
+
+const sizeLabel = (b: number) => (b >= 1024 ? `${b / 1024} KiB` : `${b} B`);
+
+function sockSamples(r: BenchResult, v: SockVariant, size: number, m: SockMetric): number[] {
+  return (r.sockBypass?.samples[v]?.[String(size)] as SockSizeSamples | undefined)?.[m] ?? [];
+}
+
+/** A variant against bypass off, round by round. */
+function sockRatio(r: BenchResult, v: SockVariant, size: number, m: SockMetric): Summary {
+  return pairedRatio(sockSamples(r, v, size, m), sockSamples(r, "off", size, m));
+}
+
+type Verdict = "wins" | "loses" | "mixed";
+
+/** Every round better than off: wins; every round worse: loses; else mixed. */
+function verdict(s: Summary, higherIsBetter: boolean): Verdict | undefined {
+  if (!s.n) return undefined;
+  const better = (x: number) => (higherIsBetter ? x > 1 : x < 1);
+  if (better(s.min) && better(s.max)) return "wins";
+  if (!better(s.min) && !better(s.max) && s.min !== 1 && s.max !== 1) return "loses";
+  return "mixed";
+}
+
+/** Per size: which measures the bypass wins, loses, or leaves within the rounds' spread. */
+function sockVerdicts(r: BenchResult): { size: number; wins: string[]; loses: string[]; mixed: string[] }[] {
+  const sb = r.sockBypass;
+  if (!sb) return [];
+  return sb.sizes.map((size) => {
+    const out = { size, wins: [] as string[], loses: [] as string[], mixed: [] as string[] };
+    for (const m of SOCK_METRICS) {
+      const s = sockRatio(r, "on", size, m.key);
+      const v = verdict(s, m.higherIsBetter);
+      if (v) out[v].push(`${m.label} ${x2(s.median)}`);
+    }
+    return out;
+  });
+}
+
+function sockBypassSection(r: BenchResult, vm?: BenchResult): string {
+  const sb = r.sockBypass;
+  if (!sb) return "_no socket bypass run on this kernel yet._";
+  const out: string[] = [];
+  const spliced = sb.checks.filter((c) => c.variant === "on");
+  const bytes = (k: "client" | "server") => spliced.reduce((a, c) => a + c[k].redirectedBytes, 0);
+  const passed = spliced.reduce((a, c) => a + c.client.passedMsgs + c.server.passedMsgs, 0);
+  const rounds = `${sb.rounds} round${sb.rounds === 1 ? "" : "s"}`;
+  out.push(
+    `Run ${r.startedAt.slice(0, 16).replace("T", " ")} UTC. One node, two pods made by the executable with \`"sockBypass": true\` (${sb.datapath} pairs, fast path), ` +
+      "the bypass's sock_ops on a cgroup v2 of the run's own. *On* and *off* are the same pods, devices and programs: " +
+      "the peers run in the watched cgroup (their sockets are spliced) or in a sibling it does not watch (their " +
+      "sockets take the veth pair and the tc programs, as with the bypass off). *Loopback*: both peers in the node's " +
+      "namespace over 127.0.0.1. Per size and round the three run back to back (the order turns each round); " +
+      `${rounds} × ${sb.seconds} s per test. netperf TCP_RR (request and response of the size), ` +
+      `TCP_STREAM (sends of the size); sockperf ${r.machine.sockperf ?? ""} ping-pong round trips (64 KiB: ` +
+      `${SOCKPERF_MAX} B, sockperf's largest TCP message). CPU: the variant's cgroup (\`cpu.stat\`, client and ` +
+      "server processes, softirq work done in their context) over the run, per transaction or per MiB.",
+    "",
+    `Each cell: the median of the per-round ratios to bypass off [min–max]. Above 1 is better for TCP_RR and ` +
+      "TCP_STREAM, below 1 for round trips and CPU.",
+    "",
+  );
+  const head = ["size"];
+  const align = ["---"];
+  for (const m of SOCK_METRICS) {
+    head.push(`${m.label}: on ÷ off`, "loopback ÷ off");
+    align.push("---:", "---:");
+  }
+  out.push(`| ${head.join(" | ")} |`, `|${align.join("|")}|`);
+  for (const size of sb.sizes) {
+    const cells = [sizeLabel(size)];
+    for (const m of SOCK_METRICS) {
+      cells.push(ratioCell(sockRatio(r, "on", size, m.key)), ratioCell(sockRatio(r, "loopback", size, m.key)));
+    }
+    out.push(`| ${cells.join(" | ")} |`);
+  }
+  out.push("", "Medians as measured (same rounds):", "");
+  out.push(
+    `| size | variant | ${SOCK_METRICS.map((m) => `${m.label} (${m.unit})`).join(" | ")} |`,
+    `|---|---|${SOCK_METRICS.map(() => "---:").join("|")}|`,
+  );
+  for (const size of sb.sizes) {
+    for (const v of sb.order) {
+      const cells = SOCK_METRICS.map((m) => {
+        const s = summarize(sockSamples(r, v, size, m.key));
+        return s.n ? num(s.median, m.key === "p50" || m.key === "p99" || m.key === "rrCpuUs" ? 1 : 0) : "n/a";
+      });
+      out.push(`| ${sizeLabel(size)} | ${SOCK_VARIANT_LABELS[v]} | ${cells.join(" | ")} |`);
+    }
+  }
+  out.push("");
+  const verdicts = sockVerdicts(r);
+  const everywhere = verdicts.every((v) => v.loses.length === 0 && v.mixed.length === 0);
+  out.push(
+    `Bypass on against off, size by size, over ${rounds} (every round better: wins; every round worse: loses):`,
+    "",
+  );
+  for (const v of verdicts) {
+    const parts = [
+      v.wins.length ? `wins ${v.wins.join(", ")}` : "",
+      v.loses.length ? `**loses** ${v.loses.join(", ")}` : "",
+      v.mixed.length ? `rounds disagree on ${v.mixed.join(", ")}` : "",
+    ].filter(Boolean);
+    out.push(`- **${sizeLabel(v.size)}**: ${parts.join("; ")}.`);
+  }
+  out.push(
+    "",
+    everywhere
+      ? "It wins every measure at every size in this run; `sockBypass` stays off by default until it does so run after run."
+      : "It does not win everywhere in this run, so `sockBypass` stays off by default.",
+    "",
+    `Spliced, by the bypass's own counters (\`nkc_sock_stats\`): every *on* run redirected at least 95% of the bytes ` +
+      `its client sent (${num(bytes("client") / 2 ** 20)} MiB from the client pod, ${num(bytes("server") / 2 ** 20)} ` +
+      `MiB from the server pod over ${spliced.length} runs; ${num(passed)} messages of bypassed sockets passed to the stack); every *off* and *loopback* ` +
+      "run left the counters untouched. The bench fails otherwise.",
+  );
+  if (sb.errors.length) out.push("", `Errors (${sb.errors.length}): ${sb.errors.slice(0, 3).join("; ")}`);
+  const g = vm?.sockBypass;
+  if (g) {
+    const on = g.checks.filter((c) => c.variant === "on");
+    const passed = on.reduce((a, c) => a + c.client.passedMsgs + c.server.passedMsgs, 0);
+    out.push(
+      "",
+      `In the UML guest (Linux ${vm.machine.kernel}, ${g.datapath} pods; correctness only, its timings say nothing): ` +
+        `${on.length} *on* runs spliced (${num(on.reduce((a, c) => a + c.client.redirectedBytes, 0) / 2 ** 20)} MiB ` +
+        `from the client pod, ${passed} messages passed to the stack), ` +
+        `${g.checks.filter((c) => c.variant !== "on").length} *off* and *loopback* runs untouched` +
+        (g.errors.length ? `; errors: ${g.errors.slice(0, 3).join("; ")}.` : "."),
+    );
+  }
+  return out.join("\n");
+}
+
+function sockBypassChart(r: BenchResult): string | undefined {
+  const sb = r.sockBypass;
+  if (!sb) return undefined;
+  const series = (["on", "loopback"] as const).map((v, i) => ({
+    name: SOCK_VARIANT_LABELS[v],
+    color: PALETTE[i] as string,
+  }));
+  const groups: Group[] = [];
+  for (const m of SOCK_METRICS) {
+    for (const size of sb.sizes) {
+      groups.push({
+        label: `${m.label}, ${sizeLabel(size)}`,
+        bars: (["on", "loopback"] as const).map((v, k) => {
+          // Better than off is always to the right: time and CPU ratios are inverted.
+          const s = m.higherIsBetter
+            ? pairedRatio(sockSamples(r, v, size, m.key), sockSamples(r, "off", size, m.key))
+            : pairedRatio(sockSamples(r, "off", size, m.key), sockSamples(r, v, size, m.key));
+          return { series: series[k]?.name ?? "", value: s.median, lo: s.min, hi: s.max, label: x2(s.median) };
+        }),
+      });
+    }
+  }
+  // p99 ratios of a noisy machine reach tens: the axis follows the medians, and longer
+  // bars and whiskers stop at its end (their labels still say how far they go).
+  const medians = groups.flatMap((g) => g.bars.map((b) => b.value)).filter(Number.isFinite);
+  const max = Math.min(Math.ceil(Math.max(2, ...medians.filter((m) => m <= 6)) * 1.1), 8);
+  return barChart({
+    max,
+    title: `Socket bypass on Linux ${r.machine.kernel}: against bypass off (same pods)`,
+    subtitle: `median of per-round ratios, whiskers min–max; ${sb.rounds} interleaved round(s) × ${sb.seconds} s; right of 1 is better (rates: X ÷ off; times and CPU: off ÷ X)`,
+    series,
+    groups,
+    axisLabel: "advantage over bypass off (same round)",
+    refLines: [{ value: 1, label: SOCK_VARIANT_LABELS.off, color: "#222" }],
+    format: (v) => v.toFixed(2),
+  });
+}
+
 // --- entry -----------------------------------------------------------------------------
 
+/**
+ * The README and the results JSON in the repository's own format (biome's: aligned
+ * tables, wrapped arrays), so `biome check bench` holds after every run. Best effort:
+ * without the repository's node_modules the files stay as written.
+ */
+function formatGenerated(readme: string, resultsDir: string): void {
+  const biome = path.resolve(path.dirname(readme), "..", "node_modules", ".bin", "biome");
+  if (!fs.existsSync(biome)) return;
+  const r = spawnSync(biome, ["format", "--write", readme, resultsDir], { encoding: "utf8" });
+  if (r.status !== 0) process.stderr.write(`report: biome format failed: ${(r.stderr || r.stdout).trim()}\n`);
+}
+
 export function renderReport(resultsDir: string, readme: string): void {
-  const h = latest(resultsDir, "host");
-  const v = latest(resultsDir, "vm");
-  if (!h && !v) throw new Error(`no results in ${resultsDir}`);
+  const h = latest(resultsDir, "host", hasCoreSections);
+  const v = latest(resultsDir, "vm", hasCoreSections);
+  const hs = latest(resultsDir, "host", (r) => r.sockBypass !== undefined);
+  const vs = latest(resultsDir, "vm", (r) => r.sockBypass !== undefined);
+  if (!h && !v && !hs && !vs) throw new Error(`no results in ${resultsDir}`);
   const host = h?.r;
   const vm = v?.r;
   const charts: [string, string | undefined][] = [
@@ -708,6 +917,7 @@ export function renderReport(resultsDir: string, readme: string): void {
     ["netperf-TCP_STREAM.svg", host ? netperfChart(host, "TCP_STREAM") : undefined],
     ["control-plane.svg", host ? controlPlaneChart(host) : undefined],
     ["startup.svg", host ? startupChart(host) : undefined],
+    ["sockbypass.svg", hs ? sockBypassChart(hs.r) : undefined],
   ];
   const img = (file: string, alt: string) =>
     charts.find(([f, svg]) => f === file && svg) ? `\n![${alt}](results/${file})\n` : "";
@@ -718,7 +928,7 @@ export function renderReport(resultsDir: string, readme: string): void {
     "",
     machineLine(host, vm),
     "",
-    `Sources: ${[h?.file, v?.file]
+    `Sources: ${[...new Set([h?.file, v?.file, hs?.file, vs?.file])]
       .filter(Boolean)
       .map((f) => `[\`results/${f}\`](results/${f})`)
       .join(", ")}.`,
@@ -757,6 +967,10 @@ export function renderReport(resultsDir: string, readme: string): void {
     "",
     host ? startupSection(host) : "_no run on this kernel yet._",
     img("startup.svg", "start-up phases"),
+    `### Socket bypass: on, off and host loopback (Linux ${hs?.r.machine.kernel ?? "?"})`,
+    "",
+    hs ? sockBypassSection(hs.r, vs?.r) : "_no socket bypass run on this kernel yet._",
+    img("sockbypass.svg", "socket bypass against bypass off"),
     "### In the UML guest: netperf as measured",
     "",
     "One CPU, no JIT, slow guest system calls: these figures cannot tell the paths apart and are shown only as measured; the crossing counts above are the guest's evidence.",
@@ -777,6 +991,7 @@ export function renderReport(resultsDir: string, readme: string): void {
   const j = text.indexOf(END);
   const next = i >= 0 && j > i ? `${text.slice(0, i)}${md}${text.slice(j + END.length)}` : `${text}\n${md}\n`;
   fs.writeFileSync(readme, next);
+  formatGenerated(readme, resultsDir);
   process.stderr.write(
     `report: ${path.relative(process.cwd(), readme)} and ${charts.filter(([, s]) => s).length} charts\n`,
   );

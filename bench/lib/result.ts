@@ -2,6 +2,7 @@
 import type { CpId, CycleResult, RssResult, StormResult } from "./control-plane";
 import type { CrossingResult, NetperfRun } from "./dataplane";
 import type { PathId } from "./paths";
+import type { SockBypassRun } from "./sockbypass";
 import type { StartupReport } from "./startup";
 
 export interface BenchResult {
@@ -20,6 +21,7 @@ export interface BenchResult {
     memGiB: number;
     node: string;
     netperf: string;
+    sockperf?: string;
     plugin: { sha256: string; builtAt: string; commit: string; srcChanged: boolean };
   };
   settings: {
@@ -31,6 +33,8 @@ export interface BenchResult {
     storm: number;
     stormRepeats: number;
     concurrency: number;
+    /** Absent in runs before the socket bypass section. */
+    sockRounds?: number;
     skipped: string[];
   };
   paths?: PathId[];
@@ -42,4 +46,5 @@ export interface BenchResult {
     rss: Partial<Record<CpId, RssResult>>;
   };
   startup?: StartupReport;
+  sockBypass?: SockBypassRun;
 }
