@@ -5,7 +5,8 @@
  * each endpoint's), the endpoint count, how full the per-endpoint flow tables are, and
  * what is wrong: pins or map entries for devices that no longer exist, links
  * whose device is gone, devices we own that have no programs; and the socket bypass: its
- * links and spliced sockets, or why this kernel cannot run it. Read-only (the netkit
+ * links and spliced sockets, or why this kernel cannot run it; how many pods have rate
+ * limits and how they are enforced. Read-only (the netkit
  * answer is cached under /run like ADD caches it); run in the node's network namespace.
  */
 import * as fs from "node:fs";
@@ -24,7 +25,13 @@ import {
 } from "../bpf/index";
 import { conntrackUnavailable } from "../bpf/node";
 import { listBypassedSockets, openSockMaps, sockRoot } from "../bpf/sock";
-import { embeddedObjects, endpointMapEntries, flowTableOf, pinnedEndpointDevices } from "../datapath/fastpath";
+import {
+  embeddedObjects,
+  endpointMapEntries,
+  flowTableOf,
+  limitsOf,
+  pinnedEndpointDevices,
+} from "../datapath/fastpath";
 import { parseOwnerAlias } from "../datapath/naming";
 import { kernelHasNetkit } from "../datapath/probe";
 import { sockBypassUnavailable } from "../datapath/sockbypass";
@@ -82,6 +89,8 @@ export interface NodeStatus {
     /** Why the kernel cannot run it (checked on the node's cgroup v2 root); absent when it can. */
     unavailable: string | undefined;
   };
+  /** Pods with rate limits (the bandwidth capability), by how they are enforced. */
+  bandwidth: { limited: number; modes: Record<string, number> };
   endpoints: {
     /** Host devices carrying our owner alias. */
     devices: number;
@@ -225,6 +234,15 @@ export async function nodeStatus(bpffsRoot: string): Promise<NodeStatus> {
     flowTables.evicted += Number(t.evicted);
   }
 
+  const bandwidth = { limited: 0, modes: {} as Record<string, number> };
+  for (const l of owned) {
+    const limits = limitsOf(root, l.index);
+    if (!limits) continue;
+    bandwidth.limited += 1;
+    const mode = limits.mode ?? "unknown";
+    bandwidth.modes[mode] = (bandwidth.modes[mode] ?? 0) + 1;
+  }
+
   const sockLinks = listDir(sockRoot(root))
     .filter((name) => name !== "programs")
     .map((name) => {
@@ -262,6 +280,7 @@ export async function nodeStatus(bpffsRoot: string): Promise<NodeStatus> {
     flowTables,
     uplinks,
     sockBypass: { links: sockLinks, sockets, unavailable: sockBypassUnavailable(undefined) },
+    bandwidth,
     endpoints: { devices: owned.length, pinned: pinned.length, addresses: entries.size, links: endpointLinks },
     problems,
   };
@@ -306,6 +325,10 @@ export function formatStatus(s: NodeStatus): string {
           : `off (no pod of a network with "sockBypass": true yet)`
     }`,
   );
+  const modes = Object.entries(s.bandwidth.modes).map(
+    ([m, n]) => `${n} ${m === "police" ? "policed (token bucket in the programs)" : m}`,
+  );
+  lines.push(`rate limits     ${s.bandwidth.limited} pods${modes.length > 0 ? `: ${modes.join(", ")}` : ""}`);
   lines.push(
     `endpoints       ${s.endpoints.devices} devices, ${s.endpoints.pinned} with programs, ${s.endpoints.addresses} addresses in the endpoint map`,
   );
