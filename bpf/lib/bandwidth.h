@@ -2,8 +2,8 @@
  * Per-pod rate limits (the CNI bandwidth capability), enforced by policing: a token
  * bucket per direction, and what exceeds it is dropped. The bucket is kept as a virtual
  * clock (GCRA): clock_ns is when everything admitted so far will have been sent at the
- * pod's rate. A packet costs its wire length at that rate; it is admitted while the clock
- * runs no further than the burst ahead of now, and then advances the clock by its cost.
+ * pod's rate. A packet costs its wire length at that rate; it is admitted if the clock,
+ * advanced by its cost, runs no further than the burst ahead of now.
  * Idle time refills the bucket because the clock never lags now. The same clock gives
  * departure times for EDT (NKC_BW_MODE_EDT, with an fq qdisc on the uplink) later.
  *
@@ -65,10 +65,10 @@ static __always_inline int nkc_bw_admit(struct nkc_bw_bucket *b, __u64 bytes)
 	for (int i = 0; i < NKC_BW_CAS_TRIES; i++) {
 		__u64 clock = *(volatile __u64 *)&b->clock_ns;
 		__u64 start = clock > now ? clock : now;
-		/* A full bucket admits one packet of any size (the clock then runs ahead by
-		 * more than the burst): a GSO packet larger than the burst still passes, and
-		 * the long-run rate stays exact. */
-		if (start - now > burst_ns)
+		__u64 debt = start - now;
+		/* A full bucket (no debt) admits one packet of any size: a GSO packet larger
+		 * than the burst still passes, and the long-run rate stays exact. */
+		if (debt && debt + cost > burst_ns)
 			break;
 		if (__sync_val_compare_and_swap(&b->clock_ns, clock, start + cost) == clock)
 			return 1;
