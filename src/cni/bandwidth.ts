@@ -4,7 +4,9 @@
  * a conflist written for it means the same here.
  *
  *  - Keys: ingressRate, ingressBurst, egressRate, egressBurst. Rates in bits per second,
- *    bursts in bits. Ingress is what the pod receives, egress what it sends.
+ *    bursts in bits. Ingress is what the pod receives, egress what it sends. Matched
+ *    without regard to case, as Go's encoding/json matches them for the reference
+ *    plugin: containerd (go-cni's BandWidth has no JSON tags) sends "IngressRate" etc.
  *  - Where: the network config's own top-level keys, else runtimeConfig.bandwidth (what
  *    a runtime derives from kubernetes.io/{ingress,egress}-bandwidth when the plugin
  *    declares `capabilities: {"bandwidth": true}`). As in the reference plugin, any of
@@ -52,7 +54,7 @@ const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "obj
 
 /** Picks the source: the config's own keys, else the capability's. */
 export function readBandwidthRequest(raw: Record<string, unknown>): BandwidthRequest | undefined {
-  if (BANDWIDTH_KEYS.some((k) => raw[k] !== undefined)) return { prefix: "", values: raw };
+  if (BANDWIDTH_KEYS.some((k) => field(raw, k) !== undefined)) return { prefix: "", values: raw };
   const runtimeConfig = raw.runtimeConfig;
   const capability = isRecord(runtimeConfig) ? runtimeConfig[BANDWIDTH_CAPABILITY] : undefined;
   if (capability === undefined || capability === null) return undefined;
@@ -76,8 +78,8 @@ export function podBandwidth(request: BandwidthRequest | undefined): Bandwidth |
 function direction(prefix: string, values: Record<string, unknown>, dir: "ingress" | "egress"): RateLimit | undefined {
   const rateKey = `${prefix}${dir}Rate`;
   const burstKey = `${prefix}${dir}Burst`;
-  const rate = count(values[`${dir}Rate`], rateKey);
-  const burst = count(values[`${dir}Burst`], burstKey);
+  const rate = count(field(values, `${dir}Rate`), rateKey);
+  const burst = count(field(values, `${dir}Burst`), burstKey);
   if (rate === 0 && burst === 0) return undefined;
   if (burst === 0) throw invalidConfig(`"${burstKey}" must be set when "${rateKey}" is (bits, e.g. ${rate})`);
   if (rate === 0) throw invalidConfig(`"${rateKey}" must be set when "${burstKey}" is (bits per second)`);
@@ -87,6 +89,14 @@ function direction(prefix: string, values: Record<string, unknown>, dir: "ingres
   if (burst > MAX_BURST)
     throw invalidConfig(`"${burstKey}" must be below 4 GiB (at most ${MAX_BURST} bits); got ${burst}`);
   return { rate, burst };
+}
+
+/** The value under `key`, else under a key that differs only in case (Go's rule). */
+function field(values: Record<string, unknown>, key: string): unknown {
+  if (values[key] !== undefined) return values[key];
+  const folded = key.toLowerCase();
+  const match = Object.keys(values).find((k) => k.toLowerCase() === folded);
+  return match === undefined ? undefined : values[match];
 }
 
 /** A non-negative integer, 0 when absent. Too large ones are the range checks' to refuse. */

@@ -14,12 +14,16 @@ import { ifindexOf } from "../integration/topology";
 import { cnitoolPath, leftovers, NOTHING_LEFT, Sandbox } from "./sandbox";
 
 const SUBNET4 = "10.232.1.0/24";
-/** What containerd sends for kubernetes.io/{ingress,egress}-bandwidth: 10M and 20M. */
+/**
+ * What containerd sends for kubernetes.io/{ingress,egress}-bandwidth 10M and 20M:
+ * go-cni's BandWidth struct has no JSON tags, so the keys are capitalised (the reference
+ * plugin reads them through Go's case-insensitive matching), and its burst is 2^32 - 1.
+ */
 const CONTAINERD = {
-  ingressRate: 10_000_000,
-  ingressBurst: 4294967295,
-  egressRate: 20_000_000,
-  egressBurst: 4294967295,
+  IngressRate: 10_000_000,
+  IngressBurst: 4294967295,
+  EgressRate: 20_000_000,
+  EgressBurst: 4294967295,
 };
 
 describe("the bandwidth capability through cnitool", () => {
@@ -96,7 +100,7 @@ describe("the bandwidth capability through cnitool", () => {
     const check = cni("check", pod, CONTAINERD);
     expect(check.status, check.stderr).toBe(0);
     // The runtime asking other limits than the pod was given: CHECK says so.
-    const differs = cni("check", pod, { ...CONTAINERD, egressRate: 30_000_000 });
+    const differs = cni("check", pod, { ...CONTAINERD, EgressRate: 30_000_000 });
     expect(differs.status).not.toBe(0);
     expect(differs.stderr + differs.stdout).toContain("egress is 20000000 bit/s");
 

@@ -49,6 +49,12 @@ describe("podBandwidth", () => {
     expect(bandwidthOf(capability({ ingressRate: 0, ingressBurst: 0, egressRate: 0, egressBurst: 0 }))).toBeUndefined();
   });
 
+  it("matches keys without regard to case, as containerd spells them (go-cni has no JSON tags)", () => {
+    const containerd = { IngressRate: 10_000_000, IngressBurst: 4294967295, EgressRate: 0, EgressBurst: 0 };
+    expect(bandwidthOf(capability(containerd))).toEqual({ ingress: { rate: 10_000_000, burst: 4294967295 } });
+    expect(refusal(capability({ EgressRate: 1e6, EgressBurst: 0 })).message).toContain("egressBurst");
+  });
+
   it("takes CRI-O's burst, just under 4 GiB", () => {
     expect(bandwidthOf(capability({ ingressRate: 1e9, ingressBurst: MAX_BURST }))?.ingress?.burst).toBe(MAX_BURST);
   });
