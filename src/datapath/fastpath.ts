@@ -220,8 +220,15 @@ function attachPod(
         : attachTcx(node.programs.podIngress, ep.hostIfindex, "egress");
     pinAndClose(limit, path.join(endpointDir(root, ep.hostDevice), INGRESS_LIMIT_PIN));
   }
+  // The socket bypass splices TCP past every hook that enforces rate limits: a limited
+  // pod's sockets stay on the packet path.
+  const bypass = sockBypass && !ep.bandwidth;
   for (const cidr of ep.addresses) {
-    node.endpoints.upsert(hostPrefix(cidr).address, { hostIfindex: ep.hostIfindex, datapath: ep.kind, sockBypass });
+    node.endpoints.upsert(hostPrefix(cidr).address, {
+      hostIfindex: ep.hostIfindex,
+      datapath: ep.kind,
+      sockBypass: bypass,
+    });
   }
 }
 

@@ -11,8 +11,9 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { netperf, startNetserver } from "../../bench/lib/netperf";
-import { limitedIfindexes, openNodeMaps, podLimits, readCounters } from "../../src/bpf/index";
-import { BINARY, Fixture, inNs, pluginLinks, runPlugin } from "./harness";
+import { EndpointMap, limitedIfindexes, openNodeMaps, podLimits, readCounters } from "../../src/bpf/index";
+import { cgroup2Root } from "../../src/datapath/sockbypass";
+import { BINARY, Fixture, inNs, pluginLinks, runPlugin, uniqueName } from "./harness";
 import { addPod, type ClusterNode, delPod, makeCluster, type Pod } from "./topology";
 
 /**
@@ -202,6 +203,29 @@ describe("rate limits in the pod's lifecycle", () => {
     expect(fs.existsSync(path.join(a.bpffsRoot, "endpoints", stale.hostDevice))).toBe(false);
     expect(delPod(kept).status).toBe(0);
     expect(limitedCount(a)).toBe(0);
+  });
+
+  it("keeps a limited pod's sockets off the socket bypass, which would splice past the limits", () => {
+    const root = cgroup2Root();
+    if (!root) throw new Error("no cgroup v2 hierarchy on this machine");
+    const cgroup = path.join(root, uniqueName("nkt-bw"));
+    fs.mkdirSync(cgroup);
+    try {
+      const bypass = { sockBypass: true, sockBypassCgroup: cgroup };
+      const limited = addPod(fx, a, "bw-sock", limitedConf(a, bw, bypass));
+      const plain = addPod(fx, a, "bw-sock-plain", { ...a.conf, ...bypass });
+      const maps = openNodeMaps(a.bpffsRoot);
+      try {
+        const endpoints = new EndpointMap(maps.endpoints);
+        expect(endpoints.get(limited.v4)?.sockBypass).toBeUndefined();
+        expect(endpoints.get(plain.v4)?.sockBypass).toBe(true);
+      } finally {
+        maps.close();
+      }
+    } finally {
+      fx.cleanup(); // the bpffs root, and with it the sock_ops link on the cgroup
+      fs.rmdirSync(cgroup);
+    }
   });
 
   it("status and endpoints show each pod's limits and how they are enforced", () => {
