@@ -1,8 +1,9 @@
 /**
  * CHECK: verify the pod's network is still what ADD made, as recorded in prevResult:
  * both device ends exist and are up, the pod has its addresses and default routes, the
- * host routes each address to the pod. The first difference fails with a message that
- * says what is missing and where.
+ * host routes each address to the pod, and its rate limits are the ones the config (or
+ * the runtime's bandwidth capability) asks for now. The first difference fails with a
+ * message that says what is missing and where.
  */
 
 import { limitMismatches } from "../bpf/index";
