@@ -11,6 +11,7 @@
  *   wire: they are dropped.
  */
 #include "common.h"
+#include "bandwidth.h"
 #include "counters.h"
 #include "direct.h"
 #include "eps.h"
@@ -51,6 +52,10 @@ int nkc_host_in(struct __sk_buff *skb)
 		nkc_count(pod, NKC_CNT_PASSED_STACK_UNPROVEN);
 		return NKC_NEXT;
 	}
+	/* The pod's ingress limit: bpf_redirect_peer skips its host device's transmit,
+	 * where nkc_pod_ingress limits what the stack delivers. */
+	if (!nkc_bw_ingress_ok(skb, pod, p.family))
+		return NKC_DROP;
 	if (nkc_dec_ttl(skb, p.family)) {
 		nkc_count(pod, NKC_CNT_DROPPED_OTHER);
 		return NKC_DROP;

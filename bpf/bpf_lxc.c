@@ -6,7 +6,12 @@
  *   pod-to-pod traffic that is proven direct straight to its device, and
  *   everything else (Service VIPs, the node, the internet, flows that may be
  *   NAT'd) to the stack. The pod's only program: what the stack delivers to
- *   the pod needs no watching (see direct.h).
+ *   the pod needs no watching for NAT safety (see direct.h).
+ *
+ * nkc_pod_ingress - what the host device transmits into a pod with an ingress
+ *   limit (bandwidth.h): the stack's deliveries, and on netkit the plain
+ *   redirects of local pods to its primary. veth: tcx egress of the host-side
+ *   device. netkit: the primary hook. Attached only to limited pods.
  *
  * The datapath kind is read at run time from the source endpoint's flags, so
  * one object serves both:
@@ -21,6 +26,7 @@
  *    programs), which is what the endpoint map holds as host_ifindex.
  */
 #include "common.h"
+#include "bandwidth.h"
 #include "counters.h"
 #include "eps.h"
 #include "direct.h"
@@ -31,6 +37,12 @@ static __always_inline int pass_to_stack(__u32 ifindex, enum nkc_counter why)
 {
 	nkc_count(ifindex, why);
 	return NKC_NEXT;
+}
+
+/* Over the pod's rate limit (the bucket counts it). */
+static __always_inline int drop_limited(void)
+{
+	return NKC_DROP;
 }
 
 /* A header rewrite failed half-way: the packet can no longer be trusted. */
@@ -56,6 +68,9 @@ static __always_inline int deliver_local(struct __sk_buff *skb, const struct nkc
 		nkc_count(ifindex, NKC_CNT_REDIRECTED_LOCAL);
 		return bpf_redirect(target, 0);
 	}
+	/* bpf_redirect_peer skips the target's host device, and nkc_pod_ingress with it. */
+	if (!nkc_bw_ingress_ok(skb, target, p->family))
+		return drop_limited();
 	if (nkc_dec_ttl(skb, p->family))
 		return drop_other(ifindex);
 	nkc_count(ifindex, NKC_CNT_REDIRECTED_LOCAL);
@@ -104,6 +119,8 @@ int nkc_from_pod(struct __sk_buff *skb)
 		nkc_count(ifindex, NKC_CNT_DROPPED_SPOOFED);
 		return NKC_DROP;
 	}
+	if (!nkc_bw_egress_ok(skb, ifindex, p.family))
+		return drop_limited();
 
 	/* Service VIPs, the node, the internet: netfilter may translate the flow. */
 	struct nkc_endpoint *dst_ep = nkc_endpoint_lookup(p.family, p.dst);
@@ -146,7 +163,29 @@ int nkc_src_check(struct __sk_buff *skb)
 			return NKC_DROP;
 		}
 	}
+	if (!nkc_bw_egress_ok(skb, ifindex, p.family))
+		return drop_limited();
 	return pass_to_stack(ifindex, NKC_CNT_PASSED_STACK);
+}
+
+/*
+ * nkc_pod_ingress - the ingress limit on the host device's transmit into the pod. The
+ * pod is found by the destination address: in netkit's primary hook skb->ifindex is
+ * already the peer's (inside the pod's namespace), not the host ifindex that keys
+ * nkc_bandwidth. A packet for no local endpoint (NDP to a link-local address, say) is
+ * not limited.
+ */
+SEC("tc/pod_ingress")
+int nkc_pod_ingress(struct __sk_buff *skb)
+{
+	struct nkc_pkt p;
+
+	if (nkc_parse(skb, &p) != NKC_PARSE_IP)
+		return NKC_NEXT;
+	struct nkc_endpoint *ep = nkc_endpoint_lookup(p.family, p.dst);
+	if (ep && !nkc_bw_ingress_ok(skb, ep->host_ifindex, p.family))
+		return drop_limited();
+	return NKC_NEXT;
 }
 
 char __license[] SEC("license") = "GPL";

@@ -5,7 +5,8 @@
 #                 a BPF JIT); the loader tries these first (src/bpf/node.ts).
 # bpf_sock.c (the socket bypass) asks nothing of conntrack: built once.
 # Uses the uapi headers from linux-libc-dev and libbpf's bpf_helpers.h only;
-# no vmlinux.h. The asm/ headers that linux/types.h pulls in live in the
+# no vmlinux.h. -mcpu=v3: the rate limits' compare-and-swap (bpf/lib/bandwidth.h),
+# Linux 5.12+ (every kernel with tcx has it). The asm/ headers that linux/types.h pulls in live in the
 # multiarch include directory, which clang does not search for -target bpf.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -22,7 +23,7 @@ epoch=${epoch:-$(date +%s)}
 compile() { # <source> <object> [extra flags...]
   src=$1 obj=$2
   shift 2
-  "$clang" -O2 -g -target bpf -Wall -Werror -DNKC_BUILD_EPOCH="$epoch" "$@" \
+  "$clang" -O2 -g -target bpf -mcpu=v3 -Wall -Werror -DNKC_BUILD_EPOCH="$epoch" "$@" \
     -I "$root/bpf/include" -I "$root/bpf/lib" \
     -idirafter "/usr/include/$multiarch" \
     -c "$src" -o "$obj.tmp.$$"

@@ -7,12 +7,14 @@
 import { spawn, spawnSync } from "node:child_process";
 import type { Fixture } from "../../test/integration/harness";
 
-export type NetperfTest = "TCP_RR" | "TCP_CRR" | "TCP_STREAM";
+/** TCP_MAERTS: TCP_STREAM the other way (the server sends). */
+export type NetperfTest = "TCP_RR" | "TCP_CRR" | "TCP_STREAM" | "TCP_MAERTS";
 
 export const UNITS: Record<NetperfTest, string> = {
   TCP_RR: "transactions/s",
   TCP_CRR: "connections/s",
   TCP_STREAM: "Mbit/s",
+  TCP_MAERTS: "Mbit/s",
 };
 
 function listening(netns: string): boolean {

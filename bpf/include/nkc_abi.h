@@ -153,4 +153,29 @@ struct nkc_sock_stats {
 };
 _Static_assert(sizeof(struct nkc_sock_stats) == 32, "nkc_sock_stats is 32 bytes");
 
+/*
+ * nkc_bandwidth (HASH), keyed by __u32 host ifindex: a pod's rate limits (bandwidth.h).
+ * Userspace writes an entry at ADD for a pod that has limits and removes it at DEL;
+ * the programs move the clocks and count drops. No entry: no limit.
+ */
+#define NKC_BW_MODE_POLICE 1 /* token bucket in the programs: drop what exceeds it */
+#define NKC_BW_MODE_EDT    2 /* reserved: departure times for an fq qdisc */
+
+struct nkc_bw_bucket {
+	__u64 rate;     /* bits per second; 0: this direction is not limited */
+	__u64 burst;    /* bits, as configured */
+	__u64 burst_ns; /* the burst in time at `rate`: how far the clock may run ahead */
+	__u64 clock_ns; /* when everything admitted so far will have been sent at `rate` */
+	__u64 dropped;  /* packets dropped */
+};
+_Static_assert(sizeof(struct nkc_bw_bucket) == 40, "nkc_bw_bucket is 40 bytes");
+
+struct nkc_bandwidth {
+	struct nkc_bw_bucket egress;  /* what the pod sends */
+	struct nkc_bw_bucket ingress; /* what is delivered to the pod */
+	__u32 mode;                   /* NKC_BW_MODE_* */
+	__u32 pad;                    /* always zero */
+};
+_Static_assert(sizeof(struct nkc_bandwidth) == 88, "nkc_bandwidth is 88 bytes");
+
 #endif

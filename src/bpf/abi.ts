@@ -11,6 +11,7 @@ export const MAP_NAMES = {
   counters: "nkc_counters",
   direct: "nkc_direct",
   directStats: "nkc_direct_stats",
+  bandwidth: "nkc_bandwidth",
 } as const;
 
 /** Maps that older builds pinned and this one no longer uses (removed after an upgrade). */
@@ -20,6 +21,7 @@ export const PROGRAM_NAMES = {
   fromPod: "nkc_from_pod",
   sourceCheck: "nkc_src_check",
   hostIn: "nkc_host_in",
+  podIngress: "nkc_pod_ingress",
 } as const;
 
 /** NKC_MAX_ENDPOINTS and NKC_DIRECT_TABLE_SIZE of nkc_abi.h. */
@@ -40,7 +42,7 @@ export const SOCK_MAP_NAMES = {
 } as const;
 export const SOCK_PROGRAM_NAMES = { sockOps: "nkc_sockops", skMsg: "nkc_sk_msg" } as const;
 
-/** The u32 host ifindex that keys nkc_counters, nkc_direct and nkc_direct_stats. */
+/** The u32 host ifindex that keys nkc_counters, nkc_direct, nkc_direct_stats and nkc_bandwidth. */
 export function ifindexKey(hostIfindex: number): Buffer {
   const key = Buffer.alloc(4);
   key.writeUInt32LE(hostIfindex);
@@ -187,4 +189,67 @@ export function sumSockCounters(perCpu: Buffer[]): SockCounters {
     });
   }
   return sum;
+}
+
+/** NKC_BW_MODE_*: how a pod's limits are enforced. Only policing exists yet. */
+export const BW_MODES = { police: 1, edt: 2 } as const;
+export type BandwidthMode = keyof typeof BW_MODES;
+
+/** One direction of struct nkc_bandwidth (struct nkc_bw_bucket, 40 bytes). */
+export interface BucketValue {
+  /** Bits per second; 0: not limited. */
+  rate: bigint;
+  /** Bits. */
+  burst: bigint;
+  burstNs: bigint;
+  clockNs: bigint;
+  dropped: bigint;
+}
+
+export interface BandwidthValue {
+  egress: BucketValue;
+  ingress: BucketValue;
+  mode: BandwidthMode | undefined;
+}
+
+export const BANDWIDTH_VALUE_SIZE = 88;
+const BUCKET_SIZE = 40;
+const MAX_U64 = (1n << 64n) - 1n;
+
+/** The burst as time at `rate`: how far a bucket's clock may run ahead of now. */
+export function burstNs(rate: bigint, burst: bigint): bigint {
+  if (rate === 0n) return 0n;
+  const ns = (burst * 1_000_000_000n) / rate;
+  return ns > MAX_U64 ? MAX_U64 : ns;
+}
+
+/** struct nkc_bandwidth: egress bucket, ingress bucket, u32 mode, u32 pad. */
+export function bandwidthValue(v: BandwidthValue): Buffer {
+  const value = Buffer.alloc(BANDWIDTH_VALUE_SIZE);
+  [v.egress, v.ingress].forEach((b, i) => {
+    const o = i * BUCKET_SIZE;
+    value.writeBigUInt64LE(b.rate, o);
+    value.writeBigUInt64LE(b.burst, o + 8);
+    value.writeBigUInt64LE(b.burstNs, o + 16);
+    value.writeBigUInt64LE(b.clockNs, o + 24);
+    value.writeBigUInt64LE(b.dropped, o + 32);
+  });
+  value.writeUInt32LE(v.mode ? BW_MODES[v.mode] : 0, 2 * BUCKET_SIZE);
+  return value;
+}
+
+export function decodeBandwidthValue(value: Buffer): BandwidthValue {
+  const bucket = (o: number): BucketValue => ({
+    rate: value.readBigUInt64LE(o),
+    burst: value.readBigUInt64LE(o + 8),
+    burstNs: value.readBigUInt64LE(o + 16),
+    clockNs: value.readBigUInt64LE(o + 24),
+    dropped: value.readBigUInt64LE(o + 32),
+  });
+  const mode = value.readUInt32LE(2 * BUCKET_SIZE);
+  return {
+    egress: bucket(0),
+    ingress: bucket(BUCKET_SIZE),
+    mode: (Object.keys(BW_MODES) as BandwidthMode[]).find((m) => BW_MODES[m] === mode),
+  };
 }

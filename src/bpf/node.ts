@@ -77,16 +77,19 @@ export interface NodeMaps {
   counters: BpfMap;
   direct: BpfMap;
   directStats: BpfMap;
+  bandwidth: BpfMap;
 }
 
-/** The maps DEL, CHECK and GC use: which pod is where, its counters and flow table. */
-export type EndpointMaps = Pick<NodeMaps, "endpoints" | "counters"> & Partial<Pick<NodeMaps, "direct" | "directStats">>;
+/** The maps DEL, CHECK and GC use: which pod is where, its counters, flow table and limits. */
+export type EndpointMaps = Pick<NodeMaps, "endpoints" | "counters"> &
+  Partial<Pick<NodeMaps, "direct" | "directStats" | "bandwidth">>;
 
 export interface NodePrograms {
   maps: NodeMaps;
   endpoints: EndpointMap;
-  /** fromPod: a pod's program with the fast path; sourceCheck: without it (fastPath false). */
-  programs: { fromPod: BpfProgram; sourceCheck: BpfProgram; hostIn: BpfProgram };
+  /** fromPod: a pod's program with the fast path; sourceCheck: without it (fastPath false);
+   * podIngress: a limited pod's ingress limit on its host device's transmit. */
+  programs: { fromPod: BpfProgram; sourceCheck: BpfProgram; hostIn: BpfProgram; podIngress: BpfProgram };
   /** Which variant runs on this node. */
   natCheck: NatCheck;
   /** When this call loaded the programs: why preferred variants did not load. */
@@ -213,6 +216,7 @@ function openPinnedNode(bpffsRoot: string, set: ProgramSet, opened: { close(): v
       fromPod: open(PROGRAM_NAMES.fromPod),
       sourceCheck: open(PROGRAM_NAMES.sourceCheck),
       hostIn: open(PROGRAM_NAMES.hostIn),
+      podIngress: open(PROGRAM_NAMES.podIngress),
     },
     natCheck: set.natCheck,
     skippedVariants: [],
@@ -281,6 +285,7 @@ function loadVariant(
       fromPod: load(objects.lxc, PROGRAM_NAMES.fromPod),
       sourceCheck: load(objects.lxc, PROGRAM_NAMES.sourceCheck),
       hostIn: load(objects.host, PROGRAM_NAMES.hostIn),
+      podIngress: load(objects.lxc, PROGRAM_NAMES.podIngress),
     };
   } finally {
     kernel?.close();
@@ -363,7 +368,7 @@ function removeRetiredMaps(bpffsRoot: string): void {
 /**
  * The pinned endpoint maps alone (DEL, CHECK, GC need no programs, and must work on a
  * node whose maps an older build pinned, before this build's first ADD adds the flow
- * tables: those are then absent). Throws if the endpoint or counter map is not pinned.
+ * tables and the rate limits: those are then absent). Throws if the endpoint or counter map is not pinned.
  */
 export function openNodeMaps(bpffsRoot: string): EndpointMaps & { close(): void } {
   const opened: BpfMap[] = [];
@@ -380,6 +385,7 @@ export function openNodeMaps(bpffsRoot: string): EndpointMaps & { close(): void 
       counters: open(MAP_NAMES.counters, false) as BpfMap,
       direct: open(MAP_NAMES.direct, true),
       directStats: open(MAP_NAMES.directStats, true),
+      bandwidth: open(MAP_NAMES.bandwidth, true),
       close: () => {
         for (const m of opened) m.close();
       },
@@ -444,5 +450,6 @@ function nodeMaps(byName: ReadonlyMap<string, BpfMap>): NodeMaps {
     counters: get(MAP_NAMES.counters),
     direct: get(MAP_NAMES.direct),
     directStats: get(MAP_NAMES.directStats),
+    bandwidth: get(MAP_NAMES.bandwidth),
   };
 }

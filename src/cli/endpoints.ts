@@ -2,11 +2,26 @@
  * `netkit-cni endpoints`: the pods this node's plugin wired, one row each: container,
  * interface, host device and its kind, addresses, the fast-path counters that say which
  * path their packets took, and how full its direct-flow table is (entries held, and what
- * the LRU evicted), and how many of its sockets the socket bypass splices now (SPLICED).
+ * the LRU evicted), how many of its sockets the socket bypass splices now (SPLICED), and
+ * its rate limits: how they are enforced (police), the rates, and what they dropped.
  * Read-only; run in the node's network namespace.
  */
-import { type Counters, listBypassedSockets, openSockMaps, readSockCounters, type SockCounters } from "../bpf/index";
-import { countersOf, endpointMapEntries, endpointState, type FlowTableUsage, flowTableOf } from "../datapath/fastpath";
+import {
+  type Counters,
+  listBypassedSockets,
+  openSockMaps,
+  type PodLimits,
+  readSockCounters,
+  type SockCounters,
+} from "../bpf/index";
+import {
+  countersOf,
+  endpointMapEntries,
+  endpointState,
+  type FlowTableUsage,
+  flowTableOf,
+  limitsOf,
+} from "../datapath/fastpath";
 import { parseOwnerAlias } from "../datapath/naming";
 import { listLinks } from "../netlink/links";
 import { RtnlSocket } from "../netlink/socket";
@@ -24,6 +39,8 @@ export interface EndpointRow {
   bypassedSockets: number;
   /** What the bypass did for its sockets so far (absent: never asked to). */
   sockCounters: Record<keyof SockCounters, number> | undefined;
+  /** Its rate limits (bits/s, bits), their mode and drops; absent: not limited. */
+  limits: PodLimits | undefined;
 }
 
 const numbers = <T extends object>(o: T | undefined) =>
@@ -68,6 +85,7 @@ export async function listEndpoints(bpffsRoot: string): Promise<EndpointRow[]> {
       flowTable: numbers(flowTableOf(bpffsRoot, link.index)),
       bypassedSockets: addresses.reduce((n, ip) => n + (bypassed.get(ip) ?? 0), 0),
       sockCounters: numbers(sockCounters(link.index)),
+      limits: limitsOf(bpffsRoot, link.index),
     });
   }
   return rows;
@@ -87,6 +105,8 @@ export function formatEndpoints(rows: EndpointRow[]): string {
     "FLOWS",
     "EVICTED",
     "SPLICED",
+    "LIMITS",
+    "LIMIT DROPS",
   ];
   const table = rows.map((r) => {
     const c = r.counters;
@@ -104,6 +124,8 @@ export function formatEndpoints(rows: EndpointRow[]): string {
       r.flowTable ? `${r.flowTable.entries}/${r.flowTable.capacity}` : "-",
       r.flowTable ? String(r.flowTable.evicted) : "-",
       String(r.bypassedSockets),
+      formatLimits(r.limits),
+      r.limits ? String((r.limits.ingress?.dropped ?? 0) + (r.limits.egress?.dropped ?? 0)) : "-",
     ];
   });
   const widths = header.map((h, i) => Math.max(h.length, ...table.map((row) => row[i]?.length ?? 0)));
@@ -115,4 +137,22 @@ export function formatEndpoints(rows: EndpointRow[]): string {
         .trimEnd(),
     )
     .join("\n");
+}
+
+/** "police in 10M out -": the mode, then each direction's rate in bits per second. */
+function formatLimits(limits: PodLimits | undefined): string {
+  if (!limits) return "-";
+  const rate = (l: { rate: number } | undefined) => (l ? bits(l.rate) : "-");
+  return `${limits.mode ?? "?"} in ${rate(limits.ingress)} out ${rate(limits.egress)}`;
+}
+
+function bits(n: number): string {
+  for (const [unit, size] of [
+    ["G", 1e9],
+    ["M", 1e6],
+    ["k", 1e3],
+  ] as const) {
+    if (n >= size) return `${Number((n / size).toFixed(2))}${unit}`;
+  }
+  return String(n);
 }

@@ -50,7 +50,7 @@ export const INSTALL_USAGE = `usage: netkit-cni install [options]
   --host-interface DEV the uplink (default: the device of the default route)
   --mtu N              pod MTU (default: the uplink's)
   --no-portmap         leave portmap (hostPort) out of the generated chain
-  --bandwidth          add bandwidth (traffic shaping) to the generated chain
+  --bandwidth          accepted for older scripts: netkit-cni enforces pod bandwidth itself
   --data-dir DIR       IPAM store (/var/lib/cni/networks)
   --log-file FILE      plugin log (/var/log/netkit-cni.log)
   --bpffs-root DIR     where the node's eBPF state is pinned (/sys/fs/bpf/netkit-cni)

@@ -10,6 +10,7 @@
 import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
+import { BANDWIDTH_CAPABILITY } from "../cni/bandwidth";
 import { POD_ANNOTATIONS_CAPABILITY, parseNetConf } from "../cni/config";
 import { isPackagedExecutable } from "../sys/embedded-assets";
 import { DEFAULT_CONFLIST_NAME, InstallError, type InstallOptions } from "./install-options";
@@ -24,12 +25,18 @@ export interface InstallReport {
   conflist: { path: string; action: FileAction };
   warnings: string[];
 }
-/** The conflist for a node: netkit-cni with its embedded IPAM, then portmap (and bandwidth). */
+/**
+ * The conflist for a node: netkit-cni with its embedded IPAM, then portmap. No reference
+ * `bandwidth` plugin: netkit-cni enforces the capability itself, and the reference one
+ * refuses netkit pods (it looks for a veth peer) and shapes on the host device, which the
+ * fast path's redirects skip.
+ */
 export function generateConflist(g: InstallOptions["generate"]): Record<string, unknown> {
   const plugin: Record<string, unknown> = {
     type: PLUGIN_TYPE,
-    // The runtime passes the pod's annotations: netkit-cni.io/datapath picks a pod's device kind.
-    capabilities: { [POD_ANNOTATIONS_CAPABILITY]: true },
+    // The runtime passes the pod's annotations (netkit-cni.io/datapath picks a pod's device
+    // kind) and its kubernetes.io/{ingress,egress}-bandwidth as the bandwidth capability.
+    capabilities: { [POD_ANNOTATIONS_CAPABILITY]: true, [BANDWIDTH_CAPABILITY]: true },
     datapath: g.datapath,
     clusterCIDRs: g.clusterCidrs.length > 0 ? g.clusterCidrs : g.podCidrs,
   };
@@ -42,7 +49,6 @@ export function generateConflist(g: InstallOptions["generate"]): Record<string, 
   plugin.ipam = ipam;
   const plugins: unknown[] = [plugin];
   if (g.portmap) plugins.push({ type: "portmap", capabilities: { portMappings: true } });
-  if (g.bandwidth) plugins.push({ type: "bandwidth", capabilities: { bandwidth: true } });
   // Runtimes on libcni < 1.2 read cniVersion (up to 1.0.0); newer ones pick from cniVersions.
   return { cniVersion: "1.0.0", cniVersions: ["1.0.0", "1.1.0"], name: g.name, plugins };
 }
@@ -73,6 +79,12 @@ export function validateConflist(text: string, origin: string): Record<string, u
     throw new InstallError(`${origin}: ${(e as Error).message}`);
   }
   return conf;
+}
+
+/** Does the conflist hand the bandwidth capability to the reference plugin too? */
+function chainsReferenceBandwidth(conf: Record<string, unknown>): boolean {
+  const plugins = conf.plugins as Record<string, unknown>[];
+  return plugins.slice(1).some((p) => p?.type === "bandwidth");
 }
 
 /** Does this config file belong to netkit-cni (its first plugin is ours)? */
@@ -132,7 +144,16 @@ export function install(opts: InstallOptions): InstallReport {
   const text = opts.conflist
     ? fs.readFileSync(opts.conflist, "utf8")
     : `${JSON.stringify(generateConflist(opts.generate), null, 2)}\n`;
-  validateConflist(text, opts.conflist ?? "the generated conflist");
+  const conflist = validateConflist(text, opts.conflist ?? "the generated conflist");
+  if (!opts.conflist && opts.generate.bandwidth) {
+    warnings.push("--bandwidth is no longer needed: netkit-cni enforces the bandwidth capability itself");
+  }
+  if (chainsReferenceBandwidth(conflist)) {
+    warnings.push(
+      `${opts.conflist} chains the reference bandwidth plugin after netkit-cni, which enforces the bandwidth ` +
+        "capability itself: netkit pods with bandwidth annotations would be refused (it needs a veth peer)",
+    );
+  }
 
   fs.mkdirSync(opts.binDir, { recursive: true, mode: 0o755 });
   fs.mkdirSync(opts.confDir, { recursive: true, mode: 0o755 });

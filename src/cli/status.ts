@@ -5,7 +5,8 @@
  * each endpoint's), the endpoint count, how full the per-endpoint flow tables are, and
  * what is wrong: pins or map entries for devices that no longer exist, links
  * whose device is gone, devices we own that have no programs; and the socket bypass: its
- * links and spliced sockets, or why this kernel cannot run it. Read-only (the netkit
+ * links and spliced sockets, or why this kernel cannot run it; how many pods have rate
+ * limits and how they are enforced. Read-only (the netkit
  * answer is cached under /run like ADD caches it); run in the node's network namespace.
  */
 import * as fs from "node:fs";
@@ -24,7 +25,13 @@ import {
 } from "../bpf/index";
 import { conntrackUnavailable } from "../bpf/node";
 import { listBypassedSockets, openSockMaps, sockRoot } from "../bpf/sock";
-import { embeddedObjects, endpointMapEntries, flowTableOf, pinnedEndpointDevices } from "../datapath/fastpath";
+import {
+  embeddedObjects,
+  endpointMapEntries,
+  flowTableOf,
+  limitsOf,
+  pinnedEndpointDevices,
+} from "../datapath/fastpath";
 import { parseOwnerAlias } from "../datapath/naming";
 import { kernelHasNetkit } from "../datapath/probe";
 import { readSockBypassOff, type SockBypassOff, sockBypassUnavailable } from "../datapath/sockbypass";
@@ -84,6 +91,8 @@ export interface NodeStatus {
     /** Why the last ADD that asked for it on some cgroup could not run it (e.g. not cgroup v2). */
     off: SockBypassOff | undefined;
   };
+  /** Pods with rate limits (the bandwidth capability), by how they are enforced. */
+  bandwidth: { limited: number; modes: Record<string, number> };
   endpoints: {
     /** Host devices carrying our owner alias. */
     devices: number;
@@ -227,6 +236,15 @@ export async function nodeStatus(bpffsRoot: string): Promise<NodeStatus> {
     flowTables.evicted += Number(t.evicted);
   }
 
+  const bandwidth = { limited: 0, modes: {} as Record<string, number> };
+  for (const l of owned) {
+    const limits = limitsOf(root, l.index);
+    if (!limits) continue;
+    bandwidth.limited += 1;
+    const mode = limits.mode ?? "unknown";
+    bandwidth.modes[mode] = (bandwidth.modes[mode] ?? 0) + 1;
+  }
+
   const sockLinks = listDir(sockRoot(root))
     .filter((name) => name !== "programs")
     .map((name) => {
@@ -269,6 +287,7 @@ export async function nodeStatus(bpffsRoot: string): Promise<NodeStatus> {
       unavailable: sockBypassUnavailable(undefined),
       off: readSockBypassOff(root),
     },
+    bandwidth,
     endpoints: { devices: owned.length, pinned: pinned.length, addresses: entries.size, links: endpointLinks },
     problems,
   };
@@ -317,6 +336,10 @@ export function formatStatus(s: NodeStatus): string {
   // Another network's cgroup may run it while this one could not.
   if (sb.links.length > 0 && sb.off)
     lines.push(`socket bypass   off for ${sb.off.cgroup ?? "the cgroup v2 root"}: ${sb.off.reason}`);
+  const modes = Object.entries(s.bandwidth.modes).map(
+    ([m, n]) => `${n} ${m === "police" ? "policed (token bucket in the programs)" : m}`,
+  );
+  lines.push(`rate limits     ${s.bandwidth.limited} pods${modes.length > 0 ? `: ${modes.join(", ")}` : ""}`);
   lines.push(
     `endpoints       ${s.endpoints.devices} devices, ${s.endpoints.pinned} with programs, ${s.endpoints.addresses} addresses in the endpoint map`,
   );

@@ -6,6 +6,7 @@
  */
 
 import { isCidr } from "./address";
+import { type BandwidthRequest, readBandwidthRequest } from "./bandwidth";
 import { CniError, ErrorCode, invalidConfig } from "./errors";
 import { parseResult, type Result } from "./result";
 import { type CniVersion, negotiateVersion } from "./version";
@@ -90,6 +91,11 @@ export interface NetConf {
    * it (podDatapath() validates), so DEL of a pod ADD refused still succeeds.
    */
   datapathAnnotation: unknown;
+  /**
+   * The pod's rate limits as received (the config's own keys, else the `bandwidth`
+   * capability), unchecked for the same reason: bandwidth.ts's podBandwidth() validates.
+   */
+  bandwidthRequest: BandwidthRequest | undefined;
   /** GC only: the attachments the runtime still knows about. */
   validAttachments: Attachment[] | undefined;
   /** The parsed JSON as received, forwarded unchanged to delegated plugins. */
@@ -260,6 +266,7 @@ export function parseNetConf(stdin: Buffer | string): NetConf {
     fastPath: parseFastPath(raw),
     prevResult,
     datapathAnnotation: readDatapathAnnotation(raw),
+    bandwidthRequest: readBandwidthRequest(raw),
     validAttachments: parseValidAttachments(raw),
     raw,
   };

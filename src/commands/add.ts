@@ -5,6 +5,7 @@
  * IP allocation.
  */
 import { AF_INET, formatCidr, hostPrefix } from "../cni/address";
+import { podBandwidth } from "../cni/bandwidth";
 import { podDatapath } from "../cni/config";
 import { CniError, ErrorCode } from "../cni/errors";
 import type { Result } from "../cni/result";
@@ -41,6 +42,8 @@ export async function cmdAdd(inv: Invocation): Promise<Result> {
         `host device ${hostDevice} for container ${env.containerId} ${env.ifname} already exists; DEL it first`,
       );
     }
+    // Its rate limits (code 7 for bad values), checked before anything is made.
+    const bandwidth = podBandwidth(conf.bandwidthRequest);
     // The pod's annotation, if the runtime passed one, over the network's datapath.
     const datapath = await chooseDatapath(podDatapath(conf), conf, ns.host);
     const uplink = await resolveUplink(ns.host, conf.fastPath.hostInterface);
@@ -86,6 +89,7 @@ export async function cmdAdd(inv: Invocation): Promise<Result> {
       hostIfindex: pair.hostLink.index,
       kind: datapath.kind,
       addresses,
+      bandwidth,
     });
     await failpoint("fastpath-attached");
 

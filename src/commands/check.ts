@@ -1,13 +1,17 @@
 /**
  * CHECK: verify the pod's network is still what ADD made, as recorded in prevResult:
  * both device ends exist and are up, the pod has its addresses and default routes, the
- * host routes each address to the pod. The first difference fails with a message that
- * says what is missing and where.
+ * host routes each address to the pod, and its rate limits are the ones the config (or
+ * the runtime's bandwidth capability) asks for now. The first difference fails with a
+ * message that says what is missing and where.
  */
+
+import { limitMismatches } from "../bpf/index";
 import { formatCidr, hostPrefix } from "../cni/address";
+import { type Bandwidth, podBandwidth } from "../cni/bandwidth";
 import { CniError, ErrorCode, invalidConfig } from "../cni/errors";
 import type { IpConfig, Result } from "../cni/result";
-import { endpointMapEntries, endpointState } from "../datapath/fastpath";
+import { endpointMapEntries, endpointState, limitsOf } from "../datapath/fastpath";
 import { closeNamespaces, openNamespaces } from "../datapath/namespaces";
 import { aliasClaims, hostDeviceName } from "../datapath/naming";
 import { listAddresses } from "../netlink/addrs";
@@ -23,6 +27,7 @@ export async function cmdCheck(inv: Invocation): Promise<void> {
   const prev = conf.prevResult;
   if (!prev) throw invalidConfig("CHECK needs prevResult: the result of the ADD being checked");
   const addresses = podAddresses(prev, env.ifname).map((ip) => ip.address);
+  const bandwidth = podBandwidth(conf.bandwidthRequest);
   ipamBackend(inv)?.check(addresses);
 
   const ns = openNamespaces(env.netns);
@@ -64,6 +69,7 @@ export async function cmdCheck(inv: Invocation): Promise<void> {
     if (conf.fastPath.enabled || endpointState(root, hostDevice).pinned || hasEndpointEntry(root, hostLink.index)) {
       checkFastPath(root, hostDevice, hostLink.index, addresses);
     }
+    checkLimits(root, hostDevice, hostLink.index, bandwidth);
   } finally {
     closeNamespaces(ns);
   }
@@ -81,6 +87,15 @@ function checkFastPath(root: string, hostDevice: string, hostIfindex: number, ad
     if (entry?.hostIfindex !== hostIfindex) {
       throw mismatch(`endpoint map entry for ${ip} is ${entry ? `on ifindex ${entry.hostIfindex}` : "missing"}`);
     }
+  }
+}
+
+/** The pod's rate limits in the map are the config's, and an ingress limit has its program. */
+function checkLimits(root: string, hostDevice: string, hostIfindex: number, want: Bandwidth | undefined): void {
+  const problems = limitMismatches(want, limitsOf(root, hostIfindex));
+  if (problems.length > 0) throw mismatch(`rate limits of ${hostDevice}: ${problems.join("; ")}`);
+  if (want?.ingress && !endpointState(root, hostDevice).ingressLimit) {
+    throw mismatch(`ingress limit of ${hostDevice} is not attached (no ${root}/endpoints/${hostDevice}/ingress_limit)`);
   }
 }
 

@@ -11,6 +11,7 @@
  *
  * Pin layout:  <root>/maps/nkc_*   <root>/programs/<epoch>-<hash>-<variant>/nkc_*
  *              <root>/uplink/<ifname>/ingress   <root>/endpoints/<host device>/from_pod
+ *              <root>/endpoints/<host device>/ingress_limit (pods with an ingress limit)
  *              <root>/sock/... (the socket bypass, sockbypass.ts)
  *
  * Longer than the ~350 lines other modules keep to: it is the verbs' one door to the
@@ -31,6 +32,7 @@ import {
   type DirectStats,
   deleteCounters,
   deleteDirectStats,
+  deletePodLimits,
   deleteSockCounters,
   type EndpointMaps,
   endpointTableOwners,
@@ -38,19 +40,24 @@ import {
   ensureBpffs,
   forgetSocketsOf,
   isBpffs,
+  limitedIfindexes,
   loadNodePrograms,
   type NatCheck,
   type NodeObjects,
   type NodePrograms,
   openNodeMaps,
   openSockMaps,
+  type PodLimits,
   PROGRAM_NAMES,
+  podLimits,
   programName,
   readCounters,
   readDirectStats,
   removeEndpointTable,
+  setPodLimits,
 } from "../bpf/index";
 import { hostPrefix } from "../cni/address";
+import type { Bandwidth } from "../cni/bandwidth";
 import type { NatCheckChoice } from "../cni/config";
 import { CniError, ErrorCode } from "../cni/errors";
 import { log } from "../log";
@@ -89,11 +96,15 @@ export interface FastPathEndpoint {
   hostIfindex: number;
   kind: DeviceKind;
   addresses: string[];
+  /** The pod's rate limits (cni/bandwidth.ts); absent: none. */
+  bandwidth?: Bandwidth | undefined;
 }
 
 const endpointDir = (root: string, hostDevice: string) => path.join(root, "endpoints", hostDevice);
 /** Pods added by older versions also have a to_pod pin; DEL and GC remove the directory. */
 const ENDPOINT_PINS = ["from_pod"] as const;
+/** A pod with an ingress limit also has nkc_pod_ingress on its host device's transmit. */
+const INGRESS_LIMIT_PIN = "ingress_limit";
 
 /** One lock per bpffs root, outside the bpffs (which holds no regular files). */
 export const nodeLockPath = (root: string) =>
@@ -181,10 +192,11 @@ export function attachEndpoint(settings: FastPathSettings, uplink: Uplink | unde
 }
 
 /**
- * The pod's part: a fresh flow table, then its one link (what the pod sends; each link
- * costs an RCU grace period under RTNL on attach and again on delete) running `program`,
- * then, last, its addresses: the programs and the table must be in place before traffic
- * is steered here.
+ * The pod's part: a fresh flow table and its rate limits, then its one link (what the pod
+ * sends; each link costs an RCU grace period under RTNL on attach and again on delete)
+ * running `program`, a second one only for a pod with an ingress limit, then, last, its
+ * addresses: the programs, the table and the limits must be in place before traffic is
+ * steered here.
  */
 function attachPod(
   root: string,
@@ -194,21 +206,49 @@ function attachPod(
   sockBypass: boolean,
 ): void {
   createEndpointTable(node.maps.direct, ep.hostIfindex);
+  // An entry left by an earlier holder of the ifindex must not limit this pod.
+  if (ep.bandwidth) setPodLimits(node.maps.bandwidth, ep.hostIfindex, ep.bandwidth, BANDWIDTH_MODE);
+  else deletePodLimits(node.maps.bandwidth, ep.hostIfindex);
+  // Pins left by an ADD that was killed before it could clean up name a dead device.
+  unpinEndpoint(root, ep.hostDevice);
   const link =
     ep.kind === "netkit"
       ? attachNetkit(program, ep.hostIfindex, "peer")
       : attachTcx(program, ep.hostIfindex, "ingress");
+  pinAndClose(link, path.join(endpointDir(root, ep.hostDevice), "from_pod"));
+  if (ep.bandwidth?.ingress) {
+    const limit =
+      ep.kind === "netkit"
+        ? attachNetkit(node.programs.podIngress, ep.hostIfindex, "primary")
+        : attachTcx(node.programs.podIngress, ep.hostIfindex, "egress");
+    pinAndClose(limit, path.join(endpointDir(root, ep.hostDevice), INGRESS_LIMIT_PIN));
+  }
+  // The socket bypass splices TCP past every hook that enforces rate limits: a limited
+  // pod's sockets stay on the packet path.
+  const bypass = sockBypass && !ep.bandwidth;
+  for (const cidr of ep.addresses) {
+    node.endpoints.upsert(hostPrefix(cidr).address, {
+      hostIfindex: ep.hostIfindex,
+      datapath: ep.kind,
+      sockBypass: bypass,
+    });
+  }
+}
+
+function pinAndClose(link: BpfLink, pin: string): void {
   try {
-    // Pins left by an ADD that was killed before it could clean up name a dead device.
-    unpinEndpoint(root, ep.hostDevice);
-    link.pin(path.join(endpointDir(root, ep.hostDevice), "from_pod"));
+    link.pin(pin);
   } finally {
     link.close();
   }
-  for (const cidr of ep.addresses) {
-    node.endpoints.upsert(hostPrefix(cidr).address, { hostIfindex: ep.hostIfindex, datapath: ep.kind, sockBypass });
-  }
 }
+
+/**
+ * How the programs enforce rate limits. Policing (a token bucket that drops) works on any
+ * kernel; EDT (departure times, shaped by an fq qdisc on the uplink) needs sch_fq and is
+ * not built yet.
+ */
+const BANDWIDTH_MODE = "police" as const;
 
 /** Attaches `program` to the uplink, or switches an existing link to it atomically. */
 export function attachUplink(root: string, uplink: Uplink, direction: "ingress" | "egress", program: BpfProgram): void {
@@ -255,21 +295,26 @@ function retireUplinkEgress(root: string, uplink: Uplink): void {
  * also have a to_pod link; it only observes, and goes at DEL.
  */
 export function switchEndpoints(root: string, node: Pick<NodePrograms, "programs" | "maps">): void {
-  const { fromPod, sourceCheck } = node.programs;
-  const ours = new Set([fromPod.id(), sourceCheck.id()]);
+  const { fromPod, sourceCheck, podIngress } = node.programs;
+  const ours = new Set([fromPod.id(), sourceCheck.id(), podIngress.id()]);
   for (const dev of pinnedEndpointDevices(root)) {
-    const pin = path.join(endpointDir(root, dev), "from_pod");
-    if (!fs.existsSync(pin)) continue;
-    const link = BpfLink.openPinned(pin);
-    try {
-      const running = link.programId();
-      if (ours.has(running)) continue;
-      link.update(programName(running) === PROGRAM_NAMES.sourceCheck ? sourceCheck : fromPod);
-    } catch (e) {
-      // A link whose device is gone is GC's to remove; the other pods still move.
-      log.warn(`endpoint ${dev}: cannot switch to this build's program: ${(e as Error).message}`);
-    } finally {
-      link.close();
+    for (const name of ["from_pod", INGRESS_LIMIT_PIN]) {
+      const pin = path.join(endpointDir(root, dev), name);
+      if (!fs.existsSync(pin)) continue;
+      const link = BpfLink.openPinned(pin);
+      try {
+        const running = link.programId();
+        if (ours.has(running)) continue;
+        const kind = programName(running);
+        link.update(
+          kind === PROGRAM_NAMES.podIngress ? podIngress : kind === PROGRAM_NAMES.sourceCheck ? sourceCheck : fromPod,
+        );
+      } catch (e) {
+        // A link whose device is gone is GC's to remove; the other pods still move.
+        log.warn(`endpoint ${dev}: cannot switch ${name} to this build's program: ${(e as Error).message}`);
+      } finally {
+        link.close();
+      }
     }
   }
   const withTable = new Set(endpointTableOwners(node.maps.direct));
@@ -367,6 +412,7 @@ async function deadEndpointState(root: string, liveIfindexes: () => Promise<Read
       ...new Set([
         ...[...maps.counters.keys()].map((k) => k.readUInt32LE(0)),
         ...(maps.direct ? endpointTableOwners(maps.direct) : []),
+        ...(maps.bandwidth ? limitedIfindexes(maps.bandwidth) : []),
       ]),
     ],
   })) ?? { entries: [], ifindexes: [] };
@@ -388,11 +434,12 @@ function removeDead(root: string, maps: EndpointMaps, dead: DeadState): string[]
   return removed;
 }
 
-/** Counters, flow table and its statistics: everything keyed by a device's ifindex. */
+/** Counters, flow table and its statistics, rate limits: everything keyed by a device's ifindex. */
 function forgetIfindex(maps: EndpointMaps, hostIfindex: number): void {
   deleteCounters(maps.counters, hostIfindex);
   if (maps.direct) removeEndpointTable(maps.direct, hostIfindex);
   if (maps.directStats) deleteDirectStats(maps.directStats, hostIfindex);
+  if (maps.bandwidth) deletePodLimits(maps.bandwidth, hostIfindex);
 }
 
 /** Runs `fn` with the pinned maps, or returns undefined when the node has none yet. */
@@ -406,9 +453,18 @@ function withNodeMaps<T>(root: string, fn: (maps: EndpointMaps) => T): T | undef
   }
 }
 
-/** Which endpoint pins and map entries exist (for CHECK and GC). */
-export function endpointState(root: string, hostDevice: string): { pinned: boolean } {
-  return { pinned: ENDPOINT_PINS.every((p) => fs.existsSync(path.join(endpointDir(root, hostDevice), p))) };
+/** Which endpoint pins exist (for CHECK and GC): the pod's program, its ingress limit. */
+export function endpointState(root: string, hostDevice: string): { pinned: boolean; ingressLimit: boolean } {
+  const dir = endpointDir(root, hostDevice);
+  return {
+    pinned: ENDPOINT_PINS.every((p) => fs.existsSync(path.join(dir, p))),
+    ingressLimit: fs.existsSync(path.join(dir, INGRESS_LIMIT_PIN)),
+  };
+}
+
+/** The pod's rate limits as the programs see them; undefined: none (or no map yet). */
+export function limitsOf(root: string, hostIfindex: number): PodLimits | undefined {
+  return withNodeMaps(root, (maps) => (maps.bandwidth ? podLimits(maps.bandwidth, hostIfindex) : undefined));
 }
 
 export function endpointMapEntries(root: string): Map<string, { hostIfindex: number; datapath: DeviceKind }> {

@@ -108,13 +108,19 @@ describe("NativeBuffer", () => {
 });
 
 describe("ELF objects", () => {
-  it("bpf_lxc.o has from_pod and src_check (a pod runs one of them), the shared maps and a GPL license", () => {
+  it("bpf_lxc.o has from_pod and src_check (a pod runs one of them), pod_ingress, the shared maps and a GPL license", () => {
     const spec = readObject(objects.variants.memory.lxc);
     expect(spec.license).toBe("GPL");
     expect(spec.programs.map((p) => [p.name, p.section])).toEqual([
       [PROGRAM_NAMES.fromPod, "tc/from_pod"],
       [PROGRAM_NAMES.sourceCheck, "tc/src_check"],
+      [PROGRAM_NAMES.podIngress, "tc/pod_ingress"],
     ]);
+    expect(spec.maps.find((m) => m.name === MAP_NAMES.bandwidth)).toMatchObject({
+      type: BPF_MAP_TYPE.HASH,
+      keySize: 4,
+      valueSize: 88,
+    });
     expect(spec.maps.map((m) => m.name).sort()).toEqual(Object.values(MAP_NAMES).sort());
     const endpoints = spec.maps.find((m) => m.name === MAP_NAMES.endpoints);
     expect(endpoints).toEqual({

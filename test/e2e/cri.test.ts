@@ -12,16 +12,17 @@
  * nodes (a containerd each) as a stand-in for kind.
  *
  * `make test-vm` runs this file again in the netkit guest (test/vm), where the conflist
- * asks for netkit and every pod must get it; the one difference is bandwidth: the
- * reference plugin cannot shape netkit pods (see that test). test/netkit/ also drives a
+ * asks for netkit and every pod must get it. test/netkit/ also drives a
  * netkit and a veth pod on one node there with the runtimeConfig and CNI_ARGS CRI sends.
  */
 import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { limitsOf } from "../../src/datapath/fastpath";
 import { Fixture, inNs, kernelHasNetkit, TEST_DATAPATH, uniqueName } from "../integration/harness";
 import { startServer, tcpRequest } from "../integration/tcp";
+import { ifindexOf } from "../integration/topology";
 import type { SandboxConfig, SandboxStatus } from "./cri/client";
 import { buildPauseImage, CriContainerd } from "./cri/containerd";
 import { leftovers, NOTHING_LEFT, PLUGIN_BINARY, Sandbox } from "./sandbox";
@@ -104,7 +105,6 @@ async function criNode(fx: Fixture, node: string, bpffsRoot: string, pauseImage:
     flags.hostInterface,
     "--datapath",
     flags.datapath ?? "auto",
-    "--bandwidth",
     "--data-dir",
     dataDir,
     "--log-file",
@@ -305,44 +305,24 @@ describe("containerd's CRI runs pods through the conflist netkit-cni install wri
     await expectNodeClean(n);
   }, 300_000);
 
-  it("bandwidth annotations reach the chained bandwidth plugin as CRI's bandwidth capability", async () => {
+  it("bandwidth annotations reach netkit-cni as CRI's bandwidth capability, which it enforces itself", async () => {
     const annotations = { "kubernetes.io/ingress-bandwidth": "10M", "kubernetes.io/egress-bandwidth": "20M" };
-    const tbf = () =>
-      (
-        JSON.parse(inNs(n.node, "tc", ["-j", "qdisc", "show"])) as {
-          kind: string;
-          dev: string;
-          options: { rate?: number };
-        }[]
-      )
-        .filter((q) => q.kind === "tbf")
-        .map((q) => ({ dev: q.dev.startsWith("bwp") ? "ifb" : q.dev, bytesPerSecond: q.options.rate }));
-
-    if (kind === "veth") {
-      // CRI turned the annotations into bits/s: the reference bandwidth plugin after ours
-      // shaped the pod's traffic with them, into the pod on our host device, out of it on
-      // the ifb device it mirrors the host device's ingress to.
-      const shaped = await runPod(n, "shaped", { annotations });
-      const hostDevice = hostDeviceOf(n.node, shaped.v4);
-      expect(hostDevice).toMatch(/^nk/);
-      expect(tbf().sort((x, y) => x.dev.localeCompare(y.dev))).toEqual([
-        { dev: "ifb", bytesPerSecond: 20_000_000 / 8 },
-        { dev: hostDevice, bytesPerSecond: 10_000_000 / 8 },
-      ]);
-      await stopAndRemove(n, [shaped]);
-      expect(inNs(n.node, "ip", ["-o", "link", "show"])).not.toMatch(/bwp/);
-    } else {
-      // The reference plugin finds the host device through the veth peer index, so with
-      // netkit pods it refuses; it acts only when it was given bandwidth, so its refusal
-      // is the proof the annotations arrived. CRI then tears the half-made pod down
-      // (DEL through the whole chain) and nothing is left. When netkit-cni shapes its
-      // pods itself, this is where that gets asserted instead.
-      await expect(n.cri.client.runPodSandbox(sandboxConfig(n, "shaped", { annotations }))).rejects.toThrow(
-        /plugin type="bandwidth" failed \(add\): .*not a veth interface/,
-      );
-      expect(leftovers(n.node, n.bpffsRoot, n.ipamDir)).toEqual(NOTHING_LEFT);
-    }
-    expect(tbf()).toEqual([]);
+    // CRI turned the annotations into bits/s with its own burst (2^32 - 1 bits); the
+    // installed conflist gives the capability to netkit-cni, on veth and netkit pods alike.
+    const shaped = await runPod(n, "shaped", { annotations });
+    const hostDevice = hostDeviceOf(n.node, shaped.v4);
+    expect(hostDevice).toMatch(/^nk/);
+    const hostIfindex = ifindexOf(n.node, hostDevice);
+    expect(limitsOf(n.bpffsRoot, hostIfindex)).toMatchObject({
+      mode: "police",
+      ingress: { rate: 10_000_000, burst: 4294967295 },
+      egress: { rate: 20_000_000, burst: 4294967295 },
+    });
+    // No reference bandwidth plugin in the chain: no qdisc, no ifb device.
+    expect(inNs(n.node, "tc", ["qdisc", "show"])).not.toMatch(/tbf|htb/);
+    expect(inNs(n.node, "ip", ["-o", "link", "show"])).not.toMatch(/bwp/);
+    await stopAndRemove(n, [shaped]);
+    expect(limitsOf(n.bpffsRoot, hostIfindex)).toBeUndefined();
     await expectNodeClean(n);
   }, 300_000);
 

@@ -101,8 +101,14 @@ describe("netkit-cni install on a scratch tree", () => {
     const update = runInstall(PLUGIN_BINARY, [...dirs, ...generated, "--datapath", "auto", "--bandwidth", "--json"]);
     expect(update.report?.conflist.action).toBe("updated");
     expect(update.report?.binary.action).toBe("unchanged");
-    const plugins = JSON.parse(fs.readFileSync(conf, "utf8")).plugins as { type: string }[];
-    expect(plugins.map((p) => p.type)).toEqual(["netkit-cni", "portmap", "bandwidth"]);
+    // netkit-cni enforces the bandwidth capability itself: --bandwidth chains nothing now.
+    const plugins = JSON.parse(fs.readFileSync(conf, "utf8")).plugins as {
+      type: string;
+      capabilities?: Record<string, boolean>;
+    }[];
+    expect(plugins.map((p) => p.type)).toEqual(["netkit-cni", "portmap"]);
+    expect(plugins[0]?.capabilities).toMatchObject({ bandwidth: true });
+    expect(update.report?.warnings.join("\n")).toContain("--bandwidth is no longer needed");
     expect([...tmpFiles(binDir), ...tmpFiles(confDir)]).toEqual([]);
     console.log(
       `install: fresh install of the ${(fs.statSync(bin).size / 1e6).toFixed(0)} MB executable in ${installMs} ms`,

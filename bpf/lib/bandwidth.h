@@ -1,0 +1,103 @@
+/*
+ * Per-pod rate limits (the CNI bandwidth capability), enforced by policing: a token
+ * bucket per direction, and what exceeds it is dropped. The bucket is kept as a virtual
+ * clock (GCRA): clock_ns is when everything admitted so far will have been sent at the
+ * pod's rate. A packet costs its wire length at that rate; it is admitted if the clock,
+ * advanced by its cost, runs no further than the burst ahead of now.
+ * Idle time refills the bucket because the clock never lags now. The same clock gives
+ * departure times for EDT (NKC_BW_MODE_EDT, with an fq qdisc on the uplink) later.
+ *
+ * One bucket per pod and direction, shared by every CPU: per-CPU buckets would each need
+ * the full rate (a flow sticks to one CPU, many flows spread), so the pod could send
+ * that rate times the CPU count. The clock moves only by compare-and-swap (BPF_ATOMIC
+ * CMPXCHG, -mcpu=v3): two CPUs can never both spend the same tokens. A spin lock would
+ * need the map's BTF, which our loader does not load (bpf/README.md). After
+ * NKC_BW_CAS_TRIES lost races the packet is dropped: the bucket is contended, so it is
+ * being spent as fast as it fills.
+ *
+ * Where it runs: egress in the pod's own program (nkc_from_pod, nkc_src_check); ingress
+ * on every path into the pod: before each bpf_redirect_peer into a pod (nkc_host_in,
+ * deliver_local), which skips the host device's transmit, and in nkc_pod_ingress on the
+ * host device's transmit (veth: tcx egress; netkit: the primary hook) for what the stack
+ * delivers and, netkit, what a local pod redirects to the primary.
+ *
+ * Fail safe: no entry, rate 0 or an unknown mode is no limit, the right default for the
+ * unlimited pods that have no entry at all.
+ */
+#ifndef NKC_BANDWIDTH_H
+#define NKC_BANDWIDTH_H
+
+#include "common.h"
+
+NKC_MAP(nkc_bandwidth, BPF_MAP_TYPE_HASH, __u32, struct nkc_bandwidth, NKC_MAX_ENDPOINTS, 0);
+
+#define NKC_NSEC_PER_SEC 1000000000ULL
+#define NKC_BW_CAS_TRIES 4
+
+/*
+ * What the packet occupies on the wire. A GSO packet is one skb for many segments, each
+ * of which carries its own headers once segmented: Ethernet, IP (by family) and TCP with
+ * timestamps (32 bytes), the common case.
+ */
+static __always_inline __u64 nkc_wire_len(struct __sk_buff *skb, __u32 family)
+{
+	__u64 len = skb->len;
+	__u32 segs = skb->gso_segs;
+
+	if (segs > 1)
+		len += (__u64)(segs - 1) * (ETH_HLEN + (family == NKC_AF_INET ? 20 : 40) + 32);
+	return len;
+}
+
+/* Takes `bytes` from the bucket; 0: over the limit, drop. */
+static __always_inline int nkc_bw_admit(struct nkc_bw_bucket *b, __u64 bytes)
+{
+	__u64 rate = b->rate;
+
+	if (!rate)
+		return 1;
+	/* bytes < 2^21 (the largest GSO packet): no overflow for any rate. */
+	__u64 cost = bytes * 8 * NKC_NSEC_PER_SEC / rate;
+	__u64 burst_ns = b->burst_ns;
+	__u64 now = bpf_ktime_get_ns();
+
+#pragma unroll
+	for (int i = 0; i < NKC_BW_CAS_TRIES; i++) {
+		__u64 clock = *(volatile __u64 *)&b->clock_ns;
+		__u64 start = clock > now ? clock : now;
+		__u64 debt = start - now;
+		/* A full bucket (no debt) admits one packet of any size: a GSO packet larger
+		 * than the burst still passes, and the long-run rate stays exact. */
+		if (debt && debt + cost > burst_ns)
+			break;
+		if (__sync_val_compare_and_swap(&b->clock_ns, clock, start + cost) == clock)
+			return 1;
+	}
+	__sync_fetch_and_add(&b->dropped, 1);
+	return 0;
+}
+
+static __always_inline struct nkc_bandwidth *nkc_bw_lookup(__u32 host_ifindex)
+{
+	struct nkc_bandwidth *bw = bpf_map_lookup_elem(&nkc_bandwidth, &host_ifindex);
+
+	return bw && bw->mode == NKC_BW_MODE_POLICE ? bw : NULL;
+}
+
+/* May the pod behind `host_ifindex` send this packet? */
+static __always_inline int nkc_bw_egress_ok(struct __sk_buff *skb, __u32 host_ifindex, __u32 family)
+{
+	struct nkc_bandwidth *bw = nkc_bw_lookup(host_ifindex);
+
+	return !bw || nkc_bw_admit(&bw->egress, nkc_wire_len(skb, family));
+}
+
+/* May this packet be delivered to the pod behind `host_ifindex`? */
+static __always_inline int nkc_bw_ingress_ok(struct __sk_buff *skb, __u32 host_ifindex, __u32 family)
+{
+	struct nkc_bandwidth *bw = nkc_bw_lookup(host_ifindex);
+
+	return !bw || nkc_bw_admit(&bw->ingress, nkc_wire_len(skb, family));
+}
+
+#endif

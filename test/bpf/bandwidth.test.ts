@@ -1,0 +1,139 @@
+/**
+ * The rate limits (bpf/lib/bandwidth.h) in every program that enforces them, with
+ * BPF_PROG_TEST_RUN on hand-built packets in the shared test node (helpers/node.ts).
+ * Each bucket is 1 Mbit/s deep 8000 bits (8 ms), and each packet 1000 bytes (8 ms at the
+ * rate): a full bucket admits one, the next one finds the bucket in debt and is dropped.
+ * Test runs take microseconds, far less than the 8 ms that would refill the bucket.
+ * Only the memory variant: the limits do not depend on the NAT check.
+ */
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { deletePodLimits, podLimits, setPodLimits } from "../../src/bpf/bandwidth";
+import { createEndpointTable } from "../../src/bpf/direct";
+import { loadNodePrograms, type NodePrograms } from "../../src/bpf/node";
+import type { BpfProgram } from "../../src/bpf/programs";
+import { inNetns } from "../../src/sys/netns";
+import { TestBpffs } from "./helpers/bpffs";
+import type { TestNetns } from "./helpers/netns";
+import { DROP, makeTestNode, NEXT, POD1, POD2, REDIRECT, REMOTE } from "./helpers/node";
+import { buildObjects } from "./helpers/objects";
+import { arpRequest, type PacketSpec, packet, TCP } from "./helpers/packets";
+import { testRun } from "./helpers/test-run";
+
+const LIMIT = { rate: 1_000_000, burst: 8_000 };
+const SIZE = 1000;
+
+let ns: TestNetns;
+let h1: number;
+let h2: number;
+let up: { ifindex: number; mac: string };
+let bpffs: TestBpffs;
+let node: NodePrograms;
+
+beforeAll(() => {
+  ({ ns, h1, h2, up } = makeTestNode("bw"));
+  bpffs = TestBpffs.mount();
+  node = loadNodePrograms(bpffs.root, buildObjects(), { clusterCidrs: ["10.244.0.0/16"], natChecks: ["memory"] });
+  createEndpointTable(node.maps.direct, h1);
+  createEndpointTable(node.maps.direct, h2);
+  for (const [pod, ifindex] of [
+    [POD1, h1],
+    [POD2, h2],
+  ] as const) {
+    node.endpoints.upsert(pod.v4, { hostIfindex: ifindex, datapath: "veth" });
+  }
+}, 60_000);
+
+afterAll(() => {
+  node?.close();
+  bpffs?.release();
+  ns?.destroy();
+});
+
+beforeEach(() => {
+  for (const ifindex of [h1, h2]) deletePodLimits(node.maps.bandwidth, ifindex);
+});
+
+/** A packet of SIZE bytes (padding after the headers: no program reads the IP length). */
+const sized = (spec: PacketSpec) => {
+  const p = packet(spec);
+  return Buffer.concat([p, Buffer.alloc(SIZE - p.length)]);
+};
+const run = (program: BpfProgram, ifindex: number, frame: Buffer) =>
+  inNetns(ns.path, () => testRun(program, { packet: frame, ifindex })).verdict;
+const verdicts = (n: number, send: () => number) => Array.from({ length: n }, send);
+const dropped = (ifindex: number) => {
+  const l = podLimits(node.maps.bandwidth, ifindex);
+  return { ingress: l?.ingress?.dropped, egress: l?.egress?.dropped };
+};
+
+describe("egress: the pod's own program", () => {
+  const fromPod1 = (program: BpfProgram) =>
+    run(program, h1, sized({ src: POD1.v4, dst: REMOTE.v4, proto: "tcp", tcpFlags: TCP.SYN }));
+
+  it("nkc_from_pod admits a full bucket's worth, then drops and counts", () => {
+    setPodLimits(node.maps.bandwidth, h1, { egress: LIMIT }, "police");
+    expect(verdicts(3, () => fromPod1(node.programs.fromPod))).toEqual([REDIRECT, DROP, DROP]);
+    expect(dropped(h1)).toEqual({ ingress: undefined, egress: 2 });
+  });
+
+  it("nkc_src_check limits the same way", () => {
+    setPodLimits(node.maps.bandwidth, h1, { egress: LIMIT }, "police");
+    expect(verdicts(2, () => fromPod1(node.programs.sourceCheck))).toEqual([NEXT, DROP]);
+  });
+
+  it("does not limit a pod without an entry, or a direction without a rate", () => {
+    expect(verdicts(3, () => fromPod1(node.programs.fromPod))).toEqual([REDIRECT, REDIRECT, REDIRECT]);
+    setPodLimits(node.maps.bandwidth, h1, { ingress: LIMIT }, "police");
+    expect(verdicts(3, () => fromPod1(node.programs.fromPod))).toEqual([REDIRECT, REDIRECT, REDIRECT]);
+  });
+
+  it("lets a packet larger than the burst through a full bucket (a GSO packet must pass)", () => {
+    setPodLimits(node.maps.bandwidth, h1, { egress: { rate: LIMIT.rate, burst: 800 } }, "police");
+    expect(verdicts(2, () => fromPod1(node.programs.fromPod))).toEqual([REDIRECT, DROP]);
+  });
+
+  it("leaves a mode it does not know (a later build's) unenforced", () => {
+    setPodLimits(node.maps.bandwidth, h1, { egress: LIMIT }, "edt");
+    expect(verdicts(3, () => fromPod1(node.programs.fromPod))).toEqual([REDIRECT, REDIRECT, REDIRECT]);
+  });
+});
+
+describe("ingress: every path into the pod", () => {
+  it("nkc_host_in limits before its bpf_redirect_peer", () => {
+    setPodLimits(node.maps.bandwidth, h2, { ingress: LIMIT }, "police");
+    const fromWire = () =>
+      run(
+        node.programs.hostIn,
+        up.ifindex,
+        sized({ src: REMOTE.v4, dst: POD2.v4, proto: "tcp", tcpFlags: TCP.SYN, dstMac: up.mac }),
+      );
+    expect(verdicts(2, fromWire)).toEqual([REDIRECT, DROP]);
+    expect(dropped(h2)).toEqual({ ingress: 1, egress: undefined });
+  });
+
+  it("a local pod's redirect is held to the receiver's ingress limit, not the sender's", () => {
+    setPodLimits(node.maps.bandwidth, h2, { ingress: LIMIT }, "police");
+    const toPod2 = () =>
+      run(node.programs.fromPod, h1, sized({ src: POD1.v4, dst: POD2.v4, proto: "tcp", tcpFlags: TCP.SYN }));
+    expect(verdicts(2, toPod2)).toEqual([REDIRECT, DROP]);
+    expect(dropped(h2)).toEqual({ ingress: 1, egress: undefined });
+  });
+
+  it("nkc_pod_ingress limits what the host device transmits into the pod, found by destination", () => {
+    setPodLimits(node.maps.bandwidth, h2, { ingress: LIMIT, egress: LIMIT }, "police");
+    const toPod = (dst: string) =>
+      run(node.programs.podIngress, h2, sized({ src: REMOTE.v4, dst, proto: "tcp", tcpFlags: TCP.SYN }));
+    expect(verdicts(2, () => toPod(POD2.v4))).toEqual([NEXT, DROP]);
+    // Not a limited pod's address (or no endpoint at all): not limited.
+    expect(verdicts(2, () => toPod(POD1.v4))).toEqual([NEXT, NEXT]);
+    expect(verdicts(2, () => toPod("10.99.0.1"))).toEqual([NEXT, NEXT]);
+    expect(run(node.programs.podIngress, h2, arpRequest())).toBe(NEXT);
+    // The egress bucket is the pod's other one, still full.
+    const fromPod2 = run(
+      node.programs.fromPod,
+      h2,
+      sized({ src: POD2.v4, dst: REMOTE.v4, proto: "tcp", tcpFlags: TCP.SYN }),
+    );
+    expect(fromPod2).toBe(REDIRECT);
+  });
+});
