@@ -33,7 +33,7 @@ typecheck: deps
 	npx tsc --noEmit
 
 lint: deps
-	npx biome check src test scripts vitest.config.ts
+	npx biome check src test scripts bench vitest.config.ts
 
 test-unit: deps
 	npx vitest run --project unit

@@ -4,8 +4,9 @@
  * run from the client's netns. Servers run in their own process group, registered with
  * the fixture so they are killed however the run ends.
  */
-import { spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import type { Fixture } from "../../test/integration/harness";
+import { startListening } from "./servers";
 
 /** TCP_MAERTS: TCP_STREAM the other way (the server sends). */
 export type NetperfTest = "TCP_RR" | "TCP_CRR" | "TCP_STREAM" | "TCP_MAERTS";
@@ -17,30 +18,9 @@ export const UNITS: Record<NetperfTest, string> = {
   TCP_MAERTS: "Mbit/s",
 };
 
-function listening(netns: string): boolean {
-  const r = spawnSync("nsenter", [`--net=/run/netns/${netns}`, "ss", "-Hltn", "sport = :12865"], { encoding: "utf8" });
-  return r.status === 0 && r.stdout.trim() !== "";
-}
-
+/** A netserver in `netns` on its default port, 12865. */
 export function startNetserver(fx: Fixture, netns: string): void {
-  const child = spawn("nsenter", [`--net=/run/netns/${netns}`, "netserver", "-D", "-4"], {
-    detached: true,
-    stdio: "ignore",
-  });
-  fx.processes.push({
-    kill: () => {
-      try {
-        if (child.pid) process.kill(-child.pid, "SIGKILL");
-      } catch {
-        // already gone
-      }
-    },
-  });
-  const deadline = Date.now() + 10_000;
-  while (!listening(netns)) {
-    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`netserver did not start in ${netns}`);
-    spawnSync("sleep", ["0.05"]);
-  }
+  startListening(fx, ["nsenter", `--net=/run/netns/${netns}`, "netserver", "-D", "-4"], netns, 12865, "netserver");
 }
 
 export interface NetperfResult {

@@ -24,13 +24,14 @@
  * an "on" run must have redirected (nearly) every byte it moved, an "off" or "loopback"
  * run must not have touched the counters. Anything else fails the run.
  */
-import { spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { openSockMaps, readSockCounters, type SockCounters } from "../../src/bpf/index";
 import { cgroup2Root, sockLinkPins } from "../../src/datapath/sockbypass";
 import { addPod, ifindexOf, makeCluster, type Pod } from "../../test/integration/topology";
 import { type BenchFixture, newFixture, onCleanup, tick } from "./cleanup";
+import { startListening } from "./servers";
 
 export const SOCK_VARIANTS = ["on", "off", "loopback"] as const;
 export type SockVariant = (typeof SOCK_VARIANTS)[number];
@@ -102,31 +103,8 @@ const inside = (p: Peers, cmd: string[]) => [
   ...cmd,
 ];
 
-function listening(netns: string, port: number): boolean {
-  const r = spawnSync("nsenter", [`--net=/run/netns/${netns}`, "ss", "-Hltn", `sport = :${port}`], {
-    encoding: "utf8",
-  });
-  return r.status === 0 && r.stdout.trim() !== "";
-}
-
 function startServer(fx: BenchFixture, p: Peers, cmd: string[], port: number): void {
-  const child = spawn("sh", inside(p, cmd), { detached: true, stdio: "ignore" });
-  fx.processes.push({
-    kill: () => {
-      try {
-        if (child.pid) process.kill(-child.pid, "SIGKILL");
-      } catch {
-        // already gone
-      }
-    },
-  });
-  const deadline = Date.now() + 10_000;
-  while (!listening(p.netns, port)) {
-    if (child.exitCode !== null || Date.now() > deadline) {
-      throw new Error(`${cmd[0]} did not start in ${p.netns} on port ${port}`);
-    }
-    sleepMs(50);
-  }
+  startListening(fx, ["sh", ...inside(p, cmd)], p.netns, port, cmd[0] ?? "server");
 }
 
 function cpuUsec(cgroup: string): number {
