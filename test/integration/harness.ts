@@ -267,6 +267,15 @@ export function allocatedIps(dataDir: string): string[] {
 }
 
 /** Host-side devices the plugin made in a node netns. */
+/** Polls `ok` (every 50 ms, 10 s at most) and throws naming `what` if it never holds. */
+export function waitUntil(what: string, ok: () => boolean, ms = 10_000): void {
+  const end = Date.now() + ms;
+  while (!ok()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 50);
+  }
+}
+
 export function pluginLinks(node: string): string[] {
   return inNs(node, "ip", ["-o", "link", "show"])
     .split("\n")

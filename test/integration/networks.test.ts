@@ -10,7 +10,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { listClusterCidrs } from "../../src/bpf/cluster";
 import { BpfMap } from "../../src/bpf/maps";
 import { endpointMapEntries, pinnedEndpointDevices } from "../../src/datapath/fastpath";
-import { Fixture, inNs, type PluginRun, ping, pluginLinks, runPlugin, TEST_DATAPATH } from "./harness";
+import { Fixture, inNs, type PluginRun, ping, pluginLinks, runPlugin, TEST_DATAPATH, waitUntil } from "./harness";
 import { ifindexOf } from "./topology";
 
 type IpamType = "host-local" | "netkit-cni";
@@ -179,6 +179,9 @@ describe.each(["host-local", "netkit-cni"] as const)("two networks on one node, 
     const p = populate();
     // B's pod vanished with its netns (taking the device) and its DEL never came.
     fx.deleteNetns(p.staleB.netns);
+    // The kernel tears a deleted netns down in the background: until its pair is gone the
+    // device still exists, and A's GC rightly leaves B's live-looking device alone.
+    waitUntil("B's stale pair to go with its netns", () => !pluginLinks(node).includes(p.staleB.hostDevice));
     const run = gc(a, [p.multiA, p.onlyA, p.staleA]);
     expect(run.status, run.stdout).toBe(0);
     expectCollected(p.staleB);
