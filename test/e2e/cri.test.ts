@@ -408,7 +408,7 @@ describe("a pod's netkit-cni.io/datapath annotation over the network's datapath,
 
   it("veth is honoured on a netkit network, an unknown value is refused naming the annotation, nothing leaks", async () => {
     const conflist = JSON.parse(fs.readFileSync(path.join(n.sb.dir, "etc-cni/net.d/10-netkit-cni.conflist"), "utf8"));
-    expect(conflist.plugins[0].capabilities).toEqual({ "io.kubernetes.cri.pod-annotations": true });
+    expect(conflist.plugins[0].capabilities).toEqual({ "io.kubernetes.cri.pod-annotations": true, bandwidth: true });
 
     const vethPod = await runPod(n, "ab-veth", { annotations: { "netkit-cni.io/datapath": "veth" } });
     expect(endpointKinds(n).get(vethPod.id)).toBe("veth");

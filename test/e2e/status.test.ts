@@ -95,7 +95,12 @@ describe("netkit-cni status", () => {
     expect(pinTree(fx.bpffsRoot)).toEqual(before);
     expect(code).toBe(0);
     expect(s.initialized).toBe(true);
-    expect(Object.keys(s.programs.ids).sort()).toEqual(["nkc_from_pod", "nkc_host_in", "nkc_src_check"]);
+    expect(Object.keys(s.programs.ids).sort()).toEqual([
+      "nkc_from_pod",
+      "nkc_host_in",
+      "nkc_pod_ingress",
+      "nkc_src_check",
+    ]);
     expect(s.programs.running).toBe(s.programs.build);
     expect(s.programs.pinnedBuilds).toEqual([`${s.programs.build}-${s.programs.natCheck}`]);
     // The conntrack check wherever the kernel can run it, and a reason wherever it cannot.
