@@ -71,6 +71,9 @@ const bridgeConf = {
 /** Our plugin's config as `install` writes it for this node, as a runtime hands it over. */
 function installedConf(): Record<string, unknown> {
   const confDir = fx.tempDir("nkt-swap-conf-");
+  const { ipam, ...bridgePlugin } = bridgeConf;
+  const bridgeList = { cniVersion: "1.0.0", name: NETWORK, plugins: [{ ...bridgePlugin, ipam }] };
+  fs.writeFileSync(path.join(confDir, "10-bridge.conflist"), JSON.stringify(bridgeList));
   const r = spawnSync(
     BINARY,
     [
@@ -85,7 +88,11 @@ function installedConf(): Record<string, unknown> {
     { encoding: "utf8" },
   );
   if (r.status !== 0) throw new Error(`install failed: ${r.stdout}${r.stderr}`);
-  const { conflist } = JSON.parse(r.stdout) as { conflist: { path: string } };
+  const report = JSON.parse(r.stdout) as { conflist: { path: string }; found: { file: string }[]; warnings: string[] };
+  expect(report.found.map((f) => f.file)).toEqual(["10-bridge.conflist"]);
+  expect(report.warnings).toEqual([]);
+  const { conflist } = report;
+  expect(path.basename(conflist.path)).toBe("00-netkit-cni.conflist");
   const list = JSON.parse(fs.readFileSync(conflist.path, "utf8")) as { name: string; plugins: object[] };
   return { ...list.plugins[0], name: list.name, cniVersion: "1.0.0" };
 }
