@@ -50,16 +50,20 @@ interface Connected {
   dst: string;
 }
 
+const prefixLength = (dst: string) => Number(dst.slice(dst.lastIndexOf("/") + 1));
+const isHostRoute = (r: RouteFact) => !r.gateway && prefixLength(r.dst) === addressBits(r.family);
+
 /** Connected routes (no gateway, not a host prefix, not a default) of devices not ours. */
 export function connectedRoutes(routes: RouteFact[], ourDevices: ReadonlySet<number>): Connected[] {
   const out: Connected[] = [];
   for (const r of routes) {
     if (r.gateway || r.ifindex === 0 || ourDevices.has(r.ifindex)) continue;
+    const length = prefixLength(r.dst);
+    if (length === 0 || length === addressBits(r.family)) continue;
+    // Every device has fe80::/64, and no pod address is link-local.
+    if (r.dst.toLowerCase().startsWith("fe80:")) continue;
     const parsed = parseSubnet(r.dst);
-    if (!parsed.ok) continue;
-    const { subnet } = parsed;
-    if (subnet.prefixLength === 0 || subnet.prefixLength === addressBits(subnet.family)) continue;
-    out.push({ subnet, ifindex: r.ifindex, dst: r.dst });
+    if (parsed.ok) out.push({ subnet: parsed.subnet, ifindex: r.ifindex, dst: r.dst });
   }
   return out;
 }
@@ -74,8 +78,23 @@ export function coveringRoutes(address: string, connected: Connected[]): { ifind
 /** Our pods' addresses: the host routes (/32, /128) through our devices. */
 export function podAddresses(routes: RouteFact[], ourDevices: ReadonlySet<number>): string[] {
   return routes
-    .filter((r) => !r.gateway && ourDevices.has(r.ifindex) && r.dst.endsWith(`/${addressBits(r.family)}`))
+    .filter((r) => isHostRoute(r) && ourDevices.has(r.ifindex))
     .map((r) => r.dst.slice(0, r.dst.lastIndexOf("/")));
+}
+
+/**
+ * Whether any host route lies inside a connected route of another device, whoever owns
+ * either: false means no pod of ours can need an entry, without asking which devices
+ * are ours.
+ */
+export function mayNeedProxies(routes: RouteFact[]): boolean {
+  const connected = connectedRoutes(routes, new Set());
+  if (connected.length === 0) return false;
+  return routes.some(
+    (r) =>
+      isHostRoute(r) &&
+      coveringRoutes(r.dst.slice(0, r.dst.lastIndexOf("/")), connected).some((c) => c.ifindex !== r.ifindex),
+  );
 }
 
 export interface ProxyEntry {

@@ -21,7 +21,14 @@ import { listRoutes } from "../netlink/routes";
 import type { RtnlSocket } from "../netlink/socket";
 import { LockTimeoutError, withFileLockAsync } from "../sys/file-lock";
 import { mkdirs } from "../sys/mkdirs";
-import { ndpChanges, PROXY_PROTOCOL, PROXY_PROTOCOL_NDP_SET, planProxies } from "./coexist-plan";
+import {
+  isOurProxy,
+  mayNeedProxies,
+  ndpChanges,
+  PROXY_PROTOCOL,
+  PROXY_PROTOCOL_NDP_SET,
+  planProxies,
+} from "./coexist-plan";
 import { parseOwnerAlias } from "./naming";
 import { ensureSysctl, readSysctl } from "./sysctl";
 
@@ -47,11 +54,15 @@ export async function syncNeighbourProxies(host: RtnlSocket, without: string[] =
 }
 
 async function sync(host: RtnlSocket, without: ReadonlySet<string>): Promise<void> {
+  const routes = await listRoutes(host);
+  const proxies = [...(await listProxyNeighbors(host, AF_INET)), ...(await listProxyNeighbors(host, AF_INET6))];
+  // Listing the devices costs milliseconds on a node with many pods, and almost every
+  // node has nothing to do here: no entry of ours, and no host route inside any
+  // connected subnet.
+  if (!proxies.some(isOurProxy) && !mayNeedProxies(routes)) return;
   const links = await listLinks(host);
   const names = new Map(links.map((l) => [l.index, l.name]));
   const ourDevices = new Set(links.filter((l) => parseOwnerAlias(l.alias)).map((l) => l.index));
-  const routes = await listRoutes(host);
-  const proxies = [...(await listProxyNeighbors(host, AF_INET)), ...(await listProxyNeighbors(host, AF_INET6))];
   const plan = planProxies({ routes, ourDevices, proxies, without });
   if (plan.add.length === 0 && plan.remove.length === 0) return;
   const ndp = new Map(ndpChanges(plan, proxies).map((c) => [c.ifindex, c]));

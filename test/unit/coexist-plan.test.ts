@@ -7,6 +7,7 @@ import { describe, expect, it } from "vitest";
 import {
   connectedRoutes,
   coveringRoutes,
+  mayNeedProxies,
   ndpChanges,
   PROXY_PROTOCOL,
   PROXY_PROTOCOL_NDP_SET,
@@ -41,14 +42,8 @@ const routes: RouteFact[] = [
 describe("which device covers an address", () => {
   const connected = connectedRoutes(routes, ours);
 
-  it("takes connected routes of devices not ours, neither host prefixes nor defaults nor via a gateway", () => {
-    expect(connected.map((c) => c.dst)).toEqual([
-      "192.168.1.0/24",
-      "10.231.90.0/24",
-      "172.17.0.0/16",
-      "fd31:90::/64",
-      "fe80::/64",
-    ]);
+  it("takes connected routes of devices not ours, neither host prefixes nor defaults nor via a gateway nor link-local", () => {
+    expect(connected.map((c) => c.dst)).toEqual(["192.168.1.0/24", "10.231.90.0/24", "172.17.0.0/16", "fd31:90::/64"]);
   });
 
   it("finds the bridge for an address inside its subnet, nothing for one outside", () => {
@@ -60,6 +55,18 @@ describe("which device covers an address", () => {
 
   it("reads our pods' addresses from the host routes through our devices", () => {
     expect(podAddresses(routes, ours)).toEqual(["10.231.90.5", "10.231.91.5", "fd31:90::5"]);
+  });
+});
+
+describe("the cheap test before asking which devices are ours", () => {
+  it("is true when a host route lies in another device's connected subnet", () => {
+    expect(mayNeedProxies(routes)).toBe(true);
+  });
+
+  it("is false without one: host routes outside every connected subnet, or inside their own device's", () => {
+    const none = routes.filter((r) => r.ifindex !== CNI0);
+    expect(mayNeedProxies(none)).toBe(false);
+    expect(mayNeedProxies([...none, { family: 2, dst: "192.168.1.9/32", ifindex: UPLINK }])).toBe(false);
   });
 });
 
