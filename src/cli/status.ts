@@ -5,7 +5,8 @@
  * each endpoint's), the endpoint count, how full the per-endpoint flow tables are, and
  * what is wrong: pins or map entries for devices that no longer exist, links
  * whose device is gone, devices we own that have no programs; and the socket bypass: its
- * links and spliced sockets, or why this kernel cannot run it. Read-only (the netkit
+ * links and spliced sockets, or why this kernel cannot run it; the devices of another
+ * plugin on which the node answers for our pods (a shared subnet). Read-only (the netkit
  * answer is cached under /run like ADD caches it); run in the node's network namespace.
  */
 import * as fs from "node:fs";
@@ -24,11 +25,14 @@ import {
 } from "../bpf/index";
 import { conntrackUnavailable } from "../bpf/node";
 import { listBypassedSockets, openSockMaps, sockRoot } from "../bpf/sock";
+import { AF_INET, AF_INET6 } from "../cni/address";
+import { isOurProxy } from "../datapath/coexist-plan";
 import { embeddedObjects, endpointMapEntries, flowTableOf, pinnedEndpointDevices } from "../datapath/fastpath";
 import { parseOwnerAlias } from "../datapath/naming";
 import { kernelHasNetkit } from "../datapath/probe";
 import { readSockBypassOff, type SockBypassOff, sockBypassUnavailable } from "../datapath/sockbypass";
 import { type Link, listLinks } from "../netlink/links";
+import { listProxyNeighbors, type ProxyNeighbor } from "../netlink/neighbors";
 import { RtnlSocket } from "../netlink/socket";
 import { objGetInfo } from "../sys/bpf-syscall";
 
@@ -84,6 +88,11 @@ export interface NodeStatus {
     /** Why the last ADD that asked for it on some cgroup could not run it (e.g. not cgroup v2). */
     off: SockBypassOff | undefined;
   };
+  /**
+   * Devices not ours on which the node answers ARP/ND for our pods (another plugin's
+   * bridge on the same subnet, datapath/coexist.ts), with the addresses it answers for.
+   */
+  sharedSubnets: { device: string; addresses: string[] }[];
   endpoints: {
     /** Host devices carrying our owner alias. */
     devices: number;
@@ -126,9 +135,11 @@ export async function nodeStatus(bpffsRoot: string): Promise<NodeStatus> {
   const host = RtnlSocket.open();
   let links: Link[];
   let netkit: boolean;
+  let proxies: ProxyNeighbor[];
   try {
     links = await listLinks(host);
     netkit = await kernelHasNetkit(host);
+    proxies = [...(await listProxyNeighbors(host, AF_INET)), ...(await listProxyNeighbors(host, AF_INET6))];
   } finally {
     host.close();
   }
@@ -269,9 +280,19 @@ export async function nodeStatus(bpffsRoot: string): Promise<NodeStatus> {
       unavailable: sockBypassUnavailable(undefined),
       off: readSockBypassOff(root),
     },
+    sharedSubnets: sharedSubnets(proxies, byIndex),
     endpoints: { devices: owned.length, pinned: pinned.length, addresses: entries.size, links: endpointLinks },
     problems,
   };
+}
+
+function sharedSubnets(proxies: ProxyNeighbor[], byIndex: Map<number, Link>): NodeStatus["sharedSubnets"] {
+  const byDevice = new Map<string, string[]>();
+  for (const p of proxies.filter(isOurProxy)) {
+    const device = byIndex.get(p.ifindex)?.name ?? `ifindex ${p.ifindex}`;
+    byDevice.set(device, [...(byDevice.get(device) ?? []), p.address]);
+  }
+  return [...byDevice].map(([device, addresses]) => ({ device, addresses }));
 }
 
 export function formatStatus(s: NodeStatus): string {
@@ -317,6 +338,9 @@ export function formatStatus(s: NodeStatus): string {
   // Another network's cgroup may run it while this one could not.
   if (sb.links.length > 0 && sb.off)
     lines.push(`socket bypass   off for ${sb.off.cgroup ?? "the cgroup v2 root"}: ${sb.off.reason}`);
+  for (const shared of s.sharedSubnets) {
+    lines.push(`shared subnet   ${shared.device}: answering ARP/ND for ${shared.addresses.join(", ")}`);
+  }
   lines.push(
     `endpoints       ${s.endpoints.devices} devices, ${s.endpoints.pinned} with programs, ${s.endpoints.addresses} addresses in the endpoint map`,
   );

@@ -158,6 +158,13 @@ describe("replacing the bridge plugin on a live node", () => {
     expect(sysctl("net.ipv6.conf.cni0.proxy_ndp")).toBe("1");
     expect(sysctl("net.ipv4.conf.cni0.proxy_arp")).toBe("0");
     expect(sysctl("net.ipv6.conf.uplink0.proxy_ndp")).toBe("0");
+    // `netkit-cni status` shows it.
+    const status = spawnSync("nsenter", [`--net=/run/netns/${node}`, BINARY, "status", "--bpffs-root", fx.bpffsRoot], {
+      encoding: "utf8",
+    });
+    const shared = status.stdout.split("\n").find((l) => l.startsWith("shared subnet"));
+    expect(shared, status.stdout).toMatch(/^shared subnet +cni0: answering ARP\/ND for /);
+    for (const a of newPods.flatMap((p) => [p.v4, p.v6])) expect(shared).toContain(a);
 
     for (const from of oldPods) {
       for (const to of newPods) {
