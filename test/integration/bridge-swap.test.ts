@@ -20,6 +20,7 @@ import {
   type PluginRun,
   ping,
   runPlugin,
+  runPluginAsync,
   TEST_DATAPATH,
   withPluginBinary,
 } from "./harness";
@@ -223,5 +224,46 @@ describe("replacing the bridge plugin on a live node", () => {
     expect(proxies("cni0")).toEqual([]);
     expect(sysctl("net.ipv6.conf.cni0.proxy_ndp")).toBe("1");
     expect(reserved().sort()).toEqual([old.v4, old.v6].sort());
+  });
+
+  it("keeps exactly the live pods' entries through concurrent ADDs and DELs and a pod lost without DEL", async () => {
+    addPod(bridgeConf, "old-1", BRIDGE);
+    const ours = installedConf();
+    const pods = Array.from({ length: 8 }, (_, i) => ({ containerId: `c${i}`, netns: fx.makeNetns("nkp") }));
+    const att = (p: { containerId: string; netns: string }) => ({
+      containerId: p.containerId,
+      netns: `/run/netns/${p.netns}`,
+      ifname: "eth0",
+    });
+    const adds = await Promise.all(pods.map((p) => runPluginAsync(node, "ADD", att(p), ours)));
+    for (const a of adds) expect(a.status, a.stdout).toBe(0);
+    const addressesOf = (a: PluginRun) =>
+      ((a.json?.ips ?? []) as { address: string }[]).map((i) => i.address.split("/")[0]);
+    const all = adds.flatMap(addressesOf);
+    expect(
+      proxies("cni0")
+        .map((p) => p.split(" ")[0])
+        .sort(),
+    ).toEqual([...all].sort());
+
+    // Half go by DEL while the other half stay; one of those is then lost without a DEL
+    // (its netns deleted takes its device and routes): the next ADD drops its entries.
+    const dels = await Promise.all(pods.slice(0, 4).map((p) => runPluginAsync(node, "DEL", att(p), ours)));
+    for (const d of dels) expect(d.status, d.stdout).toBe(0);
+    const [lost, ...kept] = pods.slice(4) as [(typeof pods)[0], ...(typeof pods)[0][]];
+    fx.deleteNetns(lost.netns);
+    const late = addPod(ours, "late");
+    const live = [...adds.slice(5).flatMap(addressesOf), late.v4, late.v6];
+    expect(
+      proxies("cni0")
+        .map((p) => p.split(" ")[0])
+        .sort(),
+    ).toEqual(live.sort());
+
+    await Promise.all(
+      [...kept, { containerId: "late", netns: late.netns }].map((p) => runPluginAsync(node, "DEL", att(p), ours)),
+    );
+    expect(proxies("cni0")).toEqual([]);
+    expect(sysctl("net.ipv6.conf.cni0.proxy_ndp")).toBe("0");
   });
 });
