@@ -5,7 +5,9 @@
  * and new pods reach each other both ways over IPv4 and IPv6 (the node answers ARP/ND
  * for ours on cni0), the node reaches all of them and they reach it, a runtime's DEL of
  * an old pod through our plugin releases its address, and when our last pod is gone
- * nothing of ours is left on cni0. Everything lives in a node netns of the test's own.
+ * nothing of ours is left on cni0. Also: proxy_ndp that was on before us stays on, GC
+ * and a pod lost without DEL, and concurrent ADDs and DELs leave exactly the live pods'
+ * entries. Everything lives in a node netns of the test's own.
  */
 import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
