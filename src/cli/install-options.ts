@@ -16,7 +16,10 @@ export interface InstallOptions {
   confDir: string;
   /** A conflist file to install as is (validated); else one is generated from the flags. */
   conflist: string | undefined;
-  /** File name in confDir; default: the --conflist's name, else 10-netkit-cni.conflist. */
+  /**
+   * File name in confDir; default: the --conflist's name, else 10-netkit-cni.conflist, or
+   * 00-netkit-cni.conflist when a bridge/ptp config would sort before that (install-existing.ts).
+   */
   confName: string | undefined;
   /** The executable to install; default: the running one. */
   binary: string | undefined;
@@ -42,7 +45,8 @@ export const INSTALL_USAGE = `usage: netkit-cni install [options]
   --bin-dir DIR        CNI plugin directory (${DEFAULT_BIN_DIR})
   --conf-dir DIR       CNI config directory (${DEFAULT_CONF_DIR})
   --conflist FILE      install this conflist (validated) instead of generating one
-  --conf-name NAME     file name in the config directory (${DEFAULT_CONFLIST_NAME})
+  --conf-name NAME     file name in the config directory (${DEFAULT_CONFLIST_NAME}; 00-netkit-cni.conflist
+                       when a bridge or ptp config would sort before it)
   --pod-cidr CIDR      this node's pod subnet(s), comma-separated or repeated (generated conflist)
   --cluster-cidr CIDR  every pod subnet of the cluster, for the fast path (default: the pod CIDRs)
   --datapath KIND      auto | netkit | veth (auto)
@@ -186,8 +190,9 @@ export function parseInstallOptions(args: string[]): InstallOptions {
   }
   if (opts.conflist && g.podCidrs.length > 0) throw new InstallError("give either --conflist or --pod-cidr, not both");
   if (!opts.conflist && g.podCidrs.length === 0) throw new InstallError("give --pod-cidr (or --conflist FILE)");
-  const name = opts.confName ?? (opts.conflist ? path.basename(opts.conflist) : DEFAULT_CONFLIST_NAME);
-  if (name.includes("/") || !/\.(conflist|conf|json)$/.test(name)) {
+  // Without either, install picks the name (it depends on what the directory holds).
+  const name = opts.confName ?? (opts.conflist ? path.basename(opts.conflist) : undefined);
+  if (name !== undefined && (name.includes("/") || !/\.(conflist|conf|json)$/.test(name))) {
     throw new InstallError(`config file name "${name}" must be a plain name ending in .conflist, .conf or .json`);
   }
   opts.confName = name;

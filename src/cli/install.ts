@@ -13,6 +13,13 @@ import * as path from "node:path";
 import { BANDWIDTH_CAPABILITY } from "../cni/bandwidth";
 import { POD_ANNOTATIONS_CAPABILITY, parseNetConf } from "../cni/config";
 import { isPackagedExecutable } from "../sys/embedded-assets";
+import {
+  type ExistingNetwork,
+  findReplaceable,
+  type OurNetwork,
+  SWAP_CONFLIST_NAME,
+  takeoverAdvice,
+} from "./install-existing";
 import { DEFAULT_CONFLIST_NAME, InstallError, type InstallOptions } from "./install-options";
 
 const BINARY_NAME = "netkit-cni";
@@ -23,6 +30,9 @@ export type FileAction = "installed" | "unchanged" | "upgraded" | "updated" | "r
 export interface InstallReport {
   binary: { path: string; action: FileAction; sha256: string | undefined };
   conflist: { path: string; action: FileAction };
+  /** Bridge/ptp networks found in the config directory, which netkit-cni takes over. */
+  found: ExistingNetwork[];
+  notes: string[];
   warnings: string[];
 }
 /**
@@ -136,22 +146,58 @@ function shadowingConfigs(confDir: string, ours: string): string[] {
     .sort();
 }
 
+/**
+ * Ours sorts first when a bridge/ptp config would otherwise: new pods must get netkit-cni.
+ * Once written under the swap name, it stays there (re-runs must update the file in use).
+ */
+function defaultConfName(confDir: string, found: ExistingNetwork[]): string {
+  const swap = path.join(confDir, SWAP_CONFLIST_NAME);
+  if (fs.existsSync(swap) && isOurs(fs.readFileSync(swap, "utf8"))) return SWAP_CONFLIST_NAME;
+  return found.some((e) => e.file < DEFAULT_CONFLIST_NAME) ? SWAP_CONFLIST_NAME : DEFAULT_CONFLIST_NAME;
+}
+
+/** The name, store and subnets of the network a (validated) conflist configures. */
+function ourNetwork(conf: Record<string, unknown>): OurNetwork {
+  const plugin = (conf.plugins as Record<string, unknown>[])[0] ?? {};
+  const ipam = (plugin.ipam ?? {}) as { dataDir?: unknown; ranges?: unknown };
+  const ranges = Array.isArray(ipam.ranges) ? (ipam.ranges.flat() as { subnet?: unknown }[]) : [];
+  return {
+    name: conf.name as string,
+    dataDir: typeof ipam.dataDir === "string" ? ipam.dataDir : undefined,
+    podCidrs: ranges.map((r) => r?.subnet).filter((s): s is string => typeof s === "string"),
+  };
+}
+
 export function install(opts: InstallOptions): InstallReport {
   const warnings: string[] = [];
-  const confName = opts.confName ?? DEFAULT_CONFLIST_NAME;
+  const notes: string[] = [];
+  const found = findReplaceable(opts.confDir);
+  const confName = opts.confName ?? defaultConfName(opts.confDir, found);
 
   // The conflist first: a bad one fails before anything is written.
   const text = opts.conflist
     ? fs.readFileSync(opts.conflist, "utf8")
     : `${JSON.stringify(generateConflist(opts.generate), null, 2)}\n`;
-  const conflist = validateConflist(text, opts.conflist ?? "the generated conflist");
+  const conf = validateConflist(text, opts.conflist ?? "the generated conflist");
   if (!opts.conflist && opts.generate.bandwidth) {
     warnings.push("--bandwidth is no longer needed: netkit-cni enforces the bandwidth capability itself");
   }
-  if (chainsReferenceBandwidth(conflist)) {
+  if (chainsReferenceBandwidth(conf)) {
     warnings.push(
       `${opts.conflist} chains the reference bandwidth plugin after netkit-cni, which enforces the bandwidth ` +
         "capability itself: netkit pods with bandwidth annotations would be refused (it needs a veth peer)",
+    );
+  }
+  for (const theirs of found) {
+    const advice = takeoverAdvice(theirs, ourNetwork(conf));
+    notes.push(...advice.notes);
+    warnings.push(...advice.warnings);
+  }
+  const before = found.filter((e) => e.file < confName).map((e) => e.file);
+  if (found.length > 0 && before.length === 0) {
+    notes.push(
+      `${confName} sorts before ${found.map((e) => e.file).join(", ")}: new pods get netkit-cni; ` +
+        "existing pods keep working until they are deleted, and their DEL comes to netkit-cni",
     );
   }
 
@@ -197,12 +243,14 @@ export function install(opts: InstallOptions): InstallReport {
   return {
     binary: { path: binPath, action: binAction, sha256: binHash },
     conflist: { path: confPath, action: confAction },
+    found,
+    notes,
     warnings,
   };
 }
 
 export function formatInstall(r: InstallReport): string {
-  const lines = [`${r.binary.action} ${r.binary.path}`, `${r.conflist.action} ${r.conflist.path}`];
+  const lines = [...r.notes, `${r.binary.action} ${r.binary.path}`, `${r.conflist.action} ${r.conflist.path}`];
   for (const w of r.warnings) lines.push(`warning: ${w}`);
   return lines.join("\n");
 }

@@ -6,7 +6,8 @@
  * what is wrong: pins or map entries for devices that no longer exist, links
  * whose device is gone, devices we own that have no programs; and the socket bypass: its
  * links and spliced sockets, or why this kernel cannot run it; how many pods have rate
- * limits and how they are enforced. Read-only (the netkit
+ * limits and how they are enforced; the devices of another plugin on which the node
+ * answers for our pods (a shared subnet). Read-only (the netkit
  * answer is cached under /run like ADD caches it); run in the node's network namespace.
  */
 import * as fs from "node:fs";
@@ -25,6 +26,8 @@ import {
 } from "../bpf/index";
 import { conntrackUnavailable } from "../bpf/node";
 import { listBypassedSockets, openSockMaps, sockRoot } from "../bpf/sock";
+import { AF_INET, AF_INET6 } from "../cni/address";
+import { isOurProxy } from "../datapath/coexist-plan";
 import {
   embeddedObjects,
   endpointMapEntries,
@@ -36,6 +39,7 @@ import { parseOwnerAlias } from "../datapath/naming";
 import { kernelHasNetkit } from "../datapath/probe";
 import { readSockBypassOff, type SockBypassOff, sockBypassUnavailable } from "../datapath/sockbypass";
 import { type Link, listLinks } from "../netlink/links";
+import { listProxyNeighbors, type ProxyNeighbor } from "../netlink/neighbors";
 import { RtnlSocket } from "../netlink/socket";
 import { objGetInfo } from "../sys/bpf-syscall";
 
@@ -93,6 +97,11 @@ export interface NodeStatus {
   };
   /** Pods with rate limits (the bandwidth capability), by how they are enforced. */
   bandwidth: { limited: number; modes: Record<string, number> };
+  /**
+   * Devices not ours on which the node answers ARP/ND for our pods (another plugin's
+   * bridge on the same subnet, datapath/coexist.ts), with the addresses it answers for.
+   */
+  sharedSubnets: { device: string; addresses: string[] }[];
   endpoints: {
     /** Host devices carrying our owner alias. */
     devices: number;
@@ -135,9 +144,11 @@ export async function nodeStatus(bpffsRoot: string): Promise<NodeStatus> {
   const host = RtnlSocket.open();
   let links: Link[];
   let netkit: boolean;
+  let proxies: ProxyNeighbor[];
   try {
     links = await listLinks(host);
     netkit = await kernelHasNetkit(host);
+    proxies = [...(await listProxyNeighbors(host, AF_INET)), ...(await listProxyNeighbors(host, AF_INET6))];
   } finally {
     host.close();
   }
@@ -288,9 +299,19 @@ export async function nodeStatus(bpffsRoot: string): Promise<NodeStatus> {
       off: readSockBypassOff(root),
     },
     bandwidth,
+    sharedSubnets: sharedSubnets(proxies, byIndex),
     endpoints: { devices: owned.length, pinned: pinned.length, addresses: entries.size, links: endpointLinks },
     problems,
   };
+}
+
+function sharedSubnets(proxies: ProxyNeighbor[], byIndex: Map<number, Link>): NodeStatus["sharedSubnets"] {
+  const byDevice = new Map<string, string[]>();
+  for (const p of proxies.filter(isOurProxy)) {
+    const device = byIndex.get(p.ifindex)?.name ?? `ifindex ${p.ifindex}`;
+    byDevice.set(device, [...(byDevice.get(device) ?? []), p.address]);
+  }
+  return [...byDevice].map(([device, addresses]) => ({ device, addresses }));
 }
 
 export function formatStatus(s: NodeStatus): string {
@@ -340,6 +361,9 @@ export function formatStatus(s: NodeStatus): string {
     ([m, n]) => `${n} ${m === "police" ? "policed (token bucket in the programs)" : m}`,
   );
   lines.push(`rate limits     ${s.bandwidth.limited} pods${modes.length > 0 ? `: ${modes.join(", ")}` : ""}`);
+  for (const shared of s.sharedSubnets) {
+    lines.push(`shared subnet   ${shared.device}: answering ARP/ND for ${shared.addresses.join(", ")}`);
+  }
   lines.push(
     `endpoints       ${s.endpoints.devices} devices, ${s.endpoints.pinned} with programs, ${s.endpoints.addresses} addresses in the endpoint map`,
   );

@@ -4,11 +4,12 @@
  * unwinds them in reverse, so a failed ADD leaves no device, route, pin, map entry or
  * IP allocation.
  */
-import { AF_INET, formatCidr, hostPrefix } from "../cni/address";
+import { AF_INET, canonicalAddress, formatCidr, hostPrefix } from "../cni/address";
 import { podBandwidth } from "../cni/bandwidth";
 import { podDatapath } from "../cni/config";
 import { CniError, ErrorCode } from "../cni/errors";
 import type { Result } from "../cni/result";
+import { syncNeighbourProxies } from "../datapath/coexist";
 import { attachEndpoint, removeEndpoint } from "../datapath/fastpath";
 import { GATEWAY_V4, GATEWAY_V6 } from "../datapath/gateway";
 import { configureHostEnd, enableForwarding } from "../datapath/host-end";
@@ -92,6 +93,14 @@ export async function cmdAdd(inv: Invocation): Promise<Result> {
       bandwidth,
     });
     await failpoint("fastpath-attached");
+
+    // Another plugin's pods on a subnet that covers ours (a bridge being replaced on a live
+    // node) find this pod by ARP/ND on their device: the node answers there for it. The
+    // undo comes first because the step may fail half-way; it leaves this pod's addresses
+    // out while its routes still exist.
+    const own = addresses.map((a) => canonicalAddress(hostPrefix(a).address) ?? hostPrefix(a).address);
+    rollback.onFailure("withdraw neighbour proxies", () => syncNeighbourProxies(ns.host, own));
+    await syncNeighbourProxies(ns.host);
 
     log.info(`added ${datapath.kind} ${hostDevice} <-> ${env.ifname} with ${addresses.join(", ")}`);
     return {

@@ -7,6 +7,7 @@
  * build's alias for it, which names no network) is deleted.
  */
 import * as fs from "node:fs";
+import { syncNeighbourProxies } from "../datapath/coexist";
 import { removeEndpoint } from "../datapath/fastpath";
 import { aliasClaims, hostDeviceName } from "../datapath/naming";
 import { removePodEndRules } from "../datapath/pod-end";
@@ -48,6 +49,10 @@ export async function cmdDel(inv: Invocation): Promise<void> {
     } else {
       log.info(`${hostDevice} already gone`);
     }
+    // With its routes gone the pod's proxy entries go too (and the last one on a device
+    // undoes what we switched on there). Runs also when the device was already gone: its
+    // entries may have outlived it.
+    await syncNeighbourProxies(host);
   } finally {
     host.close();
   }

@@ -12,6 +12,7 @@
 
 import type { Attachment } from "../cni/config";
 import { CniError, ErrorCode, invalidConfig } from "../cni/errors";
+import { syncNeighbourProxies } from "../datapath/coexist";
 import { pinnedEndpointDevices, pruneDeadEndpoints, unpinEndpoint } from "../datapath/fastpath";
 import { hostDeviceName, networkToken, type Owner, parseOwnerAlias } from "../datapath/naming";
 import { liveIfindexes } from "../datapath/uplink";
@@ -44,6 +45,12 @@ export async function cmdGc(inv: Invocation): Promise<void> {
       }
     }
     failures.push(...(await collectFastPathGarbage(root, host, stale)));
+    try {
+      // The deleted devices' routes are gone: so go the proxy entries only they needed.
+      await syncNeighbourProxies(host);
+    } catch (e) {
+      failures.push(`neighbour proxies: ${(e as Error).message}`);
+    }
   } finally {
     host.close();
   }

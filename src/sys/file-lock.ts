@@ -91,22 +91,55 @@ const errnoCode = (e: unknown) => (e as NodeJS.ErrnoException | undefined)?.code
  * LockTimeoutError when the lock is not ours within `timeoutMs`. `queueRoot` is for tests.
  */
 export function withFileLock<T>(lockPath: string, timeoutMs: number, fn: () => T, queueRoot = QUEUE_ROOT): T {
+  const release = hold(lockPath, timeoutMs, queueRoot);
+  try {
+    return fn();
+  } finally {
+    release();
+  }
+}
+
+/**
+ * `withFileLock` for a critical section written with our netlink calls, which are
+ * synchronous underneath but async in signature: nothing else runs on the thread
+ * meanwhile, so the hold is as short as the synchronous form's.
+ */
+export async function withFileLockAsync<T>(
+  lockPath: string,
+  timeoutMs: number,
+  fn: () => Promise<T>,
+  queueRoot = QUEUE_ROOT,
+): Promise<T> {
+  const release = hold(lockPath, timeoutMs, queueRoot);
+  try {
+    return await fn();
+  } finally {
+    release();
+  }
+}
+
+/** Takes the lock and returns its release. */
+function hold(lockPath: string, timeoutMs: number, queueRoot: string): () => void {
   // Read-only is enough for flock, and is how host-local opens its lock file.
   const fd = fs.openSync(lockPath, fs.constants.O_RDONLY | fs.constants.O_CREAT, 0o600);
+  let ticket: Ticket | undefined;
   try {
-    const ticket = acquire(fd, lockPath, timeoutMs, queueRoot);
-    const restore = raisePriority();
+    ticket = acquire(fd, lockPath, timeoutMs, queueRoot);
+  } catch (e) {
+    fs.closeSync(fd);
+    throw e;
+  }
+  const restore = raisePriority();
+  return () => {
     try {
-      return fn();
-    } finally {
       // Let go first, then leave the queue: the one behind us finds the lock free.
       flock(fd, LOCK_UN);
       ticket?.leave();
       restore();
+    } finally {
+      fs.closeSync(fd);
     }
-  } finally {
-    fs.closeSync(fd);
-  }
+  };
 }
 
 /**

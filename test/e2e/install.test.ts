@@ -16,6 +16,8 @@ import { cnitoolPath, leftovers, NOTHING_LEFT, PLUGIN_BINARY, Sandbox } from "./
 interface Report {
   binary: { path: string; action: string; sha256: string };
   conflist: { path: string; action: string };
+  found: { file: string; type: string; network: string; dataDir: string; subnets: string[] }[];
+  notes: string[];
   warnings: string[];
 }
 
@@ -131,8 +133,10 @@ describe("netkit-cni install on a scratch tree", () => {
     expect(forced.report?.conflist.action).toBe("replaced");
     expect(JSON.parse(fs.readFileSync(conf, "utf8")).plugins[0].type).toBe("netkit-cni");
 
-    // A config that sorts first would win in the runtime: installed, with a warning.
-    fs.writeFileSync(path.join(confDir, "05-other.conflist"), theirs);
+    // A config that sorts first would win in the runtime: installed, with a warning. (A
+    // bridge or ptp one is different: ours is named to sort first, see below.)
+    const other = { cniVersion: "1.0.0", name: "mv", plugins: [{ type: "macvlan", master: "eth0" }] };
+    fs.writeFileSync(path.join(confDir, "05-other.conflist"), JSON.stringify(other));
     const shadowed = runInstall(PLUGIN_BINARY, [...dirs, ...generated, "--json"]);
     expect(shadowed.report?.warnings.join()).toMatch(/05-other.conflist .* sort before 10-netkit-cni.conflist/);
 
@@ -163,6 +167,79 @@ describe("netkit-cni install on a scratch tree", () => {
     }
     expect(runInstall(PLUGIN_BINARY, [...dirs, "--bogus"]).status).toBe(2);
     expect(runInstall(PLUGIN_BINARY, [...dirs]).stderr).toMatch(/give --pod-cidr/);
+  });
+
+  it("recognises a bridge conflist: names it, the network name and store to reuse, and sorts ours first", () => {
+    fs.mkdirSync(confDir, { recursive: true });
+    const store = fx.tempDir("nke2e-install-store-");
+    const bridge = {
+      cniVersion: "1.0.0",
+      name: "podnet",
+      plugins: [
+        {
+          type: "bridge",
+          bridge: "cni0",
+          isGateway: true,
+          ipam: { type: "host-local", ranges: [[{ subnet: "10.231.90.0/24" }]], dataDir: store },
+        },
+        { type: "portmap", capabilities: { portMappings: true } },
+      ],
+    };
+    fs.writeFileSync(path.join(confDir, "10-bridge.conflist"), JSON.stringify(bridge));
+    const cidr = ["--pod-cidr", "10.231.90.0/24", "--skip-binary"];
+
+    // Without the network's name and store: told exactly which to pass.
+    const plain = runInstall(PLUGIN_BINARY, [...dirs, ...cidr]);
+    expect(plain.status, plain.stderr).toBe(0);
+    expect(plain.stdout).toContain(
+      `found 10-bridge.conflist: bridge network "podnet" (on cni0, host-local IPAM, store ${store}, 10.231.90.0/24)`,
+    );
+    expect(plain.stdout).toContain(
+      `warning: to keep addresses disjoint from 10-bridge.conflist's pods and release theirs on DEL, reuse its network name and store: --network-name podnet --data-dir ${store}`,
+    );
+    expect(plain.stdout).toMatch(/installed .*\/00-netkit-cni\.conflist/);
+
+    // With them: no warning, ours first, the bridge's file untouched.
+    const reuse = runInstall(PLUGIN_BINARY, [
+      ...dirs,
+      ...cidr,
+      "--network-name",
+      "podnet",
+      "--data-dir",
+      store,
+      "--json",
+    ]);
+    expect(reuse.status, reuse.stderr).toBe(0);
+    const report = reuse.report as Report;
+    expect(report.found).toMatchObject([
+      { file: "10-bridge.conflist", type: "bridge", network: "podnet", dataDir: store },
+    ]);
+    expect(report.warnings).toEqual([]);
+    expect(report.notes.join("\n")).toContain(`reusing its network name "podnet" and store ${store}`);
+    expect(report.notes.join("\n")).toContain("00-netkit-cni.conflist sorts before 10-bridge.conflist");
+    expect(report.conflist).toEqual({ path: path.join(confDir, "00-netkit-cni.conflist"), action: "updated" });
+    const files = fs
+      .readdirSync(confDir)
+      .filter((f) => f.endsWith(".conflist"))
+      .sort();
+    expect(files).toEqual(["00-netkit-cni.conflist", "10-bridge.conflist"]);
+    const ours = JSON.parse(fs.readFileSync(path.join(confDir, files[0] as string), "utf8"));
+    expect(ours.name).toBe("podnet");
+    expect(ours.plugins[0]).toMatchObject({ type: "netkit-cni", ipam: { type: "netkit-cni", dataDir: store } });
+    expect(JSON.parse(fs.readFileSync(path.join(confDir, "10-bridge.conflist"), "utf8"))).toEqual(bridge);
+
+    // Once the bridge config is gone, a re-run keeps updating the file runtimes use.
+    fs.rmSync(path.join(confDir, "10-bridge.conflist"));
+    const later = runInstall(PLUGIN_BINARY, [
+      ...dirs,
+      ...cidr,
+      "--network-name",
+      "podnet",
+      "--data-dir",
+      store,
+      "--json",
+    ]);
+    expect(later.report?.conflist).toEqual({ path: path.join(confDir, "00-netkit-cni.conflist"), action: "unchanged" });
   });
 
   it("upgrade while pods exist: renamed over, pods undisturbed, the new binary CHECKs and DELs them", async () => {
