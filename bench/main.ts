@@ -86,7 +86,7 @@ function parseOptions(kind: "host" | "vm", argv: string[]): Options {
           startupRuns: 10,
           profileRuns: 5,
           sockRounds: 3,
-          appRounds: 3,
+          appRounds: 4,
           appSeconds: 2,
           smoke: false,
           skip: new Set(),
