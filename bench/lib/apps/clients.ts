@@ -69,15 +69,20 @@ function wrkLatency(out: string, q: string): number {
   return Number(m[1]) * scale;
 }
 
+/** wrk's report (with --latency) as a sample; any error line makes it a failure. */
+export function parseWrk(what: string, status: number | null, out: string): Sample {
+  const rate = Number(/^Requests\/sec:\s*([0-9.]+)/m.exec(out)?.[1] ?? Number.NaN);
+  const ops = Number(/^\s*(\d+) requests in/m.exec(out)?.[1] ?? 0);
+  if (status !== 0 || !Number.isFinite(rate) || ops === 0 || /Non-2xx|Socket errors/.test(out)) {
+    return failed(what, out);
+  }
+  return { rate, p50: wrkLatency(out, "50"), p99: wrkLatency(out, "99"), ops };
+}
+
 export function wrk(client: Place, ip: string, file: string, seconds: number): Sample {
   const url = `http://${ip}:${PORTS.nginx}/${file}`;
   const r = runClient(client, ["wrk", "-t1", `-c${CONNECTIONS}`, `-d${seconds}s`, "--latency", url], seconds);
-  const rate = Number(/^Requests\/sec:\s*([0-9.]+)/m.exec(r.out)?.[1] ?? Number.NaN);
-  const ops = Number(/^\s*(\d+) requests in/m.exec(r.out)?.[1] ?? 0);
-  if (r.status !== 0 || !Number.isFinite(rate) || ops === 0 || /Non-2xx|Socket errors/.test(r.out)) {
-    return failed(`wrk ${file}`, r.out);
-  }
-  return { rate, p50: wrkLatency(r.out, "50"), p99: wrkLatency(r.out, "99"), ops };
+  return parseWrk(`wrk ${file}`, r.status, r.out);
 }
 
 /**
@@ -89,16 +94,21 @@ export function redisBench(client: Place, ip: string, seconds: number, pipeline:
   const n = Math.max(1000, Math.round((perSecond * seconds) / 2));
   const args = ["redis-benchmark", "-h", ip, "-p", String(PORTS.redis), "-c", String(CONNECTIONS), "-n", String(n)];
   const r = runClient(client, [...args, "-P", String(pipeline), "-t", "set,get", "--csv"], 4 * seconds + 10);
-  const out: Record<string, Sample> = {};
-  for (const test of ["SET", "GET"]) {
-    const row = new RegExp(`^"${test}","([^"]+)","([^"]+)","([^"]+)","([^"]+)","([^"]+)","([^"]+)"`, "m").exec(r.out);
-    const rate = Number(row?.[1]);
-    out[test] =
-      r.status === 0 && row && Number.isFinite(rate)
-        ? { rate, p50: Number(row[4]), p99: Number(row[6]), ops: n }
-        : failed(`redis-benchmark ${test} -P ${pipeline}`, r.out);
-  }
-  return out;
+  return {
+    SET: parseRedisCsv(`redis-benchmark SET -P ${pipeline}`, "SET", n, r.status, r.out),
+    GET: parseRedisCsv(`redis-benchmark GET -P ${pipeline}`, "GET", n, r.status, r.out),
+  };
+}
+
+/**
+ * One test's row of redis-benchmark --csv: "test","rps","avg_latency_ms","min_latency_ms",
+ * "p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms".
+ */
+export function parseRedisCsv(what: string, test: string, n: number, status: number | null, out: string): Sample {
+  const row = new RegExp(`^"${test}","([^"]+)","([^"]+)","([^"]+)","([^"]+)","([^"]+)","([^"]+)"`, "m").exec(out);
+  const rate = Number(row?.[1]);
+  if (status !== 0 || !row || !Number.isFinite(rate)) return failed(what, out);
+  return { rate, p50: Number(row[4]), p99: Number(row[6]), ops: n };
 }
 
 /**
