@@ -87,17 +87,25 @@ export function wrk(client: Place, ip: string, file: string, seconds: number): S
 
 /**
  * redis-benchmark's SET and GET in one invocation, a fixed number of requests each (it
- * has no time limit), sized from the expected rate so a test lasts about `seconds`.
+ * has no time limit), sized so each test lasts about `seconds`: from the previous run's
+ * rate on the same client and server (a fixed count would last a fraction of a second on
+ * a fast path and be mostly start-up and noise), from a low guess the first time.
  */
+const redisRates = new Map<string, number>();
+
 export function redisBench(client: Place, ip: string, seconds: number, pipeline: number): Record<string, Sample> {
-  const perSecond = pipeline > 1 ? 150_000 : 25_000;
-  const n = Math.max(1000, Math.round((perSecond * seconds) / 2));
+  const key = `${client.netns}>${ip}/${pipeline}`;
+  const perSecond = redisRates.get(key) ?? (pipeline > 1 ? 150_000 : 25_000);
+  const n = Math.max(1000, Math.min(Math.round(perSecond * seconds), 20_000_000));
   const args = ["redis-benchmark", "-h", ip, "-p", String(PORTS.redis), "-c", String(CONNECTIONS), "-n", String(n)];
-  const r = runClient(client, [...args, "-P", String(pipeline), "-t", "set,get", "--csv"], 4 * seconds + 10);
-  return {
+  const r = runClient(client, [...args, "-P", String(pipeline), "-t", "set,get", "--csv"], 6 * seconds + 10);
+  const out = {
     SET: parseRedisCsv(`redis-benchmark SET -P ${pipeline}`, "SET", n, r.status, r.out),
     GET: parseRedisCsv(`redis-benchmark GET -P ${pipeline}`, "GET", n, r.status, r.out),
   };
+  const slower = Math.min(out.SET.rate, out.GET.rate);
+  if (Number.isFinite(slower) && slower > 0) redisRates.set(key, slower);
+  return out;
 }
 
 /**
@@ -210,3 +218,6 @@ export const STEPS: Step[] = [
   },
   (c, ip, s) => ({ memcached: pick(loadgen(c, ip, "memcached", s), "all") }),
 ];
+
+/** Run once, untimed, before the rounds: nginx (first connections) and both Redis steps. */
+export const WARMUP_STEPS: Step[] = [STEPS[0], STEPS[2], STEPS[3]].filter((s): s is Step => s !== undefined);
