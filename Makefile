@@ -115,8 +115,8 @@ clean:
 # The benchmark (bench/README.md): crossings per packet, netperf, the control plane and
 # real applications on this kernel, then the netkit part inside the UML guest, each writing
 # bench/results/<date>-<kernel>.json; then bench/README.md and the charts are re-rendered.
-# About 31 minutes; needs root. BENCH_ARGS / BENCH_VM_ARGS pass options (e.g. --quick).
-# bench-apps: the applications alone on this kernel (about 12 minutes; ~3 with --quick).
+# About 35 minutes; needs root. BENCH_ARGS / BENCH_VM_ARGS pass options (e.g. --quick).
+# bench-apps: the applications alone on this kernel (about 16 minutes here; ~3 with --quick).
 .PHONY: bench bench-tools bench-host bench-vm bench-report bench-apps
 BENCH_HOST = node bench/.build/bench.js host $(BENCH_ARGS)
 BENCH_VM = test/vm/run.sh --timeout 1200 -- node bench/.build/bench.js vm $(BENCH_VM_ARGS)
