@@ -87,10 +87,20 @@ test-e2e: build
 test: typecheck lint build build-older
 	npx vitest run --project unit --project bpf --project integration
 	NETKIT_CNI_TEST_BINARY=node npx vitest run --project integration
+	$(MAKE) --no-print-directory test-bench-apps
 	$(MAKE) --no-print-directory test-e2e
 	$(MAKE) --no-print-directory test-vm
 	$(MAKE) --no-print-directory test-vm-node
 	$(MAKE) --no-print-directory test-vm-veth
+
+# One short round of every application workload over veth pods (the bench's applications
+# section with --smoke: each must complete operations; nothing is written), so the
+# benchmark cannot rot between runs. Installs the applications first. About 30 s.
+.PHONY: test-bench-apps
+test-bench-apps: build
+	@scripts/deps.sh apps
+	node bench/build.mjs
+	node bench/.build/bench.js host --smoke
 
 demo: build
 	@scripts/demo.sh
@@ -102,11 +112,12 @@ demo-vm: build
 clean:
 	rm -rf dist
 
-# The benchmark (bench/README.md): crossings per packet, netperf and the control plane on
-# this kernel, then the netkit part inside the UML guest, each writing
+# The benchmark (bench/README.md): crossings per packet, netperf, the control plane and
+# real applications on this kernel, then the netkit part inside the UML guest, each writing
 # bench/results/<date>-<kernel>.json; then bench/README.md and the charts are re-rendered.
-# About 18 minutes; needs root. BENCH_ARGS / BENCH_VM_ARGS pass options (e.g. --quick).
-.PHONY: bench bench-tools bench-host bench-vm bench-report
+# About 35 minutes; needs root. BENCH_ARGS / BENCH_VM_ARGS pass options (e.g. --quick).
+# bench-apps: the applications alone on this kernel (about 16 minutes here; ~3 with --quick).
+.PHONY: bench bench-tools bench-host bench-vm bench-report bench-apps
 BENCH_HOST = node bench/.build/bench.js host $(BENCH_ARGS)
 BENCH_VM = test/vm/run.sh --timeout 1200 -- node bench/.build/bench.js vm $(BENCH_VM_ARGS)
 BENCH_REPORT = node bench/.build/bench.js report
@@ -118,6 +129,9 @@ bench: bench-tools
 
 bench-host: bench-tools
 	$(BENCH_HOST)
+
+bench-apps: bench-tools
+	node bench/.build/bench.js host --only apps $(BENCH_ARGS)
 
 bench-vm: bench-tools
 	$(BENCH_VM)

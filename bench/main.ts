@@ -9,9 +9,14 @@
  *                                               the socket bypass with netkit pods (correctness)
  *   node bench/.build/bench.js report           renders the latest results (tables, SVG, README)
  *
+ * Both run real applications too (nginx, Redis, PostgreSQL, etcd, memcached; section
+ * "apps"): timed on this kernel, once on netkit pods in the guest for correctness.
+ *
  * Options: --rounds N --seconds S --pings N --transactions N --cycles N --storm N
  *          --concurrency N --sock-rounds N --quick (a smoke run: few rounds, small counts)
- *          --skip netperf,control,startup,crossings,sockbypass   --only (the same, inverted)
+ *          --app-rounds N --app-seconds S
+ *          --smoke (the applications once, one path, results not kept: make test's check)
+ *          --skip netperf,control,startup,crossings,sockbypass,apps   --only (the same, inverted)
  *          --baseline PATH (another build of the executable, measured side by side in the
  *          data plane and the control plane: before/after figures for a change, from one run)
  * Writes bench/results/<UTC date and time>-<kernel release>.json, then the report.
@@ -21,6 +26,7 @@ import * as crypto from "node:crypto";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
+import { type AppPathId, measureApps } from "./lib/apps/index";
 import { cleanupAll, tick } from "./lib/cleanup";
 import { OUR_PLUGIN } from "./lib/cni";
 import { CP_LABELS, type CpId, makeConfig, measureCycles, measureRss, storm } from "./lib/control-plane";
@@ -50,6 +56,11 @@ interface Options {
   profileRuns: number;
   /** Socket bypass rounds (each: 3 variants × 4 sizes × TCP_RR, TCP_STREAM, sockperf). */
   sockRounds: number;
+  /** Application rounds (each: every workload on every path and placement) and seconds per test. */
+  appRounds: number;
+  appSeconds: number;
+  /** One short round on one path; every workload must complete, nothing is written. */
+  smoke: boolean;
   skip: Set<string>;
   baseline?: string;
 }
@@ -57,7 +68,7 @@ interface Options {
 /** Seconds per socket bypass test: 36 tests a round. */
 const SOCK_SECONDS = 1;
 
-const SECTIONS = ["crossings", "netperf", "control", "startup", "sockbypass"];
+const SECTIONS = ["crossings", "netperf", "control", "startup", "sockbypass", "apps"];
 
 function parseOptions(kind: "host" | "vm", argv: string[]): Options {
   const o: Options =
@@ -75,6 +86,9 @@ function parseOptions(kind: "host" | "vm", argv: string[]): Options {
           startupRuns: 10,
           profileRuns: 5,
           sockRounds: 3,
+          appRounds: 4,
+          appSeconds: 2,
+          smoke: false,
           skip: new Set(),
         }
       : {
@@ -90,6 +104,9 @@ function parseOptions(kind: "host" | "vm", argv: string[]): Options {
           startupRuns: 0,
           profileRuns: 0,
           sockRounds: 1,
+          appRounds: 1,
+          appSeconds: 1,
+          smoke: false,
           skip: new Set(["control", "startup"]),
         };
   for (let i = 0; i < argv.length; i++) {
@@ -128,6 +145,18 @@ function parseOptions(kind: "host" | "vm", argv: string[]): Options {
       case "--sock-rounds":
         o.sockRounds = value();
         break;
+      case "--app-rounds":
+        o.appRounds = value();
+        break;
+      case "--app-seconds":
+        o.appSeconds = Math.max(1, Math.round(value()));
+        break;
+      case "--smoke":
+        o.smoke = true;
+        o.appRounds = 1;
+        o.appSeconds = 1;
+        for (const s of SECTIONS) if (s !== "apps") o.skip.add(s);
+        break;
       case "--skip":
         for (const s of (argv[++i] ?? "").split(",")) if (s) o.skip.add(s);
         break;
@@ -150,6 +179,8 @@ function parseOptions(kind: "host" | "vm", argv: string[]): Options {
           startupRuns: Math.min(o.startupRuns, 2),
           profileRuns: Math.min(o.profileRuns, 1),
           sockRounds: Math.min(o.sockRounds, 1),
+          appRounds: Math.min(o.appRounds, 1),
+          appSeconds: 1,
         });
         break;
       default:
@@ -191,10 +222,13 @@ function machine(): BenchResult["machine"] {
   };
 }
 
+/** The applications' programs (scripts/deps.sh apps). */
+const APP_TOOLS = ["nginx", "wrk", "redis-server", "redis-benchmark", "pgbench", "etcd", "memcached", "setpriv"];
+
 function preflight(): void {
   if (process.getuid?.() !== 0) throw new Error("run as root (namespaces, bpffs, tracefs)");
   if (!fs.existsSync(OUR_PLUGIN)) throw new Error(`${OUR_PLUGIN} is missing: make build`);
-  for (const tool of ["netperf", "netserver", "sockperf", "nsenter", "ping", "ss"]) {
+  for (const tool of ["netperf", "netserver", "sockperf", "nsenter", "ping", "ss", ...APP_TOOLS]) {
     if (spawnSync("sh", ["-c", `command -v ${tool}`]).status !== 0) throw new Error(`${tool} is not installed`);
   }
 }
@@ -230,6 +264,8 @@ async function run(kind: "host" | "vm", argv: string[]): Promise<string> {
       stormRepeats: o.stormRepeats,
       concurrency: o.concurrency,
       sockRounds: o.sockRounds,
+      appRounds: o.appRounds,
+      appSeconds: o.appSeconds,
       skipped: [...o.skip],
     },
   };
@@ -318,8 +354,40 @@ async function run(kind: "host" | "vm", argv: string[]): Promise<string> {
     result.sockBypass = await measureSockBypass({ rounds: o.sockRounds, seconds: SOCK_SECONDS, datapath });
   }
 
+  if (!o.skip.has("apps") && o.appRounds > 0) {
+    // The guest (and the smoke run) only checks that every workload completes on our pods.
+    const appPaths: AppPathId[] = o.smoke
+      ? ["veth"]
+      : kind === "vm"
+        ? ["netkit"]
+        : ["host", "bridge", "ptp", "veth", "veth-plain", "veth-bypass"];
+    const placements = o.smoke ? (["across"] as const) : (["across", "same"] as const);
+    log(
+      `applications: ${o.appRounds} rounds × 11 workloads × ${appPaths.join(", ")} × ${placements.join(", ")}, ${o.appSeconds} s each`,
+    );
+    result.apps = await measureApps({
+      paths: appPaths,
+      placements: [...placements],
+      rounds: o.appRounds,
+      seconds: o.appSeconds,
+      log,
+    });
+    const missing = result.apps.workloads.filter((w) => !(result.apps?.completed[w] ?? 0));
+    for (const e of result.apps.errors) log(`  applications: ${e}`);
+    log(`applications: completed ${JSON.stringify(result.apps.completed)}`);
+    if (missing.length) throw new Error(`applications: no operation completed for ${missing.join(", ")}`);
+    // Where timing is not the point, any failed run is a failure.
+    if ((o.smoke || kind === "vm") && result.apps.errors.length) {
+      throw new Error(`applications: ${result.apps.errors.length} runs failed`);
+    }
+  }
+
   result.finishedAt = new Date().toISOString();
   result.durationS = Math.round((Date.now() - started) / 1000);
+  if (o.smoke) {
+    log(`smoke run passed (${result.durationS} s); nothing written`);
+    return "";
+  }
   fs.mkdirSync(RESULTS_DIR, { recursive: true });
   const file = path.join(RESULTS_DIR, `${stamp()}-${result.machine.kernel.replace(/[^A-Za-z0-9._-]/g, "_")}.json`);
   fs.writeFileSync(file, `${JSON.stringify(result, null, 2)}\n`);
@@ -331,9 +399,9 @@ async function main(): Promise<number> {
   const [cmd, ...argv] = process.argv.slice(2);
   try {
     if (cmd === "host" || cmd === "vm") {
-      await run(cmd, argv);
+      const file = await run(cmd, argv);
       cleanupAll();
-      if (process.env.NETKIT_VM !== "1") renderReport(RESULTS_DIR, path.join(BENCH_DIR, "README.md"));
+      if (file && process.env.NETKIT_VM !== "1") renderReport(RESULTS_DIR, path.join(BENCH_DIR, "README.md"));
       return 0;
     }
     if (cmd === "report") {

@@ -5,6 +5,12 @@
 #
 #   scripts/deps.sh          build and test dependencies
 #   scripts/deps.sh bench    also the benchmark's tools (netperf from non-free, sockperf, strace)
+#                            and the applications below
+#   scripts/deps.sh apps     also the applications the workload section serves and loads
+#                            (bench/lib/apps): nginx + wrk, Redis, PostgreSQL 15 + pgbench,
+#                            etcd, memcached (its client is our own). The bench
+#                            starts them itself, as plain processes inside namespaces; any
+#                            system service the packages start stays in the root netns.
 set -euo pipefail
 
 # shellcheck source=scripts/apt.sh
@@ -21,6 +27,10 @@ apt_install -t "$codename-backports" iproute2 bpftool linux-libc-dev
 apt_install clang llvm libbpf-dev containernetworking-plugins iputils-ping iptables \
   procps util-linux
 if [ "${1:-}" = bench ]; then apt_install netperf sockperf strace; fi
+if [ "${1:-}" = bench ] || [ "${1:-}" = apps ]; then
+  apt_install nginx-light wrk redis-server redis-tools postgresql-15 postgresql-client-15 \
+    etcd-server etcd-client memcached
+fi
 
 # npm ci only when the lock file changed since the last install.
 cd "$(dirname "$0")/.."

@@ -7,6 +7,7 @@
 import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
+import { appCharts, appsSection } from "./apps/report";
 import { CP_LABELS, type CpId } from "./control-plane";
 import type { CrossingResult } from "./dataplane";
 import { type NetperfTest, UNITS } from "./netperf";
@@ -906,8 +907,10 @@ export function renderReport(resultsDir: string, readme: string): void {
   const h = latest(resultsDir, "host", hasCoreSections);
   const v = latest(resultsDir, "vm", hasCoreSections);
   const hs = latest(resultsDir, "host", (r) => r.sockBypass !== undefined);
+  const ha = latest(resultsDir, "host", (r) => r.apps !== undefined);
+  const va = latest(resultsDir, "vm", (r) => r.apps !== undefined);
   const vs = latest(resultsDir, "vm", (r) => r.sockBypass !== undefined);
-  if (!h && !v && !hs && !vs) throw new Error(`no results in ${resultsDir}`);
+  if (!h && !v && !hs && !vs && !ha) throw new Error(`no results in ${resultsDir}`);
   const host = h?.r;
   const vm = v?.r;
   const charts: [string, string | undefined][] = [
@@ -918,6 +921,7 @@ export function renderReport(resultsDir: string, readme: string): void {
     ["control-plane.svg", host ? controlPlaneChart(host) : undefined],
     ["startup.svg", host ? startupChart(host) : undefined],
     ["sockbypass.svg", hs ? sockBypassChart(hs.r) : undefined],
+    ...(ha ? appCharts(ha.r) : []),
   ];
   const img = (file: string, alt: string) =>
     charts.find(([f, svg]) => f === file && svg) ? `\n![${alt}](results/${file})\n` : "";
@@ -928,7 +932,7 @@ export function renderReport(resultsDir: string, readme: string): void {
     "",
     machineLine(host, vm),
     "",
-    `Sources: ${[...new Set([h?.file, v?.file, hs?.file, vs?.file])]
+    `Sources: ${[...new Set([h?.file, v?.file, hs?.file, vs?.file, ha?.file, va?.file])]
       .filter(Boolean)
       .map((f) => `[\`results/${f}\`](results/${f})`)
       .join(", ")}.`,
@@ -971,6 +975,11 @@ export function renderReport(resultsDir: string, readme: string): void {
     "",
     hs ? sockBypassSection(hs.r, vs?.r) : "_no socket bypass run on this kernel yet._",
     img("sockbypass.svg", "socket bypass against bypass off"),
+    `### Applications against host processes (Linux ${ha?.r.machine.kernel ?? "?"})`,
+    "",
+    ha ? appsSection(ha.r, va?.r) : "_no applications run on this kernel yet (make bench-apps)._",
+    "",
+    ...(ha?.r.apps?.workloads ?? []).map((w) => img(`apps-${w}.svg`, `${w} relative to host processes`)),
     "### In the UML guest: netperf as measured",
     "",
     "One CPU, no JIT, slow guest system calls: these figures cannot tell the paths apart and are shown only as measured; the crossing counts above are the guest's evidence.",

@@ -1,4 +1,5 @@
 /** The JSON document one benchmark run writes (bench/results/<date>-<kernel>.json). */
+import type { AppsRun } from "./apps/index";
 import type { CpId, CycleResult, RssResult, StormResult } from "./control-plane";
 import type { CrossingResult, NetperfRun } from "./dataplane";
 import type { PathId } from "./paths";
@@ -35,6 +36,9 @@ export interface BenchResult {
     concurrency: number;
     /** Absent in runs before the socket bypass section. */
     sockRounds?: number;
+    /** Absent in runs before the applications section. */
+    appRounds?: number;
+    appSeconds?: number;
     skipped: string[];
   };
   paths?: PathId[];
@@ -47,4 +51,5 @@ export interface BenchResult {
   };
   startup?: StartupReport;
   sockBypass?: SockBypassRun;
+  apps?: AppsRun;
 }

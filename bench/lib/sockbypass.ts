@@ -113,7 +113,7 @@ function cpuUsec(cgroup: string): number {
 }
 
 /** Kills what is left in the run's cgroups, then removes them (children first). */
-function removeCgroups(parent: string, children: string[]): void {
+export function removeCgroups(parent: string, children: string[]): void {
   if (!fs.existsSync(parent)) return;
   try {
     fs.writeFileSync(path.join(parent, "cgroup.kill"), "1");
@@ -221,7 +221,7 @@ function sockperfRun(p: Peers, variant: SockVariant, size: number, seconds: numb
 const COUNTER_KEYS = ["added", "redirectedMsgs", "redirectedBytes", "passedMsgs"] as const;
 
 /** The client and server pods' bypass counters, read from the node's pinned maps. */
-class Counters {
+export class Counters {
   private readonly ifindex: { client: number; server: number };
 
   constructor(
