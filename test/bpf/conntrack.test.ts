@@ -53,7 +53,14 @@ if (whyNot) {
   let macs: { h1: string; up: string };
 
   /** Puts `frame` on the wire at `dev` (its peer receives it), as a pod or a node would send it. */
-  const inject = (dev: string, frame: Buffer) =>
+  const conntrackCount = () => Number(ns.run("cat", "/proc/sys/net/netfilter/nf_conntrack_count").trim());
+  /**
+   * Sends `frame` out of `dev` and waits for conntrack to hold its flow: the frame crosses
+   * the veth into the backlog, and the stack takes it from there in a softirq that a busy
+   * machine may run after the sender has exited. Every frame injected here opens a flow.
+   */
+  const inject = (dev: string, frame: Buffer) => {
+    const before = conntrackCount();
     ns.run(
       "python3",
       "-c",
@@ -61,6 +68,12 @@ if (whyNot) {
       dev,
       frame.toString("hex"),
     );
+    const end = Date.now() + 5_000;
+    while (conntrackCount() <= before) {
+      if (Date.now() > end) throw new Error(`the frame sent out of ${dev} opened no conntrack entry`);
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 10);
+    }
+  };
 
   beforeAll(() => {
     const objects = buildObjects();
