@@ -106,8 +106,11 @@ ensure_suite_fetched() {
 }
 
 # candidate [-t SUITE] PKG   The version apt would install, or nothing. No side effects.
+# apt-cache failing is a failed step with its own words, never a silent exit under set -e.
 candidate() {
-  apt-cache policy "$@" 2>/dev/null | awk '/Candidate:/ { print $2 }'
+  local out
+  out=$(apt-cache policy "$@" 2>&1) || step_failed "apt-cache policy $*" "$(printf '%s\n' "$out" | tail -n 15)"
+  printf '%s\n' "$out" | awk '/Candidate:/ { print $2 }'
 }
 
 # apt_install [-t SUITE] PKG...   With -t a package must be at that suite's version (e.g.

@@ -229,4 +229,16 @@ describe("install steps from an empty apt state", () => {
     expect({ status: r.status, stderr: r.stderr }).toEqual({ status: 0, stderr: `${SCRIPT}: installing iproute2\n` });
     expect(machineAptFiles()).toEqual(before);
   });
+
+  it("apt-cache itself failing stops the step that asked, with apt's words, never silently", () => {
+    const before = machineAptFiles();
+    const state = emptyAptState(machineMirror());
+    // An apt configuration apt-cache cannot read: every apt-cache call fails with exit 100.
+    fs.appendFileSync(state.env.APT_CONFIG as string, 'Junk "at the end"\n');
+    const r = aptSh(state, `cand=$(candidate iproute2)\necho "reached with '$cand'"`);
+    expect(r.status).toBe(1);
+    expect(r.stdout).not.toContain("reached");
+    expect(r.stderr).toContain(`${SCRIPT}: step "apt-cache policy iproute2" failed: E: `);
+    expect(machineAptFiles()).toEqual(before);
+  });
 });
