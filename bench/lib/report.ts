@@ -678,6 +678,11 @@ function startupChart(r: BenchResult): string | undefined {
   });
 }
 
+/** "results/<file> (commit abc1234, 2026-12-01)": which run a section's figures come from. */
+function runName({ file, r }: { file: string; r: BenchResult }): string {
+  return `\`results/${file}\` (commit ${r.machine.plugin.commit}, ${r.startedAt.slice(0, 10)})`;
+}
+
 /** What keeping NAT'd flows on the stack costs per packet: the conntrack variant against the
  * memory one, and against the baseline build (when the run had one), round by round. */
 function natCheckTable(r: BenchResult): string {
@@ -910,6 +915,9 @@ export function renderReport(resultsDir: string, readme: string): void {
   const ha = latest(resultsDir, "host", (r) => r.apps !== undefined);
   const va = latest(resultsDir, "vm", (r) => r.apps !== undefined);
   const vs = latest(resultsDir, "vm", (r) => r.sockBypass !== undefined);
+  // The NAT check's variants run only in a netperf section with the memory variant's path:
+  // the newest run that had them, even when later runs skipped netperf.
+  const hn = latest(resultsDir, "host", (r) => r.netperf?.order.includes("veth-memory") === true);
   if (!h && !v && !hs && !vs && !ha) throw new Error(`no results in ${resultsDir}`);
   const host = h?.r;
   const vm = v?.r;
@@ -961,7 +969,7 @@ export function renderReport(resultsDir: string, readme: string): void {
     "",
     "Transaction rates divided round by round: the conntrack variant (a conntrack lookup per TCP/UDP packet it redirects) against the memory variant (one flow-table lookup) and against the baseline build given with `--baseline`. Above 1: the first is faster.",
     "",
-    host ? natCheckTable(host) : "_no run on this kernel yet._",
+    hn ? `From ${runName(hn)}.\n\n${natCheckTable(hn.r)}` : "_no run on this kernel measured the NAT check variants yet._",
     "",
     "### Control plane (this kernel, same run)",
     "",
