@@ -411,6 +411,34 @@ describe.each(VARIANTS)("%s NAT check", (natCheck) => {
     });
   });
 
+  describe.each([
+    ["nkc_from_pod", () => node.programs.fromPod],
+    ["nkc_src_check", () => node.programs.sourceCheck],
+  ] as const)("%s, IPv6 multicast and the link's own sources", (_, program) => {
+    const send = (spec: PacketSpec) => run(program(), h1, packet(spec));
+
+    it("drops another pod's global source to a multicast group, of any scope", () => {
+      // Routable multicast (site-local ff05::) and the link's all-nodes group alike: a
+      // multicast destination does not make a packet the pod's own link business.
+      expect(send({ src: POD2.v6, dst: "ff05::1", proto: "udp", sport: 5000, dport: 5000 }).verdict).toBe(DROP);
+      expect(send({ src: POD2.v6, dst: "ff02::1", proto: "icmp" }).verdict).toBe(DROP);
+      expect(counted(h1)).toEqual({ droppedSpoofed: 2n });
+    });
+
+    it("sends the pod's own global source to a multicast group to the stack", () => {
+      expect(send({ src: POD1.v6, dst: "ff05::1", proto: "udp", sport: 5000, dport: 5000 }).verdict).toBe(NEXT);
+      expect(counted(h1)).toEqual({ passedStack: 1n });
+      expect(remembered(h1)).toEqual([]);
+    });
+
+    it("lets a link-local router solicitation and a duplicate address probe from :: through", () => {
+      expect(send({ src: "fe80::1", dst: "ff02::2", proto: "icmp", icmpType: 133 }).verdict).toBe(NEXT);
+      // DAD: a neighbour solicitation from the unspecified address to the solicited-node group.
+      expect(send({ src: "::", dst: "ff02::1:ff00:10", proto: "icmp", icmpType: 135 }).verdict).toBe(NEXT);
+      expect(counted(h1)).toEqual({ passedStack: 2n });
+    });
+  });
+
   describe("nkc_from_pod, other traffic", () => {
     it("passes ARP without counting", () => {
       expect(run(node.programs.fromPod, h1, arpRequest()).verdict).toBe(NEXT);
