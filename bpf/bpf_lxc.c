@@ -110,7 +110,7 @@ int nkc_from_pod(struct __sk_buff *skb)
 	case NKC_PARSE_IP:
 		break;
 	}
-	if (nkc_ipv6_link_scope(&p))
+	if (nkc_ipv6_link_only_src(&p))
 		return pass_to_stack(ifindex, NKC_CNT_PASSED_STACK);
 
 	/* A pod may only send from its own addresses. */
@@ -156,7 +156,7 @@ int nkc_src_check(struct __sk_buff *skb)
 	case NKC_PARSE_IP:
 		break;
 	}
-	if (!nkc_ipv6_link_scope(&p)) {
+	if (!nkc_ipv6_link_only_src(&p)) {
 		struct nkc_endpoint *src_ep = nkc_endpoint_lookup(p.family, p.src);
 		if (!src_ep || src_ep->host_ifindex != ifindex) {
 			nkc_count(ifindex, NKC_CNT_DROPPED_SPOOFED);

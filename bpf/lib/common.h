@@ -238,14 +238,19 @@ static __always_inline enum nkc_parse_result nkc_parse(struct __sk_buff *skb, st
 	return NKC_PARSE_NOT_IP;
 }
 
-/* Link-local and unspecified sources and multicast destinations (NDP, DAD,
- * MLD) are the pod talking to its link, not routing: the stack answers them. */
-static __always_inline int nkc_ipv6_link_scope(const struct nkc_pkt *p)
+/*
+ * A link-local (fe80::/10) or unspecified (::) IPv6 source: the pod talking to its own
+ * link (NDP, DAD and MLD are sent from these), not routing. No router forwards such a
+ * packet off the link (RFC 4291 2.5.2, 2.5.6), so the stack answers it, and the source
+ * check has nothing to match it against (the endpoint map holds no link-local address).
+ * The destination exempts nothing: a multicast packet with a global source reaches the
+ * node's own sockets under that source, and wider scopes (ff05::, ff0e::) may be
+ * forwarded by multicast routing, so it gets the source check like any other.
+ */
+static __always_inline int nkc_ipv6_link_only_src(const struct nkc_pkt *p)
 {
 	if (p->family != NKC_AF_INET6)
 		return 0;
-	if (p->dst[0] == 0xff)
-		return 1;
 	if (p->src[0] == 0xfe && (p->src[1] & 0xc0) == 0x80)
 		return 1;
 	__u64 hi, lo;

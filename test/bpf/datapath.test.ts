@@ -33,7 +33,16 @@ import { ageFlows } from "./helpers/flows";
 import type { TestNetns } from "./helpers/netns";
 import { DROP, GATEWAY_MAC, makeTestNode, NEXT, POD1, POD2, REDIRECT, REMOTE } from "./helpers/node";
 import { buildObjects } from "./helpers/objects";
-import { arpRequest, ipv4HeaderValid, type PacketSpec, packet, readMac, readTtl, TCP } from "./helpers/packets";
+import {
+  arpRequest,
+  type Ipv6Ext,
+  ipv4HeaderValid,
+  type PacketSpec,
+  packet,
+  readMac,
+  readTtl,
+  TCP,
+} from "./helpers/packets";
 import { testRun } from "./helpers/test-run";
 
 const REMOTE_NO_NEIGH = { v4: "10.244.3.30", v6: "fd00:244:3::30" };
@@ -194,6 +203,17 @@ describe.each(VARIANTS)("%s NAT check", (natCheck) => {
       const r = fromPod1({ src: POD1[af], dst: POD2[af], proto: "udp", sport: 5000, dport: 53 });
       expect(r.verdict).toBe(memory ? NEXT : REDIRECT);
       expect(counted(h1)).toEqual(memory ? { passedStackUnproven: 1n } : { redirectedLocal: 1n });
+      // The answer, and the flow again: still nothing to prove them, and nothing remembered.
+      expect(fromPod2({ src: POD2[af], dst: POD1[af], proto: "udp", sport: 53, dport: 5000 }).verdict).toBe(
+        memory ? NEXT : REDIRECT,
+      );
+      expect(fromPod1({ src: POD1[af], dst: POD2[af], proto: "udp", sport: 5000, dport: 53 }).verdict).toBe(
+        memory ? NEXT : REDIRECT,
+      );
+      for (const ifindex of [h1, h2]) {
+        expect(remembered(ifindex)).toEqual([]);
+        expect(readDirectStats(node.maps.directStats, ifindex)).toEqual({ remembered: 0n, forgotten: 0n });
+      }
     });
 
     it("redirects an echo request and remembers it; an echo reply needs that request", () => {
@@ -357,6 +377,10 @@ describe.each(VARIANTS)("%s NAT check", (natCheck) => {
       ["a first fragment", [{ type: "fragment", more: true }]],
       ["a fragment after hop-by-hop", [{ type: "hop" }, { type: "fragment", offset: 0, more: true }]],
       ["a non-first fragment", [{ type: "dest" }, { type: "fragment", offset: 100 }]],
+      [
+        "a first fragment in the middle of the chain",
+        [{ type: "hop" }, { type: "fragment", offset: 0, more: true }, { type: "dest" }],
+      ],
       ["a routing header with segments left", [{ type: "routing", segmentsLeft: 1 }]],
       ["a chain longer than the parser follows", Array.from({ length: 7 }, () => ({ type: "dest" }) as const)],
     ] as const)("sends IPv6 with %s to the stack, remembering nothing", (_, ipv6Ext) => {
@@ -364,6 +388,23 @@ describe.each(VARIANTS)("%s NAT check", (natCheck) => {
       expect(toUplink({ ...syn, src: REMOTE.v6, dst: POD1.v6, ipv6Ext: [...ipv6Ext] }).verdict).toBe(NEXT);
       expect(counted(h1)).toEqual({ passedStack: 2n });
       expect(remembered(h1)).toEqual([]);
+    });
+
+    it("gives a SYN behind hop-by-hop and destination options the fast path, from a pod and from the wire", () => {
+      const ipv6Ext = (): Ipv6Ext[] => [{ type: "hop" }, { type: "dest" }];
+      const r = fromPod1({ ...syn, ttl: 64, ipv6Ext: ipv6Ext() });
+      expect(r.verdict).toBe(REDIRECT);
+      expect(readTtl(r.packet)).toBe(63);
+      // The answer finds the flow by the ports read behind its own chain.
+      const synAck = { src: POD2.v6, dst: POD1.v6, proto: "tcp", sport: 80, dport: 44000 } as const;
+      expect(fromPod2({ ...synAck, tcpFlags: TCP.SYN | TCP.ACK, ipv6Ext: ipv6Ext() }).verdict).toBe(REDIRECT);
+      expect(toUplink({ ...syn, src: REMOTE.v6, dst: POD1.v6, ipv6Ext: ipv6Ext() }).verdict).toBe(REDIRECT);
+      expect(counted(h1)).toEqual({ redirectedLocal: 1n, redirectedPeer: 1n });
+      expect(counted(h2)).toEqual({ redirectedLocal: 1n });
+      if (memory) {
+        expect(remembered(h1)).toContain(key);
+        expect(remembered(h1)).toHaveLength(2); // and the wire's flow
+      }
     });
 
     it("sends an extension header cut short by the end of the packet to the stack", () => {
@@ -382,6 +423,19 @@ describe.each(VARIANTS)("%s NAT check", (natCheck) => {
       expect(fromPod1({ ...v4, fragmentOffset: 100 }).verdict).toBe(NEXT);
       expect(counted(h1)).toEqual({ passedStack: 3n });
       expect(remembered(h1)).toEqual([]);
+    });
+
+    it("sends IPv4 with options, and fragments, from the wire for a local pod to the stack", () => {
+      const v4 = { src: REMOTE.v4, dst: POD1.v4, proto: "tcp", sport: 44000, dport: 80, tcpFlags: TCP.SYN } as const;
+      const lsrr = Buffer.from([0x83, 7, 4, 10, 244, 1, 12, 0]);
+      expect(toUplink({ ...v4, ipv4Options: lsrr }).verdict).toBe(NEXT);
+      expect(toUplink({ ...v4, ipv4Options: Buffer.from([0x01, 0x01, 0x01, 0x00]) }).verdict).toBe(NEXT); // NOPs
+      expect(toUplink({ ...v4, fragment: true }).verdict).toBe(NEXT); // a first fragment: MF, offset 0
+      expect(toUplink({ ...v4, fragmentOffset: 100 }).verdict).toBe(NEXT);
+      expect(counted(h1)).toEqual({ passedStack: 4n });
+      expect(remembered(h1)).toEqual([]);
+      // The same SYN whole and without options: redirected. The headers decided, not the flow.
+      expect(toUplink(v4).verdict).toBe(REDIRECT);
     });
 
     it("drops an IPv4 header whose version is wrong", () => {
@@ -408,6 +462,34 @@ describe.each(VARIANTS)("%s NAT check", (natCheck) => {
       if (af === "v6")
         expect(check({ src: "fe80::1", dst: "ff02::2", proto: "icmp", icmpType: 133 }).verdict).toBe(NEXT);
       expect(counted(h1)).toMatchObject({ droppedSpoofed: 1n });
+    });
+  });
+
+  describe.each([
+    ["nkc_from_pod", () => node.programs.fromPod],
+    ["nkc_src_check", () => node.programs.sourceCheck],
+  ] as const)("%s, IPv6 multicast and the link's own sources", (_, program) => {
+    const send = (spec: PacketSpec) => run(program(), h1, packet(spec));
+
+    it("drops another pod's global source to a multicast group, of any scope", () => {
+      // Routable multicast (site-local ff05::) and the link's all-nodes group alike: a
+      // multicast destination does not make a packet the pod's own link business.
+      expect(send({ src: POD2.v6, dst: "ff05::1", proto: "udp", sport: 5000, dport: 5000 }).verdict).toBe(DROP);
+      expect(send({ src: POD2.v6, dst: "ff02::1", proto: "icmp" }).verdict).toBe(DROP);
+      expect(counted(h1)).toEqual({ droppedSpoofed: 2n });
+    });
+
+    it("sends the pod's own global source to a multicast group to the stack", () => {
+      expect(send({ src: POD1.v6, dst: "ff05::1", proto: "udp", sport: 5000, dport: 5000 }).verdict).toBe(NEXT);
+      expect(counted(h1)).toEqual({ passedStack: 1n });
+      expect(remembered(h1)).toEqual([]);
+    });
+
+    it("lets a link-local router solicitation and a duplicate address probe from :: through", () => {
+      expect(send({ src: "fe80::1", dst: "ff02::2", proto: "icmp", icmpType: 133 }).verdict).toBe(NEXT);
+      // DAD: a neighbour solicitation from the unspecified address to the solicited-node group.
+      expect(send({ src: "::", dst: "ff02::1:ff00:10", proto: "icmp", icmpType: 135 }).verdict).toBe(NEXT);
+      expect(counted(h1)).toEqual({ passedStack: 2n });
     });
   });
 
