@@ -6,8 +6,10 @@
  * on the node (a second interface, podman networks) and their pins are never touched;
  * pins and endpoint entries whose device is gone are dead for every network, so any GC
  * removes them. GC keeps going past individual failures and reports them all at the end.
- * The IPAM plugin gets the same GC request, or a DEL per removed attachment when it
- * predates GC.
+ * The IPAM plugin gets the same GC request; one that predates GC gets a DEL per removed
+ * attachment instead, and host-local also one for every other attachment its store names
+ * that is not valid (a pod that vanished without DEL took its device along, so only the
+ * store still knows it).
  */
 
 import type { Attachment } from "../cni/config";

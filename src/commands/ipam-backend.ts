@@ -4,10 +4,11 @@
  * found in CNI_PATH (src/cni/delegate). Never delegates to ourselves: with the embedded
  * type that would exec this very binary with the same config, forever.
  */
-import type { Attachment } from "../cni/config";
+import type { Attachment, IpamConf } from "../cni/config";
 import { type DelegateTarget, delegateAdd, delegateCheck, delegateDel, delegateSince110 } from "../cni/delegate";
 import { CniError, ErrorCode, invalidConfig } from "../cni/errors";
 import type { Result } from "../cni/result";
+import { HOST_LOCAL, type Holder, hostLocalStoreDir, knownTo, listHolders } from "../ipam/holders";
 import * as embedded from "../ipam/index";
 import type { Invocation } from "./invocation";
 
@@ -19,8 +20,10 @@ export interface IpamBackend {
   del(): void;
   check(addresses: string[]): void;
   /**
-   * `removed`: the attachments whose devices this GC deleted, for an IPAM that cannot GC
-   * by itself. Returns a line for the log saying what was done.
+   * `removed`: the attachments whose devices this GC deleted, which an IPAM plugin that
+   * cannot GC by itself is sent a DEL for (with host-local, also every other attachment
+   * its store names and `valid` does not). Returns a line for the log saying what was
+   * done, released addresses included.
    */
   gc(valid: Attachment[], removed: Attachment[]): string;
   status(): void;
@@ -49,33 +52,87 @@ function embeddedBackend(inv: Invocation, cfg: embedded.EmbeddedIpamConfig): Ipa
   };
 }
 
-function delegatedBackend(target: DelegateTarget): IpamBackend {
+function delegatedBackend(target: DelegateTarget, ipam: IpamConf, network: string): IpamBackend {
   return {
     name: `ipam plugin ${target.pluginType}`,
     add: () => delegateAdd(target),
     del: () => delegateDel(target),
     check: () => delegateCheck(target),
-    gc: (_valid, removed) => {
-      if (delegateSince110(target, "GC")) return "forwarded";
-      // Without GC its addresses would stay reserved forever: free those of the attachments
-      // this GC removed (an attachment whose device was already gone is not known here).
-      const failures: string[] = [];
-      for (const a of removed) {
-        try {
-          delegateDel(attachmentTarget(target, a));
-        } catch (e) {
-          failures.push(`${a.containerId}/${a.ifname}: ${(e as Error).message}`);
-        }
-      }
-      if (failures.length > 0) throw new CniError(ErrorCode.IpamFailure, failures.join("; "));
-      const released = removed.map((a) => `${a.containerId}/${a.ifname}`).join(", ");
-      return `plugin predates GC; released by DEL: ${released || "nothing"}`;
-    },
+    gc: (valid, removed) =>
+      delegateSince110(target, "GC") ? "forwarded" : gcByDel(target, staleAttachments(ipam, network, valid, removed)),
     status: () => {
       delegateSince110(target, "STATUS");
     },
   };
 }
+
+interface StaleList {
+  /** `ifname` undefined: host-local's old-format reservations, which name only the container. */
+  stale: Holder[];
+  /** How they were found, for the log. */
+  source: string;
+  /** Why the list may be short (the store could not be read). */
+  failure?: string;
+}
+
+/**
+ * For a plugin without GC, the attachments it holds addresses for that the runtime no
+ * longer knows, each once. Without this its addresses would stay reserved forever. The
+ * ones whose device this GC deleted come first; for host-local, whose state is its store
+ * (this network's directory only), also every attachment the store names and the
+ * runtime does not: the pods that vanished without a DEL, their device pair gone with
+ * the netns. Any other plugin's state is not visible here, so only the former.
+ */
+function staleAttachments(ipam: IpamConf, network: string, valid: Attachment[], removed: Attachment[]): StaleList {
+  const stale = new Map<string, Holder>();
+  const keyOf = (a: { containerId: string; ifname: string | undefined }) => JSON.stringify([a.containerId, a.ifname]);
+  for (const a of removed) stale.set(keyOf(a), { ...a, ips: [] });
+  if (ipam.type !== HOST_LOCAL) {
+    return {
+      stale: [...stale.values()],
+      source: "its state is not visible here, so only the attachments whose device GC deleted",
+    };
+  }
+  const dir = hostLocalStoreDir(ipam, network);
+  if (dir === undefined) return { stale: [...stale.values()], source: `"ipam.dataDir" is no path: nothing to read` };
+  try {
+    const known = knownTo(valid);
+    for (const h of listHolders(dir)) if (!known(h)) stale.set(keyOf(h), h);
+  } catch (e) {
+    return { stale: [...stale.values()], source: `store ${dir}`, failure: (e as Error).message };
+  }
+  // Old-format reservations last: host-local's DEL frees them only when it finds none
+  // naming the attachment exactly, so the container's exact ones must be gone first.
+  const ordered = [...stale.values()].sort((a, b) => Number(a.ifname === undefined) - Number(b.ifname === undefined));
+  return { stale: ordered, source: `store ${dir}` };
+}
+
+/** A DEL for each stale attachment; returns the log line, or throws naming what failed (and what did not). */
+function gcByDel(target: DelegateTarget, list: StaleList): string {
+  const released: string[] = [];
+  const failures = list.failure ? [list.failure] : [];
+  for (const a of list.stale) {
+    const what = `${a.containerId}/${a.ifname ?? "(any)"}${a.ips.length > 0 ? ` ${a.ips.join(" ")}` : ""}`;
+    const attachment = { containerId: a.containerId, ifname: a.ifname ?? OLD_FORMAT_IFNAME };
+    try {
+      delegateDel(attachmentTarget(target, attachment));
+      released.push(what);
+    } catch (e) {
+      failures.push(`${what}: ${(e as Error).message}`);
+    }
+  }
+  const summary = `plugin predates GC (${list.source}); released by DEL: ${released.join(", ") || "nothing"}`;
+  if (failures.length > 0) throw new CniError(ErrorCode.IpamFailure, `${summary}; failed: ${failures.join("; ")}`);
+  return summary;
+}
+
+/**
+ * host-local's DEL needs an ifname, and frees a container's old-format reservations when
+ * none names the attachment exactly. A stale old-format one belongs to a container with
+ * no valid attachment, whose exact reservations are stale too and released before it:
+ * any name does.
+ */
+const OLD_FORMAT_IFNAME = "eth0";
 
 /**
  * The delegate as a DEL of one attachment sees it: that attachment in the environment (no
@@ -92,7 +149,8 @@ export function ipamBackend(inv: Invocation): IpamBackend | undefined {
   const ipam = inv.conf.ipam;
   if (!ipam) return undefined;
   if (embedded.isEmbeddedIpam(ipam)) return embeddedBackend(inv, embedded.parseIpamConfig(ipam, inv.conf.name));
-  return delegatedBackend({ pluginType: ipam.type, searchPath: inv.env.path, conf: inv.conf.raw, env: inv.processEnv });
+  const target = { pluginType: ipam.type, searchPath: inv.env.path, conf: inv.conf.raw, env: inv.processEnv };
+  return delegatedBackend(target, ipam, inv.conf.name);
 }
 
 export function requireIpamBackend(inv: Invocation): IpamBackend {

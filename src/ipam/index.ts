@@ -18,6 +18,7 @@ import { CniError, ErrorCode, invalidEnv } from "../cni/errors";
 import type { IpConfig, Result } from "../cni/result";
 import { describeSet, pickFree, proposals, rangeFor } from "./allocator";
 import type { EmbeddedIpamConfig } from "./config";
+import { knownTo } from "./holders";
 import { IpStore, type LockedStore, type Owner, type Reservation } from "./store";
 
 export {
@@ -215,16 +216,13 @@ export function check(cfg: EmbeddedIpamConfig, containerId: string, ifname: stri
 export function gc(cfg: EmbeddedIpamConfig, valid: Attachment[]): { released: string[] } {
   const store = storeOf(cfg);
   if (!store.exists()) return { released: [] };
-  const keep = new Set(valid.map((a) => `${a.containerId.trim()}\0${a.ifname}`));
-  const keepContainers = new Set(valid.map((a) => a.containerId.trim()));
+  const known = knownTo(valid);
   return store.withLock((locked) => {
     locked.removeTemps();
     const released: string[] = [];
     const failures: string[] = [];
     for (const r of locked.reservations().values()) {
-      const { containerId, ifname } = r.owner;
-      const stays = ifname === undefined ? keepContainers.has(containerId) : keep.has(`${containerId}\0${ifname}`);
-      if (stays) continue;
+      if (known(r.owner)) continue;
       try {
         locked.remove(r.ip, r.file);
         released.push(r.ip);

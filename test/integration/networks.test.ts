@@ -220,6 +220,37 @@ describe("two networks on one node", () => {
     expectIntact(other);
   });
 
+  it("GC frees host-local addresses of a pod that vanished without DEL, and no other network's", () => {
+    // Two addresses per family on A: the next pod gets the vanished pod's, or none.
+    const ranges = [
+      [{ subnet: "10.230.1.0/24", rangeStart: "10.230.1.10", rangeEnd: "10.230.1.11" }],
+      [{ subnet: "fd30:1::/64", rangeStart: "fd30:1::10", rangeEnd: "fd30:1::11" }],
+    ];
+    const small: Network = { name: a.name, conf: { ...a.conf, ipam: { ...(a.conf.ipam as object), ranges } } };
+    const keep = add(small, "keep", fx.makeNetns());
+    const pod = fx.makeNetns();
+    const gone = add(small, "gone", pod);
+    // The same pod's second interface, on B, whose own GC has not run.
+    const goneOnB = add(b, "gone", pod, "net1");
+    // The pod vanished with its netns, taking both device pairs; no DEL came.
+    fx.deleteNetns(pod);
+    waitUntil("the vanished pod's pairs to go with its netns", () => {
+      const links = pluginLinks(node);
+      return !links.includes(gone.hostDevice) && !links.includes(goneOnB.hostDevice);
+    });
+
+    const run = gc(small, [keep]);
+    expect(run.status, run.stdout).toBe(0);
+    expect(reserved(small).sort()).toEqual([keep.v4, keep.v6].sort());
+    expectIntact(keep);
+    expect(reserved(b).sort()).toEqual([goneOnB.v4, goneOnB.v6].sort());
+    const log = fs.readFileSync(path.join(dataDir, "plugin.log"), "utf8");
+    expect(log).toContain(`gone/eth0 ${gone.v4} ${gone.v6}`);
+    // Freed: the next pod gets them.
+    const next = add(small, "next", fx.makeNetns());
+    expect([next.v4, next.v6]).toEqual([gone.v4, gone.v6]);
+  });
+
   it("DEL on A of an attachment whose device B owns releases A's addresses and leaves B's device", () => {
     const pod = fx.makeNetns();
     const onB = add(b, "multi", pod, "net1");
