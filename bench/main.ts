@@ -225,11 +225,26 @@ function machine(): BenchResult["machine"] {
 /** The applications' programs (scripts/deps.sh apps). */
 const APP_TOOLS = ["nginx", "wrk", "redis-server", "redis-benchmark", "pgbench", "etcd", "memcached", "setpriv"];
 
-function preflight(): void {
+/** The programs each section runs besides nsenter and ss, and what installs them. */
+const SECTION_TOOLS: Record<string, { tools: string[]; install: string }> = {
+  crossings: { tools: ["ping"], install: "scripts/deps.sh" },
+  netperf: { tools: ["netperf", "netserver"], install: "scripts/deps.sh" },
+  control: { tools: [], install: "scripts/deps.sh" },
+  startup: { tools: [], install: "scripts/deps.sh bench" },
+  sockbypass: { tools: ["netperf", "netserver", "sockperf"], install: "scripts/deps.sh bench" },
+  apps: { tools: APP_TOOLS, install: "scripts/deps.sh apps" },
+};
+
+/** Only the sections that run need their tools: make test's smoke round needs no sockperf. */
+function preflight(o: Options): void {
   if (process.getuid?.() !== 0) throw new Error("run as root (namespaces, bpffs, tracefs)");
   if (!fs.existsSync(OUR_PLUGIN)) throw new Error(`${OUR_PLUGIN} is missing: make build`);
-  for (const tool of ["netperf", "netserver", "sockperf", "nsenter", "ping", "ss", ...APP_TOOLS]) {
-    if (spawnSync("sh", ["-c", `command -v ${tool}`]).status !== 0) throw new Error(`${tool} is not installed`);
+  const missing = (tool: string) => spawnSync("sh", ["-c", `command -v ${tool}`]).status !== 0;
+  for (const tool of ["nsenter", "ss"]) if (missing(tool)) throw new Error(`${tool} is not installed`);
+  for (const section of SECTIONS.filter((s) => !o.skip.has(s))) {
+    const { tools, install } = SECTION_TOOLS[section] ?? { tools: [], install: "" };
+    const absent = tools.filter(missing);
+    if (absent.length > 0) throw new Error(`the ${section} section needs ${absent.join(", ")}: ${install}`);
   }
 }
 
@@ -245,7 +260,7 @@ function log(msg: string): void {
 
 async function run(kind: "host" | "vm", argv: string[]): Promise<string> {
   const o = parseOptions(kind, argv);
-  preflight();
+  preflight(o);
   const started = Date.now();
   const result: BenchResult = {
     schema: 1,

@@ -969,7 +969,9 @@ export function renderReport(resultsDir: string, readme: string): void {
     "",
     "Transaction rates divided round by round: the conntrack variant (a conntrack lookup per TCP/UDP packet it redirects) against the memory variant (one flow-table lookup) and against the baseline build given with `--baseline`. Above 1: the first is faster.",
     "",
-    hn ? `From ${runName(hn)}.\n\n${natCheckTable(hn.r)}` : "_no run on this kernel measured the NAT check variants yet._",
+    hn
+      ? `From ${runName(hn)}.\n\n${natCheckTable(hn.r)}`
+      : "_no run on this kernel measured the NAT check variants yet._",
     "",
     "### Control plane (this kernel, same run)",
     "",
