@@ -1,7 +1,9 @@
 /**
  * `netkit-cni status` for people: the facts status.ts gathers (a NodeStatus), one line
- * per subject. A pure function: no system calls, so it is tested on made-up facts.
+ * per subject and the maps as a table. A pure function: no system calls, so it is
+ * tested on made-up facts (test/unit/status-format.test.ts).
  */
+import type { MapOccupancy } from "../bpf/index";
 import type { NodeStatus } from "./status";
 
 export function formatStatus(s: NodeStatus): string {
@@ -28,6 +30,14 @@ export function formatStatus(s: NodeStatus): string {
   lines.push(
     `flow tables     ${t.tables} of ${t.capacityEach} entries each: ${t.entries} held, ${t.remembered} remembered, ${t.forgotten} forgotten, ${t.evicted} evicted`,
   );
+  if (t.fullest) {
+    const f = t.fullest;
+    const pod = f.containerId ? ` (container ${f.containerId.slice(0, 12)}${f.ifname ? `/${f.ifname}` : ""})` : "";
+    lines.push(
+      `fullest table   ${f.device ?? `ifindex ${f.ifindex}`}${pod}: ${f.entries}/${f.capacity} entries, ${f.evicted} evicted`,
+    );
+  }
+  lines.push(...formatMaps(s.maps));
   for (const u of s.uplinks) {
     lines.push(
       `uplink link     ${u.pin}: link ${u.linkId}, program ${u.programId}, on ${u.device ?? `ifindex ${u.ifindex}`}`,
@@ -60,4 +70,21 @@ export function formatStatus(s: NodeStatus): string {
   if (s.problems.length === 0) lines.push("problems        none");
   else for (const p of s.problems) lines.push(`problem         ${p}`);
   return lines.join("\n");
+}
+
+/** The node's maps as a table under a "maps" label, and what happens when one is full. */
+function formatMaps(maps: readonly MapOccupancy[]): string[] {
+  if (maps.length === 0) return ["maps            none pinned"];
+  const rows = [
+    ["NAME", "KIND", "ENTRIES", "CAPACITY"],
+    ...maps.map((m) => [m.name, m.kind, String(m.entries), String(m.capacity)]),
+  ];
+  const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => r[i]?.length ?? 0))) ?? [];
+  // Names and kinds to the left, numbers to the right.
+  const cell = (text: string, i: number) => (i < 2 ? text.padEnd(widths[i] ?? 0) : text.padStart(widths[i] ?? 0));
+  const indent = "".padEnd(16);
+  return [
+    ...rows.map((r, n) => (n === 0 ? "maps" : "").padEnd(16) + r.map(cell).join("  ").trimEnd()),
+    `${indent}a full non-LRU map evicts nothing (inserts fail); the LRU flow tables evict their oldest`,
+  ];
 }

@@ -2,8 +2,8 @@
  * `netkit-cni status`, gathering the facts: what this node's datapath looks like. Kernel
  * features (netkit, tcx, bpffs), the device kind `"datapath": "auto"` picks here, our
  * programs pinned under the bpffs root, which NAT check they use and why, the links
- * running them (the uplink's, each endpoint's), the endpoint count, how full the
- * per-endpoint flow tables are, and what is wrong: pins or map entries for devices that
+ * running them (the uplink's, each endpoint's), the endpoint count, how full each map
+ * is (status-maps.ts), and what is wrong: pins or map entries for devices that
  * no longer exist, links whose device is gone, devices we own that have no programs; and
  * the socket bypass: its links and spliced sockets, or why this kernel cannot run it; how
  * many pods have rate limits and how they are enforced; the devices of another plugin on
@@ -18,8 +18,8 @@ import {
   BpfLink,
   BpfProgram,
   buildName,
-  DIRECT_TABLE_SIZE,
   isBpffs,
+  type MapOccupancy,
   type NatCheck,
   openPin,
   PROGRAM_NAMES,
@@ -29,13 +29,7 @@ import { conntrackUnavailable } from "../bpf/node";
 import { listBypassedSockets, openSockMaps, sockRoot } from "../bpf/sock";
 import { AF_INET, AF_INET6 } from "../cni/address";
 import { isOurProxy } from "../datapath/coexist-plan";
-import {
-  embeddedObjects,
-  endpointMapEntries,
-  flowTableOf,
-  limitsOf,
-  pinnedEndpointDevices,
-} from "../datapath/fastpath";
+import { embeddedObjects, endpointMapEntries, limitsOf, pinnedEndpointDevices } from "../datapath/fastpath";
 import { parseOwnerAlias } from "../datapath/naming";
 import { kernelHasNetkit } from "../datapath/probe";
 import { readSockBypassOff, type SockBypassOff, sockBypassUnavailable } from "../datapath/sockbypass";
@@ -43,6 +37,7 @@ import { type Link, listLinks } from "../netlink/links";
 import { listProxyNeighbors, type ProxyNeighbor } from "../netlink/neighbors";
 import { RtnlSocket } from "../netlink/socket";
 import { objGetInfo } from "../sys/bpf-syscall";
+import { type FlowTablesStatus, mapsStatus } from "./status-maps";
 
 export interface LinkStatus {
   /** Pin path relative to the bpffs root. */
@@ -75,15 +70,10 @@ export interface NodeStatus {
     /** Why this kernel cannot use the conntrack NAT check; absent when it can. */
     conntrackUnavailable: string | undefined;
   };
-  /** The per-endpoint direct-flow tables (LRU, one per pod interface). */
-  flowTables: {
-    tables: number;
-    capacityEach: number;
-    entries: number;
-    remembered: number;
-    forgotten: number;
-    evicted: number;
-  };
+  /** The per-endpoint direct-flow tables (LRU, one per pod interface), summed, and the fullest. */
+  flowTables: FlowTablesStatus;
+  /** Each node-wide map the programs use that is pinned: kind, entries, capacity. */
+  maps: MapOccupancy[];
   uplinks: LinkStatus[];
   /** The same-node socket bypass ("sockBypass"): its links, the sockets it holds, or why it is off. */
   sockBypass: {
@@ -230,23 +220,11 @@ export async function nodeStatus(bpffsRoot: string): Promise<NodeStatus> {
     if (!byIndex.has(e.hostIfindex))
       problems.push(`endpoint map: ${ip} points at ifindex ${e.hostIfindex}, which is gone`);
   }
-  const flowTables = {
-    tables: 0,
-    capacityEach: DIRECT_TABLE_SIZE,
-    entries: 0,
-    remembered: 0,
-    forgotten: 0,
-    evicted: 0,
-  };
-  for (const ifindex of new Set([...entries.values()].map((e) => e.hostIfindex))) {
-    const t = flowTableOf(root, ifindex);
-    if (!t) continue;
-    flowTables.tables += 1;
-    flowTables.entries += t.entries;
-    flowTables.remembered += Number(t.remembered);
-    flowTables.forgotten += Number(t.forgotten);
-    flowTables.evicted += Number(t.evicted);
-  }
+  const { maps, flowTables } = mapsStatus(
+    root,
+    [...entries.values()].map((e) => e.hostIfindex),
+    byIndex,
+  );
 
   const bandwidth = { limited: 0, modes: {} as Record<string, number> };
   for (const l of owned) {
@@ -292,6 +270,7 @@ export async function nodeStatus(bpffsRoot: string): Promise<NodeStatus> {
       conntrackUnavailable: whyNotConntrack,
     },
     flowTables,
+    maps,
     uplinks,
     sockBypass: {
       links: sockLinks,
