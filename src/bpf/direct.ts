@@ -72,11 +72,7 @@ export function listEndpointFlows(outer: BpfMap, hostIfindex: number): Remembere
 
 /** How many flows the endpoint's table holds, or undefined when it has none. */
 export function endpointTableSize(outer: BpfMap, hostIfindex: number): number | undefined {
-  return withTable(outer, hostIfindex, (table) => {
-    let n = 0;
-    for (const _ of table.keys()) n += 1;
-    return n;
-  });
+  return withTable(outer, hostIfindex, (table) => table.countKeys());
 }
 
 /** Empties the endpoint's table (tests, and an admin resetting the memory). */

@@ -55,6 +55,7 @@ export {
   pinnedProgramSets,
   readObjectsDir,
 } from "./node";
+export { type MapOccupancy, pinnedMapOccupancy } from "./occupancy";
 export { ensureBpffs, isBpffs, openPin, pinExists, pinObject, unmountBpffs, unpin } from "./pins";
 export { BpfProgram, loadProgram, programName } from "./programs";
 export {

@@ -1,8 +1,9 @@
 /**
  * BPF maps as objects: create one from a MapSpec, open a pinned one, and the element
- * operations (lookup, update, delete, iterate keys) on raw key/value bytes. Knows map
- * types only as far as per-CPU value sizing needs; what the bytes mean belongs to the
- * callers (endpoints.ts, counters.ts, ...). Owns the map fd until close().
+ * operations (lookup, update, delete, iterate and count keys) on raw key/value bytes.
+ * Knows map types only as far as per-CPU value sizing and their names need; what the
+ * bytes mean belongs to the callers (endpoints.ts, counters.ts, ...). Owns the map fd
+ * until close().
  */
 import * as fs from "node:fs";
 import {
@@ -109,6 +110,14 @@ export class BpfMap {
     }
   }
 
+  /** How many keys the map holds now (one walk of keys(); a per-CPU map counts keys, not
+   * its per-CPU values). Approximate while the programs add or delete entries. */
+  countKeys(): number {
+    let n = 0;
+    for (const _ of this.keys()) n += 1;
+    return n;
+  }
+
   close(): void {
     if (!this.open) return;
     this.open = false;
@@ -136,6 +145,12 @@ export function mapInfo(fd: number): MapSpec {
     maxEntries: info.readUInt32LE(o.max_entries),
     flags: info.readUInt32LE(o.map_flags),
   };
+}
+
+/** The kernel's name for a map type, as bpftool prints it ("hash", "lru_hash", "lpm_trie"). */
+export function mapKind(type: number): string {
+  const name = Object.entries(BPF_MAP_TYPE).find(([, n]) => n === type)?.[0];
+  return name ? name.toLowerCase() : `type ${type}`;
 }
 
 /** The kernel's id for the map behind `fd` (the same for every fd of one map). */

@@ -7,7 +7,8 @@ import { readFlags } from "./args";
 import { formatEndpoints, listEndpoints } from "./endpoints";
 import { formatInstall, install } from "./install";
 import { INSTALL_USAGE, InstallError, parseInstallOptions } from "./install-options";
-import { formatStatus, nodeStatus } from "./status";
+import { nodeStatus } from "./status";
+import { formatStatus } from "./status-format";
 
 const USAGE = `usage: netkit-cni <command> [options]
 commands:

@@ -1,14 +1,15 @@
 /**
- * `netkit-cni status`: what this node's datapath looks like. Kernel features (netkit,
- * tcx, bpffs), the device kind `"datapath": "auto"` picks here, our programs pinned under
- * the bpffs root, which NAT check they use and why, the links running them (the uplink's,
- * each endpoint's), the endpoint count, how full the per-endpoint flow tables are, and
- * what is wrong: pins or map entries for devices that no longer exist, links
- * whose device is gone, devices we own that have no programs; and the socket bypass: its
- * links and spliced sockets, or why this kernel cannot run it; how many pods have rate
- * limits and how they are enforced; the devices of another plugin on which the node
- * answers for our pods (a shared subnet). Read-only (the netkit
- * answer is cached under /run like ADD caches it); run in the node's network namespace.
+ * `netkit-cni status`, gathering the facts: what this node's datapath looks like. Kernel
+ * features (netkit, tcx, bpffs), the device kind `"datapath": "auto"` picks here, our
+ * programs pinned under the bpffs root, which NAT check they use and why, the links
+ * running them (the uplink's, each endpoint's), the endpoint count, how full each map
+ * is (status-maps.ts), and what is wrong: pins or map entries for devices that
+ * no longer exist, links whose device is gone, devices we own that have no programs; and
+ * the socket bypass: its links and spliced sockets, or why this kernel cannot run it; how
+ * many pods have rate limits and how they are enforced; the devices of another plugin on
+ * which the node answers for our pods (a shared subnet). Read-only (the netkit answer is
+ * cached under /run like ADD caches it); run in the node's network namespace. Rendering
+ * the facts for people is status-format.ts's.
  */
 import * as fs from "node:fs";
 import * as os from "node:os";
@@ -17,8 +18,8 @@ import {
   BpfLink,
   BpfProgram,
   buildName,
-  DIRECT_TABLE_SIZE,
   isBpffs,
+  type MapOccupancy,
   type NatCheck,
   openPin,
   PROGRAM_NAMES,
@@ -28,13 +29,7 @@ import { conntrackUnavailable } from "../bpf/node";
 import { listBypassedSockets, openSockMaps, sockRoot } from "../bpf/sock";
 import { AF_INET, AF_INET6 } from "../cni/address";
 import { isOurProxy } from "../datapath/coexist-plan";
-import {
-  embeddedObjects,
-  endpointMapEntries,
-  flowTableOf,
-  limitsOf,
-  pinnedEndpointDevices,
-} from "../datapath/fastpath";
+import { embeddedObjects, endpointMapEntries, limitsOf, pinnedEndpointDevices } from "../datapath/fastpath";
 import { parseOwnerAlias } from "../datapath/naming";
 import { kernelHasNetkit } from "../datapath/probe";
 import { readSockBypassOff, type SockBypassOff, sockBypassUnavailable } from "../datapath/sockbypass";
@@ -42,6 +37,7 @@ import { type Link, listLinks } from "../netlink/links";
 import { listProxyNeighbors, type ProxyNeighbor } from "../netlink/neighbors";
 import { RtnlSocket } from "../netlink/socket";
 import { objGetInfo } from "../sys/bpf-syscall";
+import { type FlowTablesStatus, mapsStatus } from "./status-maps";
 
 export interface LinkStatus {
   /** Pin path relative to the bpffs root. */
@@ -74,15 +70,10 @@ export interface NodeStatus {
     /** Why this kernel cannot use the conntrack NAT check; absent when it can. */
     conntrackUnavailable: string | undefined;
   };
-  /** The per-endpoint direct-flow tables (LRU, one per pod interface). */
-  flowTables: {
-    tables: number;
-    capacityEach: number;
-    entries: number;
-    remembered: number;
-    forgotten: number;
-    evicted: number;
-  };
+  /** The per-endpoint direct-flow tables (LRU, one per pod interface), summed, and the fullest. */
+  flowTables: FlowTablesStatus;
+  /** Each node-wide map the programs use that is pinned: kind, entries, capacity. */
+  maps: MapOccupancy[];
   uplinks: LinkStatus[];
   /** The same-node socket bypass ("sockBypass"): its links, the sockets it holds, or why it is off. */
   sockBypass: {
@@ -229,23 +220,11 @@ export async function nodeStatus(bpffsRoot: string): Promise<NodeStatus> {
     if (!byIndex.has(e.hostIfindex))
       problems.push(`endpoint map: ${ip} points at ifindex ${e.hostIfindex}, which is gone`);
   }
-  const flowTables = {
-    tables: 0,
-    capacityEach: DIRECT_TABLE_SIZE,
-    entries: 0,
-    remembered: 0,
-    forgotten: 0,
-    evicted: 0,
-  };
-  for (const ifindex of new Set([...entries.values()].map((e) => e.hostIfindex))) {
-    const t = flowTableOf(root, ifindex);
-    if (!t) continue;
-    flowTables.tables += 1;
-    flowTables.entries += t.entries;
-    flowTables.remembered += Number(t.remembered);
-    flowTables.forgotten += Number(t.forgotten);
-    flowTables.evicted += Number(t.evicted);
-  }
+  const { maps, flowTables } = mapsStatus(
+    root,
+    [...entries.values()].map((e) => e.hostIfindex),
+    byIndex,
+  );
 
   const bandwidth = { limited: 0, modes: {} as Record<string, number> };
   for (const l of owned) {
@@ -291,6 +270,7 @@ export async function nodeStatus(bpffsRoot: string): Promise<NodeStatus> {
       conntrackUnavailable: whyNotConntrack,
     },
     flowTables,
+    maps,
     uplinks,
     sockBypass: {
       links: sockLinks,
@@ -312,62 +292,4 @@ function sharedSubnets(proxies: ProxyNeighbor[], byIndex: Map<number, Link>): No
     byDevice.set(device, [...(byDevice.get(device) ?? []), p.address]);
   }
   return [...byDevice].map(([device, addresses]) => ({ device, addresses }));
-}
-
-export function formatStatus(s: NodeStatus): string {
-  const yes = (b: boolean) => (b ? "yes" : "no");
-  const lines = [
-    `kernel          ${s.kernel.release}: netkit ${yes(s.kernel.netkit)}, tcx ${yes(s.kernel.tcx)}, bpffs ${s.kernel.bpffsMounted ? "mounted" : "not mounted"}`,
-    `datapath auto   ${s.autoDatapath}`,
-    `bpffs root      ${s.bpffsRoot}${s.initialized ? "" : " (nothing pinned yet)"}`,
-    `programs        build ${s.programs.running ?? s.programs.build}: ${
-      Object.keys(s.programs.ids).length > 0
-        ? Object.entries(s.programs.ids)
-            .map(([n, id]) => `${n}=${id}`)
-            .join(" ")
-        : "not loaded"
-    }`,
-  ];
-  const nat = s.programs.natCheck;
-  lines.push(
-    `NAT check       ${nat ?? "none loaded"}${
-      s.programs.conntrackUnavailable ? ` (conntrack unavailable: ${s.programs.conntrackUnavailable})` : ""
-    }`,
-  );
-  const t = s.flowTables;
-  lines.push(
-    `flow tables     ${t.tables} of ${t.capacityEach} entries each: ${t.entries} held, ${t.remembered} remembered, ${t.forgotten} forgotten, ${t.evicted} evicted`,
-  );
-  for (const u of s.uplinks) {
-    lines.push(
-      `uplink link     ${u.pin}: link ${u.linkId}, program ${u.programId}, on ${u.device ?? `ifindex ${u.ifindex}`}`,
-    );
-  }
-  const sb = s.sockBypass;
-  const why = sb.off?.reason ?? sb.unavailable;
-  lines.push(
-    `socket bypass   ${
-      sb.links.length > 0
-        ? `on: ${sb.links.map((l) => `${l.pin} (program ${l.programId})`).join(", ")}; ${sb.sockets} sockets spliced`
-        : why
-          ? `off: ${why}`
-          : `off (no pod of a network with "sockBypass": true yet)`
-    }`,
-  );
-  // Another network's cgroup may run it while this one could not.
-  if (sb.links.length > 0 && sb.off)
-    lines.push(`socket bypass   off for ${sb.off.cgroup ?? "the cgroup v2 root"}: ${sb.off.reason}`);
-  const modes = Object.entries(s.bandwidth.modes).map(
-    ([m, n]) => `${n} ${m === "police" ? "policed (token bucket in the programs)" : m}`,
-  );
-  lines.push(`rate limits     ${s.bandwidth.limited} pods${modes.length > 0 ? `: ${modes.join(", ")}` : ""}`);
-  for (const shared of s.sharedSubnets) {
-    lines.push(`shared subnet   ${shared.device}: answering ARP/ND for ${shared.addresses.join(", ")}`);
-  }
-  lines.push(
-    `endpoints       ${s.endpoints.devices} devices, ${s.endpoints.pinned} with programs, ${s.endpoints.addresses} addresses in the endpoint map`,
-  );
-  if (s.problems.length === 0) lines.push("problems        none");
-  else for (const p of s.problems) lines.push(`problem         ${p}`);
-  return lines.join("\n");
 }

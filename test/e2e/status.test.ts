@@ -1,6 +1,7 @@
 /**
  * `netkit-cni status` on a node: before any pod (nothing pinned, no problems), with two
- * pods added by cnitool (programs loaded, uplink links, endpoint links, counts), after a
+ * pods added by cnitool (programs loaded, uplink links, endpoint links, counts, each
+ * pinned map's occupancy and the fullest flow table), after a
  * pod's device vanished behind the plugin's back (pins and map entries for a device that
  * no longer exists are problems, exit status 1), and clean again after DEL. It changes
  * nothing: the pin tree is the same before and after.
@@ -110,6 +111,22 @@ describe("netkit-cni status", () => {
     ]);
     expect(s.endpoints).toMatchObject({ devices: 2, pinned: 2, addresses: 2 });
     expect(s.flowTables).toMatchObject({ tables: 2, capacityEach: 1024 });
+    expect(devices).toContain(s.flowTables.fullest?.device);
+    expect(s.flowTables.fullest).toMatchObject({ ifname: "eth0", capacity: 1024 });
+    // Every node map, in a fixed order; the socket bypass's are absent (no network asked for it).
+    // Counters and flow stats fill as packets pass, so only their size is fixed.
+    expect(s.maps.map((m) => [m.name, m.kind, m.capacity])).toEqual([
+      ["nkc_endpoints", "hash", 16384],
+      ["nkc_cluster", "lpm_trie", 64],
+      ["nkc_counters", "percpu_hash", 16384],
+      ["nkc_direct", "hash_of_maps", 16384],
+      ["nkc_direct_stats", "percpu_hash", 16384],
+      ["nkc_bandwidth", "hash", 16384],
+    ]);
+    const entries = (name: string) => s.maps.find((m) => m.name === name)?.entries;
+    expect([entries("nkc_endpoints"), entries("nkc_cluster"), entries("nkc_direct"), entries("nkc_bandwidth")]).toEqual(
+      [2, 1, 2, 0],
+    );
     expect(s.endpoints.links.map((l) => l.device).sort()).toEqual([...devices].sort());
     expect(s.problems).toEqual([]);
 
@@ -119,6 +136,10 @@ describe("netkit-cni status", () => {
     expect(text.stdout).toMatch(
       /^flow tables\s+2 of 1024 entries each: \d+ held, \d+ remembered, \d+ forgotten, \d+ evicted$/m,
     );
+    expect(text.stdout).toMatch(/^fullest table\s+\S+ \(container \S+\/eth0\): \d+\/1024 entries, \d+ evicted$/m);
+    expect(text.stdout).toMatch(/^maps\s+NAME\s+KIND\s+ENTRIES\s+CAPACITY$/m);
+    expect(text.stdout).toMatch(/^\s+nkc_endpoints\s+hash\s+2\s+16384$/m);
+    expect(text.stdout).toMatch(/^\s+a full non-LRU map evicts nothing/m);
     expect(text.stdout).toMatch(/^endpoints\s+2 devices, 2 with programs, 2 addresses in the endpoint map$/m);
     expect(text.stdout).toMatch(/^problems\s+none$/m);
 
@@ -142,6 +163,10 @@ describe("netkit-cni status", () => {
     expect(cni("del", pods[1] as string).status).toBe(0);
     ({ code, s } = statusJson());
     expect(s.endpoints).toMatchObject({ devices: 0, pinned: 0, addresses: 0 });
+    // The maps stay (node state), empty of pods.
+    expect(s.flowTables.fullest).toBeUndefined();
+    expect(s.maps.find((m) => m.name === "nkc_endpoints")?.entries).toBe(0);
+    expect(s.maps.find((m) => m.name === "nkc_direct")?.entries).toBe(0);
     expect(leftovers(node, fx.bpffsRoot, path.join(sb.dir, "ipam", "nke2e"))).toEqual(NOTHING_LEFT);
     console.log(`status: ${statusMs} ms with two pods`);
   });

@@ -13,6 +13,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import type { NodeStatus } from "../../src/cli/status";
 import { BINARY, Fixture, inNs, TEST_DATAPATH } from "./harness";
 import { tcpRequest } from "./tcp";
 import { addPod, type ClusterNode, makeCluster, type Pod } from "./topology";
@@ -176,8 +177,24 @@ describe("flow memory is per pod, and visible", () => {
     expect(table("flooder")?.remembered).toBeGreaterThanOrEqual(65535);
     expect(table("flooder")?.evicted).toBeGreaterThanOrEqual(65535 - 1024);
     expect(table("target")).toMatchObject({ entries: 0, remembered: 0, evicted: 0 });
-    const status = cli("status") as { flowTables: { tables: number; evicted: number } };
+    const status = cli("status") as NodeStatus;
     expect(status.flowTables.tables).toBe(2);
     expect(status.flowTables.evicted).toBe(table("flooder")?.evicted);
+    // The fullest table is the flooder's; the outer map holds one table per pod.
+    expect(status.flowTables.fullest).toEqual({
+      device: flooder.hostDevice,
+      ifindex: expect.any(Number),
+      containerId: "flooder",
+      ifname: "eth0",
+      entries: table("flooder")?.entries,
+      capacity: 1024,
+      evicted: table("flooder")?.evicted,
+    });
+    expect(status.maps.find((m) => m.name === "nkc_direct")).toEqual({
+      name: "nkc_direct",
+      kind: "hash_of_maps",
+      entries: 2,
+      capacity: 16384,
+    });
   });
 });

@@ -11,6 +11,7 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import type { NodeStatus } from "../../src/cli/status";
 import {
   cli,
   countersOf,
@@ -97,9 +98,17 @@ describe("socket bypass between two pods of one node", () => {
         .trim()
         .split(/\s+/)[0];
     expect(["cli", "srv"].map(splicedOf)).toEqual(["1", "1"]);
-    const status = JSON.parse(cli(env, "status")) as { sockBypass: { links: unknown[]; sockets: number } };
+    const status = JSON.parse(cli(env, "status")) as NodeStatus;
     expect(status.sockBypass.links).toHaveLength(2);
     expect(status.sockBypass.sockets).toBe(2);
+    // The bypass's maps are listed with the node's once it is on.
+    expect(status.maps.find((m) => m.name === "nkc_sock_hash")).toEqual({
+      name: "nkc_sock_hash",
+      kind: "sockhash",
+      entries: 2,
+      capacity: 65536,
+    });
+    expect(status.maps.map((m) => m.name)).toEqual(expect.arrayContaining(["nkc_sock_state", "nkc_sock_stats"]));
     expect(cli(env, "status", false)).toMatch(/^socket bypass +on: .*; 2 sockets spliced$/m);
 
     expect(delPod(client).status).toBe(0);

@@ -1,0 +1,90 @@
+/**
+ * `netkit-cni status` for people: the facts status.ts gathers (a NodeStatus), one line
+ * per subject and the maps as a table. A pure function: no system calls, so it is
+ * tested on made-up facts (test/unit/status-format.test.ts).
+ */
+import type { MapOccupancy } from "../bpf/index";
+import type { NodeStatus } from "./status";
+
+export function formatStatus(s: NodeStatus): string {
+  const yes = (b: boolean) => (b ? "yes" : "no");
+  const lines = [
+    `kernel          ${s.kernel.release}: netkit ${yes(s.kernel.netkit)}, tcx ${yes(s.kernel.tcx)}, bpffs ${s.kernel.bpffsMounted ? "mounted" : "not mounted"}`,
+    `datapath auto   ${s.autoDatapath}`,
+    `bpffs root      ${s.bpffsRoot}${s.initialized ? "" : " (nothing pinned yet)"}`,
+    `programs        build ${s.programs.running ?? s.programs.build}: ${
+      Object.keys(s.programs.ids).length > 0
+        ? Object.entries(s.programs.ids)
+            .map(([n, id]) => `${n}=${id}`)
+            .join(" ")
+        : "not loaded"
+    }`,
+  ];
+  const nat = s.programs.natCheck;
+  lines.push(
+    `NAT check       ${nat ?? "none loaded"}${
+      s.programs.conntrackUnavailable ? ` (conntrack unavailable: ${s.programs.conntrackUnavailable})` : ""
+    }`,
+  );
+  const t = s.flowTables;
+  lines.push(
+    `flow tables     ${t.tables} of ${t.capacityEach} entries each: ${t.entries} held, ${t.remembered} remembered, ${t.forgotten} forgotten, ${t.evicted} evicted`,
+  );
+  if (t.fullest) {
+    const f = t.fullest;
+    const pod = f.containerId ? ` (container ${f.containerId.slice(0, 12)}${f.ifname ? `/${f.ifname}` : ""})` : "";
+    lines.push(
+      `fullest table   ${f.device ?? `ifindex ${f.ifindex}`}${pod}: ${f.entries}/${f.capacity} entries, ${f.evicted} evicted`,
+    );
+  }
+  lines.push(...formatMaps(s.maps));
+  for (const u of s.uplinks) {
+    lines.push(
+      `uplink link     ${u.pin}: link ${u.linkId}, program ${u.programId}, on ${u.device ?? `ifindex ${u.ifindex}`}`,
+    );
+  }
+  const sb = s.sockBypass;
+  const why = sb.off?.reason ?? sb.unavailable;
+  lines.push(
+    `socket bypass   ${
+      sb.links.length > 0
+        ? `on: ${sb.links.map((l) => `${l.pin} (program ${l.programId})`).join(", ")}; ${sb.sockets} sockets spliced`
+        : why
+          ? `off: ${why}`
+          : `off (no pod of a network with "sockBypass": true yet)`
+    }`,
+  );
+  // Another network's cgroup may run it while this one could not.
+  if (sb.links.length > 0 && sb.off)
+    lines.push(`socket bypass   off for ${sb.off.cgroup ?? "the cgroup v2 root"}: ${sb.off.reason}`);
+  const modes = Object.entries(s.bandwidth.modes).map(
+    ([m, n]) => `${n} ${m === "police" ? "policed (token bucket in the programs)" : m}`,
+  );
+  lines.push(`rate limits     ${s.bandwidth.limited} pods${modes.length > 0 ? `: ${modes.join(", ")}` : ""}`);
+  for (const shared of s.sharedSubnets) {
+    lines.push(`shared subnet   ${shared.device}: answering ARP/ND for ${shared.addresses.join(", ")}`);
+  }
+  lines.push(
+    `endpoints       ${s.endpoints.devices} devices, ${s.endpoints.pinned} with programs, ${s.endpoints.addresses} addresses in the endpoint map`,
+  );
+  if (s.problems.length === 0) lines.push("problems        none");
+  else for (const p of s.problems) lines.push(`problem         ${p}`);
+  return lines.join("\n");
+}
+
+/** The node's maps as a table under a "maps" label, and what happens when one is full. */
+function formatMaps(maps: readonly MapOccupancy[]): string[] {
+  if (maps.length === 0) return ["maps            none pinned"];
+  const rows = [
+    ["NAME", "KIND", "ENTRIES", "CAPACITY"],
+    ...maps.map((m) => [m.name, m.kind, String(m.entries), String(m.capacity)]),
+  ];
+  const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => r[i]?.length ?? 0))) ?? [];
+  // Names and kinds to the left, numbers to the right.
+  const cell = (text: string, i: number) => (i < 2 ? text.padEnd(widths[i] ?? 0) : text.padStart(widths[i] ?? 0));
+  const indent = "".padEnd(16);
+  return [
+    ...rows.map((r, n) => (n === 0 ? "maps" : "").padEnd(16) + r.map(cell).join("  ").trimEnd()),
+    `${indent}a full non-LRU map evicts nothing (inserts fail); the LRU flow tables evict their oldest`,
+  ];
+}

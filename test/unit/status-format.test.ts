@@ -1,0 +1,108 @@
+import { describe, expect, it } from "vitest";
+import type { NodeStatus } from "../../src/cli/status";
+import { formatStatus } from "../../src/cli/status-format";
+
+/** A node with two pods, one of them flooding its flow table; no socket bypass. */
+const facts = (): NodeStatus => ({
+  kernel: { release: "6.12.0-test", netkit: true, tcx: true, bpffsMounted: true },
+  autoDatapath: "netkit",
+  bpffsRoot: "/sys/fs/bpf/netkit-cni",
+  initialized: true,
+  programs: {
+    build: "1700000000-0123456789abcdef",
+    pinnedBuilds: ["1700000000-0123456789abcdef-conntrack"],
+    running: "1700000000-0123456789abcdef",
+    ids: { nkc_from_pod: 11, nkc_src_check: 12, nkc_host_in: 13, nkc_pod_ingress: 14 },
+    natCheck: "conntrack",
+    conntrackUnavailable: undefined,
+  },
+  flowTables: {
+    tables: 2,
+    capacityEach: 1024,
+    entries: 1000,
+    remembered: 66000,
+    forgotten: 10,
+    evicted: 64990,
+    fullest: {
+      device: "nk0123abcd",
+      ifindex: 7,
+      containerId: "0123456789abcdef0123",
+      ifname: "eth0",
+      entries: 1000,
+      capacity: 1024,
+      evicted: 64990,
+    },
+  },
+  maps: [
+    { name: "nkc_endpoints", kind: "hash", entries: 2, capacity: 16384 },
+    { name: "nkc_cluster", kind: "lpm_trie", entries: 1, capacity: 64 },
+    { name: "nkc_counters", kind: "percpu_hash", entries: 2, capacity: 16384 },
+    { name: "nkc_direct", kind: "hash_of_maps", entries: 2, capacity: 16384 },
+  ],
+  uplinks: [{ pin: "uplink/eth0/ingress", linkId: 3, programId: 13, ifindex: 2, device: "eth0" }],
+  sockBypass: { links: [], sockets: 0, unavailable: undefined, off: undefined },
+  bandwidth: { limited: 0, modes: {} },
+  sharedSubnets: [],
+  endpoints: { devices: 2, pinned: 2, addresses: 2, links: [] },
+  problems: [],
+});
+
+describe("formatStatus", () => {
+  it("renders every subject on its own line, the maps as a table", () => {
+    expect(formatStatus(facts()).split("\n")).toEqual([
+      "kernel          6.12.0-test: netkit yes, tcx yes, bpffs mounted",
+      "datapath auto   netkit",
+      "bpffs root      /sys/fs/bpf/netkit-cni",
+      "programs        build 1700000000-0123456789abcdef: nkc_from_pod=11 nkc_src_check=12 nkc_host_in=13 nkc_pod_ingress=14",
+      "NAT check       conntrack",
+      "flow tables     2 of 1024 entries each: 1000 held, 66000 remembered, 10 forgotten, 64990 evicted",
+      "fullest table   nk0123abcd (container 0123456789ab/eth0): 1000/1024 entries, 64990 evicted",
+      "maps            NAME           KIND          ENTRIES  CAPACITY",
+      "                nkc_endpoints  hash                2     16384",
+      "                nkc_cluster    lpm_trie            1        64",
+      "                nkc_counters   percpu_hash         2     16384",
+      "                nkc_direct     hash_of_maps        2     16384",
+      "                a full non-LRU map evicts nothing (inserts fail); the LRU flow tables evict their oldest",
+      "uplink link     uplink/eth0/ingress: link 3, program 13, on eth0",
+      `socket bypass   off (no pod of a network with "sockBypass": true yet)`,
+      "rate limits     0 pods",
+      "endpoints       2 devices, 2 with programs, 2 addresses in the endpoint map",
+      "problems        none",
+    ]);
+  });
+
+  it("names a fullest table whose device is gone by its ifindex, and says when no map is pinned", () => {
+    const s = facts();
+    s.initialized = false;
+    s.maps = [];
+    s.flowTables.fullest = {
+      device: undefined,
+      ifindex: 9,
+      containerId: undefined,
+      ifname: undefined,
+      entries: 3,
+      capacity: 1024,
+      evicted: 0,
+    };
+    const lines = formatStatus(s).split("\n");
+    expect(lines).toContain("bpffs root      /sys/fs/bpf/netkit-cni (nothing pinned yet)");
+    expect(lines).toContain("fullest table   ifindex 9: 3/1024 entries, 0 evicted");
+    expect(lines).toContain("maps            none pinned");
+    expect(lines.some((l) => l.includes("CAPACITY"))).toBe(false);
+  });
+
+  it("leaves out the fullest table when there are no tables", () => {
+    const s = facts();
+    s.flowTables = { ...s.flowTables, tables: 0, entries: 0, fullest: undefined };
+    expect(formatStatus(s)).not.toMatch(/^fullest table/m);
+  });
+
+  it("lists problems one per line", () => {
+    const s = facts();
+    s.problems = ["endpoint pins for nk1, which no longer exists (DEL or GC removes them)", "second"];
+    expect(formatStatus(s).split("\n").slice(-2)).toEqual([
+      "problem         endpoint pins for nk1, which no longer exists (DEL or GC removes them)",
+      "problem         second",
+    ]);
+  });
+});
