@@ -62,6 +62,7 @@ import type { NatCheckChoice } from "../cni/config";
 import { CniError, ErrorCode } from "../cni/errors";
 import { log } from "../log";
 import { readAsset } from "../sys/embedded-assets";
+import { failpoint } from "../sys/failpoints";
 import { LockTimeoutError, withFileLock } from "../sys/file-lock";
 import { mkdirs } from "../sys/mkdirs";
 import { clearSockBypassOff, ensureSockBypass, noteSockBypassOff, type SockBypassObjects } from "./sockbypass";
@@ -416,6 +417,9 @@ async function deadEndpointState(root: string, liveIfindexes: () => Promise<Read
       ]),
     ],
   })) ?? { entries: [], ifindexes: [] };
+  // An ADD may create its device and write its entries right here: its entries are not in
+  // `listed`, so they are safe however late its device shows in `live`.
+  await failpoint("prune-listed");
   const live = await liveIfindexes();
   return {
     entries: listed.entries.filter(([, ifindex]) => !live.has(ifindex)),

@@ -7,7 +7,14 @@
  */
 import * as fs from "node:fs";
 
-export type Failpoint = "ipam-allocated" | "pair-created" | "pod-configured" | "host-configured" | "fastpath-attached";
+export type Failpoint =
+  | "ipam-allocated"
+  | "pair-created"
+  | "pod-configured"
+  | "host-configured"
+  | "fastpath-attached"
+  /** DEL or GC pruning dead endpoints, between listing the endpoint map and the live devices. */
+  | "prune-listed";
 
 export async function failpoint(step: Failpoint): Promise<void> {
   if (process.env.NETKIT_CNI_PAUSE_AT !== step) return;

@@ -11,7 +11,16 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { BpfLink } from "../../src/bpf/links";
 import { pinnedProgramSets } from "../../src/bpf/node";
 import { endpointMapEntries } from "../../src/datapath/fastpath";
-import { Fixture, ping, runPlugin, runPluginAsync, withPluginBinary } from "./harness";
+import {
+  Fixture,
+  ping,
+  pluginLinks,
+  runPlugin,
+  runPluginAsync,
+  waitForFile,
+  waitUntil,
+  withPluginBinary,
+} from "./harness";
 import { addPod, type ClusterNode, delPod, ifindexOf, makeCluster, type Pod } from "./topology";
 
 const OLDER = path.resolve(__dirname, "../../dist/older/netkit-cni");
@@ -79,42 +88,113 @@ describe("ADD racing DEL and GC", () => {
   }, 600_000);
 });
 
+describe("an ADD in the middle of a prune", () => {
+  it("GC paused after listing the endpoint map: a pod added meanwhile keeps its entries, the vanished one loses its", async () => {
+    const ghost = addPod(fx, a, "ghost");
+    fx.deleteNetns(ghost.netns);
+    // The kernel removes a deleted netns's devices in the background.
+    waitUntil("the ghost's pair to go with its netns", () => !pluginLinks(a.netns).includes(ghost.hostDevice));
+    const pause = path.join(fx.tempDir("nkt-pause-"), "prune-listed");
+    const collecting = runPluginAsync(
+      a.netns,
+      "GC",
+      {},
+      { ...a.conf, "cni.dev/valid-attachments": [{ containerID: "late", ifname: "eth0" }] },
+      { NETKIT_CNI_PAUSE_AT: "prune-listed", NETKIT_CNI_PAUSE_FILE: pause },
+    );
+    await waitForFile(pause);
+    // GC has the map's entries (the ghost's) and not yet the live devices: the ADD's
+    // device and entries both appear in between, the order a prune must survive.
+    const late = addPod(fx, a, "late");
+    fs.rmSync(pause);
+    const collected = await collecting;
+    expect(collected.status, collected.stdout).toBe(0);
+
+    expectEntries(late);
+    const entries = endpointMapEntries(a.bpffsRoot);
+    expect(entries.has(ghost.v4)).toBe(false);
+    expect(entries.has(ghost.v6)).toBe(false);
+    const remote = addPod(fx, b, "remote");
+    expect(ping(late.netns, remote.v4)).toBe(true);
+  }, 120_000);
+});
+
+/** The program a pinned link runs. */
+function programOf(pin: string): number {
+  const link = BpfLink.openPinned(pin);
+  try {
+    return link.programId();
+  } finally {
+    link.close();
+  }
+}
+
+/** ADDs of both executables at once on node A, as on a node mid-upgrade; each must succeed. */
+async function mixedAdds(count: number): Promise<void> {
+  const runs = await Promise.all(
+    Array.from({ length: count }, (_, i) => {
+      const netns = fx.makeNetns("nkp");
+      const att = { containerId: `mixed${i}`, netns: `/run/netns/${netns}`, ifname: "eth0" };
+      return i % 2
+        ? runPluginAsync(a.netns, "ADD", att, a.conf)
+        : withPluginBinary(OLDER, () => runPluginAsync(a.netns, "ADD", att, a.conf));
+    }),
+  );
+  for (const r of runs) expect(r.status, r.stdout).toBe(0);
+}
+
 describe("an older build beside a newer one", () => {
+  const uplinkPin = () => path.join(a.bpffsRoot, "uplink", "wire0", "ingress");
+  const podLinkPins = () =>
+    fs
+      .readdirSync(path.join(a.bpffsRoot, "endpoints"))
+      .map((dev) => path.join(a.bpffsRoot, "endpoints", dev, "from_pod"));
+
+  it("the newer build taking over a node the older one runs, while older ADDs still arrive: every pod and the uplink end on the newer programs", async () => {
+    if (!fs.existsSync(OLDER)) throw new Error(`${OLDER} is missing: make build-older`);
+    const old0 = withPluginBinary(OLDER, () => addPod(fx, a, "old0"));
+    const [older] = pinnedProgramSets(a.bpffsRoot);
+    expect(older?.epoch).toBe(1);
+    const olderUplinkProgram = programOf(uplinkPin());
+
+    await mixedAdds(6);
+
+    // The newer build's set is the only one left, and everything runs it.
+    const sets = pinnedProgramSets(a.bpffsRoot);
+    expect(sets).toHaveLength(1);
+    expect(sets[0]?.epoch).toBeGreaterThan(1);
+    const uplinkProgram = programOf(uplinkPin());
+    expect(uplinkProgram).not.toBe(olderUplinkProgram);
+    const pods = podLinkPins();
+    expect(pods).toHaveLength(7);
+    expect(new Set(pods.map(programOf)).size).toBe(1);
+    // An older ADD after the takeover changes nothing of that.
+    const old1 = withPluginBinary(OLDER, () => addPod(fx, a, "old1"));
+    expect(pinnedProgramSets(a.bpffsRoot).map((s) => s.dir)).toEqual(sets.map((s) => s.dir));
+    expect(programOf(uplinkPin())).toBe(uplinkProgram);
+    expect(new Set(podLinkPins().map(programOf)).size).toBe(1);
+    const remote = addPod(fx, b, "remote");
+    expect(ping(old0.netns, old1.v4)).toBe(true);
+    expect(ping(old1.netns, remote.v6)).toBe(true);
+  }, 300_000);
+
   it("the older build's ADDs use the newer programs and never take the node back", async () => {
     if (!fs.existsSync(OLDER)) throw new Error(`${OLDER} is missing: make build-older`);
     const first = addPod(fx, a, "new1");
     const [newer] = pinnedProgramSets(a.bpffsRoot);
     expect(newer).toBeDefined();
-    const uplinkPin = path.join(a.bpffsRoot, "uplink", "wire0", "ingress");
-    const programOf = (pin: string) => {
-      const link = BpfLink.openPinned(pin);
-      try {
-        return link.programId();
-      } finally {
-        link.close();
-      }
-    };
-    const uplinkProgram = programOf(uplinkPin);
+    const uplinkProgram = programOf(uplinkPin());
 
     // Mid-upgrade: the older executable and the newer one add pods at the same time.
-    const runs = await Promise.all(
-      Array.from({ length: 6 }, (_, i) => {
-        const netns = fx.makeNetns("nkp");
-        const att = { containerId: `mixed${i}`, netns: `/run/netns/${netns}`, ifname: "eth0" };
-        return i % 2
-          ? runPluginAsync(a.netns, "ADD", att, a.conf)
-          : withPluginBinary(OLDER, () => runPluginAsync(a.netns, "ADD", att, a.conf));
-      }),
-    );
-    for (const r of runs) expect(r.status, r.stdout).toBe(0);
+    await mixedAdds(6);
     const older = withPluginBinary(OLDER, () => addPod(fx, a, "old1"));
 
     // The newer build's programs are still the node's, pinned and running everywhere.
     expect(pinnedProgramSets(a.bpffsRoot).map((s) => s.dir)).toEqual([newer?.dir]);
-    expect(programOf(uplinkPin)).toBe(uplinkProgram);
-    const pods = fs.readdirSync(path.join(a.bpffsRoot, "endpoints"));
+    expect(programOf(uplinkPin())).toBe(uplinkProgram);
+    const pods = podLinkPins();
     expect(pods).toHaveLength(8);
-    const podPrograms = new Set(pods.map((dev) => programOf(path.join(a.bpffsRoot, "endpoints", dev, "from_pod"))));
+    const podPrograms = new Set(pods.map(programOf));
     expect(podPrograms.size).toBe(1);
     expect(programOf(path.join(a.bpffsRoot, "endpoints", first.hostDevice, "from_pod"))).toBe([...podPrograms][0]);
     // Pods made by either build reach each other and the other node.

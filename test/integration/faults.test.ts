@@ -9,7 +9,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { endpointMapEntries, nodeLockPath, pinnedEndpointDevices } from "../../src/datapath/fastpath";
-import { Fixture, inNs, pluginLinks, runPlugin, runPluginAsync } from "./harness";
+import { Fixture, inNs, pluginLinks, runPlugin, runPluginAsync, waitForFile } from "./harness";
 import { type ClusterNode, makeCluster } from "./topology";
 
 const STEPS = ["ipam-allocated", "pair-created", "pod-configured", "host-configured", "fastpath-attached"] as const;
@@ -39,15 +39,6 @@ const reservations = () => {
   const dir = path.join(dataDir, "cluster");
   return fs.existsSync(dir) ? fs.readdirSync(dir).filter((f) => /^\d+\.\d+\.\d+\.\d+$/.test(f)) : [];
 };
-
-async function waitForFile(file: string): Promise<number> {
-  const deadline = Date.now() + 30_000;
-  while (!fs.existsSync(file) || fs.readFileSync(file, "utf8").trim() === "") {
-    if (Date.now() > deadline) throw new Error(`the plugin never reached ${file}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  return Number(fs.readFileSync(file, "utf8").trim());
-}
 
 describe("ADD interrupted by SIGKILL", () => {
   it.each(STEPS)("at %s: DEL then GC leave nothing, and the IP is reusable", async (step) => {

@@ -294,3 +294,13 @@ export function kernelHasNetkit(fx: Fixture): boolean {
   const args = ["link", "add", "nk0", "type", "netkit", "peer", "name", "nk1"];
   return spawnSync("nsenter", [`--net=/run/netns/${ns}`, "ip", ...args]).status === 0;
 }
+
+/** Waits for a plugin paused at a failpoint (NETKIT_CNI_PAUSE_FILE) to write its pid there. */
+export async function waitForFile(file: string): Promise<number> {
+  const deadline = Date.now() + 30_000;
+  while (!fs.existsSync(file) || fs.readFileSync(file, "utf8").trim() === "") {
+    if (Date.now() > deadline) throw new Error(`the plugin never reached ${file}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  return Number(fs.readFileSync(file, "utf8").trim());
+}
