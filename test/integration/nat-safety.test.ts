@@ -2,8 +2,10 @@
  * A pod's flood must never change another pod's NAT'd traffic. Pod X holds an idle TCP
  * connection through a Service VIP (iptables DNAT on node A, like kube-proxy's) to a
  * backend; pod Y on the same node then sends more distinct flows than any flow memory
- * holds, each seen more than once (UDP from every source port, TCP SYNs, echo requests)
- * to an address outside the cluster; then the backend pushes data on the idle connection
+ * holds, each seen twice (UDP from every source port, TCP SYNs, echo requests), to
+ * addresses outside the cluster (what filled the node-wide memory of earlier builds) and
+ * to a pod on the other node (flows the fast path proves direct and remembers, in Y's
+ * own table); then the backend pushes data on the idle connection
  * (what a database notification or an HTTP/2 PING does). The push must reach X with the
  * VIP as its source, which only conntrack's reverse DNAT gives it: whatever the fast
  * path remembers or forgets, that reply must take the stack.
@@ -19,10 +21,11 @@ import { tcpRequest } from "./tcp";
 import { addPod, type ClusterNode, makeCluster, type Pod } from "./topology";
 
 const VIP = "10.96.0.10";
-// The single-CPU VM interprets every program instruction: a flood that still overflows
-// every per-node map of 65536 flows, sent once instead of twice.
-const FLOOD_TIMES = process.env.NETKIT_VM ? 1 : 2;
-/** Addresses outside the cluster the flood goes to: flows = 3 x 65535 per address. */
+/** Each flow of the flood is sent this many times in a row: a flow seen again is one a cache keeps. */
+const FLOOD_TIMES = 2;
+/** Addresses outside the cluster the flood goes to: flows = 3 x 65535 per address. The
+ * single-CPU VM interprets every program instruction: one address there, which still
+ * overflows any map of 65536 flows. */
 const OUTSIDE = ["198.51.100.1", "198.51.100.2", "198.51.100.3", "198.51.100.4"].slice(
   0,
   process.env.NETKIT_VM ? 1 : 4,
@@ -111,6 +114,22 @@ async function connectAndWait(client: Pod, seconds: number): Promise<{ outcome: 
   return { outcome: done };
 }
 
+/** `netkit-cni <verb> --json` on a node. */
+function cli(node: ClusterNode, ...args: string[]): unknown {
+  const r = spawnSync(
+    "nsenter",
+    [`--net=/run/netns/${node.netns}`, BINARY, ...args, "--json", "--bpffs-root", node.bpffsRoot],
+    { encoding: "utf8" },
+  );
+  return JSON.parse(r.stdout);
+}
+
+/** Each pod's flow table on a node, by container ID, as `endpoints` reports it. */
+function flowTables(node: ClusterNode): (containerId: string) => Record<string, number> | undefined {
+  const rows = cli(node, "endpoints") as { containerId: string; flowTable?: Record<string, number> }[];
+  return (id) => rows.find((r) => r.containerId === id)?.flowTable;
+}
+
 describe(`NAT'd flows survive another pod's flood (${TEST_DATAPATH})`, () => {
   it.each(["on node B", "on node A"] as const)(
     "a server push on an idle Service connection reaches the client, with the backend %s",
@@ -119,6 +138,8 @@ describe(`NAT'd flows survive another pod's flood (${TEST_DATAPATH})`, () => {
       const flooder = addPod(fx, a, "flooder");
       const backendNode = where === "on node B" ? b : a;
       const backend = addPod(fx, backendNode, "backend");
+      // A pod elsewhere in the cluster: the flood's flows to it are pod-to-pod.
+      const sink = addPod(fx, b, "sink");
       await startPushServer(backend);
       inNs(a.netns, "iptables", [
         ..."-t nat -A PREROUTING -d 10.96.0.10 -p tcp --dport 80 -j DNAT --to-destination".split(" "),
@@ -130,11 +151,18 @@ describe(`NAT'd flows survive another pod's flood (${TEST_DATAPATH})`, () => {
 
       const flood = spawnSync(
         "nsenter",
-        [`--net=/run/netns/${flooder.netns}`, floodTool, OUTSIDE.join(","), String(FLOOD_TIMES)],
+        [`--net=/run/netns/${flooder.netns}`, floodTool, [...OUTSIDE, sink.v4].join(","), String(FLOOD_TIMES)],
         { encoding: "utf8", timeout: 300_000 },
       );
       expect(flood.status, flood.stderr).toBe(0);
-      expect(Number(flood.stdout.trim())).toBe(3 * 65535 * OUTSIDE.length * FLOOD_TIMES);
+      expect(Number(flood.stdout.trim())).toBe(3 * 65535 * (OUTSIDE.length + 1) * FLOOD_TIMES);
+      // The flood went through the fast path's memory, not around it: its echo requests to
+      // the sink (and, without conntrack, its SYNs) overflowed the flooder's own table.
+      // The client's connection never entered any table: a Service VIP is the stack's.
+      const table = flowTables(a);
+      expect(table("flooder")?.remembered).toBeGreaterThanOrEqual(65535);
+      expect(table("flooder")?.evicted).toBeGreaterThan(0);
+      expect(table("client")).toMatchObject({ remembered: 0 });
 
       expect(tcpRequest(backendNode.netns, backend.v4, 8081)).toBe("pushed 1");
       const late = new Promise<Outcome>((resolve) =>
@@ -158,14 +186,7 @@ describe("flow memory is per pod, and visible", () => {
     });
     expect(flood.status, flood.stderr).toBe(0);
 
-    const cli = (...args: string[]) =>
-      JSON.parse(
-        spawnSync("nsenter", [`--net=/run/netns/${a.netns}`, BINARY, ...args, "--json", "--bpffs-root", a.bpffsRoot], {
-          encoding: "utf8",
-        }).stdout,
-      );
-    const rows = cli("endpoints") as { containerId: string; flowTable?: Record<string, number> }[];
-    const table = (id: string) => rows.find((r) => r.containerId === id)?.flowTable;
+    const table = flowTables(a);
     // Every echo id opened a flow in the flooder's table (and, without conntrack, every
     // SYN): it holds what fits and evicted the rest. The target's own table saw none.
     // A full LRU map does not show all its slots in use: the kernel evicts in batches of
@@ -177,7 +198,7 @@ describe("flow memory is per pod, and visible", () => {
     expect(table("flooder")?.remembered).toBeGreaterThanOrEqual(65535);
     expect(table("flooder")?.evicted).toBeGreaterThanOrEqual(65535 - 1024);
     expect(table("target")).toMatchObject({ entries: 0, remembered: 0, evicted: 0 });
-    const status = cli("status") as NodeStatus;
+    const status = cli(a, "status") as NodeStatus;
     expect(status.flowTables.tables).toBe(2);
     expect(status.flowTables.evicted).toBe(table("flooder")?.evicted);
     // The fullest table is the flooder's; the outer map holds one table per pod.
