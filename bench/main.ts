@@ -35,22 +35,15 @@ import { measureCrossings, measureNetperf, startServers } from "./lib/dataplane"
 import type { NetperfTest } from "./lib/netperf";
 import { type BenchPath, buildPath, checkPath, type PathId } from "./lib/paths";
 import { renderReport } from "./lib/report";
-import type { BenchResult } from "./lib/result";
+import type { BenchResult, RunSettings } from "./lib/result";
 import { measureSockBypass } from "./lib/sockbypass";
 import { measureStartup } from "./lib/startup";
 
 const BENCH_DIR = path.resolve(__dirname, "..");
 export const RESULTS_DIR = path.join(BENCH_DIR, "results");
 
-interface Options {
-  rounds: number;
-  seconds: number;
-  pings: number;
-  transactions: number;
-  cycles: number;
-  storm: number;
-  stormRepeats: number;
-  concurrency: number;
+/** The run's settings (kept in its results file) and what only this process needs. */
+interface Options extends Omit<RunSettings, "skipped" | "sockRounds" | "appRounds" | "appSeconds"> {
   rssRuns: number;
   startupRuns: number;
   profileRuns: number;

@@ -13,7 +13,7 @@ import type { CrossingResult } from "./dataplane";
 import { type NetperfTest, UNITS } from "./netperf";
 import { PATH_LABELS, type PathId, PLACEMENT_LABELS, type Placement } from "./paths";
 import type { BenchResult } from "./result";
-import { SOCK_VARIANT_LABELS, SOCKPERF_MAX, type SockSizeSamples, type SockVariant } from "./sockbypass";
+import { SOCK_VARIANT_LABELS, type SockSizeSamples, type SockVariant } from "./sockbypass";
 import { pairedRatio, type Summary, summarize } from "./stats";
 import { barChart, type Group, PALETTE, stackedChart } from "./svg";
 
@@ -771,15 +771,9 @@ function sockBypassSection(r: BenchResult, vm?: BenchResult): string {
   const passed = spliced.reduce((a, c) => a + c.client.passedMsgs + c.server.passedMsgs, 0);
   const rounds = `${sb.rounds} round${sb.rounds === 1 ? "" : "s"}`;
   out.push(
-    `Run ${r.startedAt.slice(0, 16).replace("T", " ")} UTC. One node, two pods made by the executable with \`"sockBypass": true\` (${sb.datapath} pairs, fast path), ` +
-      "the bypass's sock_ops on a cgroup v2 of the run's own. *On* and *off* are the same pods, devices and programs: " +
-      "the peers run in the watched cgroup (their sockets are spliced) or in a sibling it does not watch (their " +
-      "sockets take the veth pair and the tc programs, as with the bypass off). *Loopback*: both peers in the node's " +
-      "namespace over 127.0.0.1. Per size and round the three run back to back (the order turns each round); " +
-      `${rounds} × ${sb.seconds} s per test. netperf TCP_RR (request and response of the size), ` +
-      `TCP_STREAM (sends of the size); sockperf ${r.machine.sockperf ?? ""} ping-pong round trips (64 KiB: ` +
-      `${SOCKPERF_MAX} B, sockperf's largest TCP message). CPU: the variant's cgroup (\`cpu.stat\`, client and ` +
-      "server processes, softirq work done in their context) over the run, per transaction or per MiB.",
+    `Run ${r.startedAt.slice(0, 16).replace("T", " ")} UTC: ${sb.datapath} pods, ${rounds} × ${sb.seconds} s per test, ` +
+      `sockperf ${r.machine.sockperf ?? ""}. The method (what *on*, *off* and *loopback* are, the sizes, ` +
+      "where CPU is read) is under *What is measured, and how* above.",
     "",
     `Each cell: the median of the per-round ratios to bypass off [min–max]. Above 1 is better for TCP_RR and ` +
       "TCP_STREAM, below 1 for round trips and CPU.",

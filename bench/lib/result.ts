@@ -25,22 +25,7 @@ export interface BenchResult {
     sockperf?: string;
     plugin: { sha256: string; builtAt: string; commit: string; srcChanged: boolean };
   };
-  settings: {
-    rounds: number;
-    seconds: number;
-    pings: number;
-    transactions: number;
-    cycles: number;
-    storm: number;
-    stormRepeats: number;
-    concurrency: number;
-    /** Absent in runs before the socket bypass section. */
-    sockRounds?: number;
-    /** Absent in runs before the applications section. */
-    appRounds?: number;
-    appSeconds?: number;
-    skipped: string[];
-  };
+  settings: RunSettings;
   paths?: PathId[];
   crossings?: CrossingResult[];
   netperf?: NetperfRun;
@@ -52,4 +37,22 @@ export interface BenchResult {
   startup?: StartupReport;
   sockBypass?: SockBypassRun;
   apps?: AppsRun;
+}
+
+/** The counts a run was made with (bench/main.ts's options, as a results file keeps them). */
+export interface RunSettings {
+  rounds: number;
+  seconds: number;
+  pings: number;
+  transactions: number;
+  cycles: number;
+  storm: number;
+  stormRepeats: number;
+  concurrency: number;
+  /** Absent in runs before the socket bypass section. */
+  sockRounds?: number;
+  /** Absent in runs before the applications section. */
+  appRounds?: number;
+  appSeconds?: number;
+  skipped: string[];
 }

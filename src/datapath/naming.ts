@@ -6,6 +6,7 @@
  */
 import { createHash } from "node:crypto";
 import { MAX_CONTAINER_ID_LENGTH, MAX_IFNAME_LENGTH } from "../cni/env";
+import { macText } from "../netlink/attrs";
 
 export const HOST_DEVICE_PREFIX = "nk";
 export const OWNER_ALIAS_PREFIX = "netkit-cni:";
@@ -22,15 +23,13 @@ export function hostDeviceName(containerId: string, ifname: string): string {
 /** A locally administered unicast MAC for the host side, so the pod can pin its gateway. */
 export function hostDeviceMac(containerId: string, ifname: string): string {
   const d = digest(containerId, ifname);
-  const bytes = [0x02, d[20], d[21], d[22], d[23], d[24]] as number[];
-  return bytes.map((b) => b.toString(16).padStart(2, "0")).join(":");
+  return macText([0x02, d[20], d[21], d[22], d[23], d[24]] as number[]);
 }
 
 /** The pod end's MAC, for device kinds where we choose it (netkit L2). */
 export function podDeviceMac(containerId: string, ifname: string): string {
   const d = digest(containerId, ifname);
-  const bytes = [0x02, d[26], d[27], d[28], d[29], d[30]] as number[];
-  return bytes.map((b) => b.toString(16).padStart(2, "0")).join(":");
+  return macText([0x02, d[26], d[27], d[28], d[29], d[30]] as number[]);
 }
 
 /**

@@ -71,3 +71,8 @@ export function readString(b: Buffer | undefined): string | undefined {
 
 export const readU32 = (b: Buffer | undefined): number | undefined =>
   b && b.length >= 4 ? b.readUInt32LE(0) : undefined;
+
+/** "02:ab:…" for a hardware address's bytes (IFLA_ADDRESS, NDA_LLADDR). */
+export function macText(bytes: Iterable<number>): string {
+  return [...bytes].map((x) => x.toString(16).padStart(2, "0")).join(":");
+}

@@ -3,7 +3,18 @@
  * from `struct ifinfomsg` plus attributes; everything goes through an `RtnlSocket`, so the
  * namespace a call acts on is the one its socket was opened in.
  */
-import { type Attr, attr, attrNested, attrS32, attrString, attrU32, parseAttrs, readString, readU32 } from "./attrs";
+import {
+  type Attr,
+  attr,
+  attrNested,
+  attrS32,
+  attrString,
+  attrU32,
+  macText,
+  parseAttrs,
+  readString,
+  readU32,
+} from "./attrs";
 import { NetlinkError, NLM_F_CREATE, NLM_F_EXCL, type RtnlSocket } from "./socket";
 
 const RTM_NEWLINK = 16;
@@ -56,7 +67,7 @@ export function macBytes(mac: string): Buffer {
   return Buffer.from(mac.split(":").map((h) => Number.parseInt(h, 16)));
 }
 
-const macString = (b: Buffer | undefined) => (b ? [...b].map((x) => x.toString(16).padStart(2, "0")).join(":") : "");
+const macString = (b: Buffer | undefined) => (b ? macText(b) : "");
 
 function parseLink(data: Buffer): Link {
   const attrs = parseAttrs(data, 16);
