@@ -12,18 +12,20 @@ deps:
 
 # Two executables from one entry: dist/netkit-cni (Bun-compiled, the default) and
 # dist/netkit-cni-node (Node SEA). scripts/build.mjs says why.
-$(BIN): $(SRC) | deps
+# One run of build.mjs writes both (a grouped target): either one missing rebuilds them.
+NODE_BIN := dist/netkit-cni-node
+$(BIN) $(NODE_BIN) &: $(SRC) | deps
 	node scripts/build.mjs
 
-build: deps $(BIN)
+build: deps $(BIN) $(NODE_BIN)
 
 # An older build of the same code (epoch 1): the integration tests run it beside the
 # current one, as a node mid-upgrade does.
 OLDER_BIN := dist/older/netkit-cni
-$(OLDER_BIN): $(SRC) | deps
+$(OLDER_BIN) dist/older/netkit-cni-node &: $(SRC) | deps
 	NKC_DIST=dist/older NKC_BUILD_EPOCH=1 node scripts/build.mjs >/dev/null
 
-build-older: $(OLDER_BIN)
+build-older: $(OLDER_BIN) dist/older/netkit-cni-node
 
 # The eBPF objects alone (clang -target bpf, -Wall -Werror); build embeds them too.
 bpf: deps
