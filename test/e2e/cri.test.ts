@@ -395,6 +395,14 @@ describe("containerd's CRI runs pods through the conflist netkit-cni install wri
     const before = leftovers(n.node, n.bpffsRoot, n.ipamDir);
     expect(before.mapEntries).toContain(gone.v4);
     expect(before.ipFiles).toContain(gone.v4);
+    // kubelet stops a sandbox once the runtime reports it not ready. Before containerd has
+    // handled the pause process's exit, a Stop races the shim's own shutdown and fails
+    // with "ttrpc: closed" (kubelet would retry it): not the path under test.
+    const deadline = Date.now() + 30_000;
+    while ((await n.cri.client.podSandboxStatus(gone.id)).status.state !== "SANDBOX_NOTREADY") {
+      if (Date.now() > deadline) throw new Error("containerd never saw the sandbox's pause process exit");
+      await new Promise((r) => setTimeout(r, 100));
+    }
 
     await n.cri.client.stopPodSandbox(gone.id);
     await n.cri.client.stopPodSandbox(gone.id);
