@@ -18,6 +18,9 @@ export default defineConfig({
           include: ["test/bpf/**/*.test.ts"],
           pool: "forks",
           testTimeout: 30_000,
+          // Each file compiles the objects in beforeAll: in the single-CPU guest, with
+          // other files compiling beside it, that took over vitest's default 10 s.
+          hookTimeout: 60_000,
           sequence: { groupOrder: 1 },
         },
       },
