@@ -49,38 +49,62 @@ test-integration: build build-older
 	npx vitest run --project integration
 	NETKIT_CNI_TEST_BINARY=node npx vitest run --project integration
 
-# The netkit suite: inside a User-Mode Linux 6.12 guest (test/vm; the first run builds
-# its kernel, ~5-10 min, then it is cached), the integration tests again with netkit
-# pods, plus the netkit-only tests; then kubelet's path (containerd's CRI, from
-# test/e2e/setup.sh) with netkit pods, in a guest of its own.
-test-vm: build build-older
-	test/vm/run.sh --timeout 1800 --env NETKIT_CNI_TEST_DATAPATH=netkit -- \
-	  npx vitest run --project integration --project netkit
-	test/e2e/setup.sh >/dev/null
-	test/vm/run.sh --timeout 1500 --env NETKIT_CNI_TEST_DATAPATH=netkit -- \
-	  npx vitest run --project e2e test/e2e/cri.test.ts
-
-# The Node executable in the guest, on the subset that covers every verb (lifecycle: ADD,
-# CHECK, DEL, GC, STATUS, VERSION), the fast path (fastpath: redirects, source check,
-# NAT'd flows) and the netkit-only tests: what differs between the two executables is
-# the runtime under the same bundle, not the datapath, and the whole guest suite takes
-# ~14 minutes per run.
-test-vm-node: build build-older
-	test/vm/run.sh --timeout 1200 --env NETKIT_CNI_TEST_DATAPATH=netkit --env NETKIT_CNI_TEST_BINARY=node -- \
-	  npx vitest run --project integration --project netkit \
-	  test/integration/lifecycle.test.ts test/integration/fastpath.test.ts test/netkit
-
-# The veth datapath on the guest's 6.12 kernel: the eBPF programs (interpreted there: no
-# JIT) and the integration tests whose outcome depends on the datapath and the kernel
-# (lifecycle, the fast path and its NAT cases, NAT safety, rate limits, the socket
-# bypass, the datapath choice). The control-plane tests (bad inputs, faults, storm,
-# networks, races, IPAM, the bridge swap) run on this kernel with veth pods and in the
-# guest with netkit pods already; here they took 12 of 28 minutes.
+# The guest suites (test/vm: a User-Mode Linux 6.12 guest with netkit; the first run builds
+# its kernel, ~10 min, then it is cached). Each is one guest run:
+# - VM_NETKIT: the integration tests again with netkit pods, plus the netkit-only tests;
+# - VM_CRI: kubelet's path (containerd's CRI, from test/e2e/setup.sh) with netkit pods;
+# - VM_NODE: the Node executable on the subset that covers every verb (lifecycle: ADD,
+#   CHECK, DEL, GC, STATUS, VERSION), the fast path (fastpath: redirects, source check,
+#   NAT'd flows) and the netkit-only tests: what differs between the two executables is
+#   the runtime under the same bundle, not the datapath;
+# - VM_VETH: the veth datapath on the guest's kernel: the eBPF programs (interpreted there:
+#   no JIT) and the integration tests whose outcome depends on the datapath and the kernel
+#   (lifecycle, the fast path and its NAT cases, NAT safety, rate limits, the socket
+#   bypass, the datapath choice). The control-plane tests (bad inputs, faults, storm,
+#   networks, races, IPAM, the bridge swap) run on this kernel with veth pods and in the
+#   guest with netkit pods already; here they took 12 of 28 minutes.
+VM_NETKIT = test/vm/run.sh --timeout 2400 --env NETKIT_CNI_TEST_DATAPATH=netkit -- \
+  npx vitest run --project integration --project netkit
+VM_CRI = test/vm/run.sh --timeout 1500 --env NETKIT_CNI_TEST_DATAPATH=netkit -- \
+  npx vitest run --project e2e test/e2e/cri.test.ts
+VM_NODE = test/vm/run.sh --timeout 1200 --env NETKIT_CNI_TEST_DATAPATH=netkit --env NETKIT_CNI_TEST_BINARY=node -- \
+  npx vitest run --project integration --project netkit \
+  test/integration/lifecycle.test.ts test/integration/fastpath.test.ts test/netkit
 VM_VETH_TESTS := test/bpf test/integration/lifecycle.test.ts test/integration/fastpath.test.ts \
   test/integration/nat-safety.test.ts test/integration/bandwidth.test.ts \
   test/integration/sock-bypass test/integration/datapath-choice.test.ts
+VM_VETH = test/vm/run.sh --timeout 2400 -- \
+  npx vitest run --project bpf --project integration $(VM_VETH_TESTS)
+
+test-vm: build build-older
+	$(VM_NETKIT)
+	test/e2e/setup.sh >/dev/null
+	$(VM_CRI)
+
+test-vm-node: build build-older
+	$(VM_NODE)
+
 test-vm-veth: build build-older
-	test/vm/run.sh --timeout 1800 -- npx vitest run --project bpf --project integration $(VM_VETH_TESTS)
+	$(VM_VETH)
+
+# All four in two guests side by side: each UML guest runs on one CPU, so on a machine
+# with two the lanes take the time of the longer one (netkit + CRI, ~31 min) instead of
+# the sum (~53 min). What both lanes need (build, kernel, CRI runtimes) is made first;
+# the lane targets have no prerequisites, so nothing runs twice at once. Each lane's
+# output is printed whole when it ends (--output-sync). The guests share only the
+# repository folder, where the tests write nothing but dist/bpf, and that by rename.
+# Timeouts leave room for the two guests slowing each other (host-side I/O, hostfs).
+.PHONY: test-vm-lanes vm-lane-netkit vm-lane-veth
+test-vm-lanes: build build-older
+	test/vm/kernel.sh >/dev/null
+	test/e2e/setup.sh >/dev/null
+	$(MAKE) --no-print-directory -j2 --output-sync=recurse vm-lane-netkit vm-lane-veth
+vm-lane-netkit:
+	$(VM_NETKIT)
+	$(VM_CRI)
+vm-lane-veth:
+	$(VM_NODE)
+	$(VM_VETH)
 
 # Real runtimes drive the plugin: cnitool, podman (CNI backend), containerd (ctr run
 # --cni), chained with portmap and bandwidth. test/e2e/setup.sh installs them.
@@ -98,9 +122,7 @@ test: typecheck lint build build-older
 	NETKIT_CNI_TEST_BINARY=node npx vitest run --project integration
 	$(MAKE) --no-print-directory test-bench-apps
 	$(MAKE) --no-print-directory test-e2e
-	$(MAKE) --no-print-directory test-vm
-	$(MAKE) --no-print-directory test-vm-node
-	$(MAKE) --no-print-directory test-vm-veth
+	$(MAKE) --no-print-directory test-vm-lanes
 
 # One short round of every application workload over veth pods (the bench's applications
 # section with --smoke: each must complete operations; nothing is written), so the

@@ -4,6 +4,9 @@ import { defineConfig } from "vitest/config";
 // and setns() must run on a process's main thread. Projects run in groupOrder: pure
 // unit tests first, then the eBPF programs, then the executable in real namespaces.
 export default defineConfig({
+  // In the UML guests the repository is the host's folder, shared by guests that run side
+  // by side (make test-vm-lanes): vitest's results cache goes to the guest's own /tmp.
+  cacheDir: process.env.NETKIT_VM ? "/tmp/vite-cache" : undefined,
   test: {
     pool: "forks",
     // The failures again after the summary, where a log read from its tail shows them.

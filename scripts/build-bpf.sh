@@ -22,13 +22,16 @@ epoch=${NKC_BUILD_EPOCH:-${SOURCE_DATE_EPOCH:-$(git -C "$root" log -1 --format=%
 epoch=${epoch:-$(date +%s)}
 compile() { # <source> <object> [extra flags...]
   src=$1 obj=$2
+  # mktemp, not $$: guests side by side write this folder, and their pids can coincide.
+  tmp=$(mktemp "$obj.tmp.XXXXXX")
   shift 2
   "$clang" -O2 -g -target bpf -mcpu=v3 -Wall -Werror -DNKC_BUILD_EPOCH="$epoch" "$@" \
     -I "$root/bpf/include" -I "$root/bpf/lib" \
     -idirafter "/usr/include/$multiarch" \
-    -c "$src" -o "$obj.tmp.$$"
+    -c "$src" -o "$tmp"
   # Atomic replace: test files build concurrently and read the result.
-  mv "$obj.tmp.$$" "$obj"
+  chmod 644 "$tmp"
+  mv "$tmp" "$obj"
 }
 for src in "$root"/bpf/*.c; do
   name=$(basename "$src" .c)
@@ -36,5 +39,6 @@ for src in "$root"/bpf/*.c; do
   [ "$name" = bpf_sock ] || compile "$src" "$out/${name}_ct.o" -DNKC_CONNTRACK
 done
 
-echo "$epoch" >"$out/epoch.tmp.$$"
-mv "$out/epoch.tmp.$$" "$out/epoch"
+tmp=$(mktemp "$out/epoch.tmp.XXXXXX")
+echo "$epoch" >"$tmp"
+mv "$tmp" "$out/epoch"
