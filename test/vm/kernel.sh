@@ -31,9 +31,9 @@ REQUIRED=(
   NAMESPACES NET_NS UTS_NS IPC_NS PID_NS USER_NS INET IPV6 BRIDGE TUN DUMMY
   PACKET IP_ADVANCED_ROUTER IP_MULTIPLE_TABLES IPV6_MULTIPLE_TABLES
   NET_SCH_TBF NET_CLS_U32 NET_ACT_MIRRED IFB
-  # the bandwidth limits' earliest departure times: fq paces them, mq holds one fq
-  # per transmit queue
-  NET_SCH_FQ NET_SCH_MQ
+  # the bandwidth limits' earliest departure times: fq paces them (mq, which holds one
+  # fq per transmit queue, is always built with the scheduler core)
+  NET_SCH_FQ
   # netfilter: Debian's iptables is iptables-nft, which needs nft_compat plus
   # the xt targets/matches it translates (those kube-proxy and portmap use)
   NETFILTER NETFILTER_ADVANCED NETFILTER_NETLINK NF_CONNTRACK NF_NAT
