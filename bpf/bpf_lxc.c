@@ -45,6 +45,14 @@ static __always_inline int drop_limited(void)
 	return NKC_DROP;
 }
 
+/* What the pod sends to the stack, within its egress limit. */
+static __always_inline int to_stack(struct __sk_buff *skb, const struct nkc_pkt *p, enum nkc_counter why)
+{
+	if (!nkc_bw_egress_ok(skb, skb->ifindex, p->family, NKC_BW_OUT_STACK))
+		return drop_limited();
+	return pass_to_stack(skb->ifindex, why);
+}
+
 /* A header rewrite failed half-way: the packet can no longer be trusted. */
 static __always_inline int drop_other(__u32 ifindex)
 {
@@ -58,6 +66,9 @@ static __always_inline int deliver_local(struct __sk_buff *skb, const struct nkc
 	__u32 ifindex = skb->ifindex;
 	__u32 target = dst_ep->host_ifindex;
 
+	/* Whichever way it takes, it stays on the node. */
+	if (!nkc_bw_egress_ok(skb, ifindex, p->family, NKC_BW_OUT_NODE))
+		return drop_limited();
 	if (src_ep->flags & NKC_EP_F_NETKIT) {
 		/* A plain redirect to a veth host side would arrive with the wrong
 		 * destination MAC for the veth pod (L2); the stack resolves it. */
@@ -84,7 +95,9 @@ static __always_inline int forward_fib(struct __sk_buff *skb, const struct nkc_p
 	long rc = nkc_fib_lookup(skb, p, &fib);
 
 	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH)
-		return pass_to_stack(ifindex, NKC_CNT_PASSED_STACK);
+		return to_stack(skb, p, NKC_CNT_PASSED_STACK);
+	if (!nkc_bw_egress_ok(skb, ifindex, p->family, fib.ifindex))
+		return drop_limited();
 	if (nkc_dec_ttl(skb, p->family))
 		return drop_other(ifindex);
 	if (rc == BPF_FIB_LKUP_RET_SUCCESS) {
@@ -119,17 +132,16 @@ int nkc_from_pod(struct __sk_buff *skb)
 		nkc_count(ifindex, NKC_CNT_DROPPED_SPOOFED);
 		return NKC_DROP;
 	}
-	if (!nkc_bw_egress_ok(skb, ifindex, p.family))
-		return drop_limited();
 
-	/* Service VIPs, the node, the internet: netfilter may translate the flow. */
+	/* Service VIPs, the node, the internet: netfilter may translate the flow. Each way
+	 * out applies the pod's egress limit, which needs to know where the packet goes. */
 	struct nkc_endpoint *dst_ep = nkc_endpoint_lookup(p.family, p.dst);
 	if (!dst_ep && !nkc_in_cluster(p.family, p.dst))
-		return pass_to_stack(ifindex, NKC_CNT_PASSED_STACK);
+		return to_stack(skb, &p, NKC_CNT_PASSED_STACK);
 	if (!nkc_l4_redirectable(&p) || !nkc_ttl_allows_forward(&p))
-		return pass_to_stack(ifindex, NKC_CNT_PASSED_STACK);
+		return to_stack(skb, &p, NKC_CNT_PASSED_STACK);
 	if (!nkc_proven_direct(skb, &p, ifindex, dst_ep ? dst_ep->host_ifindex : 0))
-		return pass_to_stack(ifindex, NKC_CNT_PASSED_STACK_UNPROVEN);
+		return to_stack(skb, &p, NKC_CNT_PASSED_STACK_UNPROVEN);
 	if (dst_ep)
 		return deliver_local(skb, &p, src_ep, dst_ep);
 	return forward_fib(skb, &p);
@@ -163,9 +175,7 @@ int nkc_src_check(struct __sk_buff *skb)
 			return NKC_DROP;
 		}
 	}
-	if (!nkc_bw_egress_ok(skb, ifindex, p.family))
-		return drop_limited();
-	return pass_to_stack(ifindex, NKC_CNT_PASSED_STACK);
+	return to_stack(skb, &p, NKC_CNT_PASSED_STACK);
 }
 
 /*

@@ -159,7 +159,7 @@ _Static_assert(sizeof(struct nkc_sock_stats) == 32, "nkc_sock_stats is 32 bytes"
  * the programs move the clocks and count drops. No entry: no limit.
  */
 #define NKC_BW_MODE_POLICE 1 /* token bucket in the programs: drop what exceeds it */
-#define NKC_BW_MODE_EDT    2 /* reserved: departure times for an fq qdisc */
+#define NKC_BW_MODE_EDT    2 /* egress: departure times, released by fq on paced_ifindex */
 
 struct nkc_bw_bucket {
 	__u64 rate;     /* bits per second; 0: this direction is not limited */
@@ -174,7 +174,7 @@ struct nkc_bandwidth {
 	struct nkc_bw_bucket egress;  /* what the pod sends */
 	struct nkc_bw_bucket ingress; /* what is delivered to the pod */
 	__u32 mode;                   /* NKC_BW_MODE_* */
-	__u32 pad;                    /* always zero */
+	__u32 paced_ifindex;          /* EDT: the uplink whose fq releases the departures; 0 */
 };
 _Static_assert(sizeof(struct nkc_bandwidth) == 88, "nkc_bandwidth is 88 bytes");
 

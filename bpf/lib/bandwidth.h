@@ -5,7 +5,9 @@
  * pod's rate. A packet costs its wire length at that rate; it is admitted if the clock,
  * advanced by its cost, runs no further than the burst ahead of now.
  * Idle time refills the bucket because the clock never lags now. The same clock gives
- * departure times for EDT (NKC_BW_MODE_EDT, with an fq qdisc on the uplink) later.
+ * departure times for EDT (NKC_BW_MODE_EDT): a packet beyond the burst is not dropped but
+ * stamped with the time the rate allows it to leave, and the fq qdisc on the uplink
+ * (src/datapath/shaping.ts) holds it until then; TCP sees a slower link, not losses.
  *
  * One bucket per pod and direction, shared by every CPU: per-CPU buckets would each need
  * the full rate (a flow sticks to one CPU, many flows spread), so the pod could send
@@ -15,7 +17,8 @@
  * NKC_BW_CAS_TRIES lost races the packet is dropped: the bucket is contended, so it is
  * being spent as fast as it fills.
  *
- * Where it runs: egress in the pod's own program (nkc_from_pod, nkc_src_check); ingress
+ * Where it runs: egress in the pod's own program (nkc_from_pod, nkc_src_check), once it
+ * knows where the packet goes (pacing applies only on the way to the uplink); ingress
  * on every path into the pod: before each bpf_redirect_peer into a pod (nkc_host_in,
  * deliver_local), which skips the host device's transmit, and in nkc_pod_ingress on the
  * host device's transmit (veth: tcx egress; netkit: the primary hook) for what the stack
@@ -33,6 +36,9 @@ NKC_MAP(nkc_bandwidth, BPF_MAP_TYPE_HASH, __u32, struct nkc_bandwidth, NKC_MAX_E
 
 #define NKC_NSEC_PER_SEC 1000000000ULL
 #define NKC_BW_CAS_TRIES 4
+/* EDT's bounded queue: a packet may wait at most this long beyond the pod's burst (at
+ * 10 Mbit/s, 125 kB: what TCP needs to keep the rate); later ones are dropped. */
+#define NKC_BW_HORIZON_NS (100ULL * 1000 * 1000)
 
 /*
  * What the packet occupies on the wire. A GSO packet is one skb for many segments, each
@@ -49,11 +55,17 @@ static __always_inline __u64 nkc_wire_len(struct __sk_buff *skb, __u32 family)
 	return len;
 }
 
-/* Takes `bytes` from the bucket; 0: over the limit, drop. */
-static __always_inline int nkc_bw_admit(struct nkc_bw_bucket *b, __u64 bytes)
+/*
+ * Takes `bytes` from the bucket; 0: refused (counted). Otherwise *depart_ns is when the
+ * packet may leave to keep the rate: 0 (now) while the bucket holds its cost (the burst
+ * leaves at once), else the time at which it would. A packet that would wait longer than
+ * `horizon_ns` is refused: 0 for policing, the bounded queue for EDT.
+ */
+static __always_inline int nkc_bw_take(struct nkc_bw_bucket *b, __u64 bytes, __u64 horizon_ns, __u64 *depart_ns)
 {
 	__u64 rate = b->rate;
 
+	*depart_ns = 0;
 	if (!rate)
 		return 1;
 	/* bytes < 2^21 (the largest GSO packet): no overflow for any rate. */
@@ -66,33 +78,81 @@ static __always_inline int nkc_bw_admit(struct nkc_bw_bucket *b, __u64 bytes)
 		__u64 clock = *(volatile __u64 *)&b->clock_ns;
 		__u64 start = clock > now ? clock : now;
 		__u64 debt = start - now;
+		__u64 ahead = debt + cost;
+		__u64 wait = ahead > burst_ns ? ahead - burst_ns : 0;
 		/* A full bucket (no debt) admits one packet of any size: a GSO packet larger
 		 * than the burst still passes, and the long-run rate stays exact. */
-		if (debt && debt + cost > burst_ns)
+		if (debt && wait > horizon_ns)
 			break;
-		if (__sync_val_compare_and_swap(&b->clock_ns, clock, start + cost) == clock)
+		if (__sync_val_compare_and_swap(&b->clock_ns, clock, start + cost) == clock) {
+			*depart_ns = wait ? now + wait : 0;
 			return 1;
+		}
 	}
 	__sync_fetch_and_add(&b->dropped, 1);
 	return 0;
+}
+
+/* Policing: what the bucket does not hold is dropped. */
+static __always_inline int nkc_bw_admit(struct nkc_bw_bucket *b, __u64 bytes)
+{
+	__u64 depart;
+
+	return nkc_bw_take(b, bytes, 0, &depart);
+}
+
+/*
+ * EDT: the packet leaves when the pod's rate allows, as a departure time in skb->tstamp
+ * (CLOCK_MONOTONIC, typed as such so that crossing namespaces and forwarding keep it) that
+ * the fq qdisc on the uplink honours. A later departure the sender chose itself (TCP's
+ * pacing stamps its packets too) stands.
+ */
+static __always_inline int nkc_bw_pace(struct __sk_buff *skb, struct nkc_bw_bucket *b, __u64 bytes)
+{
+	__u64 depart;
+
+	if (!nkc_bw_take(b, bytes, NKC_BW_HORIZON_NS, &depart))
+		return 0;
+	if (!depart)
+		return 1;
+	/* Reading tstamp_type also makes the kernel show tstamp as it is, mono or not. */
+	if (skb->tstamp_type == BPF_SKB_TSTAMP_DELIVERY_MONO && skb->tstamp >= depart)
+		return 1;
+	bpf_skb_set_tstamp(skb, depart, BPF_SKB_TSTAMP_DELIVERY_MONO);
+	return 1;
 }
 
 static __always_inline struct nkc_bandwidth *nkc_bw_lookup(__u32 host_ifindex)
 {
 	struct nkc_bandwidth *bw = bpf_map_lookup_elem(&nkc_bandwidth, &host_ifindex);
 
-	return bw && bw->mode == NKC_BW_MODE_POLICE ? bw : NULL;
+	return bw && (bw->mode == NKC_BW_MODE_POLICE || bw->mode == NKC_BW_MODE_EDT) ? bw : NULL;
 }
 
-/* May the pod behind `host_ifindex` send this packet? */
-static __always_inline int nkc_bw_egress_ok(struct __sk_buff *skb, __u32 host_ifindex, __u32 family)
+/* Where a packet the pod sends goes next, for nkc_bw_egress_ok: the device it leaves
+ * by, or one of these. */
+#define NKC_BW_OUT_STACK 0U          /* the stack routes it (most often out of the uplink) */
+#define NKC_BW_OUT_NODE  0xffffffffU /* delivered on this node: no qdisc on the way */
+
+/*
+ * May the pod behind `host_ifindex` send this packet, which goes to `out`? A paced limit
+ * (EDT) stamps what leaves through its uplink or through the stack; what stays on the node
+ * meets no fq, so it is policed, from the same clock: both together hold the one rate.
+ */
+static __always_inline int nkc_bw_egress_ok(struct __sk_buff *skb, __u32 host_ifindex, __u32 family, __u32 out)
 {
 	struct nkc_bandwidth *bw = nkc_bw_lookup(host_ifindex);
 
-	return !bw || nkc_bw_admit(&bw->egress, nkc_wire_len(skb, family));
+	if (!bw)
+		return 1;
+	__u64 bytes = nkc_wire_len(skb, family);
+	if (bw->mode == NKC_BW_MODE_EDT && (out == NKC_BW_OUT_STACK || out == bw->paced_ifindex))
+		return nkc_bw_pace(skb, &bw->egress, bytes);
+	return nkc_bw_admit(&bw->egress, bytes);
 }
 
-/* May this packet be delivered to the pod behind `host_ifindex`? */
+/* May this packet be delivered to the pod behind `host_ifindex`? Policed in every mode:
+ * nothing paces on the way into a pod. */
 static __always_inline int nkc_bw_ingress_ok(struct __sk_buff *skb, __u32 host_ifindex, __u32 family)
 {
 	struct nkc_bandwidth *bw = nkc_bw_lookup(host_ifindex);

@@ -191,7 +191,8 @@ export function sumSockCounters(perCpu: Buffer[]): SockCounters {
   return sum;
 }
 
-/** NKC_BW_MODE_*: how a pod's limits are enforced. Only policing exists yet. */
+/** NKC_BW_MODE_*: how a pod's egress limit is enforced: policing (a token bucket that
+ * drops), or EDT (departure times an fq qdisc on the uplink honours). Ingress is policed. */
 export const BW_MODES = { police: 1, edt: 2 } as const;
 export type BandwidthMode = keyof typeof BW_MODES;
 
@@ -210,6 +211,8 @@ export interface BandwidthValue {
   egress: BucketValue;
   ingress: BucketValue;
   mode: BandwidthMode | undefined;
+  /** EDT: the uplink whose fq releases the departures; 0 otherwise. */
+  pacedIfindex: number;
 }
 
 export const BANDWIDTH_VALUE_SIZE = 88;
@@ -223,7 +226,7 @@ export function burstNs(rate: bigint, burst: bigint): bigint {
   return ns > MAX_U64 ? MAX_U64 : ns;
 }
 
-/** struct nkc_bandwidth: egress bucket, ingress bucket, u32 mode, u32 pad. */
+/** struct nkc_bandwidth: egress bucket, ingress bucket, u32 mode, u32 paced_ifindex. */
 export function bandwidthValue(v: BandwidthValue): Buffer {
   const value = Buffer.alloc(BANDWIDTH_VALUE_SIZE);
   [v.egress, v.ingress].forEach((b, i) => {
@@ -235,6 +238,7 @@ export function bandwidthValue(v: BandwidthValue): Buffer {
     value.writeBigUInt64LE(b.dropped, o + 32);
   });
   value.writeUInt32LE(v.mode ? BW_MODES[v.mode] : 0, 2 * BUCKET_SIZE);
+  value.writeUInt32LE(v.pacedIfindex, 2 * BUCKET_SIZE + 4);
   return value;
 }
 
@@ -251,5 +255,6 @@ export function decodeBandwidthValue(value: Buffer): BandwidthValue {
     egress: bucket(0),
     ingress: bucket(BUCKET_SIZE),
     mode: (Object.keys(BW_MODES) as BandwidthMode[]).find((m) => BW_MODES[m] === mode),
+    pacedIfindex: value.readUInt32LE(2 * BUCKET_SIZE + 4),
   };
 }

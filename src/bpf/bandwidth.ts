@@ -14,6 +14,8 @@ import type { BpfMap } from "./maps";
 /** A pod's limits as the map holds them, with what the programs dropped. */
 export interface PodLimits {
   mode: BandwidthMode | undefined;
+  /** EDT: the uplink whose fq releases the pod's departures; 0 otherwise. */
+  pacedIfindex: number;
   ingress: (RateLimit & { dropped: number }) | undefined;
   egress: (RateLimit & { dropped: number }) | undefined;
 }
@@ -27,16 +29,27 @@ const bucket = (limit: RateLimit | undefined): BucketValue => {
 const limitOf = (b: BucketValue) =>
   b.rate === 0n ? undefined : { rate: Number(b.rate), burst: Number(b.burst), dropped: Number(b.dropped) };
 
+/** How a pod's egress is limited: paced through `pacedIfindex`'s fq, or policed. */
+export type EgressEnforcement = { mode: "edt"; pacedIfindex: number } | { mode: "police" };
+
 /** Gives the pod a fresh entry: full buckets, nothing dropped. */
-export function setPodLimits(map: BpfMap, hostIfindex: number, bw: Bandwidth, mode: BandwidthMode): void {
-  map.update(ifindexKey(hostIfindex), bandwidthValue({ egress: bucket(bw.egress), ingress: bucket(bw.ingress), mode }));
+export function setPodLimits(map: BpfMap, hostIfindex: number, bw: Bandwidth, how: EgressEnforcement): void {
+  map.update(
+    ifindexKey(hostIfindex),
+    bandwidthValue({
+      egress: bucket(bw.egress),
+      ingress: bucket(bw.ingress),
+      mode: how.mode,
+      pacedIfindex: how.mode === "edt" ? how.pacedIfindex : 0,
+    }),
+  );
 }
 
 export function podLimits(map: BpfMap, hostIfindex: number): PodLimits | undefined {
   const value = map.lookup(ifindexKey(hostIfindex));
   if (!value) return undefined;
   const v = decodeBandwidthValue(value);
-  return { mode: v.mode, ingress: limitOf(v.ingress), egress: limitOf(v.egress) };
+  return { mode: v.mode, pacedIfindex: v.pacedIfindex, ingress: limitOf(v.ingress), egress: limitOf(v.egress) };
 }
 
 export function deletePodLimits(map: BpfMap, hostIfindex: number): boolean {

@@ -6,6 +6,7 @@ export type { BandwidthMode, CounterName, Counters, DirectStats, FlowKey, SockCo
 export { COUNTER_NAMES, DIRECT_TABLE_SIZE, MAP_NAMES, PROGRAM_NAMES, SOCK_MAP_NAMES, SOCK_PROGRAM_NAMES } from "./abi";
 export {
   deletePodLimits,
+  type EgressEnforcement,
   limitedIfindexes,
   limitMismatches,
   type PodLimits,

@@ -6,6 +6,12 @@
 import type { MapOccupancy } from "../bpf/index";
 import type { NodeStatus } from "./status";
 
+/** How a pod's egress limit is enforced, in words. */
+const MODE_TEXT: Record<string, string> = {
+  police: "policed (token bucket in the programs)",
+  edt: "paced (departure times, released by fq on the uplink)",
+};
+
 export function formatStatus(s: NodeStatus): string {
   const yes = (b: boolean) => (b ? "yes" : "no");
   const lines = [
@@ -57,10 +63,9 @@ export function formatStatus(s: NodeStatus): string {
   // Another network's cgroup may run it while this one could not.
   if (sb.links.length > 0 && sb.off)
     lines.push(`socket bypass   off for ${sb.off.cgroup ?? "the cgroup v2 root"}: ${sb.off.reason}`);
-  const modes = Object.entries(s.bandwidth.modes).map(
-    ([m, n]) => `${n} ${m === "police" ? "policed (token bucket in the programs)" : m}`,
-  );
+  const modes = Object.entries(s.bandwidth.modes).map(([m, n]) => `${n} ${MODE_TEXT[m] ?? m}`);
   lines.push(`rate limits     ${s.bandwidth.limited} pods${modes.length > 0 ? `: ${modes.join(", ")}` : ""}`);
+  for (const off of s.bandwidth.pacingOff) lines.push(`pacing          off on ${off.uplink}: ${off.reason}`);
   for (const shared of s.sharedSubnets) {
     lines.push(`shared subnet   ${shared.device}: answering ARP/ND for ${shared.addresses.join(", ")}`);
   }

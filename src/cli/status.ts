@@ -11,6 +11,7 @@
  * cached under /run like ADD caches it); run in the node's network namespace. Rendering
  * the facts for people is status-format.ts's.
  */
+
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
@@ -32,6 +33,7 @@ import { isOurProxy } from "../datapath/coexist-plan";
 import { embeddedObjects, endpointMapEntries, limitsOf, pinnedEndpointDevices } from "../datapath/fastpath";
 import { parseOwnerAlias } from "../datapath/naming";
 import { kernelHasNetkit } from "../datapath/probe";
+import { type PacingOff, readPacingOff } from "../datapath/shaping";
 import { readSockBypassOff, type SockBypassOff, sockBypassUnavailable } from "../datapath/sockbypass";
 import { type Link, listLinks } from "../netlink/links";
 import { listProxyNeighbors, type ProxyNeighbor } from "../netlink/neighbors";
@@ -86,8 +88,9 @@ export interface NodeStatus {
     /** Why the last ADD that asked for it on some cgroup could not run it (e.g. not cgroup v2). */
     off: SockBypassOff | undefined;
   };
-  /** Pods with rate limits (the bandwidth capability), by how they are enforced. */
-  bandwidth: { limited: number; modes: Record<string, number> };
+  /** Pods with rate limits (the bandwidth capability), by how their egress is enforced
+   * (edt: paced by fq on the uplink; police: token bucket), and why an uplink cannot pace. */
+  bandwidth: { limited: number; modes: Record<string, number>; pacingOff: PacingOff[] };
   /**
    * Devices not ours on which the node answers ARP/ND for our pods (another plugin's
    * bridge on the same subnet, datapath/coexist.ts), with the addresses it answers for.
@@ -226,7 +229,7 @@ export async function nodeStatus(bpffsRoot: string): Promise<NodeStatus> {
     byIndex,
   );
 
-  const bandwidth = { limited: 0, modes: {} as Record<string, number> };
+  const bandwidth = { limited: 0, modes: {} as Record<string, number>, pacingOff: readPacingOff() };
   for (const l of owned) {
     const limits = limitsOf(root, l.index);
     if (!limits) continue;

@@ -4,6 +4,8 @@
  * unwinds them in reverse, so a failed ADD leaves no device, route, pin, map entry or
  * IP allocation.
  */
+
+import type { EgressEnforcement } from "../bpf/index";
 import { AF_INET, canonicalAddress, formatCidr, hostPrefix } from "../cni/address";
 import { podBandwidth } from "../cni/bandwidth";
 import { podDatapath } from "../cni/config";
@@ -17,6 +19,7 @@ import { chooseDatapath, podEndUsesNeighbours } from "../datapath/index";
 import { closeNamespaces, openNamespaces } from "../datapath/namespaces";
 import { hostDeviceMac, hostDeviceName, ownerAlias, podDeviceMac } from "../datapath/naming";
 import { configurePodEnd } from "../datapath/pod-end";
+import { paceUplink, releasePacing } from "../datapath/shaping";
 import type { Endpoint } from "../datapath/types";
 import { FALLBACK_MTU, liveIfindexes, resolveUplink } from "../datapath/uplink";
 import { log } from "../log";
@@ -81,6 +84,13 @@ export async function cmdAdd(inv: Invocation): Promise<Result> {
     if (conf.fastPath.enabled && !uplink) {
       log.warn("no uplink (no hostInterface, no default route): wire traffic reaches pods via the stack");
     }
+    // An egress limit is paced by departure times where the uplink can have fq, and
+    // policed where it cannot (datapath/shaping.ts).
+    let egress: EgressEnforcement | undefined;
+    if (bandwidth?.egress && uplink) {
+      rollback.onFailure("release uplink pacing", () => releasePacing(ns.host, hostDevice));
+      egress = await paceUplink(ns.host, uplink, hostDevice);
+    }
     const gone = { hostIfindex: pair.hostLink.index, addresses };
     rollback.onFailure("remove fast path state", () =>
       removeEndpoint(conf.fastPath.bpffsRoot, hostDevice, gone, () => liveIfindexes(ns.host)),
@@ -91,6 +101,7 @@ export async function cmdAdd(inv: Invocation): Promise<Result> {
       kind: datapath.kind,
       addresses,
       bandwidth,
+      egress,
     });
     await failpoint("fastpath-attached");
 

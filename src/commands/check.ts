@@ -14,9 +14,11 @@ import type { IpConfig, Result } from "../cni/result";
 import { endpointMapEntries, endpointState, limitsOf } from "../datapath/fastpath";
 import { closeNamespaces, openNamespaces } from "../datapath/namespaces";
 import { aliasClaims, hostDeviceName } from "../datapath/naming";
+import { pacingProblem } from "../datapath/shaping";
 import { listAddresses } from "../netlink/addrs";
 import { getLinkByName, isUp, type Link } from "../netlink/links";
 import { listRoutes, type Route } from "../netlink/routes";
+import type { RtnlSocket } from "../netlink/socket";
 import type { Invocation } from "./invocation";
 import { ipamBackend } from "./ipam-backend";
 
@@ -69,7 +71,7 @@ export async function cmdCheck(inv: Invocation): Promise<void> {
     if (conf.fastPath.enabled || endpointState(root, hostDevice).pinned || hasEndpointEntry(root, hostLink.index)) {
       checkFastPath(root, hostDevice, hostLink.index, addresses);
     }
-    checkLimits(root, hostDevice, hostLink.index, bandwidth);
+    await checkLimits(ns.host, root, hostDevice, hostLink.index, bandwidth);
   } finally {
     closeNamespaces(ns);
   }
@@ -90,12 +92,24 @@ function checkFastPath(root: string, hostDevice: string, hostIfindex: number, ad
   }
 }
 
-/** The pod's rate limits in the map are the config's, and an ingress limit has its program. */
-function checkLimits(root: string, hostDevice: string, hostIfindex: number, want: Bandwidth | undefined): void {
-  const problems = limitMismatches(want, limitsOf(root, hostIfindex));
+/** The pod's rate limits in the map are the config's, an ingress limit has its program,
+ * and a paced egress limit still has an uplink that paces. */
+async function checkLimits(
+  host: RtnlSocket,
+  root: string,
+  hostDevice: string,
+  hostIfindex: number,
+  want: Bandwidth | undefined,
+): Promise<void> {
+  const have = limitsOf(root, hostIfindex);
+  const problems = limitMismatches(want, have);
   if (problems.length > 0) throw mismatch(`rate limits of ${hostDevice}: ${problems.join("; ")}`);
   if (want?.ingress && !endpointState(root, hostDevice).ingressLimit) {
     throw mismatch(`ingress limit of ${hostDevice} is not attached (no ${root}/endpoints/${hostDevice}/ingress_limit)`);
+  }
+  if (have?.egress && have.mode === "edt") {
+    const problem = await pacingProblem(host, have.pacedIfindex);
+    if (problem) throw mismatch(`rate limits of ${hostDevice}: ${problem}`);
   }
 }
 

@@ -11,6 +11,7 @@ import { syncNeighbourProxies } from "../datapath/coexist";
 import { removeEndpoint } from "../datapath/fastpath";
 import { aliasClaims, hostDeviceName } from "../datapath/naming";
 import { removePodEndRules } from "../datapath/pod-end";
+import { releasePacing } from "../datapath/shaping";
 import { liveIfindexes } from "../datapath/uplink";
 import { log } from "../log";
 import { deleteLinkByName, getLinkByName } from "../netlink/links";
@@ -49,6 +50,8 @@ export async function cmdDel(inv: Invocation): Promise<void> {
     } else {
       log.info(`${hostDevice} already gone`);
     }
+    // The last paced pod on an uplink gives it its default qdisc back.
+    await releasePacing(host, hostDevice);
     // With its routes gone the pod's proxy entries go too (and the last one on a device
     // undoes what we switched on there). Runs also when the device was already gone: its
     // entries may have outlived it.

@@ -17,6 +17,7 @@ import { CniError, ErrorCode, invalidConfig } from "../cni/errors";
 import { syncNeighbourProxies } from "../datapath/coexist";
 import { pinnedEndpointDevices, pruneDeadEndpoints, unpinEndpoint } from "../datapath/fastpath";
 import { hostDeviceName, networkToken, type Owner, parseOwnerAlias } from "../datapath/naming";
+import { releaseUnusedPacing } from "../datapath/shaping";
 import { liveIfindexes } from "../datapath/uplink";
 import { log } from "../log";
 import { deleteLinkByName, type Link, listLinks } from "../netlink/links";
@@ -52,6 +53,12 @@ export async function cmdGc(inv: Invocation): Promise<void> {
       await syncNeighbourProxies(host);
     } catch (e) {
       failures.push(`neighbour proxies: ${(e as Error).message}`);
+    }
+    try {
+      // An uplink whose paced pods are all gone (any network's) gets its default qdisc back.
+      await releaseUnusedPacing(host);
+    } catch (e) {
+      failures.push(`uplink pacing: ${(e as Error).message}`);
     }
   } finally {
     host.close();

@@ -34,6 +34,7 @@ import {
   deleteDirectStats,
   deletePodLimits,
   deleteSockCounters,
+  type EgressEnforcement,
   type EndpointMaps,
   endpointTableOwners,
   endpointTableSize,
@@ -99,6 +100,8 @@ export interface FastPathEndpoint {
   addresses: string[];
   /** The pod's rate limits (cni/bandwidth.ts); absent: none. */
   bandwidth?: Bandwidth | undefined;
+  /** How its egress limit is enforced (datapath/shaping.ts); absent: policed. */
+  egress?: EgressEnforcement | undefined;
 }
 
 const endpointDir = (root: string, hostDevice: string) => path.join(root, "endpoints", hostDevice);
@@ -208,7 +211,7 @@ function attachPod(
 ): void {
   createEndpointTable(node.maps.direct, ep.hostIfindex);
   // An entry left by an earlier holder of the ifindex must not limit this pod.
-  if (ep.bandwidth) setPodLimits(node.maps.bandwidth, ep.hostIfindex, ep.bandwidth, BANDWIDTH_MODE);
+  if (ep.bandwidth) setPodLimits(node.maps.bandwidth, ep.hostIfindex, ep.bandwidth, ep.egress ?? { mode: "police" });
   else deletePodLimits(node.maps.bandwidth, ep.hostIfindex);
   // Pins left by an ADD that was killed before it could clean up name a dead device.
   unpinEndpoint(root, ep.hostDevice);
@@ -243,13 +246,6 @@ function pinAndClose(link: BpfLink, pin: string): void {
     link.close();
   }
 }
-
-/**
- * How the programs enforce rate limits. Policing (a token bucket that drops) works on any
- * kernel; EDT (departure times, shaped by an fq qdisc on the uplink) needs sch_fq and is
- * not built yet.
- */
-const BANDWIDTH_MODE = "police" as const;
 
 /** Attaches `program` to the uplink, or switches an existing link to it atomically. */
 export function attachUplink(root: string, uplink: Uplink, direction: "ingress" | "egress", program: BpfProgram): void {

@@ -28,6 +28,7 @@ const IFLA_LINK = 5;
 const IFLA_LINKINFO = 18;
 const IFLA_IFALIAS = 20;
 const IFLA_NET_NS_FD = 28;
+const IFLA_NUM_TX_QUEUES = 31;
 const IFLA_GSO_MAX_SIZE = 41;
 const IFLA_GRO_MAX_SIZE = 58;
 const IFLA_INFO_KIND = 1;
@@ -50,6 +51,8 @@ export interface Link {
   peerIndex: number | undefined;
   gsoMaxSize: number | undefined;
   groMaxSize: number | undefined;
+  /** Transmit queues; more than one means a qdisc per queue under mq. */
+  txQueues: number | undefined;
 }
 
 export const isUp = (link: Link) => (link.flags & IFF_UP) !== 0;
@@ -83,6 +86,7 @@ function parseLink(data: Buffer): Link {
     peerIndex: readU32(attrs.get(IFLA_LINK)),
     gsoMaxSize: readU32(attrs.get(IFLA_GSO_MAX_SIZE)),
     groMaxSize: readU32(attrs.get(IFLA_GRO_MAX_SIZE)),
+    txQueues: readU32(attrs.get(IFLA_NUM_TX_QUEUES)),
   };
 }
 

@@ -8,10 +8,12 @@
  * Only the memory variant: the limits do not depend on the NAT check.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { deletePodLimits, podLimits, setPodLimits } from "../../src/bpf/bandwidth";
+import { ifindexKey } from "../../src/bpf/abi";
+import { deletePodLimits, type EgressEnforcement, podLimits, setPodLimits } from "../../src/bpf/bandwidth";
 import { createEndpointTable } from "../../src/bpf/direct";
 import { loadNodePrograms, type NodePrograms } from "../../src/bpf/node";
 import type { BpfProgram } from "../../src/bpf/programs";
+import { monotonicNs } from "../../src/sys/clock";
 import { inNetns } from "../../src/sys/netns";
 import { TestBpffs } from "./helpers/bpffs";
 import type { TestNetns } from "./helpers/netns";
@@ -22,6 +24,7 @@ import { testRun } from "./helpers/test-run";
 
 const LIMIT = { rate: 1_000, burst: 8_000 };
 const SIZE = 1000;
+const POLICE: EgressEnforcement = { mode: "police" };
 
 let ns: TestNetns;
 let h1: number;
@@ -72,36 +75,118 @@ describe("egress: the pod's own program", () => {
     run(program, h1, sized({ src: POD1.v4, dst: REMOTE.v4, proto: "tcp", tcpFlags: TCP.SYN }));
 
   it("nkc_from_pod admits a full bucket's worth, then drops and counts", () => {
-    setPodLimits(node.maps.bandwidth, h1, { egress: LIMIT }, "police");
+    setPodLimits(node.maps.bandwidth, h1, { egress: LIMIT }, POLICE);
     expect(verdicts(3, () => fromPod1(node.programs.fromPod))).toEqual([REDIRECT, DROP, DROP]);
     expect(dropped(h1)).toEqual({ ingress: undefined, egress: 2 });
   });
 
   it("nkc_src_check limits the same way", () => {
-    setPodLimits(node.maps.bandwidth, h1, { egress: LIMIT }, "police");
+    setPodLimits(node.maps.bandwidth, h1, { egress: LIMIT }, POLICE);
     expect(verdicts(2, () => fromPod1(node.programs.sourceCheck))).toEqual([NEXT, DROP]);
   });
 
   it("does not limit a pod without an entry, or a direction without a rate", () => {
     expect(verdicts(3, () => fromPod1(node.programs.fromPod))).toEqual([REDIRECT, REDIRECT, REDIRECT]);
-    setPodLimits(node.maps.bandwidth, h1, { ingress: LIMIT }, "police");
+    setPodLimits(node.maps.bandwidth, h1, { ingress: LIMIT }, POLICE);
     expect(verdicts(3, () => fromPod1(node.programs.fromPod))).toEqual([REDIRECT, REDIRECT, REDIRECT]);
   });
 
   it("lets a packet larger than the burst through a full bucket (a GSO packet must pass)", () => {
-    setPodLimits(node.maps.bandwidth, h1, { egress: { rate: LIMIT.rate, burst: 800 } }, "police");
+    setPodLimits(node.maps.bandwidth, h1, { egress: { rate: LIMIT.rate, burst: 800 } }, POLICE);
     expect(verdicts(2, () => fromPod1(node.programs.fromPod))).toEqual([REDIRECT, DROP]);
   });
 
   it("leaves a mode it does not know (a later build's) unenforced", () => {
-    setPodLimits(node.maps.bandwidth, h1, { egress: LIMIT }, "edt");
+    setPodLimits(node.maps.bandwidth, h1, { egress: LIMIT }, POLICE);
+    const value = node.maps.bandwidth.lookup(ifindexKey(h1)) as Buffer;
+    value.writeUInt32LE(9, 80); // struct nkc_bandwidth's mode
+    node.maps.bandwidth.update(ifindexKey(h1), value);
     expect(verdicts(3, () => fromPod1(node.programs.fromPod))).toEqual([REDIRECT, REDIRECT, REDIRECT]);
+  });
+});
+
+/*
+ * EDT: beyond the burst a packet is not dropped but stamped with the time the rate lets it
+ * leave. At 1 Mbit/s a 1000-byte packet costs 8 ms and the 8000-bit burst is 8 ms: the
+ * first packet leaves at once, each later one 8 ms after the one before (the clock moves by
+ * exactly the cost while it runs ahead of now), until the wait would pass the 100 ms
+ * horizon: those are dropped.
+ */
+describe("egress paced by departure times (EDT)", () => {
+  const PACED = { rate: 1_000_000, burst: 8_000 };
+  const COST_NS = 8_000_000n;
+  const HORIZON_NS = 100_000_000n;
+  const edt = (): EgressEnforcement => ({ mode: "edt", pacedIfindex: up.ifindex });
+  const sendFrom1 = (program: BpfProgram, dst: string) => {
+    const frame = sized({ src: POD1.v4, dst, proto: "tcp", tcpFlags: TCP.SYN });
+    const before = monotonicNs();
+    const r = inNetns(ns.path, () => testRun(program, { packet: frame, ifindex: h1 }));
+    return { verdict: r.verdict, tstamp: r.tstamp, before, after: monotonicNs() };
+  };
+  const burstOf = (n: number, program: BpfProgram, dst: string) =>
+    Array.from({ length: n }, () => sendFrom1(program, dst));
+
+  it("nkc_from_pod stamps departures a packet's cost apart on the way to the uplink, and drops beyond the horizon", () => {
+    setPodLimits(node.maps.bandwidth, h1, { egress: PACED }, edt());
+    const sent = burstOf(40, node.programs.fromPod, REMOTE.v4);
+    expect(sent[0]).toMatchObject({ verdict: REDIRECT, tstamp: 0n });
+    const paced = sent.slice(1).filter((s) => s.verdict === REDIRECT);
+    expect(paced.length).toBeGreaterThanOrEqual(10);
+    paced.forEach((s, i) => {
+      if (i > 0) expect(s.tstamp - (paced[i - 1]?.tstamp ?? 0n)).toBe(COST_NS);
+      // Never further ahead than the horizon from when it was sent.
+      expect(s.tstamp - s.after).toBeLessThanOrEqual(HORIZON_NS);
+      expect(s.tstamp).toBeGreaterThan(s.before);
+    });
+    const drops = sent.filter((s) => s.verdict === DROP).length;
+    expect(drops).toBeGreaterThan(0);
+    // The first drop comes once the queue is full: a horizon's worth of departures.
+    expect(sent.findIndex((s) => s.verdict === DROP)).toBeGreaterThan(10);
+    expect(dropped(h1)).toEqual({ ingress: undefined, egress: drops });
+  });
+
+  it("nkc_src_check stamps what it hands the stack", () => {
+    setPodLimits(node.maps.bandwidth, h1, { egress: PACED }, edt());
+    const sent = burstOf(3, node.programs.sourceCheck, REMOTE.v4);
+    expect(sent.map((s) => s.verdict)).toEqual([NEXT, NEXT, NEXT]);
+    expect(sent[0]?.tstamp).toBe(0n);
+    expect((sent[2]?.tstamp ?? 0n) - (sent[1]?.tstamp ?? 0n)).toBe(COST_NS);
+  });
+
+  it("polices what stays on the node, from the same clock (no fq on that way)", () => {
+    setPodLimits(node.maps.bandwidth, h1, { egress: LIMIT }, edt());
+    const sent = burstOf(3, node.programs.fromPod, POD2.v4);
+    expect(sent.map((s) => [s.verdict, s.tstamp])).toEqual([
+      [REDIRECT, 0n],
+      [DROP, 0n],
+      [DROP, 0n],
+    ]);
+  });
+
+  it("polices what leaves by another device than the paced one", () => {
+    setPodLimits(node.maps.bandwidth, h1, { egress: LIMIT }, { mode: "edt", pacedIfindex: h2 });
+    expect(burstOf(2, node.programs.fromPod, REMOTE.v4).map((s) => [s.verdict, s.tstamp])).toEqual([
+      [REDIRECT, 0n],
+      [DROP, 0n],
+    ]);
+  });
+
+  it("polices the ingress direction of a paced pod", () => {
+    setPodLimits(node.maps.bandwidth, h2, { ingress: LIMIT, egress: PACED }, edt());
+    const toPod2 = () =>
+      inNetns(ns.path, () =>
+        testRun(node.programs.podIngress, {
+          packet: sized({ src: REMOTE.v4, dst: POD2.v4, proto: "tcp", tcpFlags: TCP.SYN }),
+          ifindex: h2,
+        }),
+      );
+    expect(verdicts(2, () => toPod2().verdict)).toEqual([NEXT, DROP]);
   });
 });
 
 describe("ingress: every path into the pod", () => {
   it("nkc_host_in limits before its bpf_redirect_peer", () => {
-    setPodLimits(node.maps.bandwidth, h2, { ingress: LIMIT }, "police");
+    setPodLimits(node.maps.bandwidth, h2, { ingress: LIMIT }, POLICE);
     const fromWire = () =>
       run(
         node.programs.hostIn,
@@ -113,7 +198,7 @@ describe("ingress: every path into the pod", () => {
   });
 
   it("a local pod's redirect is held to the receiver's ingress limit, not the sender's", () => {
-    setPodLimits(node.maps.bandwidth, h2, { ingress: LIMIT }, "police");
+    setPodLimits(node.maps.bandwidth, h2, { ingress: LIMIT }, POLICE);
     const toPod2 = () =>
       run(node.programs.fromPod, h1, sized({ src: POD1.v4, dst: POD2.v4, proto: "tcp", tcpFlags: TCP.SYN }));
     expect(verdicts(2, toPod2)).toEqual([REDIRECT, DROP]);
@@ -121,7 +206,7 @@ describe("ingress: every path into the pod", () => {
   });
 
   it("nkc_pod_ingress limits what the host device transmits into the pod, found by destination", () => {
-    setPodLimits(node.maps.bandwidth, h2, { ingress: LIMIT, egress: LIMIT }, "police");
+    setPodLimits(node.maps.bandwidth, h2, { ingress: LIMIT, egress: LIMIT }, POLICE);
     const toPod = (dst: string) =>
       run(node.programs.podIngress, h2, sized({ src: REMOTE.v4, dst, proto: "tcp", tcpFlags: TCP.SYN }));
     expect(verdicts(2, () => toPod(POD2.v4))).toEqual([NEXT, DROP]);

@@ -83,7 +83,7 @@ int main(void)
 	ATTR("LINK_UPDATE", flags, link_update.flags); ATTR("LINK_UPDATE", old_prog_fd, link_update.old_prog_fd);
 	ATTR("LINK_DETACH", link_fd, link_detach.link_fd);
 	INFO(type); INFO(id); INFO(key_size); INFO(value_size); INFO(max_entries); INFO(map_flags); INFO(name);
-	SKB(mark); SKB(ingress_ifindex); SKB(ifindex);
+	SKB(mark); SKB(ingress_ifindex); SKB(ifindex); SKB(tstamp); SKB(tstamp_type);
 	/* netkit links take the same relative_fd slot as tcx. */
 	KV("netkit.relative_fd", offsetof(union bpf_attr, link_create.netkit.relative_fd));
 	KV("SYS.bpf", __NR_bpf);

@@ -129,6 +129,7 @@ export class Fixture {
       }
     }
     for (const p of this.processes.splice(0)) p.kill();
+    for (const ns of this.netnses) removePacingState(ns);
     for (const ns of this.netnses.splice(0)) trySh("ip", ["netns", "del", ns]);
     for (const dir of this.dirs.splice(0)) {
       for (const lock of storeLocks(dir)) removeLockQueue(lock);
@@ -303,4 +304,20 @@ export async function waitForFile(file: string): Promise<number> {
     await new Promise((r) => setTimeout(r, 10));
   }
   return Number(fs.readFileSync(file, "utf8").trim());
+}
+
+/** The plugin's notes about a namespace's uplinks (datapath/shaping.ts: folders named
+ * after the namespace's inode), which outlive the namespace itself. */
+function removePacingState(netns: string): void {
+  const dir = "/run/netkit-cni/pacing";
+  let ino: number;
+  try {
+    ino = fs.statSync(`/run/netns/${netns}`).ino;
+  } catch {
+    return;
+  }
+  if (!fs.existsSync(dir)) return;
+  for (const name of fs.readdirSync(dir)) {
+    if (name.startsWith(`${ino}-`)) fs.rmSync(path.join(dir, name), { recursive: true, force: true });
+  }
 }

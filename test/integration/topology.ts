@@ -30,10 +30,29 @@ export interface Pod {
 
 export const CLUSTER_CIDRS = ["10.221.0.0/16", "fd21::/16"];
 
-export function makeCluster(fx: Fixture, extraConf: Record<string, unknown> = {}): [ClusterNode, ClusterNode] {
+export function makeCluster(
+  fx: Fixture,
+  extraConf: Record<string, unknown> = {},
+  wireQueues = 1,
+): [ClusterNode, ClusterNode] {
   const a = fx.makeNetns("nka");
   const b = fx.makeNetns("nkb");
-  inNs(a, "ip", ["link", "add", "wire0", "type", "veth", "peer", "name", "wire0", "netns", `/run/netns/${b}`]);
+  // More than one transmit queue: a NIC's, where pacing puts an fq under mq per queue.
+  const queues = wireQueues > 1 ? ["numtxqueues", `${wireQueues}`, "numrxqueues", `${wireQueues}`] : [];
+  inNs(a, "ip", [
+    "link",
+    "add",
+    "wire0",
+    ...queues,
+    "type",
+    "veth",
+    "peer",
+    "name",
+    "wire0",
+    ...queues,
+    "netns",
+    `/run/netns/${b}`,
+  ]);
   const nodes = (["a", "b"] as const).map((name, i): ClusterNode => {
     const netns = name === "a" ? a : b;
     const n = i + 1;

@@ -41,7 +41,7 @@ const facts = (): NodeStatus => ({
   ],
   uplinks: [{ pin: "uplink/eth0/ingress", linkId: 3, programId: 13, ifindex: 2, device: "eth0" }],
   sockBypass: { links: [], sockets: 0, unavailable: undefined, off: undefined },
-  bandwidth: { limited: 0, modes: {} },
+  bandwidth: { limited: 0, modes: {}, pacingOff: [] },
   sharedSubnets: [],
   endpoints: { devices: 2, pinned: 2, addresses: 2, links: [] },
   problems: [],

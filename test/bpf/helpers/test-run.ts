@@ -27,7 +27,7 @@ export const TEST_RUN_UAPI = {
       ctx_in: 48,
       ctx_out: 56,
     },
-    SK_BUFF: { mark: 8, ingress_ifindex: 36, ifindex: 40 },
+    SK_BUFF: { mark: 8, ingress_ifindex: 36, ifindex: 40, tstamp: 152, tstamp_type: 180 },
   },
   /** tcx verdicts (enum tcx_action_base); netkit's enum netkit_action has the same values. */
   TCX_VERDICT: { NEXT: -1, PASS: 0, DROP: 2, REDIRECT: 7 },
@@ -42,6 +42,8 @@ export interface TestRunAttr {
   dataOutSize: number;
   /** struct __sk_buff (or another context) passed in as ctx_in. */
   ctxIn?: Buffer;
+  /** Room for the context after the run (ctx_out); 0 or absent: not read back. */
+  ctxOutSize?: number;
   repeat?: number;
 }
 
@@ -49,6 +51,8 @@ export interface TestRunResult {
   /** The program's return value, as a signed 32-bit number (TCX_NEXT is -1). */
   retval: number;
   dataOut: Buffer;
+  /** The context as the program left it, when ctxOutSize asked for it. */
+  ctxOut: Buffer | undefined;
   durationNs: number;
 }
 
@@ -71,10 +75,16 @@ export function progTestRun(a: TestRunAttr): TestRunResult {
       b.writeUInt32LE(a.ctxIn.length, o.ctx_size_in);
       b.writeBigUInt64LE(ctx.address, o.ctx_in);
     }
+    const ctxOut = a.ctxOutSize ? mem.alloc(a.ctxOutSize) : undefined;
+    if (ctxOut) {
+      b.writeUInt32LE(ctxOut.size, o.ctx_size_out);
+      b.writeBigUInt64LE(ctxOut.address, o.ctx_out);
+    }
     bpf("PROG_TEST_RUN", attr);
     return {
       retval: b.readInt32LE(o.retval),
       dataOut: dataOut.copy(b.readUInt32LE(o.data_size_out)),
+      ctxOut: ctxOut?.copy(b.readUInt32LE(o.ctx_size_out)),
       durationNs: b.readUInt32LE(o.duration),
     };
   });
@@ -93,6 +103,8 @@ export interface TestRunOutput {
   verdictName: string;
   /** The packet as the program left it (TTL, checksum, MAC rewrites). */
   packet: Buffer;
+  /** skb->tstamp as the program left it (a departure time, for EDT); 0n: none. */
+  tstamp: bigint;
   durationNs: number;
 }
 
@@ -107,11 +119,13 @@ export function testRun(program: BpfProgram, input: TestRunInput): TestRunOutput
     dataIn: input.packet,
     dataOutSize: input.packet.length + 256,
     ctxIn: ctx,
+    ctxOutSize: ctx.length,
   });
   return {
     verdict: r.retval,
     verdictName: VERDICT_NAMES.get(r.retval) ?? `${r.retval}`,
     packet: r.dataOut,
+    tstamp: r.ctxOut?.readBigUInt64LE(ATTR.SK_BUFF.tstamp) ?? 0n,
     durationNs: r.durationNs,
   };
 }
