@@ -3,10 +3,12 @@
  *
  *   node bench/.build/bench.js host [options]   this kernel: host, bridge, ptp, veth, veth plain;
  *                                               control plane; start-up breakdown; the socket
- *                                               bypass on, off and host loopback
+ *                                               bypass on, off and host loopback; rate limits,
+ *                                               ours (veth) against ptp + bandwidth
  *   node bench/.build/bench.js vm [options]     inside the UML guest (make bench-vm): host,
  *                                               bridge, veth and netkit, with and without programs;
- *                                               the socket bypass with netkit pods (correctness)
+ *                                               the socket bypass with netkit pods (correctness);
+ *                                               rate limits, ours on netkit and veth
  *   node bench/.build/bench.js report           renders the latest results (tables, SVG, README)
  *
  * Both run real applications too (nginx, Redis, PostgreSQL, etcd, memcached; section
@@ -14,9 +16,9 @@
  *
  * Options: --rounds N --seconds S --pings N --transactions N --cycles N --storm N
  *          --concurrency N --sock-rounds N --quick (a smoke run: few rounds, small counts)
- *          --app-rounds N --app-seconds S
+ *          --app-rounds N --app-seconds S --bw-rounds N --bw-seconds S (rate limits)
  *          --smoke (the applications once, one path, results not kept: make test's check)
- *          --skip netperf,control,startup,crossings,sockbypass,apps   --only (the same, inverted)
+ *          --skip netperf,control,startup,crossings,sockbypass,apps,bandwidth   --only (the same, inverted)
  *          --baseline PATH (another build of the executable, measured side by side in the
  *          data plane and the control plane: before/after figures for a change, from one run)
  * Writes bench/results/<UTC date and time>-<kernel release>.json, then the report.
@@ -27,6 +29,8 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { type AppPathId, measureApps } from "./lib/apps/index";
+import { LATENCY_LIMITS, measureBandwidth, RATE_LIMITS } from "./lib/bandwidth";
+import type { BwVariant } from "./lib/bandwidth-pods";
 import { cleanupAll, tick } from "./lib/cleanup";
 import { OUR_PLUGIN } from "./lib/cni";
 import { CP_LABELS, type CpId, makeConfig, measureCycles, measureRss, storm } from "./lib/control-plane";
@@ -43,7 +47,8 @@ const BENCH_DIR = path.resolve(__dirname, "..");
 export const RESULTS_DIR = path.join(BENCH_DIR, "results");
 
 /** The run's settings (kept in its results file) and what only this process needs. */
-interface Options extends Omit<RunSettings, "skipped" | "sockRounds" | "appRounds" | "appSeconds"> {
+interface Options
+  extends Omit<RunSettings, "skipped" | "sockRounds" | "appRounds" | "appSeconds" | "bwRounds" | "bwSeconds"> {
   rssRuns: number;
   startupRuns: number;
   profileRuns: number;
@@ -52,6 +57,9 @@ interface Options extends Omit<RunSettings, "skipped" | "sockRounds" | "appRound
   /** Application rounds (each: every workload on every path and placement) and seconds per test. */
   appRounds: number;
   appSeconds: number;
+  /** Rate-limit rounds (each: every variant and limit, both ways, then the latency tests) and seconds per test. */
+  bwRounds: number;
+  bwSeconds: number;
   /** One short round on one path; every workload must complete, nothing is written. */
   smoke: boolean;
   skip: Set<string>;
@@ -61,7 +69,7 @@ interface Options extends Omit<RunSettings, "skipped" | "sockRounds" | "appRound
 /** Seconds per socket bypass test: 36 tests a round. */
 const SOCK_SECONDS = 1;
 
-const SECTIONS = ["crossings", "netperf", "control", "startup", "sockbypass", "apps"];
+const SECTIONS = ["crossings", "netperf", "control", "startup", "sockbypass", "apps", "bandwidth"];
 
 function parseOptions(kind: "host" | "vm", argv: string[]): Options {
   const o: Options =
@@ -81,6 +89,8 @@ function parseOptions(kind: "host" | "vm", argv: string[]): Options {
           sockRounds: 3,
           appRounds: 4,
           appSeconds: 2,
+          bwRounds: 3,
+          bwSeconds: 5,
           smoke: false,
           skip: new Set(),
         }
@@ -99,6 +109,8 @@ function parseOptions(kind: "host" | "vm", argv: string[]): Options {
           sockRounds: 1,
           appRounds: 1,
           appSeconds: 1,
+          bwRounds: 1,
+          bwSeconds: 3,
           smoke: false,
           skip: new Set(["control", "startup"]),
         };
@@ -144,6 +156,13 @@ function parseOptions(kind: "host" | "vm", argv: string[]): Options {
       case "--app-seconds":
         o.appSeconds = Math.max(1, Math.round(value()));
         break;
+      case "--bw-rounds":
+        o.bwRounds = value();
+        break;
+      case "--bw-seconds":
+        // iperf3 and netperf take whole seconds.
+        o.bwSeconds = Math.max(1, Math.round(value()));
+        break;
       case "--smoke":
         o.smoke = true;
         o.appRounds = 1;
@@ -174,6 +193,8 @@ function parseOptions(kind: "host" | "vm", argv: string[]): Options {
           sockRounds: Math.min(o.sockRounds, 1),
           appRounds: Math.min(o.appRounds, 1),
           appSeconds: 1,
+          bwRounds: Math.min(o.bwRounds, 1),
+          bwSeconds: 2,
         });
         break;
       default:
@@ -206,6 +227,7 @@ function machine(): BenchResult["machine"] {
     node: process.version,
     netperf: sh("netperf", ["-V"]).replace(/^Netperf version /, ""),
     sockperf: /version (\S+)/.exec(sh("sockperf", ["--version"]))?.[1] ?? "",
+    iperf3: /^iperf (\S+)/.exec(sh("iperf3", ["--version"]))?.[1] ?? "",
     plugin: {
       sha256: crypto.createHash("sha256").update(binary).digest("hex").slice(0, 16),
       builtAt: fs.statSync(OUR_PLUGIN).mtime.toISOString(),
@@ -226,6 +248,7 @@ const SECTION_TOOLS: Record<string, { tools: string[]; install: string }> = {
   startup: { tools: [], install: "scripts/deps.sh bench" },
   sockbypass: { tools: ["netperf", "netserver", "sockperf"], install: "scripts/deps.sh bench" },
   apps: { tools: APP_TOOLS, install: "scripts/deps.sh apps" },
+  bandwidth: { tools: ["iperf3", "netperf", "netserver"], install: "scripts/deps.sh bench" },
 };
 
 /** Only the sections that run need their tools: make test's smoke round needs no sockperf. */
@@ -274,6 +297,8 @@ async function run(kind: "host" | "vm", argv: string[]): Promise<string> {
       sockRounds: o.sockRounds,
       appRounds: o.appRounds,
       appSeconds: o.appSeconds,
+      bwRounds: o.bwRounds,
+      bwSeconds: o.bwSeconds,
       skipped: [...o.skip],
     },
   };
@@ -388,6 +413,18 @@ async function run(kind: "host" | "vm", argv: string[]): Promise<string> {
     if ((o.smoke || kind === "vm") && result.apps.errors.length) {
       throw new Error(`applications: ${result.apps.errors.length} runs failed`);
     }
+  }
+
+  if (!o.skip.has("bandwidth") && o.bwRounds > 0) {
+    // The reference plugins run on this kernel only; the guest has netkit for ours.
+    const variants: BwVariant[] = kind === "vm" ? ["ours-netkit", "ours-veth"] : ["ours-veth", "reference"];
+    log(
+      `rate limits: ${o.bwRounds} rounds × ${variants.join(", ")} × ${RATE_LIMITS.join(", ")} Mbit/s both ways, then TCP_RR at ${LATENCY_LIMITS.join(" and ")} Mbit/s unloaded and loaded, ${o.bwSeconds} s each`,
+    );
+    result.bandwidth = await measureBandwidth({ variants, rounds: o.bwRounds, seconds: o.bwSeconds });
+    for (const [v, modes] of Object.entries(result.bandwidth.modes))
+      log(`  rate limits: ${v} egress ${JSON.stringify(modes)}`);
+    for (const e of result.bandwidth.errors) log(`  rate limits: ${e}`);
   }
 
   result.finishedAt = new Date().toISOString();

@@ -4,7 +4,7 @@
 # A failing step says which one failed and why (scripts/apt.sh).
 #
 #   scripts/deps.sh          build and test dependencies
-#   scripts/deps.sh bench    also the benchmark's tools (sockperf, strace)
+#   scripts/deps.sh bench    also the benchmark's tools (sockperf, strace, iperf3)
 #                            and the applications below
 #   scripts/deps.sh apps     also the applications the workload section serves and loads
 #                            (bench/lib/apps): nginx + wrk, Redis, PostgreSQL 15 + pgbench,
@@ -35,7 +35,7 @@ apt_install -t "$codename-backports" iproute2 bpftool linux-libc-dev
 # netperf (non-free): the rate-limit tests measure what a limited pod achieves with it.
 apt_install clang llvm libbpf-dev containernetworking-plugins iputils-ping iptables \
   procps util-linux netperf
-if [ "${1:-}" = bench ]; then apt_install sockperf strace; fi
+if [ "${1:-}" = bench ]; then apt_install sockperf strace iperf3; fi
 if [ "${1:-}" = bench ] || [ "${1:-}" = apps ]; then
   apt_install nginx-light wrk redis-server redis-tools postgresql-15 postgresql-client-15 \
     etcd-server etcd-client memcached

@@ -39,6 +39,22 @@ export function netperf(
   length: number,
   testArgs: string[] = [],
 ): NetperfResult {
+  const r = netperfFields(client, server, test, length, ["THROUGHPUT"], testArgs);
+  return r.error ? { value: Number.NaN, error: r.error } : { value: r.values[0] as number };
+}
+
+/**
+ * The same test with other output selectors (`-o`, e.g. P50_LATENCY): their values in the
+ * order asked for, all numbers, or an error.
+ */
+export function netperfFields(
+  client: string,
+  server: string,
+  test: NetperfTest,
+  length: number,
+  fields: string[],
+  testArgs: string[] = [],
+): { values: number[]; error?: string } {
   const r = spawnSync(
     "nsenter",
     [
@@ -56,13 +72,23 @@ export function netperf(
       "--",
       ...testArgs,
       "-o",
-      "THROUGHPUT",
+      fields.join(","),
     ],
     { encoding: "utf8", timeout: (Math.abs(length) + 30) * 1000 },
   );
-  const value = Number.parseFloat(r.stdout.trim().split("\n").pop() ?? "");
-  if (r.status !== 0 || !Number.isFinite(value)) {
-    return { value: Number.NaN, error: `${test} ${client} → ${server}: ${(r.stderr || r.stdout || "").trim()}` };
+  const values = r.status === 0 ? parseNetperfCsv(r.stdout, fields.length) : undefined;
+  if (!values) {
+    return { values: [], error: `${test} ${client} → ${server}: ${(r.stderr || r.stdout || "").trim()}` };
   }
-  return { value };
+  return { values };
+}
+
+/**
+ * netperf's `-o` output without its banner (`-P 0`): the selected values comma-separated
+ * on the last line. Undefined unless it holds `count` numbers.
+ */
+export function parseNetperfCsv(stdout: string, count: number): number[] | undefined {
+  const line = stdout.trim().split("\n").pop() ?? "";
+  const values = line.split(",").map((v) => (v.trim() === "" ? Number.NaN : Number(v)));
+  return values.length === count && values.every(Number.isFinite) ? values : undefined;
 }

@@ -21,7 +21,7 @@ import { withPluginBinary } from "../../test/integration/harness";
 import { addPod, type ClusterNode, makeCluster } from "../../test/integration/topology";
 import type { BenchFixture } from "./cleanup";
 import { newFixture } from "./cleanup";
-import { refPlugin, resultV4, runCni } from "./cni";
+import { type Attachment, refPlugin, resultV4, runCni } from "./cni";
 
 export type PathId =
   | "host"
@@ -87,14 +87,25 @@ export function refConf(type: "bridge" | "ptp", node: ClusterNode, dataDir: stri
   return type === "bridge" ? { ...common, bridge: "cni0", isGateway: true, hairpinMode: false } : common;
 }
 
-function refPod(fx: BenchFixture, type: "bridge" | "ptp", node: ClusterNode, dataDir: string, id: string): Endpoint {
+/** A reference plugin's pod in a new netns: where it is, and what a runtime keeps of its
+ * ADD (the attachment and the result, a chained plugin's prevResult). */
+export function addRefPod(
+  fx: BenchFixture,
+  type: "bridge" | "ptp",
+  node: ClusterNode,
+  dataDir: string,
+  id: string,
+): { pod: Endpoint; att: Attachment; result: Record<string, unknown> } {
   const netns = fx.makeNetns("nkp");
   const att = { containerId: id, netns: `/run/netns/${netns}`, ifname: "eth0" };
   const r = runCni(refPlugin(type), node.netns, "ADD", att, refConf(type, node, dataDir));
   const ip = resultV4(r.json);
-  if (r.status !== 0 || !ip) throw new Error(`${type} ADD ${id} on node ${node.name} failed: ${r.stdout}`);
-  return { netns, ip };
+  if (r.status !== 0 || !ip || !r.json) throw new Error(`${type} ADD ${id} on node ${node.name} failed: ${r.stdout}`);
+  return { pod: { netns, ip }, att, result: r.json };
 }
+
+const refPod = (fx: BenchFixture, type: "bridge" | "ptp", node: ClusterNode, dataDir: string, id: string) =>
+  addRefPod(fx, type, node, dataDir, id).pod;
 
 /** Builds one path's cluster and pods: a1, a2 on node A and b1 on node B; the
  * veth-baseline path's pods are made by the `baseline` executable. */

@@ -1,15 +1,17 @@
 /**
  * Renders the latest results: Markdown tables (ratios to host and to bridge, crossings per
- * packet, control plane, targets, start-up breakdown) into bench/README.md between its
- * result markers, and SVG charts into bench/results/. Uses the newest JSON of each kind
- * (this kernel, the UML guest) in bench/results/.
+ * packet, control plane, targets, start-up breakdown, rate limits) into bench/README.md
+ * between its result markers, and SVG charts into bench/results/. Uses the newest JSON of
+ * each kind (this kernel, the UML guest) in bench/results/.
  */
 import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { appCharts, appsSection } from "./apps/report";
+import { bandwidthSection } from "./bandwidth-report";
 import { CP_LABELS, type CpId } from "./control-plane";
 import type { CrossingResult } from "./dataplane";
+import { num, ratioCell, x2 } from "./format";
 import { type NetperfTest, UNITS } from "./netperf";
 import { PATH_LABELS, type PathId, PLACEMENT_LABELS, type Placement } from "./paths";
 import type { BenchResult } from "./result";
@@ -44,13 +46,7 @@ function latest(
 const hasCoreSections = (r: BenchResult) =>
   r.crossings !== undefined || r.netperf !== undefined || r.controlPlane !== undefined || r.startup !== undefined;
 
-const num = (v: number, digits = 0) =>
-  Number.isFinite(v)
-    ? v.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits })
-    : "n/a";
-const x2 = (v: number) => (Number.isFinite(v) ? `${v.toFixed(2)}×` : "n/a");
 const pp = (v: number | undefined) => (v === undefined || !Number.isFinite(v) ? "n/a" : v.toFixed(2));
-const ratioCell = (s: Summary) => (s.n ? `**${x2(s.median)}** (${s.min.toFixed(2)}–${s.max.toFixed(2)})` : "n/a");
 const ms = (v: number) => (Number.isFinite(v) ? `${v.toFixed(v < 10 ? 1 : 0)} ms` : "n/a");
 const mb = (kb: number) => (Number.isFinite(kb) ? `${(kb / 1024).toFixed(1)} MiB` : "n/a");
 
@@ -910,7 +906,9 @@ export function renderReport(resultsDir: string, readme: string): void {
   // The NAT check's variants run only in a netperf section with the memory variant's path:
   // the newest run that had them, even when later runs skipped netperf.
   const hn = latest(resultsDir, "host", (r) => r.netperf?.order.includes("veth-memory") === true);
-  if (!h && !v && !hs && !vs && !ha) throw new Error(`no results in ${resultsDir}`);
+  const hb = latest(resultsDir, "host", (r) => r.bandwidth !== undefined);
+  const vb = latest(resultsDir, "vm", (r) => r.bandwidth !== undefined);
+  if (!h && !v && !hs && !vs && !ha && !hb && !vb) throw new Error(`no results in ${resultsDir}`);
   const host = h?.r;
   const vm = v?.r;
   const charts: [string, string | undefined][] = [
@@ -932,7 +930,7 @@ export function renderReport(resultsDir: string, readme: string): void {
     "",
     machineLine(host, vm),
     "",
-    `Sources: ${[...new Set([h?.file, v?.file, hs?.file, vs?.file, ha?.file, va?.file])]
+    `Sources: ${[...new Set([h?.file, v?.file, hs?.file, vs?.file, ha?.file, va?.file, hb?.file, vb?.file])]
       .filter(Boolean)
       .map((f) => `[\`results/${f}\`](results/${f})`)
       .join(", ")}.`,
@@ -982,6 +980,10 @@ export function renderReport(resultsDir: string, readme: string): void {
     ha ? appsSection(ha.r, va?.r) : "_no applications run on this kernel yet (make bench-apps)._",
     "",
     ...(ha?.r.apps?.workloads ?? []).map((w) => img(`apps-${w}.svg`, `${w} relative to host processes`)),
+    "### Rate limits: this plugin against ptp + bandwidth (the bandwidth capability)",
+    "",
+    bandwidthSection(hb && { name: runName(hb), r: hb.r }, vb && { name: runName(vb), r: vb.r }),
+    "",
     "### In the UML guest: netperf as measured",
     "",
     "One CPU, no JIT, slow guest system calls: these figures cannot tell the paths apart and are shown only as measured; the crossing counts above are the guest's evidence.",

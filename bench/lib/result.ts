@@ -1,5 +1,6 @@
 /** The JSON document one benchmark run writes (bench/results/<date>-<kernel>.json). */
 import type { AppsRun } from "./apps/index";
+import type { BandwidthRun } from "./bandwidth";
 import type { CpId, CycleResult, RssResult, StormResult } from "./control-plane";
 import type { CrossingResult, NetperfRun } from "./dataplane";
 import type { PathId } from "./paths";
@@ -23,6 +24,8 @@ export interface BenchResult {
     node: string;
     netperf: string;
     sockperf?: string;
+    /** Absent in runs before the rate-limit section. */
+    iperf3?: string;
     plugin: { sha256: string; builtAt: string; commit: string; srcChanged: boolean };
   };
   settings: RunSettings;
@@ -37,6 +40,7 @@ export interface BenchResult {
   startup?: StartupReport;
   sockBypass?: SockBypassRun;
   apps?: AppsRun;
+  bandwidth?: BandwidthRun;
 }
 
 /** The counts a run was made with (bench/main.ts's options, as a results file keeps them). */
@@ -54,5 +58,8 @@ export interface RunSettings {
   /** Absent in runs before the applications section. */
   appRounds?: number;
   appSeconds?: number;
+  /** Absent in runs before the rate-limit section. */
+  bwRounds?: number;
+  bwSeconds?: number;
   skipped: string[];
 }

@@ -1,0 +1,215 @@
+/**
+ * Pod rate limits (the CNI `bandwidth` capability): what a limited pod achieves, and
+ * what a bulk flow through its limit does to the latency of its other connections.
+ *
+ * Variants (bench/lib/bandwidth-pods.ts), each on a two-node cluster of its own: this
+ * plugin (veth; in the guest also netkit) against the reference plugins chained as a
+ * conflist chains them (ptp, then bandwidth). The client pods on node A are limited, the
+ * server b1 on node B is not, so each figure is the client's limit at work:
+ *
+ *   rate       iperf3 a1 → b1 (the pod's egress) and a1 ← b1 (`-R`, its ingress) at
+ *              10, 100 and 1000 Mbit/s; the receiver's rate
+ *   latency    netperf TCP_RR a1 → b1 at 10 and 100 Mbit/s, p50/p90/p99 and
+ *              transactions/s: alone (unloaded), and 1 s into an iperf3 bulk flow
+ *              a1 → b1 that outlasts it (loaded): the RR's requests queue, or are
+ *              dropped, behind the bulk flow's packets at the same limit
+ *
+ * Rounds interleave the variants (every variant and limit, then the next round; the
+ * variants' order turns each round), so a noisy stretch of the machine hits all alike;
+ * every round's value is kept and the report takes medians.
+ */
+import { spawnSync } from "node:child_process";
+import { BURST_SECONDS, type BwCluster, type BwVariant, buildBwCluster } from "./bandwidth-pods";
+import { tick } from "./cleanup";
+import { iperf3, iperf3Background, startIperf3Server } from "./iperf3";
+import { netperfFields, startNetserver } from "./netperf";
+
+/** Limits, Mbit/s each way: the rate test's, and the latency test's. */
+export const RATE_LIMITS = [10, 100, 1000];
+export const LATENCY_LIMITS = [10, 100];
+
+/** netperf's output selectors for TCP_RR: latencies in µs, then transactions/s. */
+const RR_FIELDS = ["P50_LATENCY", "P90_LATENCY", "P99_LATENCY", "THROUGHPUT"];
+/** The bulk flow starts this long before TCP_RR and runs as long again after its end,
+ * so netperf's own connection setup and teardown also see the load. */
+const LEAD_S = 1;
+
+export interface RateSamples {
+  /** What b1 received from a1 (the pod's egress), Mbit/s. */
+  egress: number[];
+  /** What a1 received from b1 (its ingress), Mbit/s. */
+  ingress: number[];
+  /** The sender's TCP retransmissions per run (a policer's drops show here). */
+  egressRetransmits: number[];
+  ingressRetransmits: number[];
+}
+
+export interface LatencySamples {
+  /** TCP_RR round trip percentiles, µs. */
+  p50: number[];
+  p90: number[];
+  p99: number[];
+  /** Transactions/s. */
+  tps: number[];
+}
+
+export interface BandwidthRun {
+  rounds: number;
+  seconds: number;
+  /** Each limit's burst, in seconds at its rate. */
+  burstSeconds: number;
+  limits: number[];
+  latencyLimits: number[];
+  /** The variants, in round 1's order. */
+  variants: BwVariant[];
+  /** How our plugin enforced each pod's egress ("edt": paced; "police"), by variant and limit. */
+  modes: Partial<Record<BwVariant, Record<string, string>>>;
+  rate: Partial<Record<BwVariant, Record<string, RateSamples>>>;
+  latency: Partial<
+    Record<BwVariant, Record<string, { unloaded: LatencySamples; loaded: LatencySamples & { bulk: number[] } }>>
+  >;
+  /** Debian's containernetworking-plugins version, when the reference ran. */
+  referencePackage?: string;
+  errors: string[];
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+const latencySamples = (): LatencySamples => ({ p50: [], p90: [], p99: [], tps: [] });
+
+/** A Debian package's installed version ("" when unknown): `dpkg-query -W` prints "name\tversion". */
+function packageVersion(name: string): string {
+  const r = spawnSync("dpkg-query", ["-W", name], { encoding: "utf8" });
+  return r.status === 0 ? (r.stdout.trim().split("\t")[1] ?? "") : "";
+}
+
+/** The run's sample arrays, every variant and limit, empty. */
+function emptyRun(variants: BwVariant[], rounds: number, seconds: number): BandwidthRun {
+  const run: BandwidthRun = {
+    rounds,
+    seconds,
+    burstSeconds: BURST_SECONDS,
+    limits: RATE_LIMITS,
+    latencyLimits: LATENCY_LIMITS,
+    variants,
+    modes: {},
+    rate: {},
+    latency: {},
+    errors: [],
+  };
+  for (const v of variants) {
+    run.rate[v] = Object.fromEntries(
+      RATE_LIMITS.map((l) => [l, { egress: [], ingress: [], egressRetransmits: [], ingressRetransmits: [] }]),
+    );
+    run.latency[v] = Object.fromEntries(
+      LATENCY_LIMITS.map((l) => [l, { unloaded: latencySamples(), loaded: { ...latencySamples(), bulk: [] } }]),
+    );
+  }
+  if (variants.includes("reference")) run.referencePackage = packageVersion("containernetworking-plugins");
+  return run;
+}
+
+function client(c: BwCluster, mbit: number) {
+  const pod = c.clients.get(mbit);
+  if (!pod) throw new Error(`${c.variant}: no client pod for ${mbit} Mbit/s`);
+  return pod;
+}
+
+function pushRr(s: LatencySamples, values: number[]): void {
+  const [p50, p90, p99, tps] = values.length === RR_FIELDS.length ? values : RR_FIELDS.map(() => Number.NaN);
+  s.p50.push(p50 as number);
+  s.p90.push(p90 as number);
+  s.p99.push(p99 as number);
+  s.tps.push(tps as number);
+}
+
+/** TCP_RR from the limit's client pod to b1, with or without the bulk flow beside it. */
+async function latencyRun(c: BwCluster, mbit: number, seconds: number, loaded: boolean, run: BandwidthRun) {
+  const pod = client(c, mbit);
+  const slot = run.latency[c.variant]?.[String(mbit)];
+  if (!slot) return;
+  const bulk = loaded ? iperf3Background(pod.netns, c.server.ip, seconds + 2 * LEAD_S) : undefined;
+  if (bulk) await sleep(LEAD_S * 1000);
+  const rr = netperfFields(pod.netns, c.server.ip, "TCP_RR", seconds, RR_FIELDS);
+  if (rr.error) run.errors.push(`${c.variant} ${mbit} Mbit/s ${loaded ? "loaded" : "unloaded"}: ${rr.error}`);
+  pushRr(loaded ? slot.loaded : slot.unloaded, rr.values);
+  if (bulk) {
+    const b = await bulk;
+    if (b.error) run.errors.push(`${c.variant} ${mbit} Mbit/s bulk flow: ${b.error}`);
+    slot.loaded.bulk.push(b.mbits);
+  }
+}
+
+function rateRun(c: BwCluster, mbit: number, seconds: number, run: BandwidthRun): void {
+  const pod = client(c, mbit);
+  const slot = run.rate[c.variant]?.[String(mbit)];
+  if (!slot) return;
+  for (const reverse of [false, true]) {
+    const r = iperf3(pod.netns, c.server.ip, seconds, reverse);
+    if (r.error) run.errors.push(`${c.variant} ${mbit} Mbit/s: ${r.error}`);
+    (reverse ? slot.ingress : slot.egress).push(r.mbits);
+    (reverse ? slot.ingressRetransmits : slot.egressRetransmits).push(r.retransmits);
+  }
+}
+
+/** Every client pod reaches b1's servers: a short untimed run each, which also settles
+ * neighbours and the servers' first fork. A failure here is a broken setup, not a figure. */
+function warmUp(c: BwCluster): void {
+  for (const [mbit, pod] of c.clients) {
+    const rr = netperfFields(pod.netns, c.server.ip, "TCP_RR", 1, RR_FIELDS);
+    if (rr.error) throw new Error(`rate limits, ${c.variant} ${mbit} Mbit/s warm-up: ${rr.error}`);
+  }
+  const [mbit, pod] = [...c.clients][0] ?? [];
+  if (mbit === undefined || !pod) return;
+  const r = iperf3(pod.netns, c.server.ip, 1, false);
+  if (r.error) throw new Error(`rate limits, ${c.variant} warm-up: ${r.error}`);
+}
+
+export async function measureBandwidth(opts: {
+  variants: BwVariant[];
+  rounds: number;
+  seconds: number;
+}): Promise<BandwidthRun> {
+  const run = emptyRun(opts.variants, opts.rounds, opts.seconds);
+  const clusters: BwCluster[] = [];
+  for (const v of opts.variants) {
+    const c = buildBwCluster(v, RATE_LIMITS);
+    clusters.push(c);
+    if (v !== "reference") run.modes[v] = c.modes;
+    startIperf3Server(c.fx, c.server.netns);
+    startNetserver(c.fx, c.server.netns);
+    await tick();
+  }
+  for (const c of clusters) {
+    warmUp(c);
+    await tick();
+  }
+
+  for (let round = 0; round < opts.rounds; round++) {
+    const t0 = Date.now();
+    const order = clusters.map((_, i) => clusters[(i + round) % clusters.length] as BwCluster);
+    for (const mbit of RATE_LIMITS) {
+      for (const c of order) {
+        await tick();
+        rateRun(c, mbit, opts.seconds, run);
+      }
+    }
+    // Unloaded before loaded: what a bulk flow leaves queued never meets its own pod's unloaded run.
+    for (const mbit of LATENCY_LIMITS) {
+      for (const c of order) {
+        await tick();
+        await latencyRun(c, mbit, opts.seconds, false, run);
+        await tick();
+        await latencyRun(c, mbit, opts.seconds, true, run);
+      }
+    }
+    process.stderr.write(
+      `  rate limits round ${round + 1}/${opts.rounds} (${((Date.now() - t0) / 1000).toFixed(0)} s)\n`,
+    );
+  }
+
+  for (const c of clusters) {
+    run.errors.push(...c.teardown());
+    c.fx.cleanup();
+  }
+  return run;
+}
