@@ -90,6 +90,8 @@ export interface Uplink {
   mtu?: number;
   gsoMaxSize?: number;
   groMaxSize?: number;
+  /** Transmit queues: pacing puts an fq on each under mq when there are several. */
+  txQueues?: number;
 }
 
 /** The endpoint as the fast path sees it. */

@@ -22,7 +22,7 @@ import * as path from "node:path";
 import type { EgressEnforcement } from "../bpf/index";
 import { CniError, ErrorCode } from "../cni/errors";
 import { log } from "../log";
-import { getLinkByIndex, listLinks } from "../netlink/links";
+import { listLinks } from "../netlink/links";
 import { addQdisc, deleteQdisc, listQdiscs, type Qdisc, TC_H_ROOT, tcHandle, tcMajor } from "../netlink/qdisc";
 import type { RtnlSocket } from "../netlink/socket";
 import { LockTimeoutError, withFileLockAsync } from "../sys/file-lock";
@@ -92,8 +92,7 @@ async function ensurePacing(host: RtnlSocket, uplink: Uplink): Promise<string | 
   if (now.state === "foreign") {
     return `${uplink.name} has the qdisc ${now.description}, which is not ours to replace and does not pace departures`;
   }
-  const link = await getLinkByIndex(host, uplink.index);
-  const queues = link?.txQueues ?? 1;
+  const queues = uplink.txQueues ?? 1;
   try {
     await deleteQdisc(host, uplink.index, TC_H_ROOT, tcHandle(OUR_MAJOR, 0));
     if (queues > 1) {

@@ -34,6 +34,7 @@ const uplinkOf = (link: Link): Uplink => ({
   mtu: link.mtu,
   gsoMaxSize: link.gsoMaxSize,
   groMaxSize: link.groMaxSize,
+  txQueues: link.txQueues,
 });
 
 /** Every ifindex in the namespace: what "still alive" means for endpoint map entries. */
