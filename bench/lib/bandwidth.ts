@@ -18,11 +18,13 @@
  * variants' order turns each round), so a noisy stretch of the machine hits all alike;
  * every round's value is kept and the report takes medians.
  */
+
 import { spawnSync } from "node:child_process";
 import { BURST_SECONDS, type BwCluster, type BwVariant, buildBwCluster } from "./bandwidth-pods";
 import { tick } from "./cleanup";
 import { iperf3, iperf3Background, startIperf3Server } from "./iperf3";
 import { netperfFields, startNetserver } from "./netperf";
+import { turnedBy } from "./stats";
 
 /** Limits, Mbit/s each way: the rate test's, and the latency test's. */
 export const RATE_LIMITS = [10, 100, 1000];
@@ -186,7 +188,7 @@ export async function measureBandwidth(opts: {
 
   for (let round = 0; round < opts.rounds; round++) {
     const t0 = Date.now();
-    const order = clusters.map((_, i) => clusters[(i + round) % clusters.length] as BwCluster);
+    const order = turnedBy(clusters, round);
     for (const mbit of RATE_LIMITS) {
       for (const c of order) {
         await tick();

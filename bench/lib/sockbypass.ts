@@ -24,6 +24,7 @@
  * an "on" run must have redirected (nearly) every byte it moved, an "off" or "loopback"
  * run must not have touched the counters. Anything else fails the run.
  */
+
 import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
@@ -32,6 +33,7 @@ import { cgroup2Root, sockLinkPins } from "../../src/datapath/sockbypass";
 import { addPod, ifindexOf, makeCluster, type Pod } from "../../test/integration/topology";
 import { type BenchFixture, newFixture, onCleanup, tick } from "./cleanup";
 import { startListening } from "./servers";
+import { turnedBy } from "./stats";
 
 export const SOCK_VARIANTS = ["on", "off", "loopback"] as const;
 export type SockVariant = (typeof SOCK_VARIANTS)[number];
@@ -376,7 +378,7 @@ export async function measureSockBypass(opts: {
     const t0 = Date.now();
     // The variants' order turns each round, so none always runs first after a test of
     // another size.
-    const order = SOCK_VARIANTS.map((_, i) => SOCK_VARIANTS[(i + round) % SOCK_VARIANTS.length] as SockVariant);
+    const order = turnedBy(SOCK_VARIANTS, round);
     for (const size of sizes) {
       for (const v of order) {
         await tick();

@@ -48,3 +48,11 @@ export function pairedRatio(num: number[], den: number[]): Summary {
   }
   return summarize(ratios);
 }
+
+/**
+ * `items` turned by `round` places: round r starts with the r-th. Interleaved rounds use
+ * it so that no variant always runs first (after another's test) or last.
+ */
+export function turnedBy<T>(items: readonly T[], round: number): T[] {
+  return items.map((_, i) => items[(i + round) % items.length] as T);
+}

@@ -10,6 +10,7 @@
  * under this run's own parent: its CPU per operation is read from there, and the socket
  * bypass's sock_ops is attached to the bypass path's directory alone.
  */
+
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { cgroup2Root } from "../../../src/datapath/sockbypass";
@@ -17,6 +18,7 @@ import { addPod, makeCluster } from "../../../test/integration/topology";
 import { type BenchFixture, newFixture, onCleanup, tick } from "../cleanup";
 import { buildPath, type Endpoint, type PathId, type Placement } from "../paths";
 import { Counters, removeCgroups } from "../sockbypass";
+import { turnedBy } from "../stats";
 import { type Sample, STEPS, WARMUP_STEPS, WORKLOADS, type Workload } from "./clients";
 import { cpuUsec, type Place } from "./exec";
 import { pgTemplate, type ServerSet, startServers } from "./servers";
@@ -179,7 +181,7 @@ export async function measureApps(opts: {
   }
   for (let round = 0; round < opts.rounds; round++) {
     const t0 = Date.now();
-    const order = paths.map((_, i) => paths[(i + round) % paths.length] as AppPath);
+    const order = turnedBy(paths, round);
     for (const step of STEPS) {
       for (const pl of opts.placements) {
         for (const p of order) {
