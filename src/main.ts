@@ -4,7 +4,6 @@
  * document on stdout: the result, or the spec's error object with exit status 1.
  * Diagnostics go to the configured log file only.
  */
-import { runCli } from "./cli/index";
 import { parseNetConf } from "./cni/config";
 import { parseEnv } from "./cni/env";
 import { asCniError, CniError, ErrorCode, renderError } from "./cni/errors";
@@ -19,21 +18,9 @@ import { cmdStatus } from "./commands/status";
 import { log } from "./log";
 import { NetlinkError } from "./netlink/socket";
 import { ErrnoError } from "./sys/libc";
+import { readAllStdin, writeStdout } from "./sys/stdio";
 
 const ABOUT = "netkit-cni: CNI plugin giving pods netkit or veth devices with eBPF fast paths";
-
-/**
- * The whole of stdin. Read as a stream: the runtime may still be writing when we start,
- * and a synchronous read of a non-blocking pipe fails with EAGAIN instead of waiting.
- * (Plain read(2) calls, with a stream only as the EAGAIN fallback, were tried: no faster
- * per ADD+DEL side by side.)
- */
-async function readStdin(): Promise<Buffer> {
-  if (process.stdin.isTTY) return Buffer.alloc(0);
-  const chunks: Buffer[] = [];
-  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks);
-}
 
 /** The version to render an error in: the config's if it got that far, else the latest. */
 function versionForErrors(stdin: Buffer): string {
@@ -76,14 +63,19 @@ async function runPlugin(stdin: Buffer): Promise<string | undefined> {
 
 async function main(): Promise<number> {
   // Commands for people take arguments; runtimes never pass any.
-  if (!process.env.CNI_COMMAND && process.argv.length > 2) return runCli(process.argv.slice(2));
+  // Imported only here: the commands for people load modules (node:util's argument
+  // parser among them) that no verb needs, and every verb pays for what its start loads.
+  if (!process.env.CNI_COMMAND && process.argv.length > 2) {
+    const { runCli } = await import("./cli/index");
+    return runCli(process.argv.slice(2));
+  }
   if (!process.env.CNI_COMMAND) {
     process.stderr.write(`${ABOUT}\nRun by a container runtime with CNI_COMMAND set; see README.md.\n`);
   }
-  const stdin = await readStdin();
+  const stdin = readAllStdin();
   try {
     const out = await runPlugin(stdin);
-    if (out !== undefined) process.stdout.write(`${out}\n`);
+    if (out !== undefined) writeStdout(`${out}\n`);
     return 0;
   } catch (e) {
     // Kernel refusals below the protocol layer become "datapath failure" with their text.
@@ -93,7 +85,7 @@ async function main(): Promise<number> {
     const err = asCniError(e, kernel ? ErrorCode.DatapathFailure : io ? ErrorCode.IoFailure : ErrorCode.Internal);
     log.error(`${err.message}${err.details ? ` (${err.details})` : ""}`);
     if (!(e instanceof CniError)) log.debug((e as Error).stack ?? "");
-    process.stdout.write(`${JSON.stringify(renderError(err, versionForErrors(stdin)))}\n`);
+    writeStdout(`${JSON.stringify(renderError(err, versionForErrors(stdin)))}\n`);
     return 1;
   } finally {
     log.close();

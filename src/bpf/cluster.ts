@@ -11,11 +11,12 @@
  * keeps its CIDRs until the root goes (a node reboot), which at worst sends its
  * destinations by FIB lookup like any other pod's. Callers hold the node lock.
  */
-import { createHash } from "node:crypto";
+
 import * as path from "node:path";
 import { invalidConfig } from "../cni/errors";
 import { BpfError } from "../sys/bpf-syscall";
 import { BPF_MAP_TYPE } from "../sys/bpf-uapi";
+import { sha256 } from "../sys/sha256";
 import { cidrKey, decodeCidrKey } from "./abi";
 import type { MapSpec } from "./elf";
 import { BpfMap, specMismatches } from "./maps";
@@ -70,7 +71,7 @@ export function listClusterCidrs(map: BpfMap): string[] {
   return [...map.keys()].map(decodeCidrKey);
 }
 
-const networkId = (network: string) => createHash("sha256").update(network).digest().subarray(0, NETWORK_ID_BYTES);
+const networkId = (network: string) => sha256(network).subarray(0, NETWORK_ID_BYTES);
 
 /** Keys by their hex, so equal keys count once. */
 const keyed = (keys: Buffer[]) => new Map(keys.map((k) => [k.toString("hex"), k]));

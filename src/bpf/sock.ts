@@ -9,9 +9,10 @@
  * Builds are ordered by epoch as in node.ts: a newer build's pinned programs are used,
  * never replaced; an older build's pins go once this build's are pinned.
  */
-import { createHash } from "node:crypto";
+
 import * as fs from "node:fs";
 import * as path from "node:path";
+import { sha256Hex } from "../sys/sha256";
 import {
   decodeSockKey,
   ifindexKey,
@@ -48,7 +49,7 @@ export const sockRoot = (bpffsRoot: string) => path.join(bpffsRoot, "sock");
 const sockProgramsRoot = (bpffsRoot: string) => path.join(sockRoot(bpffsRoot), "programs");
 
 export function sockBuildName(object: Buffer, epoch: number): string {
-  return `${epoch}-${createHash("sha256").update(object).digest("hex").slice(0, 16)}`;
+  return `${epoch}-${sha256Hex([object], 16)}`;
 }
 
 interface SockSet {

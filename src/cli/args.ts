@@ -4,7 +4,7 @@
  * "--flag=value" both work; anything the table does not declare (a positional argument,
  * "--", an unknown flag, a value given to a boolean flag) is reported as typed.
  */
-import { type ParseArgsConfig, parseArgs } from "node:util";
+import type { ParseArgsConfig } from "node:util";
 
 export type FlagTable = NonNullable<ParseArgsConfig["options"]>;
 
@@ -30,6 +30,9 @@ export function* readFlags<T extends FlagTable>(
   table: T,
   errors: FlagErrors,
 ): Generator<Flag<keyof T & string>> {
+  // Required here, not imported: the Bun executable's bundle is an ES module, whose
+  // imports of built-ins all load at start, and no CNI verb needs node:util.
+  const { parseArgs }: typeof import("node:util") = require("node:util");
   const { tokens } = parseArgs({ args, options: table, strict: false, tokens: true });
   for (const token of tokens) {
     const arg = args[token.index] ?? "";

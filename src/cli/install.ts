@@ -7,12 +7,13 @@
  * alone); a conflist of the same name written for another plugin is only replaced with
  * `--force`.
  */
-import { createHash } from "node:crypto";
+
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { BANDWIDTH_CAPABILITY } from "../cni/bandwidth";
 import { POD_ANNOTATIONS_CAPABILITY, parseNetConf } from "../cni/config";
 import { isPackagedExecutable } from "../sys/embedded-assets";
+import { sha256Hex } from "../sys/sha256";
 import {
   type ExistingNetwork,
   findReplaceable,
@@ -107,7 +108,7 @@ function isOurs(text: string): boolean {
   }
 }
 
-const sha256 = (data: Buffer) => createHash("sha256").update(data).digest("hex");
+const sha256 = (data: Buffer) => sha256Hex([data]);
 
 /** Writes `data` to `target` by a temporary file in the same directory and a rename. */
 function writeAtomically(target: string, data: Buffer | string, mode: number): void {

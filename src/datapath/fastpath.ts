@@ -17,7 +17,7 @@
  * Longer than the ~350 lines other modules keep to: it is the verbs' one door to the
  * node's eBPF state, so that every change to it can be seen to happen under the lock.
  */
-import { createHash } from "node:crypto";
+
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { EndpointMap } from "../bpf/endpoints";
@@ -66,6 +66,7 @@ import { readAsset } from "../sys/embedded-assets";
 import { failpoint } from "../sys/failpoints";
 import { LockTimeoutError, withFileLock } from "../sys/file-lock";
 import { mkdirs } from "../sys/mkdirs";
+import { sha256Hex } from "../sys/sha256";
 import { clearSockBypassOff, ensureSockBypass, noteSockBypassOff, type SockBypassObjects } from "./sockbypass";
 import type { DeviceKind } from "./types";
 
@@ -113,8 +114,7 @@ const ENDPOINT_PINS = ["from_pod"] as const;
 const INGRESS_LIMIT_PIN = "ingress_limit";
 
 /** One lock per bpffs root, outside the bpffs (which holds no regular files). */
-export const nodeLockPath = (root: string) =>
-  path.join(LOCK_DIR, `node-${createHash("sha256").update(root).digest("hex").slice(0, 12)}.lock`);
+export const nodeLockPath = (root: string) => path.join(LOCK_DIR, `node-${sha256Hex([root], 12)}.lock`);
 
 function underNodeLock<T>(root: string, fn: () => T): T {
   mkdirs(LOCK_DIR, 0o700);

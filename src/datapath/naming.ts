@@ -4,15 +4,16 @@
  * stored, so DEL can find them without state; hashed, so a container ID never becomes
  * part of a name or path as is.
  */
-import { createHash } from "node:crypto";
+
 import { MAX_CONTAINER_ID_LENGTH, MAX_IFNAME_LENGTH } from "../cni/env";
 import { macText } from "../netlink/attrs";
+import { sha256, sha256Hex } from "../sys/sha256";
 
 export const HOST_DEVICE_PREFIX = "nk";
 export const OWNER_ALIAS_PREFIX = "netkit-cni:";
 
 function digest(containerId: string, ifname: string): Buffer {
-  return createHash("sha256").update(`${containerId}\0${ifname}`).digest();
+  return sha256(`${containerId}\0${ifname}`);
 }
 
 /** "nk" + 13 hex digits: 15 characters, the kernel's limit, stable for an attachment. */
@@ -51,7 +52,7 @@ const NETWORK_HASH_DIGITS = 12;
 /** The network as the alias names it: the name itself, or for a long one `<start>~<hash>`. */
 export function networkToken(network: string): string {
   if (network.length <= NETWORK_TOKEN_MAX) return network;
-  const hash = createHash("sha256").update(network).digest("hex").slice(0, NETWORK_HASH_DIGITS);
+  const hash = sha256Hex([network], NETWORK_HASH_DIGITS);
   // '~' cannot occur in a network name, so a hashed token never equals a short name.
   return `${network.slice(0, NETWORK_TOKEN_MAX - NETWORK_HASH_DIGITS - 1)}~${hash}`;
 }

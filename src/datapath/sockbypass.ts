@@ -13,7 +13,7 @@
  * Pin layout:  <root>/sock/sk_msg   <root>/sock/cgroup-<hash of the cgroup path>
  *              <root>/sock/programs/<epoch>-<hash>/nkc_sockops, nkc_sk_msg
  */
-import { createHash } from "node:crypto";
+
 import * as fs from "node:fs";
 import * as path from "node:path";
 import {
@@ -28,18 +28,18 @@ import {
 import { log } from "../log";
 import { BPF_MAP_TYPE } from "../sys/bpf-uapi";
 import { mkdirs } from "../sys/mkdirs";
+import { sha256Hex } from "../sys/sha256";
 
 const CGROUP2_SUPER_MAGIC = 0x63677270;
 
 export const sockLinkPins = {
   skMsg: (root: string) => path.join(sockRoot(root), "sk_msg"),
-  cgroup: (root: string, cgroup: string) =>
-    path.join(sockRoot(root), `cgroup-${createHash("sha256").update(cgroup).digest("hex").slice(0, 12)}`),
+  cgroup: (root: string, cgroup: string) => path.join(sockRoot(root), `cgroup-${sha256Hex([cgroup], 12)}`),
 };
 
 /** Why the last ADD could not run the bypass: the node's bpffs root names it, as the node lock. */
 export const sockBypassNotePath = (root: string) =>
-  path.join("/run/netkit-cni", `sockbypass-${createHash("sha256").update(root).digest("hex").slice(0, 12)}.json`);
+  path.join("/run/netkit-cni", `sockbypass-${sha256Hex([root], 12)}.json`);
 
 export interface SockBypassOff {
   /** The cgroup the network asked for (absent: the node's cgroup v2 root). */

@@ -36,7 +36,6 @@
  * the flocks they mirror), one directory per lock file, removed when empty. Where no
  * queue can be made, a contender still gets the lock by polling as the head does.
  */
-import { randomBytes } from "node:crypto";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
@@ -230,7 +229,7 @@ class Ticket {
   static take(dir: string): Ticket | undefined {
     const arrived = monotonicNs().toString().padStart(20, "0");
     for (let attempt = 0; attempt < TICKET_ATTEMPTS; attempt++) {
-      const name = `${arrived}.${process.pid}.${randomBytes(4).toString("hex")}`;
+      const name = `${arrived}.${process.pid}.${Buffer.from(crypto.getRandomValues(new Uint8Array(4))).toString("hex")}`;
       const file = path.join(dir, name);
       let fd: number;
       try {

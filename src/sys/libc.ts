@@ -98,3 +98,37 @@ export const MNT_DETACH = 2;
 export function unmount(target: string, flags = 0): void {
   callInt("umount2", [ffi.DataType.String, ffi.DataType.I32], [target, flags], target);
 }
+
+const POLLIN = 0x001;
+const POLLOUT = 0x004;
+
+/**
+ * Waits until `fd` can be read (or written, with `forWrite`): poll(2) on one descriptor,
+ * for a descriptor the runtime left non-blocking, where read(2) says EAGAIN instead of
+ * waiting. Returns when the descriptor is ready or has hung up.
+ */
+export function waitReady(fd: number, forWrite = false): void {
+  const pollfd = Buffer.alloc(8);
+  pollfd.writeInt32LE(fd, 0);
+  pollfd.writeInt16LE(forWrite ? POLLOUT : POLLIN, 4);
+  for (;;) {
+    try {
+      callInt("poll", [ffi.DataType.U8Array, ffi.DataType.U64, ffi.DataType.I32], [pollfd, 1, -1]);
+      return;
+    } catch (e) {
+      if (!((e instanceof ErrnoError && e.errno === 4) /* EINTR */)) throw e;
+    }
+  }
+}
+
+/** isatty(3): whether `fd` is a terminal. */
+export function isTerminal(fd: number): boolean {
+  const r = ffi.load({
+    library: libc(),
+    funcName: "isatty",
+    retType: ffi.DataType.I32,
+    paramsType: [ffi.DataType.I32],
+    paramsValue: [fd],
+  }) as unknown as number;
+  return r === 1;
+}

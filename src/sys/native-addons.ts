@@ -6,12 +6,13 @@
  * hash, and reused by every later invocation. Never loads a file that another user could
  * have written.
  */
-import { createHash } from "node:crypto";
+
 import * as fs from "node:fs";
 import { createRequire } from "node:module";
 import * as path from "node:path";
 import { isPackagedExecutable, readAsset } from "./embedded-assets";
 import { mkdirs } from "./mkdirs";
+import { sha256Hex } from "./sha256";
 
 export type NativeAddonName = "ffi-rs";
 
@@ -20,15 +21,45 @@ const cacheDir = process.env.NETKIT_CNI_ADDON_CACHE ?? "/var/lib/netkit-cni/addo
 
 const loaded = new Map<NativeAddonName, unknown>();
 
+/**
+ * The embedded addons' content digests, computed by the build (scripts/build.mjs defines
+ * this name) so that a start need not hash a megabyte to find its cached copy; undefined
+ * when the bundle was built without them.
+ */
+declare const __NETKIT_CNI_ADDONS__: Partial<Record<NativeAddonName, AddonIdentity>> | undefined;
+
+interface AddonIdentity {
+  digest: string;
+  size: number;
+}
+
+function identityFromBuild(name: NativeAddonName): AddonIdentity | undefined {
+  return typeof __NETKIT_CNI_ADDONS__ === "undefined" ? undefined : __NETKIT_CNI_ADDONS__[name];
+}
+
+/** The digest that names an addon's cached copy: sha256 of its bytes, 16 hex digits. */
+export function addonDigest(bytes: Buffer): string {
+  return sha256Hex([bytes], 16);
+}
+
 /** Returns the addon's exports from the assets of the running executable. */
 export function requireAddon(name: NativeAddonName): unknown {
   const cached = loaded.get(name);
   if (cached !== undefined) return cached;
   if (!isPackagedExecutable()) return requireFromBuildTree(name);
-  const bytes = readAsset(`${name}.node`, "");
-  const digest = createHash("sha256").update(bytes).digest("hex").slice(0, 16);
-  const file = path.join(cacheDir, `${name}-${digest}.node`);
-  if (!isTrustedCopy(file, bytes.length)) writeAtomically(file, bytes);
+  // The bytes are read (and, in the Bun executable, decoded) only when the cached copy
+  // must be written: the build's digest and size name and check it without them.
+  let bytes: Buffer | undefined;
+  const embedded = (): Buffer => {
+    bytes ??= readAsset(`${name}.node`, "");
+    return bytes;
+  };
+  const id = identityFromBuild(name) ?? { digest: addonDigest(embedded()), size: embedded().length };
+  const file = path.join(cacheDir, `${name}-${id.digest}.node`);
+  if (!isTrustedCopy(file, id.size)) {
+    if (addonDigest(embedded()) !== id.digest) throw new Error(`the embedded ${name} addon is not the one built`);
+    writeAtomically(file, embedded());
+  }
   const mod = { exports: {} as unknown };
   process.dlopen(mod, file);
   loaded.set(name, mod.exports);
@@ -48,7 +79,11 @@ function requireFromBuildTree(name: NativeAddonName): unknown {
   return mod.exports;
 }
 
-/** A cached copy is used only if root owns it and nobody else can write it or its folder. */
+/**
+ * A cached copy is used only if root owns it and nobody else can write it or its folder,
+ * and it has the embedded copy's size. Its name carries the content digest, and only
+ * this code, as root, writes into that folder.
+ */
 function isTrustedCopy(file: string, size: number): boolean {
   try {
     const dir = fs.statSync(path.dirname(file));
