@@ -59,9 +59,9 @@ struct nkc_cidr_key {
 };
 _Static_assert(sizeof(struct nkc_cidr_key) == 24, "nkc_cidr_key is 24 bytes");
 
-/* Sizes userspace needs to create the maps the ELF cannot describe (the per-endpoint
- * tables behind nkc_direct are created at ADD, one per endpoint). */
-#define NKC_MAX_ENDPOINTS   16384   /* nkc_endpoints, nkc_counters, nkc_direct entries */
+/* Sizes userspace needs to create the maps the ELF cannot describe (the flow tables in
+ * nkc_flow_tables' slots, which userspace creates and hands to endpoints). */
+#define NKC_MAX_ENDPOINTS   16384   /* nkc_endpoints, nkc_counters, nkc_flow_tables entries */
 #define NKC_DIRECT_TABLE_SIZE 1024  /* flows one endpoint's table remembers (LRU) */
 
 /*
@@ -81,11 +81,33 @@ struct nkc_flow_key {
 _Static_assert(sizeof(struct nkc_flow_key) == 40, "nkc_flow_key is 40 bytes");
 
 /* Value of an endpoint's direct-flow table: when the flow last opened in front of us
- * (TCP SYN, echo request), bpf_ktime_get_ns(). */
+ * (TCP SYN, echo request), bpf_ktime_get_ns(), and the generation of the endpoint that
+ * saw it (nkc_flow_owner): a table passes from endpoint to endpoint, and an entry of
+ * another generation proves nothing. */
 struct nkc_direct_flow {
 	__u64 opened_ns;
+	__u64 gen;
 };
-_Static_assert(sizeof(struct nkc_direct_flow) == 8, "nkc_direct_flow is 8 bytes");
+_Static_assert(sizeof(struct nkc_direct_flow) == 16, "nkc_direct_flow is 16 bytes");
+
+/* nkc_flow_owner value, keyed by __u32 host ifindex: which slot of nkc_flow_tables holds
+ * the endpoint's table, and the generation its entries carry. Written by userspace only. */
+struct nkc_flow_owner {
+	__u32 slot;
+	__u32 pad;         /* always zero */
+	__u64 gen;
+};
+_Static_assert(sizeof(struct nkc_flow_owner) == 16, "nkc_flow_owner is 16 bytes");
+
+/* nkc_flow_pool's one value (key 0), userspace's bookkeeping of the pool (no program
+ * reads it): slots [0, tables) of nkc_flow_tables hold a table, and the generation last
+ * handed out (each ADD takes the next). */
+struct nkc_flow_pool {
+	__u32 tables;
+	__u32 pad;         /* always zero */
+	__u64 last_gen;
+};
+_Static_assert(sizeof(struct nkc_flow_pool) == 16, "nkc_flow_pool is 16 bytes");
 
 /* nkc_direct_stats value (per CPU), keyed by __u32 host ifindex: what the endpoint's
  * table took in and what the programs took out; the LRU evicted the rest. */

@@ -21,8 +21,14 @@
  *    so it is redirected and remembered; a reply needs a request seen recently.
  *  - Everything else (fragments, ICMP errors, other protocols, opaque headers): stack.
  *
- * Memory is per endpoint: nkc_direct maps a pod's host ifindex to its own LRU table,
- * created at ADD and dropped at DEL. A flow is remembered in the table of the local
+ * Memory is per endpoint: nkc_flow_owner maps a pod's host ifindex to its own LRU
+ * table (a slot of nkc_flow_tables) and a generation. Tables are pooled: DEL hands the
+ * table back and a later ADD takes it, because putting a table into a map of maps (or
+ * taking it out) waits for an RCU grace period, and a pool pays that only when it grows.
+ * A table therefore passes from endpoint to endpoint, so every entry carries the
+ * generation of the endpoint that wrote it, and an entry of any other generation (a
+ * previous holder's, or one a program still running at DEL wrote) is never trusted:
+ * nothing a previous holder left can prove a flow direct. A flow is remembered in the table of the local
  * endpoint that saw it open: the opener's in nkc_from_pod, the receiver's in nkc_host_in
  * (the only local one). Its later packets are looked up in the table of the endpoint
  * whose hook runs and, for a flow between two local pods, in the other one's too. So a
@@ -39,8 +45,11 @@
 #endif
 
 /* Inner maps: LRU_HASH nkc_flow_key -> nkc_direct_flow, NKC_DIRECT_TABLE_SIZE entries
- * (created by userspace: see src/bpf/direct.ts). */
-NKC_MAP(nkc_direct, BPF_MAP_TYPE_HASH_OF_MAPS, __u32, __u32, NKC_MAX_ENDPOINTS, 0);
+ * (created by userspace, see src/bpf/direct.ts). nkc_flow_owner has one entry per
+ * endpoint; NKC_MAX_ENDPOINTS of them. */
+NKC_MAP(nkc_flow_tables, BPF_MAP_TYPE_ARRAY_OF_MAPS, __u32, __u32, NKC_MAX_ENDPOINTS, 0);
+NKC_MAP(nkc_flow_owner, BPF_MAP_TYPE_HASH, __u32, struct nkc_flow_owner, NKC_MAX_ENDPOINTS, 0);
+NKC_MAP(nkc_flow_pool, BPF_MAP_TYPE_ARRAY, __u32, struct nkc_flow_pool, 1, 0);
 NKC_MAP(nkc_direct_stats, BPF_MAP_TYPE_PERCPU_HASH, __u32, struct nkc_direct_stats, NKC_MAX_ENDPOINTS, 0);
 
 #define NKC_SYNACK_WINDOW_NS (5ULL * 1000000000ULL)
@@ -95,31 +104,47 @@ static __always_inline void nkc_direct_stat(__u32 ifindex, int forgotten)
 		s->remembered += 1;
 }
 
+/* `ifindex`'s table and, in `*gen`, the generation its entries must carry; NULL when the
+ * endpoint has none (added by an older build, or its DEL is under way). */
+static __always_inline void *nkc_flow_table(__u32 ifindex, __u64 *gen)
+{
+	struct nkc_flow_owner *o = bpf_map_lookup_elem(&nkc_flow_owner, &ifindex);
+
+	if (!o)
+		return NULL;
+	*gen = o->gen;
+	return bpf_map_lookup_elem(&nkc_flow_tables, &o->slot);
+}
+
 /* The flow opened in front of us: (re)start its entry in `ifindex`'s table. An
- * endpoint without a table (added by an older build, or its DEL is under way) simply
- * remembers nothing. */
+ * endpoint without a table simply remembers nothing. */
 static __always_inline void nkc_direct_opened(__u32 ifindex, const struct nkc_flow_key *k, __u64 now)
 {
-	void *table = bpf_map_lookup_elem(&nkc_direct, &ifindex);
-	struct nkc_direct_flow fresh = { .opened_ns = now };
+	__u64 gen;
+	void *table = nkc_flow_table(ifindex, &gen);
 
 	if (!table)
 		return;
+	struct nkc_direct_flow fresh = { .opened_ns = now, .gen = gen };
 	struct nkc_direct_flow *f = bpf_map_lookup_elem(table, k);
-	if (f) {
+	if (f && f->gen == gen) {
 		f->opened_ns = now;
 		return;
 	}
-	if (bpf_map_update_elem(table, k, &fresh, BPF_NOEXIST) == 0)
+	/* A previous holder's entry on this key is replaced whole, never half rewritten. */
+	if (bpf_map_update_elem(table, k, &fresh, f ? BPF_ANY : BPF_NOEXIST) == 0)
 		nkc_direct_stat(ifindex, 0);
 }
 
-/* The entry for the flow in `ifindex`'s table, or NULL. */
+/* The entry for the flow in `ifindex`'s table, or NULL (also when another generation
+ * wrote it). */
 static __always_inline struct nkc_direct_flow *nkc_direct_entry(__u32 ifindex, const struct nkc_flow_key *k)
 {
-	void *table = bpf_map_lookup_elem(&nkc_direct, &ifindex);
+	__u64 gen;
+	void *table = nkc_flow_table(ifindex, &gen);
+	struct nkc_direct_flow *f = table ? bpf_map_lookup_elem(table, k) : NULL;
 
-	return table ? bpf_map_lookup_elem(table, k) : NULL;
+	return f && f->gen == gen ? f : NULL;
 }
 
 /* The flow's entry in `own`'s table, else in `peer`'s (0: none); `*where` says whose. */
@@ -161,7 +186,8 @@ static __always_inline int nkc_tcp_proven(const struct nkc_pkt *p, const struct 
 	if (syn && bpf_ktime_get_ns() - f->opened_ns >= NKC_SYNACK_WINDOW_NS) {
 		/* A new flow on an old 5-tuple that did not open in front of us: it may be
 		 * a NAT'd one's reply. Forget the old flow so the rest follows the stack. */
-		void *table = bpf_map_lookup_elem(&nkc_direct, &where);
+		__u64 gen;
+		void *table = nkc_flow_table(where, &gen);
 		if (table && bpf_map_delete_elem(table, k) == 0)
 			nkc_direct_stat(where, 1);
 		return 0;

@@ -9,13 +9,15 @@ export const MAP_NAMES = {
   endpoints: "nkc_endpoints",
   cluster: "nkc_cluster",
   counters: "nkc_counters",
-  direct: "nkc_direct",
+  flowTables: "nkc_flow_tables",
+  flowOwner: "nkc_flow_owner",
+  flowPool: "nkc_flow_pool",
   directStats: "nkc_direct_stats",
   bandwidth: "nkc_bandwidth",
 } as const;
 
 /** Maps that older builds pinned and this one no longer uses (removed after an upgrade). */
-export const RETIRED_MAP_NAMES = ["nkc_flows", "nkc_clients"] as const;
+export const RETIRED_MAP_NAMES = ["nkc_flows", "nkc_clients", "nkc_direct"] as const;
 
 export const PROGRAM_NAMES = {
   fromPod: "nkc_from_pod",
@@ -28,7 +30,10 @@ export const PROGRAM_NAMES = {
 export const MAX_ENDPOINTS = 16384;
 export const DIRECT_TABLE_SIZE = 1024;
 export const FLOW_KEY_SIZE = 40;
-export const DIRECT_FLOW_SIZE = 8;
+export const DIRECT_FLOW_SIZE = 16;
+/** struct nkc_flow_owner and struct nkc_flow_pool. */
+export const FLOW_OWNER_SIZE = 16;
+export const FLOW_POOL_SIZE = 16;
 
 export const EP_FLAG_NETKIT = 1;
 /** NKC_EP_F_SOCK_BYPASS: the pod's network has "sockBypass": true. */
@@ -42,7 +47,7 @@ export const SOCK_MAP_NAMES = {
 } as const;
 export const SOCK_PROGRAM_NAMES = { sockOps: "nkc_sockops", skMsg: "nkc_sk_msg" } as const;
 
-/** The u32 host ifindex that keys nkc_counters, nkc_direct, nkc_direct_stats and nkc_bandwidth. */
+/** The u32 host ifindex that keys nkc_counters, nkc_flow_owner, nkc_direct_stats and nkc_bandwidth. */
 export function ifindexKey(hostIfindex: number): Buffer {
   const key = Buffer.alloc(4);
   key.writeUInt32LE(hostIfindex);

@@ -1,10 +1,21 @@
 /**
- * The per-endpoint direct-flow tables behind nkc_direct (bpf/lib/direct.h): each pod's
- * own LRU table of flows proven direct, created at ADD and dropped at DEL, so one pod's
- * flows can only ever evict its own. The programs own the tables' contents; userspace
- * creates, removes and reads them, never writes an entry.
+ * The per-endpoint direct-flow tables behind bpf/lib/direct.h: each pod has its own LRU
+ * table of flows proven direct, so one pod's flows can only ever evict its own. The
+ * programs own the tables' contents; userspace creates tables, hands them to endpoints,
+ * takes them back and reads them, and never writes an entry.
+ *
+ * Tables live in a pool (nkc_flow_tables, an array of maps) because putting a table into
+ * a map of maps, or taking one out, waits for an RCU grace period (10-30 ms, paid at ADD
+ * and again at DEL when every pod had a table of its own). ADD takes a free slot and
+ * only grows the pool, POOL_GROWTH tables in one batch and so one grace period, when
+ * none is free; DEL just forgets which endpoint held it. What makes a passed-on table
+ * safe is the generation (nkc_flow_owner): every entry carries its writer's, each ADD
+ * hands out a new one, and the programs trust only entries of the generation they look
+ * up, so nothing a previous holder wrote (even a program still running at its DEL) can
+ * prove a flow direct for the next. Tables are emptied when taken; that is for space
+ * and for the figures, not for correctness.
  */
-import { mapGetFdById } from "../sys/bpf-syscall";
+import { BpfError, mapGetFdById, mapLookupBatch, mapUpdateBatch } from "../sys/bpf-syscall";
 import { BPF_MAP_TYPE } from "../sys/bpf-uapi";
 import {
   DIRECT_FLOW_SIZE,
@@ -12,13 +23,16 @@ import {
   type DirectStats,
   decodeFlowKey,
   FLOW_KEY_SIZE,
+  FLOW_OWNER_SIZE,
+  FLOW_POOL_SIZE,
   type FlowKey,
   ifindexKey,
+  MAX_ENDPOINTS,
 } from "./abi";
 import type { MapSpec } from "./elf";
 import { BpfMap } from "./maps";
 
-/** What every endpoint's table looks like; also the outer map's inner-map template. */
+/** What every endpoint's table looks like; also nkc_flow_tables' inner-map template. */
 export const DIRECT_TABLE_SPEC: MapSpec = {
   name: "nkc_ep_flows",
   type: BPF_MAP_TYPE.LRU_HASH,
@@ -28,29 +42,71 @@ export const DIRECT_TABLE_SPEC: MapSpec = {
   flags: 0,
 };
 
+/** How many tables the pool adds when none is free: one grace period for all of them. */
+export const POOL_GROWTH = 16;
+
+/** The three pinned maps of the pool (bpf/lib/direct.h). */
+export interface FlowTableMaps {
+  /** nkc_flow_tables: slot → table. */
+  tables: BpfMap;
+  /** nkc_flow_owner: host ifindex → { slot, generation }. */
+  owners: BpfMap;
+  /** nkc_flow_pool: how many slots hold a table, the last generation handed out. */
+  pool: BpfMap;
+}
+
+interface Owner {
+  slot: number;
+  gen: bigint;
+}
+
+interface Pool {
+  tables: number;
+  lastGen: bigint;
+}
+
+const POOL_KEY = Buffer.alloc(4);
+/** Owner records read per batch call: a node's pods usually fit in one. */
+const OWNER_CHUNK = 256;
+
 /**
- * Gives the endpoint a new, empty table: never one a previous holder of the ifindex
- * (a pod whose DEL never came) filled.
+ * Gives the endpoint a table of its own under a new generation: never entries that a
+ * previous holder of the table, or of the ifindex (a pod whose DEL never came), wrote.
+ * Callers hold the node lock (fastpath.ts), so no two ADDs pick the same slot.
  */
-export function createEndpointTable(outer: BpfMap, hostIfindex: number): void {
-  const table = BpfMap.create(DIRECT_TABLE_SPEC);
-  try {
-    const fd = Buffer.alloc(4);
-    fd.writeUInt32LE(table.fd);
-    outer.update(ifindexKey(hostIfindex), fd);
-  } finally {
-    table.close(); // the outer map holds the reference now
+export function createEndpointTable(maps: FlowTableMaps, hostIfindex: number): void {
+  maps.owners.delete(ifindexKey(hostIfindex));
+  const pool = readPool(maps.pool);
+  const used = new Set(ownerRecords(maps.owners).map(([, o]) => o.slot));
+  let slot = firstFree(pool.tables, used);
+  if (slot === undefined) {
+    slot = pool.tables;
+    pool.tables = growPool(maps.tables, pool.tables);
   }
+  pool.lastGen += 1n;
+  // The generation is spent before anyone can write under it: a crash between the two
+  // writes only skips one.
+  writePool(maps.pool, pool);
+  withSlotTable(maps.tables, slot, drain);
+  maps.owners.update(ifindexKey(hostIfindex), encodeOwner({ slot, gen: pool.lastGen }));
 }
 
-/** Drops the endpoint's table (its memory goes once no program runs with it). */
-export function removeEndpointTable(outer: BpfMap, hostIfindex: number): boolean {
-  return outer.delete(ifindexKey(hostIfindex));
+/**
+ * The endpoint gives its table back to the pool; false when it held none. A plain hash
+ * delete: the table stays in its slot for the next ADD.
+ */
+export function removeEndpointTable(maps: FlowTableMaps, hostIfindex: number): boolean {
+  return maps.owners.delete(ifindexKey(hostIfindex));
 }
 
-/** Host ifindexes that have a table. */
-export function endpointTableOwners(outer: BpfMap): number[] {
-  return [...outer.keys()].map((k) => k.readUInt32LE(0));
+/** Host ifindexes that hold a table. */
+export function endpointTableOwners(maps: FlowTableMaps): number[] {
+  return ownerRecords(maps.owners).map(([ifindex]) => ifindex);
+}
+
+/** How many slots of the pool hold a table (`status`, tests), from nkc_flow_pool. */
+export function filledSlots(pool: BpfMap): number {
+  return readPool(pool).tables;
 }
 
 export interface RememberedFlow extends FlowKey {
@@ -58,39 +114,47 @@ export interface RememberedFlow extends FlowKey {
   openedNs: bigint;
 }
 
-/** The flows in the endpoint's table, or undefined when it has none. */
-export function listEndpointFlows(outer: BpfMap, hostIfindex: number): RememberedFlow[] | undefined {
-  return withTable(outer, hostIfindex, (table) => {
-    const flows: RememberedFlow[] = [];
-    for (const key of [...table.keys()]) {
-      const value = table.lookup(key);
-      if (value) flows.push({ ...decodeFlowKey(key), openedNs: value.readBigUInt64LE(0) });
-    }
-    return flows;
-  });
+/** The flows the endpoint's table holds for it, or undefined when it has no table. */
+export function listEndpointFlows(maps: FlowTableMaps, hostIfindex: number): RememberedFlow[] | undefined {
+  return withEndpointTable(maps, hostIfindex, (table, gen) =>
+    entriesOf(table)
+      .filter(([, value]) => value.readBigUInt64LE(8) === gen)
+      .map(([key, value]) => ({ ...decodeFlowKey(key), openedNs: value.readBigUInt64LE(0) })),
+  );
 }
 
-/** How many flows the endpoint's table holds, or undefined when it has none. */
-export function endpointTableSize(outer: BpfMap, hostIfindex: number): number | undefined {
-  return withTable(outer, hostIfindex, (table) => table.countKeys());
+/** How many flows the endpoint's table holds for it, or undefined when it has no table. */
+export function endpointTableSize(maps: FlowTableMaps, hostIfindex: number): number | undefined {
+  return listEndpointFlows(maps, hostIfindex)?.length;
 }
 
 /** Empties the endpoint's table (tests, and an admin resetting the memory). */
-export function clearEndpointTable(outer: BpfMap, hostIfindex: number): void {
-  withTable(outer, hostIfindex, (table) => {
-    for (const key of [...table.keys()]) table.delete(key);
-  });
+export function clearEndpointTable(maps: FlowTableMaps, hostIfindex: number): void {
+  withEndpointTable(maps, hostIfindex, (table) => drain(table));
 }
 
-/** Runs `fn` on the endpoint's table; a lookup in a map of maps gives the inner map's id. */
-function withTable<T>(outer: BpfMap, hostIfindex: number, fn: (table: BpfMap) => T): T | undefined {
-  const id = outer.lookup(ifindexKey(hostIfindex));
+/** Runs `fn` on the endpoint's table with the generation its entries must carry;
+ * undefined when the endpoint holds none. */
+export function withEndpointTable<T>(
+  maps: FlowTableMaps,
+  hostIfindex: number,
+  fn: (table: BpfMap, gen: bigint) => T,
+): T | undefined {
+  const raw = maps.owners.lookup(ifindexKey(hostIfindex));
+  if (!raw) return undefined;
+  const owner = decodeOwner(raw);
+  return withSlotTable(maps.tables, owner.slot, (table) => fn(table, owner.gen));
+}
+
+/** Runs `fn` on the table in `slot`; a lookup in a map of maps gives the inner map's id. */
+function withSlotTable<T>(tables: BpfMap, slot: number, fn: (table: BpfMap) => T): T | undefined {
+  const id = tables.lookup(slotKey(slot));
   if (!id) return undefined;
   let fd: number;
   try {
     fd = mapGetFdById(id.readUInt32LE(0));
   } catch {
-    return undefined; // removed meanwhile
+    return undefined; // replaced meanwhile
   }
   const table = new BpfMap(fd, DIRECT_TABLE_SPEC);
   try {
@@ -98,6 +162,88 @@ function withTable<T>(outer: BpfMap, hostIfindex: number, fn: (table: BpfMap) =>
   } finally {
     table.close();
   }
+}
+
+/**
+ * Puts POOL_GROWTH new tables into the slots after the last filled one, in one batch (one
+ * grace period); returns the new number of filled slots.
+ */
+function growPool(tables: BpfMap, filled: number): number {
+  const count = Math.min(POOL_GROWTH, MAX_ENDPOINTS - filled);
+  if (count <= 0) throw new Error(`every one of the ${MAX_ENDPOINTS} flow tables is in use`);
+  const created: BpfMap[] = [];
+  try {
+    const keys = Buffer.alloc(4 * count);
+    const fds = Buffer.alloc(4 * count);
+    for (let i = 0; i < count; i++) {
+      const table = BpfMap.create(DIRECT_TABLE_SPEC);
+      created.push(table);
+      keys.writeUInt32LE(filled + i, 4 * i);
+      fds.writeUInt32LE(table.fd, 4 * i);
+    }
+    try {
+      mapUpdateBatch(tables.fd, keys, fds, count, 0);
+    } catch (e) {
+      // Kernels without batch updates for arrays of maps: the one table this ADD needs.
+      if (!(e instanceof BpfError && (e.code === "EINVAL" || e.code === "ENOTSUPP" || e.code === "EOPNOTSUPP"))) {
+        throw e;
+      }
+      tables.update(slotKey(filled), fds.subarray(0, 4));
+      return filled + 1;
+    }
+    return filled + count;
+  } finally {
+    for (const t of created) t.close(); // the slots hold the references now
+  }
+}
+
+function firstFree(filled: number, used: ReadonlySet<number>): number | undefined {
+  for (let slot = 0; slot < filled; slot++) if (!used.has(slot)) return slot;
+  return undefined;
+}
+
+/** Deletes every entry of `table`, a chunk of a thousand per call. */
+function drain(table: BpfMap): void {
+  mapLookupBatch(table.fd, FLOW_KEY_SIZE, DIRECT_FLOW_SIZE, { andDelete: true, chunk: DIRECT_TABLE_SIZE, keep: false });
+}
+
+function entriesOf(table: BpfMap): [Buffer, Buffer][] {
+  const { keys, values } = mapLookupBatch(table.fd, FLOW_KEY_SIZE, DIRECT_FLOW_SIZE, { chunk: DIRECT_TABLE_SIZE });
+  return keys.map((k, i) => [k, values[i] as Buffer]);
+}
+
+function ownerRecords(owners: BpfMap): [number, Owner][] {
+  const { keys, values } = mapLookupBatch(owners.fd, 4, FLOW_OWNER_SIZE, { chunk: OWNER_CHUNK });
+  return keys.map((k, i) => [k.readUInt32LE(0), decodeOwner(values[i] as Buffer)]);
+}
+
+function readPool(pool: BpfMap): Pool {
+  const v = pool.lookup(POOL_KEY) ?? Buffer.alloc(FLOW_POOL_SIZE);
+  return { tables: v.readUInt32LE(0), lastGen: v.readBigUInt64LE(8) };
+}
+
+function writePool(pool: BpfMap, p: Pool): void {
+  const v = Buffer.alloc(FLOW_POOL_SIZE);
+  v.writeUInt32LE(p.tables, 0);
+  v.writeBigUInt64LE(p.lastGen, 8);
+  pool.update(POOL_KEY, v);
+}
+
+function encodeOwner(o: Owner): Buffer {
+  const v = Buffer.alloc(FLOW_OWNER_SIZE);
+  v.writeUInt32LE(o.slot, 0);
+  v.writeBigUInt64LE(o.gen, 8);
+  return v;
+}
+
+function decodeOwner(v: Buffer): Owner {
+  return { slot: v.readUInt32LE(0), gen: v.readBigUInt64LE(8) };
+}
+
+function slotKey(slot: number): Buffer {
+  const k = Buffer.alloc(4);
+  k.writeUInt32LE(slot);
+  return k;
 }
 
 /** nkc_direct_stats of one endpoint, summed over CPUs (zero when it has none). */

@@ -18,15 +18,15 @@
  * the node's maps and programs follow one set of rules (epochs, variants, compatible
  * maps), kept in one file so that no part can follow an older version of them.
  */
-import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { BpfError } from "../sys/bpf-syscall";
+import { sha256Hex } from "../sys/sha256";
 import { type Counters, MAP_NAMES, PROGRAM_NAMES, RETIRED_MAP_NAMES } from "./abi";
 import { resolveKernelFunctions } from "./btf";
 import { setNetworkClusterCidrs } from "./cluster";
 import { readCounters } from "./counters";
-import { DIRECT_TABLE_SPEC } from "./direct";
+import { DIRECT_TABLE_SPEC, type FlowTableMaps } from "./direct";
 import { type MapSpec, type ObjectSpec, readObject } from "./elf";
 import { EndpointMap } from "./endpoints";
 import { BpfMap, specMismatches } from "./maps";
@@ -75,7 +75,8 @@ export interface NodeMaps {
   endpoints: BpfMap;
   cluster: BpfMap;
   counters: BpfMap;
-  direct: BpfMap;
+  /** The pool of per-endpoint flow tables (direct.ts). */
+  direct: FlowTableMaps;
   directStats: BpfMap;
   bandwidth: BpfMap;
 }
@@ -294,9 +295,8 @@ function loadVariant(
 
 /** Identifies a build of the programs: its epoch and a hash of every object. */
 export function buildName(objects: NodeObjects): string {
-  const hash = createHash("sha256");
-  for (const v of NAT_CHECKS) hash.update(objects.variants[v].lxc).update(objects.variants[v].host);
-  return `${objects.epoch}-${hash.digest("hex").slice(0, 16)}`;
+  const parts = NAT_CHECKS.flatMap((v) => [objects.variants[v].lxc, objects.variants[v].host]);
+  return `${objects.epoch}-${sha256Hex(parts, 16)}`;
 }
 
 /**
@@ -340,7 +340,7 @@ const firstLine = (e: unknown) => String((e as Error).message ?? e).split("\n")[
 
 /** The map of maps needs its inner maps' shape, which the ELF definition cannot carry. */
 function withInner(spec: MapSpec): MapSpec {
-  return spec.name === MAP_NAMES.direct ? { ...spec, inner: DIRECT_TABLE_SPEC } : spec;
+  return spec.name === MAP_NAMES.flowTables ? { ...spec, inner: DIRECT_TABLE_SPEC } : spec;
 }
 
 /** Pins `fd` at `pin`, replacing what is there (a half-pinned set from a crashed ADD). */
@@ -379,11 +379,20 @@ export function openNodeMaps(bpffsRoot: string): EndpointMaps & { close(): void 
     opened.push(map);
     return map;
   };
+  // The pool counts only when all three of its maps are there.
+  const pool = [MAP_NAMES.flowTables, MAP_NAMES.flowOwner, MAP_NAMES.flowPool];
+  const hasPool = pool.every((name) => fs.existsSync(path.join(mapsDir(bpffsRoot), name)));
   try {
     return {
       endpoints: open(MAP_NAMES.endpoints, false) as BpfMap,
       counters: open(MAP_NAMES.counters, false) as BpfMap,
-      direct: open(MAP_NAMES.direct, true),
+      direct: hasPool
+        ? {
+            tables: open(MAP_NAMES.flowTables, false) as BpfMap,
+            owners: open(MAP_NAMES.flowOwner, false) as BpfMap,
+            pool: open(MAP_NAMES.flowPool, false) as BpfMap,
+          }
+        : undefined,
       directStats: open(MAP_NAMES.directStats, true),
       bandwidth: open(MAP_NAMES.bandwidth, true),
       close: () => {
@@ -448,7 +457,7 @@ function nodeMaps(byName: ReadonlyMap<string, BpfMap>): NodeMaps {
     endpoints: get(MAP_NAMES.endpoints),
     cluster: get(MAP_NAMES.cluster),
     counters: get(MAP_NAMES.counters),
-    direct: get(MAP_NAMES.direct),
+    direct: { tables: get(MAP_NAMES.flowTables), owners: get(MAP_NAMES.flowOwner), pool: get(MAP_NAMES.flowPool) },
     directStats: get(MAP_NAMES.directStats),
     bandwidth: get(MAP_NAMES.bandwidth),
   };

@@ -2,12 +2,15 @@
  * How full the node-wide pinned maps are (for `status`): each map the programs use, by
  * its kind and size as the kernel reports them (bpf_map_info) and the keys it holds now.
  * Read-only. A map not pinned (an older build's node, no socket bypass yet) is left out.
- * The per-endpoint flow tables inside nkc_direct are not here: direct.ts reads those.
+ * The flow tables inside nkc_flow_tables are not here (direct.ts reads those); that map
+ * counts the pool's filled slots, and nkc_flow_owner the endpoints that hold one.
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { BpfError } from "../sys/bpf-syscall";
+import { BPF_MAP_TYPE } from "../sys/bpf-uapi";
 import { MAP_NAMES, SOCK_MAP_NAMES } from "./abi";
+import { filledSlots } from "./direct";
 import { BpfMap, mapKind } from "./maps";
 import { mapsDir } from "./node";
 
@@ -37,10 +40,37 @@ export function pinnedMapOccupancy(bpffsRoot: string): MapOccupancy[] {
       throw e;
     }
     try {
-      all.push({ name, kind: mapKind(map.spec.type), entries: map.countKeys(), capacity: map.spec.maxEntries });
+      all.push({
+        name,
+        kind: mapKind(map.spec.type),
+        entries: entriesOf(bpffsRoot, name, map),
+        capacity: map.spec.maxEntries,
+      });
     } finally {
       map.close();
     }
   }
   return all;
+}
+
+/**
+ * Keys held now. An array has every key from its creation, so walking it says nothing
+ * (and nkc_flow_tables would take 16384 calls): the pool's bookkeeping says how many of
+ * its slots hold a table, and a plain array counts as full.
+ */
+function entriesOf(bpffsRoot: string, name: string, map: BpfMap): number {
+  if (name === MAP_NAMES.flowTables) return filledSlotsPinned(bpffsRoot);
+  if (map.spec.type === BPF_MAP_TYPE.ARRAY) return map.spec.maxEntries;
+  return map.countKeys();
+}
+
+function filledSlotsPinned(bpffsRoot: string): number {
+  const pin = path.join(mapsDir(bpffsRoot), MAP_NAMES.flowPool);
+  if (!fs.existsSync(pin)) return 0;
+  const pool = BpfMap.openPinned(pin);
+  try {
+    return filledSlots(pool);
+  } finally {
+    pool.close();
+  }
 }

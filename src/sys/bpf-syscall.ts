@@ -129,6 +129,75 @@ export function mapDeleteElem(mapFd: number, key: Buffer): boolean {
   return withNative((mem) => unlessAbsent(() => bpf("MAP_DELETE_ELEM", mapElemAttr(mem, mapFd, key))) !== undefined);
 }
 
+/**
+ * BPF_MAP_UPDATE_BATCH: `keys` and `values` each hold `count` elements end to end. One
+ * call, so a map of maps waits for running programs once for all of them (Linux 6.8+;
+ * earlier kernels wait per element). Throws like one update would.
+ */
+export function mapUpdateBatch(mapFd: number, keys: Buffer, values: Buffer, count: number, flags: number): void {
+  withNative((mem) => {
+    const attr = newAttr(mem);
+    const b = attr.bytes;
+    const o = ATTR.BATCH;
+    b.writeBigUInt64LE(mem.from(keys).address, o.keys);
+    b.writeBigUInt64LE(mem.from(values).address, o.values);
+    b.writeUInt32LE(count, o.count);
+    b.writeUInt32LE(mapFd, o.map_fd);
+    b.writeBigUInt64LE(BigInt(flags), o.elem_flags);
+    bpf("MAP_UPDATE_BATCH", attr);
+  });
+}
+
+export interface BatchEntries {
+  keys: Buffer[];
+  values: Buffer[];
+}
+
+/**
+ * Every element of a map through BPF_MAP_LOOKUP_BATCH (or, with `andDelete`,
+ * BPF_MAP_LOOKUP_AND_DELETE_BATCH, which empties it as it reads): `chunk` elements per
+ * call instead of two calls per element. The kernel says ENOENT with the last chunk.
+ * With `keep: false` nothing is copied out (emptying a map).
+ */
+export function mapLookupBatch(
+  mapFd: number,
+  keySize: number,
+  valueSize: number,
+  options: { andDelete?: boolean; chunk: number; keep?: boolean },
+): BatchEntries {
+  const out: BatchEntries = { keys: [], values: [] };
+  const cmd = options.andDelete ? "MAP_LOOKUP_AND_DELETE_BATCH" : "MAP_LOOKUP_BATCH";
+  withNative((mem) => {
+    const attr = newAttr(mem);
+    const b = attr.bytes;
+    const o = ATTR.BATCH;
+    // The position token is opaque: a bucket index for hash maps, a key for others.
+    const tokenSize = Math.max(keySize, 8);
+    // Each call continues from where the previous one's out_batch says it stopped.
+    let from = mem.alloc(tokenSize);
+    let to = mem.alloc(tokenSize);
+    const keys = mem.alloc(keySize * options.chunk);
+    const values = mem.alloc(valueSize * options.chunk);
+    b.writeUInt32LE(mapFd, o.map_fd);
+    b.writeBigUInt64LE(keys.address, o.keys);
+    b.writeBigUInt64LE(values.address, o.values);
+    for (let call = 0; ; call++) {
+      b.writeBigUInt64LE(call === 0 ? 0n : from.address, o.in_batch);
+      b.writeBigUInt64LE(to.address, o.out_batch);
+      b.writeUInt32LE(options.chunk, o.count);
+      const done = unlessAbsent(() => bpf(cmd, attr)) === undefined;
+      const n = options.keep === false ? 0 : b.readUInt32LE(o.count);
+      for (let i = 0; i < n; i++) {
+        out.keys.push(Buffer.from(keys.bytes.subarray(i * keySize, (i + 1) * keySize)));
+        out.values.push(Buffer.from(values.bytes.subarray(i * valueSize, (i + 1) * valueSize)));
+      }
+      if (done) return;
+      [from, to] = [to, from];
+    }
+  });
+  return out;
+}
+
 /** The key after `key` (the first key when `key` is undefined); undefined at the end. */
 export function mapGetNextKey(mapFd: number, key: Buffer | undefined, keySize: number): Buffer | undefined {
   return withNative((mem) => {

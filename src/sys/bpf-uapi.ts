@@ -23,6 +23,9 @@ export const BPF_CMD = {
   OBJ_GET_INFO_BY_FD: 15,
   BTF_GET_FD_BY_ID: 19,
   BTF_GET_NEXT_ID: 23,
+  MAP_LOOKUP_BATCH: 24,
+  MAP_LOOKUP_AND_DELETE_BATCH: 25,
+  MAP_UPDATE_BATCH: 26,
   LINK_CREATE: 28,
   LINK_UPDATE: 29,
   LINK_DETACH: 34,
@@ -36,6 +39,7 @@ export const BPF_MAP_TYPE = {
   PERCPU_ARRAY: 6,
   LRU_HASH: 9,
   LPM_TRIE: 11,
+  ARRAY_OF_MAPS: 12,
   HASH_OF_MAPS: 13,
   SOCKHASH: 18,
 } as const;
@@ -81,6 +85,7 @@ export const ATTR = {
     map_name: 28,
   },
   MAP_ELEM: { map_fd: 0, key: 8, value: 16, next_key: 16, flags: 24 },
+  BATCH: { in_batch: 0, out_batch: 8, keys: 16, values: 24, count: 32, map_fd: 36, elem_flags: 40, flags: 48 },
   PROG_LOAD: {
     prog_type: 0,
     insn_cnt: 4,

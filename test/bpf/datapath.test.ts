@@ -29,7 +29,7 @@ import { conntrackUnavailable, loadNodePrograms, type NatCheck, type NodeProgram
 import type { BpfProgram } from "../../src/bpf/programs";
 import { inNetns } from "../../src/sys/netns";
 import { TestBpffs } from "./helpers/bpffs";
-import { ageFlows } from "./helpers/flows";
+import { ageFlows, rawEntries, tableId, writeEntries } from "./helpers/flows";
 import type { TestNetns } from "./helpers/netns";
 import { DROP, GATEWAY_MAC, makeTestNode, NEXT, POD1, POD2, REDIRECT, REMOTE } from "./helpers/node";
 import { buildObjects } from "./helpers/objects";
@@ -214,6 +214,27 @@ describe.each(VARIANTS)("%s NAT check", (natCheck) => {
         expect(remembered(ifindex)).toEqual([]);
         expect(readDirectStats(node.maps.directStats, ifindex)).toEqual({ remembered: 0n, forgotten: 0n });
       }
+    });
+
+    it("a table handed to a new holder proves nothing the previous one, or its late writes, remembered", () => {
+      const request = { src: POD1[af], dst: POD2[af], proto: "icmp", echoId: 91 } as const;
+      const reply = { src: POD2[af], dst: POD1[af], proto: "icmp", echoId: 91, echoReply: true } as const;
+      expect(fromPod1(request).verdict).toBe(REDIRECT);
+      const written = rawEntries(node.maps.direct, h1);
+      expect(written).toHaveLength(1);
+      // DEL of pod 1, then ADD of a pod on the same ifindex: it takes the freed table.
+      const table = tableId(node.maps.direct, h1);
+      removeEndpointTable(node.maps.direct, h1);
+      createEndpointTable(node.maps.direct, h1);
+      expect(tableId(node.maps.direct, h1)).toBe(table);
+      expect(fromPod2(reply).verdict).toBe(NEXT);
+      // A program of the old pod, still running at its DEL, writes after the handover.
+      writeEntries(node.maps.direct, h1, written);
+      expect(fromPod2(reply).verdict).toBe(NEXT);
+      expect(remembered(h1)).toEqual([]);
+      // The same entry written under the new holder's generation does prove the flow.
+      writeEntries(node.maps.direct, h1, written, true);
+      expect(fromPod2(reply).verdict).toBe(REDIRECT);
     });
 
     it("redirects an echo request and remembers it; an echo reply needs that request", () => {

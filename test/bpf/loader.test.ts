@@ -13,7 +13,7 @@ import { findFunctions } from "../../src/bpf/btf";
 import { NETWORK_CIDRS_SPEC } from "../../src/bpf/cluster";
 import { readObject } from "../../src/bpf/elf";
 import { BpfMap, mapId } from "../../src/bpf/maps";
-import { loadNodePrograms, mapsDir, type NodeObjects, openNodeMaps } from "../../src/bpf/node";
+import { loadNodePrograms, mapsDir, type NodeMaps, type NodeObjects, openNodeMaps } from "../../src/bpf/node";
 import { ensureBpffs, isBpffs, pinObject } from "../../src/bpf/pins";
 import { loadProgram } from "../../src/bpf/programs";
 import { ProgLoadError } from "../../src/sys/bpf-syscall";
@@ -136,10 +136,22 @@ describe("ELF objects", () => {
       keySize: 24,
       flags: BPF_MISC.F_NO_PREALLOC,
     });
-    expect(spec.maps.find((m) => m.name === MAP_NAMES.direct)).toMatchObject({
-      type: BPF_MAP_TYPE.HASH_OF_MAPS,
+    expect(spec.maps.find((m) => m.name === MAP_NAMES.flowTables)).toMatchObject({
+      type: BPF_MAP_TYPE.ARRAY_OF_MAPS,
       keySize: 4,
       valueSize: 4,
+      maxEntries: 16384,
+    });
+    expect(spec.maps.find((m) => m.name === MAP_NAMES.flowOwner)).toMatchObject({
+      type: BPF_MAP_TYPE.HASH,
+      keySize: 4,
+      valueSize: 16,
+    });
+    expect(spec.maps.find((m) => m.name === MAP_NAMES.flowPool)).toMatchObject({
+      type: BPF_MAP_TYPE.ARRAY,
+      keySize: 4,
+      valueSize: 16,
+      maxEntries: 1,
     });
     expect(spec.maps.find((m) => m.name === MAP_NAMES.directStats)).toMatchObject({
       type: BPF_MAP_TYPE.PERCPU_HASH,
@@ -152,7 +164,9 @@ describe("ELF objects", () => {
     const fromPod = spec.programs[0];
     expect(fromPod?.instructions.length).toBeGreaterThan(0);
     const relocatedMaps = new Set(fromPod?.relocations.map((r) => r.mapName));
-    expect([...relocatedMaps].sort()).toEqual(Object.values(MAP_NAMES).sort());
+    // Every shared map but the pool's bookkeeping, which only userspace reads.
+    const programMaps = Object.values(MAP_NAMES).filter((n) => n !== MAP_NAMES.flowPool);
+    expect([...relocatedMaps].sort()).toEqual(programMaps.sort());
     for (const r of fromPod?.relocations ?? []) expect(fromPod?.instructions[r.insnIndex * 8]).toBe(0x18); // ld_imm64
     expect(fromPod?.kfuncCalls).toEqual([]);
   });
@@ -220,14 +234,14 @@ describe("maps and programs in a private bpffs", () => {
     try {
       const pinned = [...Object.values(MAP_NAMES), NETWORK_CIDRS_SPEC.name];
       expect(fs.readdirSync(mapsDir(bpffs.root)).sort()).toEqual(pinned.sort());
-      for (const name of Object.values(MAP_NAMES)) ids.push(idOf(first.maps[keyOf(name)]));
+      for (const name of Object.values(MAP_NAMES)) ids.push(idOf(mapNamed(first.maps, name)));
       first.endpoints.upsert("10.244.1.10", { hostIfindex: 7, datapath: "veth" });
     } finally {
       first.close();
     }
     const second = loadNodePrograms(bpffs.root, objects, { clusterCidrs: ["10.244.0.0/16", "fd00:244::/48"] });
     try {
-      expect(Object.values(MAP_NAMES).map((n) => idOf(second.maps[keyOf(n)]))).toEqual(ids);
+      expect(Object.values(MAP_NAMES).map((n) => idOf(mapNamed(second.maps, n)))).toEqual(ids);
       expect(second.endpoints.get("10.244.1.10")).toEqual({ hostIfindex: 7, datapath: "veth" });
       expect(second.programs.fromPod.fd).toBeGreaterThan(0);
     } finally {
@@ -269,7 +283,7 @@ describe("maps and programs in a private bpffs", () => {
     first.endpoints.upsert("10.244.1.10", { hostIfindex: 7, datapath: "veth" });
     first.close();
     // A node whose maps an older build pinned: no flow tables yet.
-    fs.unlinkSync(path.join(mapsDir(bpffs.root), MAP_NAMES.direct));
+    fs.unlinkSync(path.join(mapsDir(bpffs.root), MAP_NAMES.flowTables));
     fs.unlinkSync(path.join(mapsDir(bpffs.root), MAP_NAMES.directStats));
     const maps = openNodeMaps(bpffs.root);
     try {
@@ -322,9 +336,19 @@ function idOf(map: BpfMap): number {
   return mapId(map.fd);
 }
 
-function keyOf(name: string): keyof typeof MAP_NAMES {
+/** The node's map pinned under `name` (the flow-table pool's three sit in `direct`). */
+function mapNamed(maps: NodeMaps, name: string): BpfMap {
+  const { direct, ...rest } = maps;
+  const flat: Record<string, BpfMap> = {
+    ...rest,
+    flowTables: direct.tables,
+    flowOwner: direct.owners,
+    flowPool: direct.pool,
+  };
   const entry = Object.entries(MAP_NAMES).find(([, n]) => n === name);
-  return entry?.[0] as keyof typeof MAP_NAMES;
+  const map = entry ? flat[entry[0]] : undefined;
+  if (!map) throw new Error(`no map ${name}`);
+  return map;
 }
 
 describe("bpffs", () => {

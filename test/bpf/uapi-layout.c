@@ -25,8 +25,9 @@ int main(void)
 	CMD(MAP_GET_NEXT_KEY); CMD(PROG_LOAD); CMD(OBJ_PIN); CMD(OBJ_GET); CMD(PROG_TEST_RUN);
 	CMD(OBJ_GET_INFO_BY_FD); CMD(LINK_CREATE); CMD(LINK_UPDATE); CMD(LINK_DETACH);
 	CMD(MAP_GET_FD_BY_ID); CMD(PROG_GET_FD_BY_ID); CMD(BTF_GET_FD_BY_ID); CMD(BTF_GET_NEXT_ID);
+	CMD(MAP_LOOKUP_BATCH); CMD(MAP_LOOKUP_AND_DELETE_BATCH); CMD(MAP_UPDATE_BATCH);
 	MAPT(HASH); MAPT(ARRAY); MAPT(PERCPU_HASH); MAPT(PERCPU_ARRAY); MAPT(LRU_HASH); MAPT(LPM_TRIE);
-	MAPT(HASH_OF_MAPS); MAPT(SOCKHASH);
+	MAPT(HASH_OF_MAPS); MAPT(ARRAY_OF_MAPS); MAPT(SOCKHASH);
 	KV("BPF_PROG_TYPE.SCHED_CLS", BPF_PROG_TYPE_SCHED_CLS);
 	KV("BPF_PROG_TYPE.SOCK_OPS", BPF_PROG_TYPE_SOCK_OPS);
 	KV("BPF_PROG_TYPE.SK_MSG", BPF_PROG_TYPE_SK_MSG);
@@ -50,6 +51,10 @@ int main(void)
 	ATTR("MAP_CREATE", inner_map_fd, inner_map_fd);
 	ATTR("MAP_ELEM", map_fd, map_fd); ATTR("MAP_ELEM", key, key); ATTR("MAP_ELEM", value, value);
 	ATTR("MAP_ELEM", next_key, next_key); ATTR("MAP_ELEM", flags, flags);
+	ATTR("BATCH", in_batch, batch.in_batch); ATTR("BATCH", out_batch, batch.out_batch);
+	ATTR("BATCH", keys, batch.keys); ATTR("BATCH", values, batch.values);
+	ATTR("BATCH", count, batch.count); ATTR("BATCH", map_fd, batch.map_fd);
+	ATTR("BATCH", elem_flags, batch.elem_flags); ATTR("BATCH", flags, batch.flags);
 	ATTR("PROG_LOAD", prog_type, prog_type); ATTR("PROG_LOAD", insn_cnt, insn_cnt);
 	ATTR("PROG_LOAD", insns, insns); ATTR("PROG_LOAD", license, license);
 	ATTR("PROG_LOAD", log_level, log_level); ATTR("PROG_LOAD", log_size, log_size);

@@ -8,7 +8,7 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { createEndpointTable, endpointTableOwners } from "../../src/bpf/direct";
+import { createEndpointTable, DIRECT_TABLE_SPEC, endpointTableOwners } from "../../src/bpf/direct";
 import { attachTcx, BpfLink } from "../../src/bpf/links";
 import { BpfMap } from "../../src/bpf/maps";
 import { buildName, loadNodePrograms, mapsDir, type NodeObjects } from "../../src/bpf/node";
@@ -147,23 +147,36 @@ it("removes what older builds pinned and this one no longer uses", () =>
     // A node as a build from before epochs left it: programs/<hash>, and the path memory.
     const oldPrograms = path.join(root, "programs", "0123456789abcdef");
     fs.mkdirSync(oldPrograms, { recursive: true, mode: 0o700 });
-    const retired = BpfMap.create({
-      name: "nkc_flows",
-      type: BPF_MAP_TYPE.LRU_HASH,
-      keySize: 40,
-      valueSize: 4,
-      maxEntries: 16,
-      flags: 0,
-    });
+    // ... and the map of per-endpoint tables keyed by ifindex that the table pool replaced.
+    const retired = [
+      BpfMap.create({
+        name: "nkc_flows",
+        type: BPF_MAP_TYPE.LRU_HASH,
+        keySize: 40,
+        valueSize: 4,
+        maxEntries: 16,
+        flags: 0,
+      }),
+      BpfMap.create({
+        name: "nkc_direct",
+        type: BPF_MAP_TYPE.HASH_OF_MAPS,
+        keySize: 4,
+        valueSize: 4,
+        maxEntries: 16,
+        flags: 0,
+        inner: DIRECT_TABLE_SPEC,
+      }),
+    ];
     try {
-      pinObject(retired.fd, path.join(mapsDir(root), "nkc_flows"));
+      for (const map of retired) pinObject(map.fd, path.join(mapsDir(root), map.spec.name));
     } finally {
-      retired.close();
+      for (const map of retired) map.close();
     }
     const node = loadNodePrograms(root, build(100, 1), { clusterCidrs: [] });
     try {
       expect(fs.existsSync(oldPrograms)).toBe(false);
       expect(fs.existsSync(path.join(mapsDir(root), "nkc_flows"))).toBe(false);
+      expect(fs.existsSync(path.join(mapsDir(root), "nkc_direct"))).toBe(false);
       createEndpointTable(node.maps.direct, 1);
       expect(endpointTableOwners(node.maps.direct)).toEqual([1]);
     } finally {

@@ -119,14 +119,17 @@ describe("netkit-cni status", () => {
       ["nkc_endpoints", "hash", 16384],
       ["nkc_cluster", "lpm_trie", 64],
       ["nkc_counters", "percpu_hash", 16384],
-      ["nkc_direct", "hash_of_maps", 16384],
+      ["nkc_flow_tables", "array_of_maps", 16384],
+      ["nkc_flow_owner", "hash", 16384],
+      ["nkc_flow_pool", "array", 1],
       ["nkc_direct_stats", "percpu_hash", 16384],
       ["nkc_bandwidth", "hash", 16384],
     ]);
     const entries = (name: string) => s.maps.find((m) => m.name === name)?.entries;
-    expect([entries("nkc_endpoints"), entries("nkc_cluster"), entries("nkc_direct"), entries("nkc_bandwidth")]).toEqual(
-      [2, 1, 2, 0],
-    );
+    const owners = entries("nkc_flow_owner");
+    expect([entries("nkc_endpoints"), entries("nkc_cluster"), owners, entries("nkc_bandwidth")]).toEqual([2, 1, 2, 0]);
+    // The pool filled one batch of tables for the first pod.
+    expect(entries("nkc_flow_tables")).toBe(16);
     expect(s.endpoints.links.map((l) => l.device).sort()).toEqual([...devices].sort());
     expect(s.problems).toEqual([]);
 
@@ -166,7 +169,9 @@ describe("netkit-cni status", () => {
     // The maps stay (node state), empty of pods.
     expect(s.flowTables.fullest).toBeUndefined();
     expect(s.maps.find((m) => m.name === "nkc_endpoints")?.entries).toBe(0);
-    expect(s.maps.find((m) => m.name === "nkc_direct")?.entries).toBe(0);
+    expect(s.maps.find((m) => m.name === "nkc_flow_owner")?.entries).toBe(0);
+    // The tables stay in the pool for the next pods.
+    expect(s.maps.find((m) => m.name === "nkc_flow_tables")?.entries).toBe(16);
     expect(leftovers(node, fx.bpffsRoot, path.join(sb.dir, "ipam", "nke2e"))).toEqual(NOTHING_LEFT);
     console.log(`status: ${statusMs} ms with two pods`);
   });

@@ -211,9 +211,9 @@ describe("flow memory is per pod, and visible", () => {
       capacity: 1024,
       evicted: table("flooder")?.evicted,
     });
-    expect(status.maps.find((m) => m.name === "nkc_direct")).toEqual({
-      name: "nkc_direct",
-      kind: "hash_of_maps",
+    expect(status.maps.find((m) => m.name === "nkc_flow_owner")).toEqual({
+      name: "nkc_flow_owner",
+      kind: "hash",
       entries: 2,
       capacity: 16384,
     });
