@@ -6,6 +6,11 @@
  * numeric address by passing the pointer through memset(p, 0, 0), which returns its
  * first argument. The view dangles once the memory is freed: copy results out before
  * `free()`, or allocate in `withNative`, which frees everything when its callback returns.
+ *
+ * Scopes carve their buffers from one block allocated once per process (the arena),
+ * stack-wise: a bpf(2) call needs three or four small buffers, and each calloc'ed one
+ * costs three ffi calls (calloc, memset, free) besides the call itself. Only buffers
+ * too big for what is left of the block (a verifier log) are calloc'ed.
  */
 import * as ffi from "ffi-rs";
 import { libc } from "./libc";
@@ -17,10 +22,17 @@ export class NativeBuffer {
   private pointer: ffi.JsExternal | null;
 
   private constructor(
-    pointer: ffi.JsExternal,
+    pointer: ffi.JsExternal | null,
     readonly size: number,
+    view?: { bytes: Buffer; address: bigint },
   ) {
     this.pointer = pointer;
+    if (view) {
+      this.bytes = view.bytes;
+      this.address = view.address;
+      return;
+    }
+    if (pointer === null) throw new Error("a native buffer needs memory");
     this.bytes = ffi.createExternalBuffer(pointer, size);
     this.address = ffi.load({
       library: libc(),
@@ -29,6 +41,14 @@ export class NativeBuffer {
       paramsType: [ffi.DataType.External, ffi.DataType.I32, ffi.DataType.U64],
       paramsValue: [pointer, 0, 0],
     }) as unknown as bigint;
+  }
+
+  /** A buffer inside memory someone else owns (the arena): free() leaves it alone. */
+  static within(owner: NativeBuffer, offset: number, size: number): NativeBuffer {
+    return new NativeBuffer(null, size, {
+      bytes: owner.bytes.subarray(offset, offset + size),
+      address: owner.address + BigInt(offset),
+    });
   }
 
   /** Zeroed native memory of `size` bytes (at least 1, so the address is never NULL). */
@@ -91,19 +111,41 @@ export function withNative<T>(fn: (mem: NativeScope) => T): T {
   }
 }
 
+/** Enough for every attr, key, value and batch buffer of one call; never freed. */
+const ARENA_BYTES = 256 * 1024;
+let arena: { block: NativeBuffer; top: number } | undefined;
+
 export class NativeScope {
   private readonly owned: NativeBuffer[] = [];
+  /** Where the arena's top was when this scope began: scopes nest (withNative is synchronous). */
+  private readonly mark: number;
+
+  constructor() {
+    arena ??= { block: NativeBuffer.alloc(ARENA_BYTES), top: 0 };
+    this.mark = arena.top;
+  }
+
+  /** Zeroed memory of `size` bytes (at least 1), 8-byte aligned, freed with the scope. */
   alloc(size: number): NativeBuffer {
-    return this.keep(NativeBuffer.alloc(size));
+    const n = Math.max(1, size);
+    const a = arena as { block: NativeBuffer; top: number };
+    const offset = (a.top + 7) & ~7;
+    if (offset + n > ARENA_BYTES) return this.keep(NativeBuffer.alloc(n));
+    a.top = offset + n;
+    a.block.bytes.fill(0, offset, offset + n);
+    return NativeBuffer.within(a.block, offset, n);
   }
   from(bytes: Buffer): NativeBuffer {
-    return this.keep(NativeBuffer.from(bytes));
+    const b = this.alloc(bytes.length);
+    bytes.copy(b.bytes);
+    return b;
   }
   cString(text: string): NativeBuffer {
-    return this.keep(NativeBuffer.cString(text));
+    return this.from(Buffer.from(`${text}\0`, "utf8"));
   }
   freeAll(): void {
     for (const b of this.owned.splice(0)) b.free();
+    if (arena) arena.top = this.mark;
   }
   private keep(b: NativeBuffer): NativeBuffer {
     this.owned.push(b);
