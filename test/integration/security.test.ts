@@ -5,10 +5,11 @@
  * file's 0600 and the bpffs root's 0700 are asserted where those are made:
  * protocol-errors and fastpath tests.)
  */
+import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { Fixture, pluginLinks, runPlugin } from "./harness";
+import { BINARY, Fixture, pluginLinks, runPlugin } from "./harness";
 import { makeCluster } from "./topology";
 
 const SRC = path.resolve(__dirname, "../../src");
@@ -78,5 +79,27 @@ describe("security", () => {
       expect(st.uid, p).toBe(0);
       expect(st.mode & 0o077, `${p} is open to others: ${(st.mode & 0o777).toString(8)}`).toBe(0);
     }
+  });
+
+  it("takes no settings or environment from files in the directory it was started in", () => {
+    // A runtime may start the plugin anywhere; Bun's executables read .env and bunfig.toml
+    // from there unless built not to. This .env would move the native addon's cache.
+    const dir = fx.tempDir("nkt-cwd-");
+    const moved = path.join(dir, "addons");
+    fs.writeFileSync(path.join(dir, ".env"), `NETKIT_CNI_ADDON_CACHE=${moved}\n`);
+    fs.writeFileSync(
+      path.join(dir, "preload.js"),
+      `require("fs").writeFileSync(${JSON.stringify(path.join(dir, "ran"))}, "");\n`,
+    );
+    fs.writeFileSync(path.join(dir, "bunfig.toml"), `preload = ["./preload.js"]\n`);
+    const r = spawnSync(BINARY, [], {
+      cwd: dir,
+      env: { PATH: process.env.PATH ?? "/usr/bin:/bin", CNI_COMMAND: "VERSION" },
+      input: "",
+      encoding: "utf8",
+    });
+    expect(r.status, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout).supportedVersions).toContain("1.1.0");
+    expect(fs.readdirSync(dir).sort()).toEqual([".env", "bunfig.toml", "preload.js"]);
   });
 });
