@@ -49,22 +49,17 @@ if (report) {
   const getReport = report.getReport;
   report.getReport = timed("process.report.getReport (ffi-rs libc check)", getReport);
 }
+// main() begins by reading stdin (src/sys/stdio.ts: read(2) on descriptor 0).
 let mainAt;
 let mainHr;
-const stdinDesc = Object.getOwnPropertyDescriptor(process, "stdin");
-if (stdinDesc?.get) {
-  Object.defineProperty(process, "stdin", {
-    configurable: true,
-    enumerable: stdinDesc.enumerable,
-    get() {
-      if (mainAt === undefined) {
-        mainAt = performance.now();
-        mainHr = String(process.hrtime.bigint());
-      }
-      return stdinDesc.get.call(this);
-    },
-  });
-}
+const readSync = fs.readSync;
+fs.readSync = function (fd, ...rest) {
+  if (fd === 0 && mainAt === undefined) {
+    mainAt = performance.now();
+    mainHr = String(process.hrtime.bigint());
+  }
+  return readSync.call(this, fd, ...rest);
+};
 
 let profiler;
 if (process.env.NKBENCH_PROBE_PROFILE === "1") {
