@@ -9,15 +9,8 @@ import { parseEnv } from "./cni/env";
 import { asCniError, CniError, ErrorCode, renderError } from "./cni/errors";
 import { renderResult } from "./cni/result";
 import { LATEST_VERSION, requireVerbInVersion, versionInfo } from "./cni/version";
-import { cmdAdd } from "./commands/add";
-import { cmdCheck } from "./commands/check";
-import { cmdDel } from "./commands/del";
-import { cmdGc } from "./commands/gc";
 import type { Invocation } from "./commands/invocation";
-import { cmdStatus } from "./commands/status";
 import { log } from "./log";
-import { NetlinkError } from "./netlink/socket";
-import { ErrnoError } from "./sys/libc";
 import { readAllStdin, writeStdout } from "./sys/stdio";
 
 const ABOUT = "netkit-cni: CNI plugin giving pods netkit or veth devices with eBPF fast paths";
@@ -43,21 +36,33 @@ async function runPlugin(stdin: Buffer): Promise<string | undefined> {
   const inv: Invocation = { env, conf, processEnv: process.env };
   log.debug(`netns=${env.netns} datapath=${conf.datapath}`);
 
+  // Each verb's module is imported when it runs: a process runs one verb, and evaluating
+  // the others' modules too is start-up time every invocation would pay.
   switch (env.command) {
-    case "ADD":
+    case "ADD": {
+      const { cmdAdd } = await import("./commands/add");
       return JSON.stringify(renderResult(await cmdAdd(inv), conf.cniVersion));
-    case "DEL":
+    }
+    case "DEL": {
+      const { cmdDel } = await import("./commands/del");
       await cmdDel(inv);
       return undefined;
-    case "CHECK":
+    }
+    case "CHECK": {
+      const { cmdCheck } = await import("./commands/check");
       await cmdCheck(inv);
       return undefined;
-    case "GC":
+    }
+    case "GC": {
+      const { cmdGc } = await import("./commands/gc");
       await cmdGc(inv);
       return undefined;
-    case "STATUS":
+    }
+    case "STATUS": {
+      const { cmdStatus } = await import("./commands/status");
       await cmdStatus(inv);
       return undefined;
+    }
   }
 }
 
@@ -80,7 +85,8 @@ async function main(): Promise<number> {
   } catch (e) {
     // Kernel refusals below the protocol layer become "datapath failure" with their text.
     // File-system errors (they carry a syscall name) are I/O failures.
-    const kernel = e instanceof NetlinkError || e instanceof ErrnoError;
+    // By name: importing the classes would load the netlink and libc modules for every verb.
+    const kernel = e instanceof Error && (e.name === "NetlinkError" || e.name === "ErrnoError");
     const io = (e as NodeJS.ErrnoException | undefined)?.syscall !== undefined;
     const err = asCniError(e, kernel ? ErrorCode.DatapathFailure : io ? ErrorCode.IoFailure : ErrorCode.Internal);
     log.error(`${err.message}${err.details ? ` (${err.details})` : ""}`);
