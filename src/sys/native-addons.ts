@@ -6,7 +6,6 @@
  * hash, and reused by every later invocation. Never loads a file that another user could
  * have written.
  */
-
 import * as fs from "node:fs";
 import { createRequire } from "node:module";
 import * as path from "node:path";
@@ -38,7 +37,7 @@ function identityFromBuild(name: NativeAddonName): AddonIdentity | undefined {
 }
 
 /** The digest that names an addon's cached copy: sha256 of its bytes, 16 hex digits. */
-export function addonDigest(bytes: Buffer): string {
+function addonDigest(bytes: Buffer): string {
   return sha256Hex([bytes], 16);
 }
 
