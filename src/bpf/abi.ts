@@ -47,12 +47,15 @@ export const SOCK_MAP_NAMES = {
 } as const;
 export const SOCK_PROGRAM_NAMES = { sockOps: "nkc_sockops", skMsg: "nkc_sk_msg" } as const;
 
-/** The u32 host ifindex that keys nkc_counters, nkc_flow_owner, nkc_direct_stats and nkc_bandwidth. */
-export function ifindexKey(hostIfindex: number): Buffer {
+/** A u32 map key, in the host's (little-endian) order. */
+export function u32Key(n: number): Buffer {
   const key = Buffer.alloc(4);
-  key.writeUInt32LE(hostIfindex);
+  key.writeUInt32LE(n);
   return key;
 }
+
+/** The u32 host ifindex that keys nkc_counters, nkc_flow_owner, nkc_direct_stats and nkc_bandwidth. */
+export const ifindexKey = (hostIfindex: number): Buffer => u32Key(hostIfindex);
 
 /** struct nkc_endpoint_key: u32 family, u8 addr[16]. */
 export function endpointKey(ip: string): Buffer {

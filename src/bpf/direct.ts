@@ -28,6 +28,7 @@ import {
   type FlowKey,
   ifindexKey,
   MAX_ENDPOINTS,
+  u32Key,
 } from "./abi";
 import type { MapSpec } from "./elf";
 import { BpfMap } from "./maps";
@@ -65,7 +66,8 @@ interface Pool {
   lastGen: bigint;
 }
 
-const POOL_KEY = Buffer.alloc(4);
+/** nkc_flow_pool is an array of one. */
+const POOL_KEY = u32Key(0);
 /** Owner records read per batch call: a node's pods usually fit in one. */
 const OWNER_CHUNK = 256;
 
@@ -148,7 +150,7 @@ export function withEndpointTable<T>(
 
 /** Runs `fn` on the table in `slot`; a lookup in a map of maps gives the inner map's id. */
 function withSlotTable<T>(tables: BpfMap, slot: number, fn: (table: BpfMap) => T): T | undefined {
-  const id = tables.lookup(slotKey(slot));
+  const id = tables.lookup(u32Key(slot));
   if (!id) return undefined;
   let fd: number;
   try {
@@ -188,7 +190,7 @@ function growPool(tables: BpfMap, filled: number): number {
       if (!(e instanceof BpfError && (e.code === "EINVAL" || e.code === "ENOTSUPP" || e.code === "EOPNOTSUPP"))) {
         throw e;
       }
-      tables.update(slotKey(filled), fds.subarray(0, 4));
+      tables.update(u32Key(filled), fds.subarray(0, 4));
       return filled + 1;
     }
     return filled + count;
@@ -238,12 +240,6 @@ function encodeOwner(o: Owner): Buffer {
 
 function decodeOwner(v: Buffer): Owner {
   return { slot: v.readUInt32LE(0), gen: v.readBigUInt64LE(8) };
-}
-
-function slotKey(slot: number): Buffer {
-  const k = Buffer.alloc(4);
-  k.writeUInt32LE(slot);
-  return k;
 }
 
 /** nkc_direct_stats of one endpoint, summed over CPUs (zero when it has none). */

@@ -5,7 +5,7 @@
  * handed to a new holder ...").
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { FLOW_OWNER_SIZE, ifindexKey } from "../../src/bpf/abi";
+import { FLOW_OWNER_SIZE, ifindexKey, u32Key } from "../../src/bpf/abi";
 import {
   createEndpointTable,
   endpointTableOwners,
@@ -35,7 +35,7 @@ afterAll(() => {
 function slotTables(): number[] {
   const ids: number[] = [];
   for (let slot = 0; slot < filledSlots(node.maps.direct.pool); slot++) {
-    const id = node.maps.direct.tables.lookup(ifindexKey(slot));
+    const id = node.maps.direct.tables.lookup(u32Key(slot));
     ids.push(id ? id.readUInt32LE(0) : 0);
   }
   return ids;
