@@ -13,7 +13,7 @@ await esbuild.build({
   target: "node20",
   format: "cjs",
   outfile: path.join(here, ".build/bench.js"),
-  external: ["ffi-rs"],
+  external: ["ffi-rs", "bun:ffi"],
   logLevel: "warning",
   sourcemap: "inline",
 });

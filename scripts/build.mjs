@@ -7,11 +7,10 @@
 //   and the native addon (ffi-rs) into a copy of the node binary. The addon cannot be
 //   bundled as JavaScript; the bundle's reference to it loads the embedded copy instead
 //   (src/sys/native-addons.ts).
-// - dist/netkit-cni: `bun build --compile` of a bundle that carries the eBPF objects and
-//   the addon in a global its banner defines (src/sys/embedded-assets.ts), as Bun has no
-//   node:sea; the addon is loaded the same way as from the SEA. Not Bun's own embedding of
-//   .node files: it writes the copy to $TMPDIR (read once, before any of our code runs),
-//   and a root process must not load code from a directory every user can write to.
+// - dist/netkit-cni: `bun build --compile` of a bundle that carries the eBPF objects in a
+//   global its banner defines (src/sys/embedded-assets.ts), as Bun has no node:sea. It has
+//   no native addon: libc is bound through bun:ffi there (src/sys/foreign.ts), so nothing
+//   is written to disk or dlopen()ed at a start.
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import * as fs from "node:fs";
@@ -51,6 +50,23 @@ function nativeAddonPlugin(addonSource) {
   };
 }
 
+/**
+ * For the Bun bundle: ffi-rs is not in it. foreign.ts requires it only under Node; were
+ * that ever to change, the executable says so instead of failing to find an addon.
+ */
+function withoutFfiRsPlugin() {
+  return {
+    name: "without-ffi-rs",
+    setup(build) {
+      build.onResolve({ filter: /^ffi-rs$/ }, () => ({ path: "ffi-rs", namespace: "absent" }));
+      build.onLoad({ filter: /.*/, namespace: "absent" }, () => ({
+        loader: "js",
+        contents: `throw new Error("ffi-rs is not part of the Bun executable; bun:ffi binds libc there (src/sys/foreign.ts)");`,
+      }));
+    },
+  };
+}
+
 /** The addon's digest and size, so that a start finds its cached copy without hashing it. */
 function addonIdentities() {
   const bytes = fs.readFileSync(ffiAddon);
@@ -58,7 +74,7 @@ function addonIdentities() {
   return { "ffi-rs": { digest, size: bytes.length } };
 }
 
-async function bundle(outfile, addonSource, extra = {}) {
+async function bundle(outfile, plugins, extra = {}) {
   await esbuild.build({
     define: { __NETKIT_CNI_ADDONS__: JSON.stringify(addonIdentities()) },
     entryPoints: [path.join(root, "src/main.ts")],
@@ -67,7 +83,9 @@ async function bundle(outfile, addonSource, extra = {}) {
     target: "node20",
     format: "cjs",
     outfile,
-    plugins: [nativeAddonPlugin(addonSource)],
+    plugins,
+    // foreign-bun.ts requires it only under Bun, which provides it.
+    external: ["bun:ffi"],
     logLevel: "warning",
     legalComments: "none",
     ...extra,
@@ -83,7 +101,7 @@ const ADDON_FROM_ASSETS = `const { requireAddon } = require(${JSON.stringify(pat
 
 async function buildNodeExecutable() {
   const js = path.join(dist, "netkit-cni-node.js");
-  await bundle(js, ADDON_FROM_ASSETS);
+  await bundle(js, [nativeAddonPlugin(ADDON_FROM_ASSETS)]);
   const seaConfig = path.join(dist, "sea-config.json");
   const blob = path.join(dist, "sea-prep.blob");
   fs.writeFileSync(
@@ -122,14 +140,11 @@ async function buildNodeExecutable() {
 
 async function buildBunExecutable() {
   const js = path.join(dist, "netkit-cni.js");
-  const files = {
-    "ffi-rs.node": ffiAddon,
-    ...Object.fromEntries(BPF_ASSETS.map((f) => [f, path.join(dist, "bpf", f)])),
-  };
+  const files = Object.fromEntries(BPF_ASSETS.map((f) => [f, path.join(dist, "bpf", f)]));
   const assets = Object.fromEntries(
     Object.entries(files).map(([name, file]) => [name, fs.readFileSync(file).toString("base64")]),
   );
-  await bundle(js, ADDON_FROM_ASSETS, {
+  await bundle(js, [withoutFfiRsPlugin()], {
     // An ES module: a CommonJS bundle wraps each `import * as fs` in a helper that copies
     // every export of the built-in, and under Bun that copying loads node:stream and more
     // (about 10 ms of each start). Built-ins no verb needs are required where used.

@@ -6,9 +6,8 @@
  */
 import * as fs from "node:fs";
 import { constants as osConstants } from "node:os";
-import * as ffi from "ffi-rs";
 import { ATTR, BPF_CMD, BPF_MISC, type BpfCmd, SIZEOF, sysBpf } from "./bpf-uapi";
-import { libc } from "./libc";
+import { callLibc } from "./foreign";
 import { type NativeBuffer, type NativeScope, withNative } from "./native-memory";
 
 // ---- errors and the raw call ----
@@ -31,15 +30,8 @@ export class BpfError extends Error {
 
 /** bpf(cmd, attr, sizeof attr). Returns the kernel's non-negative result or throws. */
 export function bpf(cmd: BpfCmd, attr: NativeBuffer, detail = ""): number {
-  const r = ffi.load({
-    library: libc(),
-    funcName: "syscall",
-    retType: ffi.DataType.I64,
-    paramsType: [ffi.DataType.I64, ffi.DataType.I32, ffi.DataType.BigInt, ffi.DataType.U32],
-    paramsValue: [sysBpf(), BPF_CMD[cmd], attr.address, attr.size],
-    errno: true,
-  }) as unknown as { value: number; errnoCode: number };
-  if (r.value < 0) throw new BpfError(cmd, r.errnoCode, detail);
+  const r = callLibc("syscall", sysBpf(), BPF_CMD[cmd], attr.address, attr.size);
+  if (r.value < 0) throw new BpfError(cmd, r.errno, detail);
   return r.value;
 }
 

@@ -4,8 +4,7 @@
  * this clock, but Bun's counts from the start of the process, and the file lock's queue
  * orders processes by the time each arrived.
  */
-import * as ffi from "ffi-rs";
-import { libc } from "./libc";
+import { callLibc } from "./foreign";
 import { NativeBuffer } from "./native-memory";
 
 const CLOCK_MONOTONIC = 1;
@@ -16,14 +15,9 @@ let timespec: NativeBuffer | undefined;
 export function monotonicNs(): bigint {
   // struct timespec { time_t tv_sec; long tv_nsec; }: the kernel writes it, so native memory.
   timespec ??= NativeBuffer.alloc(16);
-  const r = ffi.load({
-    library: libc(),
-    funcName: "clock_gettime",
-    retType: ffi.DataType.I32,
-    paramsType: [ffi.DataType.I32, ffi.DataType.BigInt],
-    paramsValue: [CLOCK_MONOTONIC, timespec.address],
-  }) as unknown as number;
-  if (r !== 0) throw new Error("clock_gettime(CLOCK_MONOTONIC) failed");
+  if (callLibc("clock_gettime", CLOCK_MONOTONIC, timespec.address).value !== 0) {
+    throw new Error("clock_gettime(CLOCK_MONOTONIC) failed");
+  }
   return timespec.bytes.readBigInt64LE(0) * 1_000_000_000n + timespec.bytes.readBigInt64LE(8);
 }
 

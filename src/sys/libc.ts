@@ -1,20 +1,10 @@
 /**
- * The few libc calls Node does not offer, made through ffi-rs: setns, setsockopt, flock,
- * ioctl, mount. Owns nothing else (bpf(2) is bpf-syscall.ts's). Every call is synchronous
- * and reports failure as an ErrnoError carrying errno and the C function's name.
+ * The few libc calls Node does not offer: setns, setsockopt, flock, ioctl, mount, poll,
+ * isatty, made through the runtime's foreign-function backend (foreign.ts). Owns nothing
+ * else (bpf(2) is bpf-syscall.ts's). Every call is synchronous and reports failure as an
+ * ErrnoError carrying errno and the C function's name.
  */
-import * as ffi from "ffi-rs";
-
-let opened = false;
-
-/** The ffi-rs name of libc, opened on first use; native-memory.ts and bpf(2) load from it too. */
-export function libc(): string {
-  if (!opened) {
-    ffi.open({ library: "libc", path: "libc.so.6" });
-    opened = true;
-  }
-  return "libc";
-}
+import { callLibc, describeErrno, type LibcFunction } from "./foreign";
 
 export class ErrnoError extends Error {
   constructor(
@@ -27,37 +17,29 @@ export class ErrnoError extends Error {
   }
 }
 
-/** Calls an int-returning libc function; `subject` (e.g. a path) goes into the error. */
-function callInt(funcName: string, paramsType: ffi.DataType[], paramsValue: unknown[], subject?: string): number {
-  const r = ffi.load({
-    library: libc(),
-    funcName,
-    retType: ffi.DataType.I32,
-    paramsType,
-    paramsValue,
-    errno: true,
-  }) as unknown as { value: number; errnoCode: number; errnoMessage: string };
-  if (r.value === -1) {
-    const call = subject === undefined ? funcName : `${funcName}(${subject})`;
-    throw new ErrnoError(call, r.errnoCode, r.errnoMessage.replace(/ \(os error \d+\)$/, ""));
-  }
+/** The ErrnoError for a failed call; `subject` (e.g. a path) goes into its text. */
+export function errnoError(fn: string, errno: number, subject?: string): ErrnoError {
+  const call = subject === undefined ? fn : `${fn}(${subject})`;
+  return new ErrnoError(call, errno, describeErrno(errno));
+}
+
+/** Calls an int-returning libc function and throws ErrnoError when it returns -1. */
+function callInt(fn: LibcFunction, args: unknown[], subject?: string): number {
+  const r = callLibc(fn, ...args);
+  if (r.value === -1) throw errnoError(fn, r.errno, subject);
   return r.value;
 }
 
 export const CLONE_NEWNET = 0x40000000;
 
 export function setns(fd: number, nstype: number): void {
-  callInt("setns", [ffi.DataType.I32, ffi.DataType.I32], [fd, nstype]);
+  callInt("setns", [fd, nstype]);
 }
 
 export function setsockoptInt(fd: number, level: number, optname: number, value: number): void {
   const buf = Buffer.alloc(4);
   buf.writeInt32LE(value);
-  callInt(
-    "setsockopt",
-    [ffi.DataType.I32, ffi.DataType.I32, ffi.DataType.I32, ffi.DataType.U8Array, ffi.DataType.I32],
-    [fd, level, optname, buf, 4],
-  );
+  callInt("setsockopt", [fd, level, optname, buf, 4]);
 }
 
 export const LOCK_SH = 1;
@@ -68,7 +50,7 @@ export const LOCK_UN = 8;
 /** flock(2); returns false instead of throwing when LOCK_NB and the lock is held. */
 export function flock(fd: number, operation: number): boolean {
   try {
-    callInt("flock", [ffi.DataType.I32, ffi.DataType.I32], [fd, operation]);
+    callInt("flock", [fd, operation]);
     return true;
   } catch (e) {
     if (e instanceof ErrnoError && e.errno === 11 /* EWOULDBLOCK */) return false;
@@ -80,27 +62,24 @@ const NS_GET_NSTYPE = 0xb703;
 
 /** The CLONE_NEW* type of a namespace file descriptor (ioctl NS_GET_NSTYPE); -1 if not one. */
 export function namespaceType(fd: number): number {
-  try {
-    return callInt("ioctl", [ffi.DataType.I32, ffi.DataType.I32], [fd, NS_GET_NSTYPE]);
-  } catch {
-    return -1;
-  }
+  const r = callLibc("ioctl", fd, NS_GET_NSTYPE);
+  return r.value < 0 ? -1 : r.value;
 }
 
 /** mount -t bpf bpf <target> -o mode=<mode> (the bpf filesystem has no device). */
 export function mountBpffs(target: string, mode: number): void {
-  const S = ffi.DataType.String;
-  callInt("mount", [S, S, S, ffi.DataType.U64, S], ["bpf", target, "bpf", 0, `mode=${mode.toString(8)}`], target);
+  callInt("mount", ["bpf", target, "bpf", 0, `mode=${mode.toString(8)}`], target);
 }
 
 export const MNT_DETACH = 2;
 
 export function unmount(target: string, flags = 0): void {
-  callInt("umount2", [ffi.DataType.String, ffi.DataType.I32], [target, flags], target);
+  callInt("umount2", [target, flags], target);
 }
 
 const POLLIN = 0x001;
 const POLLOUT = 0x004;
+const EINTR = 4;
 
 /**
  * Waits until `fd` can be read (or written, with `forWrite`): poll(2) on one descriptor,
@@ -112,23 +91,13 @@ export function waitReady(fd: number, forWrite = false): void {
   pollfd.writeInt32LE(fd, 0);
   pollfd.writeInt16LE(forWrite ? POLLOUT : POLLIN, 4);
   for (;;) {
-    try {
-      callInt("poll", [ffi.DataType.U8Array, ffi.DataType.U64, ffi.DataType.I32], [pollfd, 1, -1]);
-      return;
-    } catch (e) {
-      if (!((e instanceof ErrnoError && e.errno === 4) /* EINTR */)) throw e;
-    }
+    const r = callLibc("poll", pollfd, 1, -1);
+    if (r.value >= 0) return;
+    if (r.errno !== EINTR) throw errnoError("poll", r.errno);
   }
 }
 
 /** isatty(3): whether `fd` is a terminal. */
 export function isTerminal(fd: number): boolean {
-  const r = ffi.load({
-    library: libc(),
-    funcName: "isatty",
-    retType: ffi.DataType.I32,
-    paramsType: [ffi.DataType.I32],
-    paramsValue: [fd],
-  }) as unknown as number;
-  return r === 1;
+  return callLibc("isatty", fd).value === 1;
 }

@@ -1,46 +1,32 @@
 /**
- * Native memory for the pointers in a bpf(2) attr. ffi-rs copies the Buffers it passes
- * as U8Array, so memory the kernel must write into (verifier log, looked-up values, attr
- * fields the kernel fills) cannot be a Node Buffer. NativeBuffer allocates with libc
- * calloc(), exposes a zero-copy Buffer view (ffi-rs createExternalBuffer) and learns the
- * numeric address by passing the pointer through memset(p, 0, 0), which returns its
- * first argument. The view dangles once the memory is freed: copy results out before
- * `free()`, or allocate in `withNative`, which frees everything when its callback returns.
+ * Native memory for the pointers in a bpf(2) attr and for buffers the kernel writes into
+ * (verifier log, looked-up values, attr fields the kernel fills): a NativeBuffer is bytes
+ * JavaScript reads and writes (`bytes`) at a numeric address C sees (`address`). The
+ * memory comes from the runtime's foreign-function backend (foreign.ts). The view dangles
+ * once the memory is freed: copy results out before `free()`, or allocate in `withNative`,
+ * which frees everything when its callback returns.
  *
  * Scopes carve their buffers from one block allocated once per process (the arena),
- * stack-wise: a bpf(2) call needs three or four small buffers, and each calloc'ed one
- * costs three ffi calls (calloc, memset, free) besides the call itself. Only buffers
- * too big for what is left of the block (a verifier log) are calloc'ed.
+ * stack-wise: a bpf(2) call needs three or four small buffers, and under Node each
+ * allocated one costs three ffi calls (calloc, memset, free) besides the call itself. Only
+ * buffers too big for what is left of the block (a verifier log) are allocated apart.
  */
-import * as ffi from "ffi-rs";
-import { libc } from "./libc";
+import { foreign, type NativeMemory } from "./foreign";
 
 export class NativeBuffer {
   /** Zero-copy view of the native memory; invalid after free(). */
   readonly bytes: Buffer;
   readonly address: bigint;
-  private pointer: ffi.JsExternal | null;
+  private memory: NativeMemory | null;
 
   private constructor(
-    pointer: ffi.JsExternal | null,
+    memory: NativeMemory | null,
     readonly size: number,
-    view?: { bytes: Buffer; address: bigint },
+    view: { bytes: Buffer; address: bigint },
   ) {
-    this.pointer = pointer;
-    if (view) {
-      this.bytes = view.bytes;
-      this.address = view.address;
-      return;
-    }
-    if (pointer === null) throw new Error("a native buffer needs memory");
-    this.bytes = ffi.createExternalBuffer(pointer, size);
-    this.address = ffi.load({
-      library: libc(),
-      funcName: "memset",
-      retType: ffi.DataType.BigInt,
-      paramsType: [ffi.DataType.External, ffi.DataType.I32, ffi.DataType.U64],
-      paramsValue: [pointer, 0, 0],
-    }) as unknown as bigint;
+    this.memory = memory;
+    this.bytes = view.bytes;
+    this.address = view.address;
   }
 
   /** A buffer inside memory someone else owns (the arena): free() leaves it alone. */
@@ -54,15 +40,8 @@ export class NativeBuffer {
   /** Zeroed native memory of `size` bytes (at least 1, so the address is never NULL). */
   static alloc(size: number): NativeBuffer {
     const n = Math.max(1, size);
-    const pointer = ffi.load({
-      library: libc(),
-      funcName: "calloc",
-      retType: ffi.DataType.External,
-      paramsType: [ffi.DataType.U64, ffi.DataType.U64],
-      paramsValue: [1, n],
-    });
-    if (ffi.isNullPointer(pointer)) throw new Error(`calloc(${n}) failed`);
-    return new NativeBuffer(pointer, n);
+    const memory = foreign().alloc(n);
+    return new NativeBuffer(memory, n, memory);
   }
 
   static from(bytes: Buffer): NativeBuffer {
@@ -89,15 +68,8 @@ export class NativeBuffer {
   }
 
   free(): void {
-    if (this.pointer === null) return;
-    ffi.load({
-      library: libc(),
-      funcName: "free",
-      retType: ffi.DataType.Void,
-      paramsType: [ffi.DataType.External],
-      paramsValue: [this.pointer],
-    });
-    this.pointer = null;
+    this.memory?.release();
+    this.memory = null;
   }
 }
 

@@ -1,12 +1,12 @@
 /**
- * A netlink socket as a plain descriptor, driven by blocking libc calls through ffi-rs:
+ * A netlink socket as a plain descriptor, driven by blocking libc calls (foreign.ts):
  * socket, bind, send, recv, close. Synchronous on purpose: a CNI verb is one short-lived
  * process with nothing else to do while the kernel answers, and a transport that needs no
  * event loop (no libuv-bound addon) also runs under runtimes other than Node.
  * Knows bytes only; the framing of netlink messages is src/netlink/socket.ts's.
  */
-import * as ffi from "ffi-rs";
-import { ErrnoError, libc, setsockoptInt } from "./libc";
+import { callLibc, type LibcFunction } from "./foreign";
+import { ErrnoError, errnoError, setsockoptInt } from "./libc";
 import { NativeBuffer } from "./native-memory";
 
 const AF_NETLINK = 16;
@@ -25,16 +25,9 @@ const EAGAIN = 11;
  */
 const RECEIVE_BUFFER_BYTES = 64 * 1024;
 
-function call(funcName: string, paramsType: ffi.DataType[], paramsValue: unknown[]): number {
-  const r = ffi.load({
-    library: libc(),
-    funcName,
-    retType: ffi.DataType.I64,
-    paramsType,
-    paramsValue,
-    errno: true,
-  }) as unknown as { value: number; errnoCode: number; errnoMessage: string };
-  if (r.value < 0) throw new ErrnoError(funcName, r.errnoCode, r.errnoMessage.replace(/ \(os error \d+\)$/, ""));
+function call(fn: LibcFunction, ...args: unknown[]): number {
+  const r = callLibc(fn, ...args);
+  if (r.value < 0) throw errnoError(fn, r.errno);
   return r.value;
 }
 
@@ -54,22 +47,17 @@ export class NetlinkFd {
     protocol: number,
     private readonly receiveTimeoutSeconds: number,
   ) {
-    const I32 = ffi.DataType.I32;
-    this.fd = call("socket", [I32, I32, I32], [AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, protocol]);
+    this.fd = call("socket", AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, protocol);
     try {
       const timeval = Buffer.alloc(16);
       timeval.writeBigInt64LE(BigInt(receiveTimeoutSeconds), 0);
-      call(
-        "setsockopt",
-        [I32, I32, I32, ffi.DataType.U8Array, I32],
-        [this.fd, SOL_SOCKET, SO_RCVTIMEO, timeval, timeval.length],
-      );
+      call("setsockopt", this.fd, SOL_SOCKET, SO_RCVTIMEO, timeval, timeval.length);
       // Room for a whole dump in flight: the kernel drops what does not fit (ENOBUFS).
       setsockoptInt(this.fd, SOL_SOCKET, SO_RCVBUF, 1 << 20);
       // struct sockaddr_nl { sa_family_t; unsigned short pad; u32 pid (0: kernel assigns); u32 groups }
       const address = Buffer.alloc(12);
       address.writeUInt16LE(AF_NETLINK, 0);
-      call("bind", [I32, ffi.DataType.U8Array, I32], [this.fd, address, address.length]);
+      call("bind", this.fd, address, address.length);
     } catch (e) {
       this.close();
       throw e;
@@ -82,10 +70,9 @@ export class NetlinkFd {
 
   /** Sends one datagram to the kernel (an unconnected netlink socket's default peer). */
   send(message: Buffer): void {
-    const I32 = ffi.DataType.I32;
     for (;;) {
       try {
-        call("send", [I32, ffi.DataType.U8Array, ffi.DataType.U64, I32], [this.fd, message, message.length, 0]);
+        call("send", this.fd, message, message.length, 0);
         return;
       } catch (e) {
         if (!(e instanceof ErrnoError && e.errno === EINTR)) throw e;
@@ -95,15 +82,10 @@ export class NetlinkFd {
 
   /** Blocks for the next datagram; throws NetlinkTimeout when none comes in time. */
   receive(): Buffer {
-    const I32 = ffi.DataType.I32;
     for (;;) {
       let length: number;
       try {
-        length = call(
-          "recv",
-          [I32, ffi.DataType.BigInt, ffi.DataType.U64, I32],
-          [this.fd, this.inbox.address, this.inbox.size, MSG_TRUNC],
-        );
+        length = call("recv", this.fd, this.inbox.address, this.inbox.size, MSG_TRUNC);
       } catch (e) {
         if (e instanceof ErrnoError && e.errno === EINTR) continue;
         if (e instanceof ErrnoError && e.errno === EAGAIN) throw new NetlinkTimeout(this.receiveTimeoutSeconds);
@@ -117,7 +99,7 @@ export class NetlinkFd {
 
   close(): void {
     if (this.fd < 0) return;
-    call("close", [ffi.DataType.I32], [this.fd]);
+    call("close", this.fd);
     this.fd = -1;
     this.inbox.free();
   }

@@ -1,8 +1,9 @@
 /**
  * What the Bun-compiled executable does differently from the Node one, run under the
- * pinned Bun itself: stdin and stdout as plain descriptors (src/sys/stdio.ts), and SHA-256
+ * pinned Bun itself: stdin and stdout as plain descriptors (src/sys/stdio.ts), SHA-256
  * through Bun's own hasher (src/sys/sha256.ts), which must name every device and file as
- * node:crypto does, or a pod added by one executable is not found by the other.
+ * node:crypto does, or a pod added by one executable is not found by the other, and libc
+ * bound through bun:ffi instead of ffi-rs (src/sys/foreign.ts).
  */
 import { execFileSync, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
@@ -10,6 +11,7 @@ import { createRequire } from "node:module";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { sha256Hex } from "../../src/sys/sha256";
+import { foreignCallReport } from "./fixtures/foreign-calls";
 
 const require = createRequire(__filename);
 const bun = path.join(path.dirname(require.resolve("@oven/bun-linux-x64/package.json")), "bin/bun");
@@ -40,5 +42,26 @@ describe("under Bun", () => {
     expect(underBun).toEqual(byNode);
     expect(inputs.map((s) => sha256Hex([s]))).toEqual(byNode);
     expect(sha256Hex(["cluster"], 12)).toBe(byNode[1]?.slice(0, 12));
+  });
+
+  it("makes each kind of libc call as ffi-rs does under Node: errno, native memory, netlink, bpf", async () => {
+    const underBun = JSON.parse(execFileSync(bun, [fixture("foreign-calls-main.ts")], { encoding: "utf8" }));
+    const underNode = await foreignCallReport();
+    expect(underBun.backend).toBe("bun:ffi");
+    expect(underNode.backend).toBe("ffi-rs");
+    expect({ ...underBun, backend: undefined }).toEqual({ ...underNode, backend: undefined });
+    // And what they agree on is right.
+    expect(underBun).toMatchObject({
+      setnsBadFd: { errno: 9, message: "setns: Bad file descriptor" },
+      nstype: 0x40000000,
+      notNamespace: -1,
+      lookedUp: "0123abcd",
+      bpfError: { errno: 22 },
+      locks: [true, false, true, true],
+      loopbackIndex: 1,
+      netlinkBadProtocol: { errno: 93 },
+      clockNearUptime: true,
+      nativeWritten: true,
+    });
   });
 });

@@ -24,7 +24,7 @@ beforeAll(() => {
     entryPoints: [path.join(__dirname, "worker-entry.ts")],
     bundle: true,
     platform: "node",
-    external: ["ffi-rs"],
+    external: ["ffi-rs", "bun:ffi"],
     outfile: worker,
     logLevel: "error",
   });

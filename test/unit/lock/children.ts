@@ -27,7 +27,7 @@ export class Children {
       entryPoints: [path.join(__dirname, "worker-entry.ts")],
       bundle: true,
       platform: "node",
-      external: ["ffi-rs"],
+      external: ["ffi-rs", "bun:ffi"],
       outfile: this.worker,
       logLevel: "error",
     });
