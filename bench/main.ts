@@ -31,11 +31,12 @@ import * as path from "node:path";
 import { type AppPathId, measureApps } from "./lib/apps/index";
 import { LATENCY_LIMITS, measureBandwidth, RATE_LIMITS } from "./lib/bandwidth";
 import type { BwVariant } from "./lib/bandwidth-pods";
-import { cleanupAll, tick } from "./lib/cleanup";
+import { cleanupAll, newFixture, tick } from "./lib/cleanup";
 import { OUR_PLUGIN } from "./lib/cni";
 import { CP_LABELS, type CpId, makeConfig, measureCycles, measureRss, storm } from "./lib/control-plane";
 import { NetifRxCounter, pingSized } from "./lib/crossings";
 import { measureCrossings, measureNetperf, startServers } from "./lib/dataplane";
+import { measureKernelFloor } from "./lib/kernel-floor";
 import type { NetperfTest } from "./lib/netperf";
 import { type BenchPath, buildPath, checkPath, type PathId } from "./lib/paths";
 import { renderReport } from "./lib/report";
@@ -366,7 +367,13 @@ async function run(kind: "host" | "vm", argv: string[]): Promise<string> {
     log(`peak RSS: ${o.rssRuns} ADD and DEL each`);
     const rss: Record<string, Awaited<ReturnType<typeof measureRss>>> = {};
     for (const c of cfgs) rss[c.id] = await measureRss(c, o.rssRuns);
-    result.controlPlane = { cycles, storms, rss };
+    log(
+      `the floor: ${o.cycles} tcx attaches and releases on fresh veth pairs, ${o.cycles} starts of a bare Bun executable`,
+    );
+    const floorFx = newFixture("cp-floor");
+    const kernelFloor = measureKernelFloor(floorFx, o.cycles);
+    floorFx.cleanup();
+    result.controlPlane = { cycles, storms, rss, kernelFloor };
     for (const c of cfgs) c.fx.cleanup();
   }
 

@@ -226,7 +226,30 @@ function controlPlaneTable(r: BenchResult): string {
       `| ${CP_LABELS[id]} | ${percentiles(c.samples.add)} | ${percentiles(c.samples.del)} | ${percentiles(sum(c.samples.add, c.samples.del))} | ${id === "ptp" ? "1" : `**${x2(c.cycle.median / (ptp?.cycle.median ?? Number.NaN))}**`} | ${ms(c.firstAddMs)} | ${st.walls.map((w) => ms(w)).join(", ")} | ${id === "ptp" ? "1" : `**${x2(st.wall / ptpStorm.wall)}**`} | ${st.failures} | ${rss ? `${mb(rss.addKb.max)} / ${mb(rss.delKb.max)}` : "n/a"} | ${rss?.addCpuMs && rss.delCpuMs ? `${ms(rss.addCpuMs.median)} / ${ms(rss.delCpuMs.median)}` : "n/a"} |`,
     );
   }
-  return rows.join("\n");
+  const floor = floorLine(r);
+  return floor ? `${rows.join("\n")}\n\n${floor}` : rows.join("\n");
+}
+
+/**
+ * The least any build of this design can take for an ADD+DEL, measured in the same run:
+ * the pod's tcx link (two RCU grace periods) and two bare Bun starts, beside ptp's cycle.
+ */
+function floorLine(r: BenchResult): string | undefined {
+  const f = r.controlPlane?.kernelFloor;
+  const ptp = r.controlPlane?.cycles.ptp?.cycle.median;
+  if (!f || ptp === undefined) return undefined;
+  const link = f.tcxAttachMs.median + f.linkReleaseMs.median;
+  const starts = 2 * f.bunBareMs.median;
+  const veth = f.vethCreateMs.median + f.vethDeleteMs.median;
+  const budget = CYCLE_TARGET * ptp;
+  return [
+    `**The floor, same run** (${f.tcxAttachMs.n} rounds each, medians): the pod's one tcx link costs`,
+    `${ms(f.tcxAttachMs.median)} to attach and ${ms(f.linkReleaseMs.median)} to release on a fresh veth pair`,
+    `(each an RCU grace period under RTNL): ${ms(link)}, ${x2(link / ptp)} ptp's whole ADD+DEL (${ms(ptp)}).`,
+    `Two starts of a bare Bun-compiled executable: ${ms(starts)}. Creating and deleting the pair with`,
+    `ip(8), which ptp pays too: ${ms(veth)}. Link, starts and pair together: ${ms(link + starts + veth)}`,
+    `(${x2((link + starts + veth) / ptp)} ptp), against the ${CYCLE_TARGET}× target's ${ms(budget)}.`,
+  ].join(" ");
 }
 
 /** A profile's ten largest entries of at least 0.3 ms, as "name 1.2 ms, ...". */

@@ -3,6 +3,7 @@ import type { AppsRun } from "./apps/index";
 import type { BandwidthRun } from "./bandwidth";
 import type { CpId, CycleResult, RssResult, StormResult } from "./control-plane";
 import type { CrossingResult, NetperfRun } from "./dataplane";
+import type { KernelFloor } from "./kernel-floor";
 import type { PathId } from "./paths";
 import type { SockBypassRun } from "./sockbypass";
 import type { StartupReport } from "./startup";
@@ -36,6 +37,8 @@ export interface BenchResult {
     cycles: Partial<Record<CpId, CycleResult>>;
     storms: Partial<Record<CpId, StormResult[]>>;
     rss: Partial<Record<CpId, RssResult>>;
+    /** Absent in runs before it was measured. */
+    kernelFloor?: KernelFloor;
   };
   startup?: StartupReport;
   sockBypass?: SockBypassRun;
