@@ -18,28 +18,28 @@ export class ErrnoError extends Error {
 }
 
 /** The ErrnoError for a failed call; `subject` (e.g. a path) goes into its text. */
-export function errnoError(fn: string, errno: number, subject?: string): ErrnoError {
+function errnoError(fn: string, errno: number, subject?: string): ErrnoError {
   const call = subject === undefined ? fn : `${fn}(${subject})`;
   return new ErrnoError(call, errno, describeErrno(errno));
 }
 
-/** Calls an int-returning libc function and throws ErrnoError when it returns -1. */
-function callInt(fn: LibcFunction, args: unknown[], subject?: string): number {
+/** Calls a libc function and throws ErrnoError when it fails (returns -1). */
+export function callOrThrow(fn: LibcFunction, args: unknown[], subject?: string): number {
   const r = callLibc(fn, ...args);
-  if (r.value === -1) throw errnoError(fn, r.errno, subject);
+  if (r.value < 0) throw errnoError(fn, r.errno, subject);
   return r.value;
 }
 
 export const CLONE_NEWNET = 0x40000000;
 
 export function setns(fd: number, nstype: number): void {
-  callInt("setns", [fd, nstype]);
+  callOrThrow("setns", [fd, nstype]);
 }
 
 export function setsockoptInt(fd: number, level: number, optname: number, value: number): void {
   const buf = Buffer.alloc(4);
   buf.writeInt32LE(value);
-  callInt("setsockopt", [fd, level, optname, buf, 4]);
+  callOrThrow("setsockopt", [fd, level, optname, buf, 4]);
 }
 
 export const LOCK_SH = 1;
@@ -50,7 +50,7 @@ export const LOCK_UN = 8;
 /** flock(2); returns false instead of throwing when LOCK_NB and the lock is held. */
 export function flock(fd: number, operation: number): boolean {
   try {
-    callInt("flock", [fd, operation]);
+    callOrThrow("flock", [fd, operation]);
     return true;
   } catch (e) {
     if (e instanceof ErrnoError && e.errno === 11 /* EWOULDBLOCK */) return false;
@@ -68,13 +68,13 @@ export function namespaceType(fd: number): number {
 
 /** mount -t bpf bpf <target> -o mode=<mode> (the bpf filesystem has no device). */
 export function mountBpffs(target: string, mode: number): void {
-  callInt("mount", ["bpf", target, "bpf", 0, `mode=${mode.toString(8)}`], target);
+  callOrThrow("mount", ["bpf", target, "bpf", 0, `mode=${mode.toString(8)}`], target);
 }
 
 export const MNT_DETACH = 2;
 
 export function unmount(target: string, flags = 0): void {
-  callInt("umount2", [target, flags], target);
+  callOrThrow("umount2", [target, flags], target);
 }
 
 const POLLIN = 0x001;

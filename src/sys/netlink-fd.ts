@@ -5,8 +5,8 @@
  * event loop (no libuv-bound addon) also runs under runtimes other than Node.
  * Knows bytes only; the framing of netlink messages is src/netlink/socket.ts's.
  */
-import { callLibc, type LibcFunction } from "./foreign";
-import { ErrnoError, errnoError, setsockoptInt } from "./libc";
+import type { LibcFunction } from "./foreign";
+import { callOrThrow, ErrnoError, setsockoptInt } from "./libc";
 import { NativeBuffer } from "./native-memory";
 
 const AF_NETLINK = 16;
@@ -25,11 +25,7 @@ const EAGAIN = 11;
  */
 const RECEIVE_BUFFER_BYTES = 64 * 1024;
 
-function call(fn: LibcFunction, ...args: unknown[]): number {
-  const r = callLibc(fn, ...args);
-  if (r.value < 0) throw errnoError(fn, r.errno);
-  return r.value;
-}
+const call = (fn: LibcFunction, ...args: unknown[]): number => callOrThrow(fn, args);
 
 export class NetlinkTimeout extends Error {
   constructor(readonly seconds: number) {
