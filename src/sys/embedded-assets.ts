@@ -1,6 +1,7 @@
 /**
- * Files that travel inside the executables (the eBPF objects, the ffi-rs addon). The two
- * executables carry them differently, both built by scripts/build.mjs:
+ * Files that travel inside the executables: the eBPF objects in both, and the ffi-rs
+ * addon in the Node one only (the Bun one binds libc through bun:ffi). The two carry them
+ * differently, both built by scripts/build.mjs:
  * - the Node SEA executable holds them as SEA assets (node:sea);
  * - the Bun-compiled executable's bundle defines them itself, base64 in a global the
  *   build's banner sets, because Bun has no node:sea.
