@@ -36,7 +36,7 @@ import { OUR_PLUGIN } from "./lib/cni";
 import { CP_LABELS, type CpId, makeConfig, measureCycles, measureRss, storm } from "./lib/control-plane";
 import { NetifRxCounter, pingSized } from "./lib/crossings";
 import { measureCrossings, measureNetperf, startServers } from "./lib/dataplane";
-import { measureKernelFloor } from "./lib/kernel-floor";
+import { measureAttachStorm, measureKernelFloor } from "./lib/kernel-floor";
 import type { NetperfTest } from "./lib/netperf";
 import { type BenchPath, buildPath, checkPath, type PathId } from "./lib/paths";
 import { renderReport } from "./lib/report";
@@ -372,6 +372,10 @@ async function run(kind: "host" | "vm", argv: string[]): Promise<string> {
     );
     const floorFx = newFixture("cp-floor");
     const kernelFloor = measureKernelFloor(floorFx, o.cycles);
+    if (o.storm > 0) {
+      log(`the storm's floor: ${o.storm} tcx attachments, ${o.concurrency} at a time, ${o.stormRepeats} rounds`);
+      kernelFloor.attachStorm = await measureAttachStorm(floorFx, o.storm, o.concurrency, o.stormRepeats);
+    }
     floorFx.cleanup();
     result.controlPlane = { cycles, storms, rss, kernelFloor };
     for (const c of cfgs) c.fx.cleanup();

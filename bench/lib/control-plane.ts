@@ -32,6 +32,7 @@ import {
   runCniPeakRss,
 } from "./cni";
 import { refConf } from "./paths";
+import { pool } from "./pool";
 import { type Summary, summarize } from "./stats";
 
 export type CpId = "ours-baseline" | "ours-embedded" | "ours-node" | "ours-host-local" | "ours-no-programs" | "ptp";
@@ -130,17 +131,6 @@ export async function measureCycles(
     };
   }
   return out;
-}
-
-async function pool<T>(items: T[], concurrency: number, fn: (item: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) {
-      const item = items[next++] as T;
-      await fn(item);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(concurrency, items.length) }, worker));
 }
 
 export interface StormResult {

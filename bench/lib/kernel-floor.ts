@@ -6,17 +6,22 @@
  *   RCU grace period under RTNL (tcx_entry_sync → synchronize_rcu), whatever the program;
  *   here it runs a two-instruction program on a pair in a namespace of its own;
  * - two process starts of a trivial executable compiled by the same Bun, the least an
- *   ADD and a DEL of the Bun executable can take before main().
- * bench/README.md's "Control plane" compares their sum with ptp's whole cycle.
+ *   ADD and a DEL of the Bun executable can take before main();
+ * - the storm's part: as many tcx attachments as the storm has pods, made as many at a time
+ *   as the storm runs ADDs. RTNL is held through each attachment's grace periods, so they
+ *   queue one behind another whoever makes them.
+ * bench/README.md's "Control plane" compares the cycle's floor with ptp's whole cycle, and
+ * the storm's with ptp's whole storm.
  */
-import { execFileSync, spawnSync } from "node:child_process";
+import { execFile, execFileSync, spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import { createRequire } from "node:module";
 import * as path from "node:path";
-import { closeFd, linkCreate, progLoad } from "../../src/sys/bpf-syscall";
+import { closeFd, linkCreate, objPin, progLoad } from "../../src/sys/bpf-syscall";
 import { BPF_ATTACH_TYPE, BPF_PROG_TYPE } from "../../src/sys/bpf-uapi";
 import { inNetns } from "../../src/sys/netns";
 import type { BenchFixture } from "./cleanup";
+import { pool } from "./pool";
 import { type Summary, summarize } from "./stats";
 
 export interface KernelFloor {
@@ -26,6 +31,18 @@ export interface KernelFloor {
   vethDeleteMs: Summary;
   /** A trivial Bun-compiled executable, start to exit. */
   bunBareMs: Summary;
+  /** Absent in results from before it was measured, and in runs without a storm. */
+  attachStorm?: AttachStormFloor;
+}
+
+/** Wall times of one storm's worth of tcx attachments, and of the processes alone. */
+export interface AttachStormFloor {
+  pods: number;
+  concurrency: number;
+  /** `pods` bpftool processes, `concurrency` at a time, each attaching the program to its own pair. */
+  attachWallMs: number[];
+  /** The same processes running `bpftool version`: their own share of the wall time. */
+  processWallMs: number[];
 }
 
 /** r0 = -1 (TCX_NEXT); exit. */
@@ -101,4 +118,50 @@ function bunBareStart(fx: BenchFixture, n: number): Summary {
   const ms: number[] = [];
   for (let i = 0; i < n; i++) ms.push(elapsed(() => spawnSync(exe, [], { stdio: "ignore" })));
   return summarize(ms);
+}
+
+/**
+ * bpftool makes each attachment (a program attach: the same tcx_entry_sync and commit, two
+ * grace periods with RTNL held, as the link a pod carries), one process per pair, so that
+ * the attachments are made concurrently as a storm's ADDs make theirs.
+ */
+export async function measureAttachStorm(
+  fx: BenchFixture,
+  pods: number,
+  concurrency: number,
+  rounds: number,
+): Promise<AttachStormFloor> {
+  const netns = fx.makeNetns("nkfs");
+  const pin = path.join(fx.bpffsRoot, "floor-pass");
+  fs.mkdirSync(fx.bpffsRoot, { recursive: true });
+  const prog = passProgram();
+  try {
+    objPin(prog, pin);
+  } finally {
+    closeFd(prog);
+  }
+  const indices = Array.from({ length: pods }, (_, i) => i);
+  // One ip(8) for all the pairs: their creation is not what is measured.
+  const batch = (verb: (i: number) => string) =>
+    execFileSync("ip", ["-n", netns, "-batch", "-"], { input: indices.map(verb).join("\n") });
+  const inNode = (args: string[]) =>
+    new Promise<void>((resolve, reject) => {
+      execFile("nsenter", [`--net=/run/netns/${netns}`, ...args], (err) => (err ? reject(err) : resolve()));
+    });
+  const wall = async (args: (i: number) => string[]): Promise<number> => {
+    const t0 = process.hrtime.bigint();
+    await pool(indices, concurrency, (i) => inNode(args(i)));
+    return Number(process.hrtime.bigint() - t0) / 1e6;
+  };
+  const out: AttachStormFloor = { pods, concurrency, attachWallMs: [], processWallMs: [] };
+  for (let round = 0; round < rounds; round++) {
+    batch((i) => `link add nkfs${i} type veth peer name nkfp${i}`);
+    out.processWallMs.push(await wall(() => ["bpftool", "version"]));
+    out.attachWallMs.push(
+      await wall((i) => ["bpftool", "net", "attach", "tcx_ingress", "pinned", pin, "dev", `nkfs${i}`]),
+    );
+    batch((i) => `link del nkfs${i}`);
+  }
+  fs.rmSync(pin, { force: true });
+  return out;
 }

@@ -226,8 +226,7 @@ function controlPlaneTable(r: BenchResult): string {
       `| ${CP_LABELS[id]} | ${percentiles(c.samples.add)} | ${percentiles(c.samples.del)} | ${percentiles(sum(c.samples.add, c.samples.del))} | ${id === "ptp" ? "1" : `**${x2(c.cycle.median / (ptp?.cycle.median ?? Number.NaN))}**`} | ${ms(c.firstAddMs)} | ${st.walls.map((w) => ms(w)).join(", ")} | ${id === "ptp" ? "1" : `**${x2(st.wall / ptpStorm.wall)}**`} | ${st.failures} | ${rss ? `${mb(rss.addKb.max)} / ${mb(rss.delKb.max)}` : "n/a"} | ${rss?.addCpuMs && rss.delCpuMs ? `${ms(rss.addCpuMs.median)} / ${ms(rss.delCpuMs.median)}` : "n/a"} |`,
     );
   }
-  const floor = floorLine(r);
-  return floor ? `${rows.join("\n")}\n\n${floor}` : rows.join("\n");
+  return [rows.join("\n"), floorLine(r), stormFloorLine(r)].filter((x) => x !== undefined).join("\n\n");
 }
 
 /**
@@ -249,6 +248,28 @@ function floorLine(r: BenchResult): string | undefined {
     `Two starts of a bare Bun-compiled executable: ${ms(starts)}. Creating and deleting the pair with`,
     `ip(8), which ptp pays too: ${ms(veth)}. Link, starts and pair together: ${ms(link + starts + veth)}`,
     `(${x2((link + starts + veth) / ptp)} ptp), against the ${CYCLE_TARGET}× target's ${ms(budget)}.`,
+  ].join(" ");
+}
+
+/**
+ * The least a storm of pods that each carry a tcx link can take, measured in the same run:
+ * the attachments alone, made as concurrently as the storm's ADDs, beside ptp's storm.
+ */
+function stormFloorLine(r: BenchResult): string | undefined {
+  const f = r.controlPlane?.kernelFloor?.attachStorm;
+  const ptp = stormMean(r, "ptp").wall;
+  if (!f?.attachWallMs.length || Number.isNaN(ptp)) return undefined;
+  const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+  const attach = mean(f.attachWallMs);
+  const processes = mean(f.processWallMs);
+  const kernel = attach - processes;
+  return [
+    `**The storm's floor, same run** (${f.attachWallMs.length} rounds, means): ${f.pods} tcx attachments,`,
+    `${f.concurrency} at a time, each by its own bpftool process, took ${ms(attach)}; the same processes`,
+    `without the attachment, ${ms(processes)}. RTNL is held through each attachment's grace periods, so the`,
+    `attachments alone take ${ms(kernel)}, ${x2(kernel / ptp)} ptp's whole storm (${ms(ptp)}), before any pair,`,
+    `address or route, which need RTNL too. The ${STORM_TARGET}× target leaves ${ms(STORM_TARGET * ptp - kernel)} for all`,
+    `the rest of ${f.pods} pods; ptp takes ${ms(ptp)} for its share of the same work.`,
   ].join(" ");
 }
 
