@@ -1,10 +1,10 @@
 /**
  * Loads the native addon (ffi-rs, the Node runtime's FFI: src/sys/foreign.ts) both when
  * running from node_modules (tests, development) and from inside the Node executable,
- * where it travels as an embedded asset (src/sys/embedded-assets.ts). An addon can only be dlopen()ed from a file, so the
- * embedded copy is written once to a root-owned cache directory, named by its content
- * hash, and reused by every later invocation. Never loads a file that another user could
- * have written.
+ * where it travels as an embedded asset (src/sys/embedded-assets.ts). An addon can only
+ * be dlopen()ed from a file, so the embedded copy is written once to a root-owned cache
+ * directory, named by its content hash, and reused by every later invocation. Never loads
+ * a file that another user could have written.
  */
 import * as fs from "node:fs";
 import { createRequire } from "node:module";
