@@ -268,8 +268,8 @@ function stormFloorLine(r: BenchResult): string | undefined {
     `${f.concurrency} at a time, each by its own bpftool process, took ${ms(attach)}; the same processes`,
     `without the attachment, ${ms(processes)}. RTNL is held through each attachment's grace periods, so the`,
     `attachments alone take ${ms(kernel)}, ${x2(kernel / ptp)} ptp's whole storm (${ms(ptp)}), before any pair,`,
-    `address or route, which need RTNL too. The ${STORM_TARGET}× target leaves ${ms(STORM_TARGET * ptp - kernel)} for all`,
-    `the rest of ${f.pods} pods; ptp takes ${ms(ptp)} for its share of the same work.`,
+    `address or route, which need RTNL too. The ${STORM_TARGET}× target leaves ${ms(STORM_TARGET * ptp - kernel)} for everything`,
+    `else ${f.pods} pods need: ${x2((STORM_TARGET * ptp - kernel) / ptp)} what ptp's whole storm takes for the same pairs, addresses and routes.`,
   ].join(" ");
 }
 
