@@ -6,31 +6,41 @@
  *   bpf_redirect_peer (allowed here: tc ingress), skipping the host stack and
  *   the backlog queue crossing of the pod's device pair. Everything else goes
  *   on to the stack: traffic for the node, flows that may be NAT'd (a
- *   Service's replies from a backend elsewhere), whatever we cannot parse.
- *   Packets that claim to come from a local pod cannot have come from the
- *   wire: they are dropped.
+ *   Service's replies from a backend elsewhere), tagged frames (the node's
+ *   VLAN devices), what is not IP. Packets that claim to come from a local pod
+ *   cannot have come from the wire: they are dropped, under up to two tags
+ *   (frame.h); a frame with more tags, or IP headers that cannot be read, is
+ *   refused too.
  */
 #include "common.h"
 #include "bandwidth.h"
 #include "counters.h"
 #include "direct.h"
 #include "eps.h"
+#include "frame.h"
 #include "l3.h"
 
 SEC("tc/host_in")
 int nkc_host_in(struct __sk_buff *skb)
 {
 	__u32 ifindex = skb->ifindex;
+	__u32 why = NKC_DROP_UNPARSABLE;
 	struct nkc_pkt p;
 
-	if (nkc_parse(skb, &p) != NKC_PARSE_IP)
-		return NKC_NEXT; /* ARP, and malformed IP for the stack to drop */
+	enum nkc_frame frame = nkc_wire_frame(skb, &p, &why);
+	if (frame == NKC_FRAME_REFUSED)
+		return nkc_refuse(ifindex, why);
+	if (frame == NKC_FRAME_OTHER)
+		return NKC_NEXT; /* ARP and the rest of the node's own traffic */
 
 	/* A local pod's address as the source, arriving from outside: spoofed (its own
 	 * packets leave through our programs or the stack, never come back in here). */
-	if (nkc_endpoint_lookup(p.family, p.src)) {
-		nkc_count(ifindex, NKC_CNT_DROPPED_SPOOFED);
-		return NKC_DROP;
+	if (nkc_endpoint_lookup(p.family, p.src))
+		return nkc_refuse(ifindex, NKC_DROP_SPOOFED);
+	/* The node's VLAN devices: the stack's, like everything it may translate. */
+	if (frame == NKC_FRAME_TAGGED_IP) {
+		nkc_count(ifindex, NKC_CNT_PASSED_STACK);
+		return NKC_NEXT;
 	}
 	/* Frames not addressed to this host's MAC (promiscuous mode, flooding)
 	 * are not ours to route. */
@@ -55,11 +65,9 @@ int nkc_host_in(struct __sk_buff *skb)
 	/* The pod's ingress limit: bpf_redirect_peer skips its host device's transmit,
 	 * where nkc_pod_ingress limits what the stack delivers. */
 	if (!nkc_bw_ingress_ok(skb, pod, p.family))
-		return NKC_DROP;
-	if (nkc_dec_ttl(skb, p.family)) {
-		nkc_count(pod, NKC_CNT_DROPPED_OTHER);
-		return NKC_DROP;
-	}
+		return nkc_refuse(pod, NKC_DROP_LIMIT);
+	if (nkc_dec_ttl(skb, p.family))
+		return nkc_refuse(pod, NKC_DROP_REWRITE);
 	/* bpf_redirect_peer into the pod's device (veth peer or netkit peer):
 	 * skb_scrub_packet() sets pkt_type PACKET_HOST, so the pod accepts the
 	 * frame whatever its destination MAC. */

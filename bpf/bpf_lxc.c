@@ -2,7 +2,9 @@
  * The pod's side ("lxc"): programs on the pod's device pair.
  *
  * nkc_from_pod - packets the pod sends. veth: tcx ingress of the host-side
- *   device. netkit: the peer hook. Checks the source address, then sends
+ *   device. netkit: the peer hook. Lets on only frames it understands (frame.h:
+ *   untagged IPv4/IPv6 from the pod's own address, ARP for it) and refuses the
+ *   rest, counting why (nkc_drops). Then sends
  *   pod-to-pod traffic that is proven direct straight to its device, and
  *   everything else (Service VIPs, the node, the internet, flows that may be
  *   NAT'd) to the stack. The pod's only program: what the stack delivers to
@@ -31,6 +33,7 @@
 #include "eps.h"
 #include "direct.h"
 #include "fib.h"
+#include "frame.h"
 #include "l3.h"
 
 static __always_inline int pass_to_stack(__u32 ifindex, enum nkc_counter why)
@@ -39,25 +42,33 @@ static __always_inline int pass_to_stack(__u32 ifindex, enum nkc_counter why)
 	return NKC_NEXT;
 }
 
-/* Over the pod's rate limit (the bucket counts it). */
-static __always_inline int drop_limited(void)
+/* Over the rate limit of the pod behind `ifindex` (its bucket counts it too). */
+static __always_inline int drop_limited(__u32 ifindex)
 {
-	return NKC_DROP;
+	return nkc_refuse(ifindex, NKC_DROP_LIMIT);
 }
 
 /* What the pod sends to the stack, within its egress limit. */
 static __always_inline int to_stack(struct __sk_buff *skb, const struct nkc_pkt *p, enum nkc_counter why)
 {
 	if (!nkc_bw_egress_ok(skb, skb->ifindex, p->family, NKC_BW_OUT_STACK))
-		return drop_limited();
+		return drop_limited(skb->ifindex);
 	return pass_to_stack(skb->ifindex, why);
+}
+
+/* What only the pod's link hears (ARP, NDP, DAD, MLD): the stack answers it on this node,
+ * so the egress limit polices it, as what stays on the node; no fq would ever pace it. */
+static __always_inline int to_link(struct __sk_buff *skb, const struct nkc_pkt *p)
+{
+	if (!nkc_bw_egress_ok(skb, skb->ifindex, p->family, NKC_BW_OUT_NODE))
+		return drop_limited(skb->ifindex);
+	return pass_to_stack(skb->ifindex, NKC_CNT_PASSED_STACK);
 }
 
 /* A header rewrite failed half-way: the packet can no longer be trusted. */
 static __always_inline int drop_other(__u32 ifindex)
 {
-	nkc_count(ifindex, NKC_CNT_DROPPED_OTHER);
-	return NKC_DROP;
+	return nkc_refuse(ifindex, NKC_DROP_REWRITE);
 }
 
 static __always_inline int deliver_local(struct __sk_buff *skb, const struct nkc_pkt *p,
@@ -68,7 +79,7 @@ static __always_inline int deliver_local(struct __sk_buff *skb, const struct nkc
 
 	/* Whichever way it takes, it stays on the node. */
 	if (!nkc_bw_egress_ok(skb, ifindex, p->family, NKC_BW_OUT_NODE))
-		return drop_limited();
+		return drop_limited(ifindex);
 	if (src_ep->flags & NKC_EP_F_NETKIT) {
 		/* A plain redirect to a veth host side would arrive with the wrong
 		 * destination MAC for the veth pod (L2); the stack resolves it. */
@@ -81,7 +92,7 @@ static __always_inline int deliver_local(struct __sk_buff *skb, const struct nkc
 	}
 	/* bpf_redirect_peer skips the target's host device, and nkc_pod_ingress with it. */
 	if (!nkc_bw_ingress_ok(skb, target, p->family))
-		return drop_limited();
+		return drop_limited(target);
 	if (nkc_dec_ttl(skb, p->family))
 		return drop_other(ifindex);
 	nkc_count(ifindex, NKC_CNT_REDIRECTED_LOCAL);
@@ -97,7 +108,7 @@ static __always_inline int forward_fib(struct __sk_buff *skb, const struct nkc_p
 	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH)
 		return to_stack(skb, p, NKC_CNT_PASSED_STACK);
 	if (!nkc_bw_egress_ok(skb, ifindex, p->family, fib.ifindex))
-		return drop_limited();
+		return drop_limited(ifindex);
 	if (nkc_dec_ttl(skb, p->family))
 		return drop_other(ifindex);
 	if (rc == BPF_FIB_LKUP_RET_SUCCESS) {
@@ -108,30 +119,53 @@ static __always_inline int forward_fib(struct __sk_buff *skb, const struct nkc_p
 	return nkc_fib_redirect_neigh(&fib);
 }
 
+/*
+ * The pod's gate, the same for both of its programs: only a frame the pod may send
+ * (frame.h: untagged IPv4/IPv6, or ARP for its own address where ARP is spoken) from its
+ * own address gets past; everything else is refused and counted by reason. *src_ep is
+ * the pod's endpoint for a checked source, NULL for what only its link hears: ARP (which
+ * leaves p.family 0) and IPv6 from a link-local or unspecified source (NDP, DAD, MLD),
+ * which names no address the endpoint map could hold and no router forwards off the link.
+ */
+static __always_inline int nkc_pod_may_send(struct __sk_buff *skb, struct nkc_pkt *p, __u32 ifindex,
+					    struct nkc_endpoint **src_ep)
+{
+	__u32 why = NKC_DROP_UNPARSABLE;
+
+	*src_ep = NULL;
+	switch (nkc_pod_frame(skb, p, ifindex, &why)) {
+	case NKC_FRAME_IP:
+		break;
+	case NKC_FRAME_ARP:
+		p->family = 0;
+		return 1;
+	default:
+		nkc_count_drop(ifindex, why);
+		return 0;
+	}
+	if (nkc_ipv6_link_only_src(p))
+		return 1;
+	/* A pod may only send from its own addresses. */
+	struct nkc_endpoint *ep = nkc_endpoint_lookup(p->family, p->src);
+	if (!ep || ep->host_ifindex != ifindex) {
+		nkc_count_drop(ifindex, NKC_DROP_SPOOFED);
+		return 0;
+	}
+	*src_ep = ep;
+	return 1;
+}
+
 SEC("tc/from_pod")
 int nkc_from_pod(struct __sk_buff *skb)
 {
 	__u32 ifindex = skb->ifindex;
+	struct nkc_endpoint *src_ep;
 	struct nkc_pkt p;
 
-	switch (nkc_parse(skb, &p)) {
-	case NKC_PARSE_NOT_IP:
-		return NKC_NEXT; /* ARP and friends */
-	case NKC_PARSE_BAD:
-		nkc_count(ifindex, NKC_CNT_DROPPED_OTHER);
+	if (!nkc_pod_may_send(skb, &p, ifindex, &src_ep))
 		return NKC_DROP;
-	case NKC_PARSE_IP:
-		break;
-	}
-	if (nkc_ipv6_link_only_src(&p))
-		return pass_to_stack(ifindex, NKC_CNT_PASSED_STACK);
-
-	/* A pod may only send from its own addresses. */
-	struct nkc_endpoint *src_ep = nkc_endpoint_lookup(p.family, p.src);
-	if (!src_ep || src_ep->host_ifindex != ifindex) {
-		nkc_count(ifindex, NKC_CNT_DROPPED_SPOOFED);
-		return NKC_DROP;
-	}
+	if (!src_ep)
+		return to_link(skb, &p);
 
 	/* Service VIPs, the node, the internet: netfilter may translate the flow. Each way
 	 * out applies the pod's egress limit, which needs to know where the packet goes. */
@@ -156,25 +190,13 @@ int nkc_from_pod(struct __sk_buff *skb)
 SEC("tc/src_check")
 int nkc_src_check(struct __sk_buff *skb)
 {
-	__u32 ifindex = skb->ifindex;
+	struct nkc_endpoint *src_ep;
 	struct nkc_pkt p;
 
-	switch (nkc_parse(skb, &p)) {
-	case NKC_PARSE_NOT_IP:
-		return NKC_NEXT;
-	case NKC_PARSE_BAD:
-		nkc_count(ifindex, NKC_CNT_DROPPED_OTHER);
+	if (!nkc_pod_may_send(skb, &p, skb->ifindex, &src_ep))
 		return NKC_DROP;
-	case NKC_PARSE_IP:
-		break;
-	}
-	if (!nkc_ipv6_link_only_src(&p)) {
-		struct nkc_endpoint *src_ep = nkc_endpoint_lookup(p.family, p.src);
-		if (!src_ep || src_ep->host_ifindex != ifindex) {
-			nkc_count(ifindex, NKC_CNT_DROPPED_SPOOFED);
-			return NKC_DROP;
-		}
-	}
+	if (!src_ep)
+		return to_link(skb, &p);
 	return to_stack(skb, &p, NKC_CNT_PASSED_STACK);
 }
 
@@ -190,11 +212,11 @@ int nkc_pod_ingress(struct __sk_buff *skb)
 {
 	struct nkc_pkt p;
 
-	if (nkc_parse(skb, &p) != NKC_PARSE_IP)
+	if (nkc_parse_ip(skb, &p, nkc_ethertype(skb), L3_OFF) != NKC_PARSE_IP)
 		return NKC_NEXT;
 	struct nkc_endpoint *ep = nkc_endpoint_lookup(p.family, p.dst);
 	if (ep && !nkc_bw_ingress_ok(skb, ep->host_ifindex, p.family))
-		return drop_limited();
+		return drop_limited(ep->host_ifindex);
 	return NKC_NEXT;
 }
 

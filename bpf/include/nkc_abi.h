@@ -39,6 +39,10 @@ _Static_assert(sizeof(struct nkc_endpoint_key) == 20, "nkc_endpoint_key is 20 by
 /* The pod's network asked for the same-node socket bypass ("sockBypass": true):
  * bpf_sock.c splices a TCP connection only when both of its ends carry this flag. */
 #define NKC_EP_F_SOCK_BYPASS (1U << 1)
+/* The pod's device resolves no neighbours (netkit in L3 mode, IFF_NOARP): no ARP it
+ * sends is honest. Without the flag (veth, netkit L2, pods of older builds) ARP is let
+ * through when it speaks for the pod's own address. */
+#define NKC_EP_F_NO_ARP (1U << 2)
 
 struct nkc_endpoint {
 	__u32 host_ifindex; /* veth host side, or netkit primary */
@@ -134,6 +138,30 @@ struct nkc_counters {
 	__u64 v[NKC_CNT_MAX];
 };
 _Static_assert(sizeof(struct nkc_counters) == 64, "nkc_counters is 64 bytes");
+
+/*
+ * nkc_drops value (per CPU), keyed by __u32 host ifindex (the uplink's own for frames from
+ * the wire that no pod owns): why the programs refused packets. Every refusal also counts
+ * in nkc_counters (DROPPED_SPOOFED for NKC_DROP_SPOOFED, DROPPED_OTHER for the rest), which
+ * older builds read. Order is ABI; the value has room for NKC_DROP_SLOTS reasons, so adding
+ * one keeps the layout.
+ */
+enum nkc_drop_reason {
+	NKC_DROP_SPOOFED,    /* a source address that is not the sender's (a pod's own, from the wire) */
+	NKC_DROP_TAGGED,     /* an 802.1Q or 802.1ad tag: any from a pod, a third from the wire */
+	NKC_DROP_ETHERTYPE,  /* from a pod: neither IPv4, IPv6 nor ARP it may send */
+	NKC_DROP_UNPARSABLE, /* headers cut short, a wrong IP version, an ethertype skb->protocol denies */
+	NKC_DROP_LIMIT,      /* over the pod's rate limit */
+	NKC_DROP_REWRITE,    /* a header rewrite failed half-way */
+	NKC_DROP_MAX,
+};
+#define NKC_DROP_SLOTS 8
+_Static_assert(NKC_DROP_MAX <= NKC_DROP_SLOTS, "nkc_drops has a slot per reason");
+
+struct nkc_drops {
+	__u64 v[NKC_DROP_SLOTS];
+};
+_Static_assert(sizeof(struct nkc_drops) == 64, "nkc_drops is 64 bytes");
 
 /*
  * Socket bypass (bpf_sock.c). Key of nkc_sock_hash and nkc_sock_state: one TCP

@@ -1,12 +1,16 @@
 /*
  * What every program needs: uapi includes, the verdicts, the map definition
- * macro and the parsed view of a packet (nkc_parse). Parsing only reads; it
- * never changes the packet. Whatever it cannot read with certainty is marked
- * NKC_L4_OPAQUE, and an opaque packet is never redirected.
+ * macro and the parsed view of an IP packet (nkc_parse_ip). Parsing only reads;
+ * it never changes the packet. Every header is read with bpf_skb_load_bytes,
+ * which reaches paged data too: a frame whose headers lie beyond the linear part
+ * is read like any other, never mistaken for a short one. Whatever cannot be read
+ * with certainty is marked NKC_L4_OPAQUE, and an opaque packet is never
+ * redirected. Which frames are read at all, and through which tags: frame.h.
  */
 #ifndef NKC_COMMON_H
 #define NKC_COMMON_H
 
+#include <stddef.h>
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/if_link.h>
@@ -103,7 +107,7 @@ struct nkc_pkt {
 
 enum nkc_parse_result {
 	NKC_PARSE_IP,
-	NKC_PARSE_NOT_IP,    /* ARP and every other ethertype */
+	NKC_PARSE_NOT_IP,    /* an ethertype other than IPv4 and IPv6 */
 	NKC_PARSE_BAD,       /* says IP but too short, or the wrong version, to be one */
 };
 
@@ -158,9 +162,9 @@ static __always_inline void nkc_transport(struct __sk_buff *skb, struct nkc_pkt 
  * has segments to visit (the destination address is not the final one), a chain
  * longer than NKC_IPV6_MAX_EXT, or a header cut short.
  */
-static __always_inline __u32 nkc_ipv6_skip_ext(struct __sk_buff *skb, struct nkc_pkt *p)
+static __always_inline __u32 nkc_ipv6_skip_ext(struct __sk_buff *skb, struct nkc_pkt *p, __u32 l3_off)
 {
-	__u32 off = L3_OFF + sizeof(struct ipv6hdr);
+	__u32 off = l3_off + sizeof(struct ipv6hdr);
 	__u8 next = p->proto;
 
 #pragma unroll
@@ -194,48 +198,59 @@ static __always_inline __u32 nkc_ipv6_skip_ext(struct __sk_buff *skb, struct nkc
 	return 0;
 }
 
-static __always_inline enum nkc_parse_result nkc_parse(struct __sk_buff *skb, struct nkc_pkt *p)
+/*
+ * Reads the IP packet at `l3_off` whose ethertype (network order) the frame gave. The
+ * transport header is read only for a packet whose L3 header starts right after the
+ * Ethernet header: only those are ever redirected (frame.h).
+ */
+static __always_inline enum nkc_parse_result nkc_parse_ip(struct __sk_buff *skb, struct nkc_pkt *p,
+							  __be16 ethertype, __u32 l3_off)
 {
-	void *data = (void *)(long)skb->data;
-	void *end = (void *)(long)skb->data_end;
-	struct ethhdr *eth = data;
-
 	__builtin_memset(p, 0, sizeof(*p));
-	if ((void *)(eth + 1) > end)
-		return NKC_PARSE_NOT_IP;
-
-	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
-		struct iphdr *ip = (void *)(eth + 1);
-		if ((void *)(ip + 1) > end || ip->version != 4 || ip->ihl < 5)
+	if (ethertype == bpf_htons(ETH_P_IP)) {
+		struct iphdr ip;
+		if (bpf_skb_load_bytes(skb, l3_off, &ip, sizeof(ip)) || ip.version != 4 || ip.ihl < 5)
 			return NKC_PARSE_BAD;
 		p->family = NKC_AF_INET;
-		__builtin_memcpy(p->src, &ip->saddr, 4);
-		__builtin_memcpy(p->dst, &ip->daddr, 4);
-		p->tos = ip->tos;
-		p->proto = ip->protocol;
-		p->ttl = ip->ttl;
+		__builtin_memcpy(p->src, &ip.saddr, 4);
+		__builtin_memcpy(p->dst, &ip.daddr, 4);
+		p->tos = ip.tos;
+		p->proto = ip.protocol;
+		p->ttl = ip.ttl;
 		/* Options may reroute the packet (source routing) or ask every router
 		 * for work (record route): the stack's to handle. So are fragments. */
-		if (ip->ihl == 5 && !(ip->frag_off & bpf_htons(IP_MF | IP_OFFSET)))
+		if (l3_off == L3_OFF && ip.ihl == 5 && !(ip.frag_off & bpf_htons(IP_MF | IP_OFFSET)))
 			nkc_transport(skb, p, L3_OFF + sizeof(struct iphdr));
 		return NKC_PARSE_IP;
 	}
-	if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
-		struct ipv6hdr *ip6 = (void *)(eth + 1);
-		if ((void *)(ip6 + 1) > end || ip6->version != 6)
+	if (ethertype == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr ip6;
+		if (bpf_skb_load_bytes(skb, l3_off, &ip6, sizeof(ip6)) || ip6.version != 6)
 			return NKC_PARSE_BAD;
 		p->family = NKC_AF_INET6;
-		__builtin_memcpy(p->src, &ip6->saddr, 16);
-		__builtin_memcpy(p->dst, &ip6->daddr, 16);
-		p->flowinfo = *(__be32 *)ip6 & bpf_htonl(0x0fffffff);
-		p->proto = ip6->nexthdr;
-		p->ttl = ip6->hop_limit;
-		__u32 off = nkc_ipv6_skip_ext(skb, p);
-		if (off)
-			nkc_transport(skb, p, off);
+		__builtin_memcpy(p->src, &ip6.saddr, 16);
+		__builtin_memcpy(p->dst, &ip6.daddr, 16);
+		p->flowinfo = *(__be32 *)&ip6 & bpf_htonl(0x0fffffff);
+		p->proto = ip6.nexthdr;
+		p->ttl = ip6.hop_limit;
+		if (l3_off == L3_OFF) {
+			__u32 off = nkc_ipv6_skip_ext(skb, p, L3_OFF);
+			if (off)
+				nkc_transport(skb, p, off);
+		}
 		return NKC_PARSE_IP;
 	}
 	return NKC_PARSE_NOT_IP;
+}
+
+/* The ethertype of an untagged frame, network order; 0 when the frame is too short. */
+static __always_inline __be16 nkc_ethertype(struct __sk_buff *skb)
+{
+	__be16 ethertype;
+
+	if (bpf_skb_load_bytes(skb, offsetof(struct ethhdr, h_proto), &ethertype, sizeof(ethertype)))
+		return 0;
+	return ethertype;
 }
 
 /*

@@ -9,6 +9,7 @@ export const MAP_NAMES = {
   endpoints: "nkc_endpoints",
   cluster: "nkc_cluster",
   counters: "nkc_counters",
+  drops: "nkc_drops",
   flowTables: "nkc_flow_tables",
   flowOwner: "nkc_flow_owner",
   flowPool: "nkc_flow_pool",
@@ -38,6 +39,8 @@ export const FLOW_POOL_SIZE = 16;
 export const EP_FLAG_NETKIT = 1;
 /** NKC_EP_F_SOCK_BYPASS: the pod's network has "sockBypass": true. */
 export const EP_FLAG_SOCK_BYPASS = 2;
+/** NKC_EP_F_NO_ARP: the pod's device resolves no neighbours (netkit L3): its ARP is refused. */
+export const EP_FLAG_NO_ARP = 4;
 
 /** The socket bypass's maps and programs (bpf/bpf_sock.c), loaded only where a network asks for it. */
 export const SOCK_MAP_NAMES = {
@@ -128,6 +131,23 @@ export function zeroCounters(): Counters {
 export function addCounters(into: Counters, value: Buffer): Counters {
   COUNTER_NAMES.forEach((name, i) => {
     into[name] += value.readBigUInt64LE(i * 8);
+  });
+  return into;
+}
+
+/** enum nkc_drop_reason, in order: why the programs refused packets (nkc_drops). */
+export const DROP_REASONS = ["spoofed", "tagged", "ethertype", "unparsable", "limit", "rewrite"] as const;
+export type DropReason = (typeof DROP_REASONS)[number];
+export type Drops = Record<DropReason, bigint>;
+
+export function zeroDrops(): Drops {
+  return Object.fromEntries(DROP_REASONS.map((n) => [n, 0n])) as Drops;
+}
+
+/** Adds one CPU's struct nkc_drops (u64 v[8], a slot per reason) into `into`. */
+export function addDrops(into: Drops, value: Buffer): Drops {
+  DROP_REASONS.forEach((reason, i) => {
+    into[reason] += value.readBigUInt64LE(i * 8);
   });
   return into;
 }

@@ -1,8 +1,9 @@
 /**
- * Reading the per-endpoint counters (nkc_counters, per CPU, keyed by host ifindex).
- * The programs increment; userspace only reads and deletes.
+ * Reading the per-endpoint counters (per CPU, keyed by host ifindex): what happened to
+ * packets (nkc_counters) and why refused ones were refused (nkc_drops). The programs
+ * increment; userspace only reads and deletes.
  */
-import { addCounters, type Counters, ifindexKey, zeroCounters } from "./abi";
+import { addCounters, addDrops, type Counters, type Drops, ifindexKey, zeroCounters, zeroDrops } from "./abi";
 import type { BpfMap } from "./maps";
 
 /** The device's counters summed over CPUs (zeros when it has none yet). */
@@ -14,4 +15,10 @@ export function readCounters(map: BpfMap, hostIfindex: number): Counters {
 /** Drops a device's counters (on DEL: ifindexes are reused). */
 export function deleteCounters(map: BpfMap, hostIfindex: number): boolean {
   return map.delete(ifindexKey(hostIfindex));
+}
+
+/** The device's refusals by reason, summed over CPUs (zeros when it has none). */
+export function readDrops(map: BpfMap, ifindex: number): Drops {
+  const perCpu = map.lookupPerCpu(ifindexKey(ifindex)) ?? [];
+  return perCpu.reduce(addDrops, zeroDrops());
 }

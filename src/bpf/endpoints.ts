@@ -6,6 +6,7 @@ import {
   decodeEndpointKey,
   decodeEndpointValue,
   EP_FLAG_NETKIT,
+  EP_FLAG_NO_ARP,
   EP_FLAG_SOCK_BYPASS,
   endpointKey,
   endpointValue,
@@ -18,6 +19,8 @@ export interface Endpoint {
   datapath: "veth" | "netkit";
   /** Its network asked for the same-node socket bypass (bpf/bpf_sock.c). */
   sockBypass?: boolean;
+  /** Its device resolves no neighbours (netkit L3): ARP from the pod is refused. */
+  noArp?: boolean;
 }
 
 export class EndpointMap {
@@ -25,7 +28,9 @@ export class EndpointMap {
 
   upsert(ip: string, endpoint: Endpoint): void {
     const flags =
-      (endpoint.datapath === "netkit" ? EP_FLAG_NETKIT : 0) | (endpoint.sockBypass ? EP_FLAG_SOCK_BYPASS : 0);
+      (endpoint.datapath === "netkit" ? EP_FLAG_NETKIT : 0) |
+      (endpoint.sockBypass ? EP_FLAG_SOCK_BYPASS : 0) |
+      (endpoint.noArp ? EP_FLAG_NO_ARP : 0);
     this.map.update(endpointKey(ip), endpointValue({ hostIfindex: endpoint.hostIfindex, flags }));
   }
 
@@ -55,5 +60,6 @@ function toEndpoint(value: Buffer): Endpoint {
     hostIfindex: v.hostIfindex,
     datapath: v.flags & EP_FLAG_NETKIT ? "netkit" : "veth",
     ...(v.flags & EP_FLAG_SOCK_BYPASS ? { sockBypass: true } : {}),
+    ...(v.flags & EP_FLAG_NO_ARP ? { noArp: true } : {}),
   };
 }

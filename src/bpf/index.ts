@@ -2,8 +2,25 @@
  * The public face of src/bpf: what the datapath and commands use. Nothing here but
  * re-exports, so callers do not depend on the module layout below.
  */
-export type { BandwidthMode, CounterName, Counters, DirectStats, FlowKey, SockCounters } from "./abi";
-export { COUNTER_NAMES, DIRECT_TABLE_SIZE, MAP_NAMES, PROGRAM_NAMES, SOCK_MAP_NAMES, SOCK_PROGRAM_NAMES } from "./abi";
+export type {
+  BandwidthMode,
+  CounterName,
+  Counters,
+  DirectStats,
+  DropReason,
+  Drops,
+  FlowKey,
+  SockCounters,
+} from "./abi";
+export {
+  COUNTER_NAMES,
+  DIRECT_TABLE_SIZE,
+  DROP_REASONS,
+  MAP_NAMES,
+  PROGRAM_NAMES,
+  SOCK_MAP_NAMES,
+  SOCK_PROGRAM_NAMES,
+} from "./abi";
 export {
   deletePodLimits,
   type EgressEnforcement,
@@ -14,7 +31,7 @@ export {
   setPodLimits,
 } from "./bandwidth";
 export { listClusterCidrs, setNetworkClusterCidrs } from "./cluster";
-export { deleteCounters, readCounters } from "./counters";
+export { deleteCounters, readCounters, readDrops } from "./counters";
 export {
   clearEndpointTable,
   createEndpointTable,

@@ -75,15 +75,18 @@ export interface NodeMaps {
   endpoints: BpfMap;
   cluster: BpfMap;
   counters: BpfMap;
+  /** Refusals by reason, per endpoint (and the uplink's own). */
+  drops: BpfMap;
   /** The pool of per-endpoint flow tables (direct.ts). */
   direct: FlowTableMaps;
   directStats: BpfMap;
   bandwidth: BpfMap;
 }
 
-/** The maps DEL, CHECK and GC use: which pod is where, its counters, flow table and limits. */
+/** The maps DEL, CHECK and GC use: which pod is where, its counters, flow table and limits.
+ * The optional ones are absent on a node whose maps an older build pinned. */
 export type EndpointMaps = Pick<NodeMaps, "endpoints" | "counters"> &
-  Partial<Pick<NodeMaps, "direct" | "directStats" | "bandwidth">>;
+  Partial<Pick<NodeMaps, "drops" | "direct" | "directStats" | "bandwidth">>;
 
 export interface NodePrograms {
   maps: NodeMaps;
@@ -386,6 +389,7 @@ export function openNodeMaps(bpffsRoot: string): EndpointMaps & { close(): void 
     return {
       endpoints: open(MAP_NAMES.endpoints, false) as BpfMap,
       counters: open(MAP_NAMES.counters, false) as BpfMap,
+      drops: open(MAP_NAMES.drops, true),
       direct: hasPool
         ? {
             tables: open(MAP_NAMES.flowTables, false) as BpfMap,
@@ -457,6 +461,7 @@ function nodeMaps(byName: ReadonlyMap<string, BpfMap>): NodeMaps {
     endpoints: get(MAP_NAMES.endpoints),
     cluster: get(MAP_NAMES.cluster),
     counters: get(MAP_NAMES.counters),
+    drops: get(MAP_NAMES.drops),
     direct: { tables: get(MAP_NAMES.flowTables), owners: get(MAP_NAMES.flowOwner), pool: get(MAP_NAMES.flowPool) },
     directStats: get(MAP_NAMES.directStats),
     bandwidth: get(MAP_NAMES.bandwidth),

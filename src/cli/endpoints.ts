@@ -1,13 +1,14 @@
 /**
  * `netkit-cni endpoints`: the pods this node's plugin wired, one row each: container,
  * interface, host device and its kind, addresses, the fast-path counters that say which
- * path their packets took, and how full its direct-flow table is (entries held, and what
+ * path their packets took and why refused ones were refused, and how full its direct-flow table is (entries held, and what
  * the LRU evicted), how many of its sockets the socket bypass splices now (SPLICED), and
  * its rate limits: how they are enforced (police), the rates, and what they dropped.
  * Read-only; run in the node's network namespace.
  */
 import {
   type Counters,
+  type Drops,
   listBypassedSockets,
   openSockMaps,
   type PodLimits,
@@ -16,6 +17,7 @@ import {
 } from "../bpf/index";
 import {
   countersOf,
+  dropsOf,
   endpointMapEntries,
   endpointState,
   type FlowTableUsage,
@@ -25,6 +27,7 @@ import {
 import { parseOwnerAlias } from "../datapath/naming";
 import { listLinks } from "../netlink/links";
 import { RtnlSocket } from "../netlink/socket";
+import { formatDrops } from "./status-format";
 
 export interface EndpointRow {
   containerId: string;
@@ -34,6 +37,8 @@ export interface EndpointRow {
   addresses: string[];
   programsAttached: boolean;
   counters: Record<keyof Counters, number> | undefined;
+  /** What its programs refused, by reason (absent: a node whose maps an older build made). */
+  drops: Record<keyof Drops, number> | undefined;
   flowTable: Record<keyof FlowTableUsage, number> | undefined;
   /** Its sockets spliced by the socket bypass now (connections it has open to local pods). */
   bypassedSockets: number;
@@ -82,6 +87,7 @@ export async function listEndpoints(bpffsRoot: string): Promise<EndpointRow[]> {
       addresses,
       programsAttached: endpointState(bpffsRoot, link.name).pinned,
       counters: numbers(counters),
+      drops: numbers(dropsOf(bpffsRoot, link.index)),
       flowTable: numbers(flowTableOf(bpffsRoot, link.index)),
       bypassedSockets: addresses.reduce((n, ip) => n + (bypassed.get(ip) ?? 0), 0),
       sockCounters: numbers(sockCounters(link.index)),
@@ -102,6 +108,7 @@ export function formatEndpoints(rows: EndpointRow[]): string {
     "REDIRECTED",
     "STACK",
     "DROPPED",
+    "WHY",
     "FLOWS",
     "EVICTED",
     "SPLICED",
@@ -121,6 +128,7 @@ export function formatEndpoints(rows: EndpointRow[]): string {
       String(redirected),
       String(c ? c.passedStack + c.passedStackUnproven : 0),
       String(c ? c.droppedSpoofed + c.droppedOther : 0),
+      formatDrops(r.drops),
       r.flowTable ? `${r.flowTable.entries}/${r.flowTable.capacity}` : "-",
       r.flowTable ? String(r.flowTable.evicted) : "-",
       String(r.bypassedSockets),

@@ -66,6 +66,12 @@ export function formatStatus(s: NodeStatus): string {
   const modes = Object.entries(s.bandwidth.modes).map(([m, n]) => `${n} ${MODE_TEXT[m] ?? m}`);
   lines.push(`rate limits     ${s.bandwidth.limited} pods${modes.length > 0 ? `: ${modes.join(", ")}` : ""}`);
   for (const off of s.bandwidth.pacingOff) lines.push(`pacing          off on ${off.uplink}: ${off.reason}`);
+  if (s.drops) {
+    lines.push(`refused         by pods: ${formatDrops(s.drops.pods, "none")}`);
+    for (const u of s.drops.uplinks) {
+      lines.push(`refused         from the wire on ${u.device}: ${formatDrops(u.drops, "none")}`);
+    }
+  }
   for (const shared of s.sharedSubnets) {
     lines.push(`shared subnet   ${shared.device}: answering ARP/ND for ${shared.addresses.join(", ")}`);
   }
@@ -75,6 +81,12 @@ export function formatStatus(s: NodeStatus): string {
   if (s.problems.length === 0) lines.push("problems        none");
   else for (const p of s.problems) lines.push(`problem         ${p}`);
   return lines.join("\n");
+}
+
+/** "spoofed:3,tagged:1": the reasons that refused anything (bpf/lib/frame.h), or `none`. */
+export function formatDrops(drops: Record<string, number> | undefined, none = "-"): string {
+  const seen = Object.entries(drops ?? {}).filter(([, n]) => n > 0);
+  return seen.length > 0 ? seen.map(([why, n]) => `${why}:${n}`).join(",") : none;
 }
 
 /** The node's maps as a table under a "maps" label, and what happens when one is full. */

@@ -19,8 +19,12 @@ import {
   BpfLink,
   BpfProgram,
   buildName,
+  DROP_REASONS,
+  type Drops,
   isBpffs,
+  MAP_NAMES,
   type MapOccupancy,
+  mapsDir,
   type NatCheck,
   openPin,
   PROGRAM_NAMES,
@@ -30,7 +34,7 @@ import { conntrackUnavailable } from "../bpf/node";
 import { listBypassedSockets, openSockMaps, sockRoot } from "../bpf/sock";
 import { AF_INET, AF_INET6 } from "../cni/address";
 import { isOurProxy } from "../datapath/coexist-plan";
-import { embeddedObjects, endpointMapEntries, limitsOf, pinnedEndpointDevices } from "../datapath/fastpath";
+import { dropsOf, embeddedObjects, endpointMapEntries, limitsOf, pinnedEndpointDevices } from "../datapath/fastpath";
 import { parseOwnerAlias } from "../datapath/naming";
 import { kernelHasNetkit } from "../datapath/probe";
 import { type PacingOff, readPacingOff } from "../datapath/shaping";
@@ -91,6 +95,11 @@ export interface NodeStatus {
   /** Pods with rate limits (the bandwidth capability), by how their egress is enforced
    * (edt: paced by fq on the uplink; police: token bucket), and why an uplink cannot pace. */
   bandwidth: { limited: number; modes: Record<string, number>; pacingOff: PacingOff[] };
+  /** What the programs refused, by reason (bpf/lib/frame.h): summed over our pods, and per
+   * uplink for frames from the wire that no pod owns. Absent: maps of an older build. */
+  drops:
+    | { pods: Record<keyof Drops, number>; uplinks: { device: string; drops: Record<keyof Drops, number> }[] }
+    | undefined;
   /**
    * Devices not ours on which the node answers ARP/ND for our pods (another plugin's
    * bridge on the same subnet, datapath/coexist.ts), with the addresses it answers for.
@@ -238,6 +247,15 @@ export async function nodeStatus(bpffsRoot: string): Promise<NodeStatus> {
     bandwidth.modes[mode] = (bandwidth.modes[mode] ?? 0) + 1;
   }
 
+  const drops = refusals(
+    root,
+    owned.map((l) => l.index),
+    listDir(path.join(root, "uplink")).flatMap((dev) => {
+      const link = byName.get(dev);
+      return link ? [{ device: dev, ifindex: link.index }] : [];
+    }),
+  );
+
   const sockLinks = listDir(sockRoot(root))
     .filter((name) => name !== "programs")
     .map((name) => {
@@ -282,9 +300,28 @@ export async function nodeStatus(bpffsRoot: string): Promise<NodeStatus> {
       off: readSockBypassOff(root),
     },
     bandwidth,
+    drops,
     sharedSubnets: sharedSubnets(proxies, byIndex),
     endpoints: { devices: owned.length, pinned: pinned.length, addresses: entries.size, links: endpointLinks },
     problems,
+  };
+}
+
+/** Refusals by reason: the pods' summed, each uplink's own; undefined before a build with
+ * the map has run on the node. */
+function refusals(root: string, pods: number[], uplinks: { device: string; ifindex: number }[]): NodeStatus["drops"] {
+  if (!fs.existsSync(path.join(mapsDir(root), MAP_NAMES.drops))) return undefined;
+  const counts = (ifindexes: number[]) => {
+    const sum = Object.fromEntries(DROP_REASONS.map((r) => [r, 0])) as Record<keyof Drops, number>;
+    for (const ifindex of ifindexes) {
+      const drops = dropsOf(root, ifindex);
+      for (const r of DROP_REASONS) sum[r] += Number(drops?.[r] ?? 0n);
+    }
+    return sum;
+  };
+  return {
+    pods: counts(pods),
+    uplinks: uplinks.map(({ device, ifindex }) => ({ device, drops: counts([ifindex]) })),
   };
 }
 

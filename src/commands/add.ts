@@ -73,7 +73,8 @@ export async function cmdAdd(inv: Invocation): Promise<Result> {
     rollback.onFailure(`delete ${hostDevice}`, () => deleteLinkByName(ns.host, hostDevice).then(() => undefined));
     await failpoint("pair-created");
 
-    const gatewayMac = podEndUsesNeighbours(datapath, conf) ? endpoint.hostMac : undefined;
+    const resolvesNeighbours = podEndUsesNeighbours(datapath, conf);
+    const gatewayMac = resolvesNeighbours ? endpoint.hostMac : undefined;
     const podRoutes = await configurePodEnd(ns.pod, pair.podLink, gatewayMac, addresses);
     await failpoint("pod-configured");
     enableForwarding(addresses);
@@ -99,6 +100,7 @@ export async function cmdAdd(inv: Invocation): Promise<Result> {
       hostDevice,
       hostIfindex: pair.hostLink.index,
       kind: datapath.kind,
+      resolvesNeighbours,
       addresses,
       bandwidth,
       egress,

@@ -30,6 +30,7 @@ import {
   createEndpointTable,
   DIRECT_TABLE_SIZE,
   type DirectStats,
+  type Drops,
   deleteCounters,
   deleteDirectStats,
   deletePodLimits,
@@ -54,6 +55,7 @@ import {
   programName,
   readCounters,
   readDirectStats,
+  readDrops,
   removeEndpointTable,
   setPodLimits,
 } from "../bpf/index";
@@ -100,6 +102,8 @@ export interface FastPathEndpoint {
   hostDevice: string;
   hostIfindex: number;
   kind: DeviceKind;
+  /** The pod's device speaks ARP/ND (veth, netkit L2); false: its ARP is refused. */
+  resolvesNeighbours: boolean;
   addresses: string[];
   /** The pod's rate limits (cni/bandwidth.ts); absent: none. */
   bandwidth?: Bandwidth | undefined;
@@ -237,6 +241,7 @@ function attachPod(
       hostIfindex: ep.hostIfindex,
       datapath: ep.kind,
       sockBypass: bypass,
+      noArp: !ep.resolvesNeighbours,
     });
   }
 }
@@ -410,6 +415,7 @@ async function deadEndpointState(root: string, liveIfindexes: () => Promise<Read
     ifindexes: [
       ...new Set([
         ...[...maps.counters.keys()].map((k) => k.readUInt32LE(0)),
+        ...(maps.drops ? [...maps.drops.keys()].map((k) => k.readUInt32LE(0)) : []),
         ...(maps.direct ? endpointTableOwners(maps.direct) : []),
         ...(maps.bandwidth ? limitedIfindexes(maps.bandwidth) : []),
       ]),
@@ -439,6 +445,7 @@ function removeDead(root: string, maps: EndpointMaps, dead: DeadState): string[]
 /** Counters, flow table and its statistics, rate limits: everything keyed by a device's ifindex. */
 function forgetIfindex(maps: EndpointMaps, hostIfindex: number): void {
   deleteCounters(maps.counters, hostIfindex);
+  if (maps.drops) deleteCounters(maps.drops, hostIfindex);
   if (maps.direct) removeEndpointTable(maps.direct, hostIfindex);
   if (maps.directStats) deleteDirectStats(maps.directStats, hostIfindex);
   if (maps.bandwidth) deletePodLimits(maps.bandwidth, hostIfindex);
@@ -480,6 +487,11 @@ export function pinnedEndpointDevices(root: string): string[] {
 
 export function countersOf(root: string, hostIfindex: number): Counters | undefined {
   return withNodeMaps(root, (maps) => readCounters(maps.counters, hostIfindex));
+}
+
+/** Why the programs refused packets of this device (a pod's, or the uplink's own). */
+export function dropsOf(root: string, ifindex: number): Drops | undefined {
+  return withNodeMaps(root, (maps) => (maps.drops ? readDrops(maps.drops, ifindex) : undefined));
 }
 
 /** An endpoint's direct-flow table: how full it is and what went in and out. */

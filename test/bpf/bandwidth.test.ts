@@ -19,7 +19,7 @@ import { TestBpffs } from "./helpers/bpffs";
 import type { TestNetns } from "./helpers/netns";
 import { DROP, makeTestNode, NEXT, POD1, POD2, REDIRECT, REMOTE } from "./helpers/node";
 import { buildObjects } from "./helpers/objects";
-import { arpRequest, type PacketSpec, packet, TCP } from "./helpers/packets";
+import { arp, type PacketSpec, packet, TCP } from "./helpers/packets";
 import { testRun } from "./helpers/test-run";
 
 const LIMIT = { rate: 1_000, burst: 8_000 };
@@ -213,7 +213,7 @@ describe("ingress: every path into the pod", () => {
     // Not a limited pod's address (or no endpoint at all): not limited.
     expect(verdicts(2, () => toPod(POD1.v4))).toEqual([NEXT, NEXT]);
     expect(verdicts(2, () => toPod("10.99.0.1"))).toEqual([NEXT, NEXT]);
-    expect(run(node.programs.podIngress, h2, arpRequest())).toBe(NEXT);
+    expect(run(node.programs.podIngress, h2, arp({ senderIp: "10.244.1.1", targetIp: POD2.v4 }))).toBe(NEXT);
     // The egress bucket is the pod's other one, still full.
     const fromPod2 = run(
       node.programs.fromPod,

@@ -33,16 +33,7 @@ import { ageFlows, rawEntries, tableId, writeEntries } from "./helpers/flows";
 import type { TestNetns } from "./helpers/netns";
 import { DROP, GATEWAY_MAC, makeTestNode, NEXT, POD1, POD2, REDIRECT, REMOTE } from "./helpers/node";
 import { buildObjects } from "./helpers/objects";
-import {
-  arpRequest,
-  type Ipv6Ext,
-  ipv4HeaderValid,
-  type PacketSpec,
-  packet,
-  readMac,
-  readTtl,
-  TCP,
-} from "./helpers/packets";
+import { arp, type Ipv6Ext, ipv4HeaderValid, type PacketSpec, packet, readMac, readTtl, TCP } from "./helpers/packets";
 import { testRun } from "./helpers/test-run";
 
 const REMOTE_NO_NEIGH = { v4: "10.244.3.30", v6: "fd00:244:3::30" };
@@ -477,9 +468,10 @@ describe.each(VARIANTS)("%s NAT check", (natCheck) => {
       expect(remembered(h1)).toEqual([]);
     });
 
-    it("drops another source, and lets link-local housekeeping and ARP through", () => {
+    it("drops another source, and lets link-local housekeeping and the pod's own ARP through", () => {
       expect(check({ src: POD2[af], dst: REMOTE[af], proto: "tcp" }).verdict).toBe(DROP);
-      expect(run(node.programs.sourceCheck, h1, arpRequest()).verdict).toBe(NEXT);
+      const ownArp = arp({ senderIp: POD1.v4, targetIp: "169.254.1.1" });
+      expect(run(node.programs.sourceCheck, h1, ownArp).verdict).toBe(NEXT);
       if (af === "v6")
         expect(check({ src: "fe80::1", dst: "ff02::2", proto: "icmp", icmpType: 133 }).verdict).toBe(NEXT);
       expect(counted(h1)).toMatchObject({ droppedSpoofed: 1n });
@@ -515,9 +507,10 @@ describe.each(VARIANTS)("%s NAT check", (natCheck) => {
   });
 
   describe("nkc_from_pod, other traffic", () => {
-    it("passes ARP without counting", () => {
-      expect(run(node.programs.fromPod, h1, arpRequest()).verdict).toBe(NEXT);
-      expect(counted(h1)).toEqual({});
+    it("passes the pod's own ARP to the stack", () => {
+      const ownArp = arp({ senderIp: POD1.v4, targetIp: "169.254.1.1" });
+      expect(run(node.programs.fromPod, h1, ownArp).verdict).toBe(NEXT);
+      expect(counted(h1)).toEqual({ passedStack: 1n });
     });
 
     it("passes IPv6 link-local traffic (neighbour discovery) instead of calling it spoofed", () => {

@@ -43,6 +43,10 @@ const facts = (): NodeStatus => ({
   uplinks: [{ pin: "uplink/eth0/ingress", linkId: 3, programId: 13, ifindex: 2, device: "eth0" }],
   sockBypass: { links: [], sockets: 0, unavailable: undefined, off: undefined },
   bandwidth: { limited: 0, modes: {}, pacingOff: [] },
+  drops: {
+    pods: { spoofed: 3, tagged: 1, ethertype: 0, unparsable: 0, limit: 0, rewrite: 0 },
+    uplinks: [{ device: "eth0", drops: { spoofed: 0, tagged: 0, ethertype: 0, unparsable: 0, limit: 0, rewrite: 0 } }],
+  },
   sharedSubnets: [],
   endpoints: { devices: 2, pinned: 2, addresses: 2, links: [] },
   problems: [],
@@ -68,6 +72,8 @@ describe("formatStatus", () => {
       "uplink link     uplink/eth0/ingress: link 3, program 13, on eth0",
       `socket bypass   off (no pod of a network with "sockBypass": true yet)`,
       "rate limits     0 pods",
+      "refused         by pods: spoofed:3,tagged:1",
+      "refused         from the wire on eth0: none",
       "endpoints       2 devices, 2 with programs, 2 addresses in the endpoint map",
       "problems        none",
     ]);
@@ -97,6 +103,12 @@ describe("formatStatus", () => {
     const s = facts();
     s.flowTables = { ...s.flowTables, tables: 0, entries: 0, fullest: undefined };
     expect(formatStatus(s)).not.toMatch(/^fullest table/m);
+  });
+
+  it("says nothing of refusals on a node whose maps an older build made", () => {
+    const s = facts();
+    s.drops = undefined;
+    expect(formatStatus(s)).not.toMatch(/^refused/m);
   });
 
   it("lists problems one per line", () => {

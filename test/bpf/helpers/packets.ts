@@ -32,6 +32,8 @@ export interface PacketSpec {
   icmpType?: number;
   /** TCP flags; ACK (0x10) unless given: most packets of a connection. */
   tcpFlags?: number;
+  /** What follows the transport header (16 zero bytes unless given). */
+  payload?: Buffer;
 }
 
 export const TCP = { SYN: 0x02, ACK: 0x10, FIN: 0x01, RST: 0x04 } as const;
@@ -85,22 +87,23 @@ export function ipv4Checksum(header: Buffer): number {
 }
 
 function l4(spec: PacketSpec, v6: boolean): Buffer {
+  const payload = spec.payload ?? Buffer.alloc(16);
   if (spec.proto === "icmp") {
-    const h = Buffer.alloc(8 + 16);
+    const h = Buffer.alloc(8);
     const [echo, reply] = v6 ? [128, 129] : [8, 0];
     h.writeUInt8(spec.icmpType ?? (spec.echoReply ? reply : echo), 0);
     h.writeUInt16BE(spec.echoId ?? 0x4242, 4);
     h.writeUInt16BE(1, 6);
-    return h;
+    return Buffer.concat([h, payload]);
   }
-  const h = Buffer.alloc(spec.proto === "tcp" ? 20 + 16 : 8 + 16);
+  const h = Buffer.alloc(spec.proto === "tcp" ? 20 : 8);
   h.writeUInt16BE(spec.sport ?? 40000, 0);
   h.writeUInt16BE(spec.dport ?? 80, 2);
   if (spec.proto === "tcp") {
     h.writeUInt8(5 << 4, 12);
     h.writeUInt8(spec.tcpFlags ?? TCP.ACK, 13);
-  } else h.writeUInt16BE(h.length, 4);
-  return h;
+  } else h.writeUInt16BE(h.length + payload.length, 4);
+  return Buffer.concat([h, payload]);
 }
 
 export function packet(spec: PacketSpec): Buffer {
@@ -140,11 +143,58 @@ export function packet(spec: PacketSpec): Buffer {
   return Buffer.concat([eth, ip, payload]);
 }
 
-export function arpRequest(): Buffer {
-  const eth = Buffer.alloc(14 + 28);
-  mac("ff:ff:ff:ff:ff:ff").copy(eth, 0);
-  eth.writeUInt16BE(0x0806, 12);
-  return eth;
+/** 802.1Q and 802.1ad: the tag protocol identifiers a tag starts with. */
+export const TPID = { q: 0x8100, ad: 0x88a8 } as const;
+
+export interface VlanTag {
+  tpid: number;
+  vid: number;
+}
+
+/** The frame with `tags` inserted after its MAC addresses, outermost first. */
+export function tagged(frame: Buffer, tags: VlanTag[]): Buffer {
+  const inserted = tags.map((t) => {
+    const tag = Buffer.alloc(4);
+    tag.writeUInt16BE(t.tpid, 0);
+    tag.writeUInt16BE(t.vid & 0x0fff, 2);
+    return tag;
+  });
+  return Buffer.concat([frame.subarray(0, 12), ...inserted, frame.subarray(12)]);
+}
+
+/** The frame with another ethertype in its Ethernet header (the rest unchanged). */
+export function withEthertype(frame: Buffer, ethertype: number): Buffer {
+  const copy = Buffer.from(frame);
+  copy.writeUInt16BE(ethertype, 12);
+  return copy;
+}
+
+export interface ArpSpec {
+  /** Sender protocol address (spa); 0.0.0.0 for a probe. */
+  senderIp: string;
+  targetIp: string;
+  senderMac?: string;
+  op?: "request" | "reply";
+  /** Replaces the hardware type (1, Ethernet) to build a malformed one. */
+  htype?: number;
+}
+
+/** ARP for IPv4 over Ethernet: the Ethernet header and the 28-byte packet. */
+export function arp(spec: ArpSpec): Buffer {
+  const senderMac = mac(spec.senderMac ?? "02:00:00:00:00:02");
+  const frame = Buffer.alloc(14 + 28);
+  mac("ff:ff:ff:ff:ff:ff").copy(frame, 0);
+  senderMac.copy(frame, 6);
+  frame.writeUInt16BE(0x0806, 12);
+  frame.writeUInt16BE(spec.htype ?? 1, 14);
+  frame.writeUInt16BE(0x0800, 16);
+  frame.writeUInt8(6, 18);
+  frame.writeUInt8(4, 19);
+  frame.writeUInt16BE(spec.op === "reply" ? 2 : 1, 20);
+  senderMac.copy(frame, 22);
+  ipBytes(spec.senderIp).copy(frame, 28);
+  ipBytes(spec.targetIp).copy(frame, 38);
+  return frame;
 }
 
 export const readMac = (frame: Buffer, offset: 0 | 6) =>
