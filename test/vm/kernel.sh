@@ -31,6 +31,9 @@ REQUIRED=(
   NAMESPACES NET_NS UTS_NS IPC_NS PID_NS USER_NS INET IPV6 BRIDGE TUN DUMMY
   PACKET IP_ADVANCED_ROUTER IP_MULTIPLE_TABLES IPV6_MULTIPLE_TABLES
   NET_SCH_TBF NET_CLS_U32 NET_ACT_MIRRED IFB
+  # VLAN devices on the uplink (802.1Q, QinQ): the node's own tagged traffic must pass
+  # the uplink's program while tags that hide a spoofed source are refused
+  VLAN_8021Q
   # the bandwidth limits' earliest departure times: fq paces them (mq, which holds one
   # fq per transmit queue, is always built with the scheduler core)
   NET_SCH_FQ
