@@ -7,6 +7,7 @@
  * build's alias for it, which names no network) is deleted.
  */
 import * as fs from "node:fs";
+import { ifnameProblem } from "../cni/env";
 import { syncNeighbourProxies } from "../datapath/coexist";
 import { removeEndpoint } from "../datapath/fastpath";
 import { aliasClaims, hostDeviceName } from "../datapath/naming";
@@ -22,6 +23,13 @@ import { ipamBackend } from "./ipam-backend";
 
 export async function cmdDel(inv: Invocation): Promise<void> {
   const { env } = inv;
+  // A name the kernel refuses was refused by ADD before it made anything (and by every
+  // CHECK): there is nothing to delete, and a DEL with nothing to do succeeds.
+  const badName = ifnameProblem(env.ifname);
+  if (badName) {
+    log.info(`nothing to delete: ${badName}`);
+    return;
+  }
   // IPs first, as ptp does: an address must not stay allocated because a device is stuck.
   ipamBackend(inv)?.del();
 
