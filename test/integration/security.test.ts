@@ -1,9 +1,9 @@
 /**
  * What an attacker who controls a container's ID or a pod's traffic could reach for: no
  * shell ever runs with input from a runtime, a container ID never becomes a file or
- * device name, and what the plugin keeps on disk is readable by root alone. (The log
- * file's 0600 and the bpffs root's 0700 are asserted where those are made:
- * protocol-errors and fastpath tests.)
+ * device name, what the plugin keeps on disk is readable by root alone, and nothing the
+ * runtime sends can forge a line of the log. (The log file's 0600 and the bpffs root's
+ * 0700 are asserted where those are made: protocol-errors and fastpath tests.)
  */
 import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
@@ -109,5 +109,47 @@ describe("security", () => {
     expect(err.supportedVersions).toBeUndefined();
     expect(err.msg).toMatch(/CNI_COMMAND/);
     expect(fs.readdirSync(dir).sort()).toEqual([".env", "bunfig.toml", "preload.js"]);
+  });
+});
+
+describe("the log", () => {
+  // Text that would pass for a record of its own if its line break were written as is.
+  const FORGED = "\n2000-01-01T00:00:00.000Z INFO [1] ADD forged/eth0 added veth nk0 <-> eth0";
+  const ID = `c\r\u001b[2K${FORGED}\u2028x\\`;
+
+  it("keeps one line per record whatever STATUS, ADD and DEL are sent", () => {
+    const [node] = makeCluster(fx);
+    const logFile = node.conf.logFile as string;
+    const pod = fx.makeNetns("nkp");
+    const runs = [
+      runPlugin(node.netns, "STATUS", { containerId: ID }, node.conf),
+      runPlugin(node.netns, "ADD", { containerId: ID, netns: `/run/netns/${pod}`, ifname: "eth0" }, node.conf),
+      runPlugin(node.netns, "DEL", { containerId: ID, netns: `/run/netns/${pod}`, ifname: "eth0" }, node.conf),
+      // Accepted as it is: a netns path is any absolute path, and the error quotes it.
+      runPlugin(
+        node.netns,
+        "ADD",
+        { containerId: "c1", netns: `/run/netns/absent${FORGED}`, ifname: "eth0" },
+        node.conf,
+      ),
+    ];
+    expect(runs.map((r) => r.status)).toEqual([0, 1, 1, 1]);
+    expect(runs.slice(1).map((r) => r.json?.code)).toEqual([4, 4, 4]);
+
+    const lines = fs.readFileSync(logFile, "utf8").split("\n");
+    expect(lines.pop()).toBe("");
+    for (const line of lines) expect(line).toMatch(/^\d{4}-\d\d-\d\dT[\d:.]+Z (ERROR|WARN|INFO|DEBUG) \[\d+\] \S/);
+    expect(lines.filter((l) => l.startsWith("2000-01-01"))).toEqual([]);
+    const escapedId =
+      "c\\r\\u001b[2K\\n2000-01-01T00:00:00.000Z INFO [1] ADD forged/eth0 added veth nk0 <-> eth0\\u2028x\\\\";
+    // STATUS reports, and the refusals of ADD and DEL are on record, each on its line.
+    expect(lines.filter((l) => l.includes(`INFO [`) && l.includes(`STATUS ${escapedId}/ ready`))).toHaveLength(1);
+    for (const verb of ["ADD", "DEL"]) {
+      const refusal = lines.filter(
+        (l) => l.includes(`ERROR [`) && l.includes(`${verb} ${escapedId}/eth0 CNI_CONTAINERID`),
+      );
+      expect(refusal, verb).toHaveLength(1);
+    }
+    expect(lines.filter((l) => l.includes("ERROR [") && l.includes("/run/netns/absent\\n2000-01-01T"))).toHaveLength(1);
   });
 });
