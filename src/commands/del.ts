@@ -17,7 +17,7 @@ import { liveIfindexes } from "../datapath/uplink";
 import { log } from "../log";
 import { deleteLinkByName, getLinkByName } from "../netlink/links";
 import { RtnlSocket } from "../netlink/socket";
-import { openNetns } from "../sys/netns";
+import { isOwnNetns, openNetns } from "../sys/netns";
 import type { Invocation } from "./invocation";
 import { ipamBackend } from "./ipam-backend";
 
@@ -79,6 +79,8 @@ async function removeSourceRules(netns: string, ifname: string): Promise<void> {
     return; // The netns is gone or going away: so are its rules.
   }
   try {
+    // ADD refuses the node's own namespace as a pod's: nothing in it is the pod's to remove.
+    if (isOwnNetns(netnsFd)) return;
     const pod = RtnlSocket.open(netnsFd);
     try {
       const podLink = await getLinkByName(pod, ifname);

@@ -1,15 +1,16 @@
 /**
  * What an attacker who controls a container's ID or a pod's traffic could reach for: no
  * shell ever runs with input from a runtime, a container ID never becomes a file or
- * device name, what the plugin keeps on disk is readable by root alone, and nothing the
- * runtime sends can forge a line of the log. (The log file's 0600 and the bpffs root's
- * 0700 are asserted where those are made: protocol-errors and fastpath tests.)
+ * device name, what the plugin keeps on disk is readable by root alone, a "pod netns"
+ * that is the node's own is refused, and nothing the runtime sends can forge a line of
+ * the log. (The log file's 0600 and the bpffs root's 0700 are asserted where those are
+ * made: protocol-errors and fastpath tests.)
  */
 import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { BINARY, Fixture, pluginLinks, runPlugin } from "./harness";
+import { BINARY, Fixture, inNs, pluginLinks, runPlugin } from "./harness";
 
 const NODE_EXECUTABLE = process.env.NETKIT_CNI_TEST_BINARY === "node";
 
@@ -109,6 +110,58 @@ describe("security", () => {
     expect(err.supportedVersions).toBeUndefined();
     expect(err.msg).toMatch(/CNI_COMMAND/);
     expect(fs.readdirSync(dir).sort()).toEqual([".env", "bunfig.toml", "preload.js"]);
+  });
+});
+
+describe("the node's own network namespace as CNI_NETNS", () => {
+  // The plugin runs in the node's netns (nsenter), so /proc/self/ns/net names it too;
+  // /run/netns/<node> is a bind mount of it.
+  const ownPaths = (node: string) => [`/run/netns/${node}`, "/proc/self/ns/net", "/proc/thread-self/ns/net"];
+
+  it("is refused by ADD with code 4, before anything is made", () => {
+    const [node] = makeCluster(fx);
+    const linksBefore = inNs(node.netns, "ip", ["-o", "link", "show"]);
+    const dataDir = (node.conf.ipam as { dataDir: string }).dataDir;
+    for (const netns of ownPaths(node.netns)) {
+      const r = runPlugin(node.netns, "ADD", { containerId: "hostns", netns, ifname: "eth0" }, node.conf);
+      expect(r.json, netns).toMatchObject({ code: 4 });
+      expect(String(r.json?.msg)).toBe(`CNI_NETNS ${netns} is the node's own network namespace, not a pod's`);
+    }
+    expect(inNs(node.netns, "ip", ["-o", "link", "show"])).toBe(linksBefore);
+    expect(walk(path.join(dataDir, "cluster")).filter((p) => /\d+\.\d+\.\d+\.\d+$/.test(p))).toEqual([]);
+  });
+
+  it("is refused by CHECK with code 4", () => {
+    const [node] = makeCluster(fx);
+    const pod = fx.makeNetns("nkp");
+    const att = { containerId: "hostns", ifname: "eth0" };
+    const added = runPlugin(node.netns, "ADD", { ...att, netns: `/run/netns/${pod}` }, node.conf);
+    expect(added.status, added.stdout).toBe(0);
+    for (const netns of ownPaths(node.netns)) {
+      const r = runPlugin(node.netns, "CHECK", { ...att, netns }, { ...node.conf, prevResult: added.json });
+      expect(r.json, netns).toMatchObject({ code: 4 });
+      expect(String(r.json?.msg)).toBe(`CNI_NETNS ${netns} is the node's own network namespace, not a pod's`);
+    }
+  });
+
+  it("is no pod's to DEL: the node's rules stay, the attachment's device goes", () => {
+    const [node] = makeCluster(fx);
+    const pod = fx.makeNetns("nkp");
+    const att = { containerId: "hostns", ifname: "wire0" };
+    const added = runPlugin(node.netns, "ADD", { ...att, netns: `/run/netns/${pod}` }, node.conf);
+    expect(added.status, added.stdout).toBe(0);
+    // The node as DEL would see it were it the pod: a host address on "wire0", and the
+    // source rule a second interface of that name would have had.
+    const ifindex = JSON.parse(inNs(node.netns, "ip", ["-j", "link", "show", "wire0"]))[0].ifindex as number;
+    inNs(node.netns, "ip", ["addr", "add", "10.220.9.9/32", "dev", "wire0"]);
+    const table = `${10_000 + ifindex}`;
+    inNs(node.netns, "ip", ["rule", "add", "from", "10.220.9.9", "lookup", table, "priority", table]);
+    const rules = inNs(node.netns, "ip", ["rule", "show"]);
+    expect(rules).toContain("from 10.220.9.9 lookup");
+    const r = runPlugin(node.netns, "DEL", { ...att, netns: `/run/netns/${node.netns}` }, node.conf);
+    expect(r.status, r.stdout).toBe(0);
+    expect(inNs(node.netns, "ip", ["rule", "show"])).toBe(rules);
+    expect(pluginLinks(node.netns)).toEqual([]);
   });
 });
 
