@@ -25,11 +25,17 @@ import { FALLBACK_MTU, liveIfindexes, resolveUplink } from "../datapath/uplink";
 import { log } from "../log";
 import { deleteLinkByName, getLinkByName } from "../netlink/links";
 import { failpoint } from "../sys/failpoints";
+import { withAttachmentLock } from "./attachment-lock";
 import type { Invocation } from "./invocation";
 import { requireIpamBackend } from "./ipam-backend";
 import { Rollback } from "./rollback";
 
 export async function cmdAdd(inv: Invocation): Promise<Result> {
+  // A DEL of this attachment, sent by a runtime that gave up on us, waits until we end.
+  return withAttachmentLock(inv.env.containerId, inv.env.ifname, () => addPod(inv));
+}
+
+async function addPod(inv: Invocation): Promise<Result> {
   const { env, conf } = inv;
   const ipam = requireIpamBackend(inv);
   const ns = openNamespaces(env.netns);

@@ -4,7 +4,9 @@
  * when resources are missing: the netns may be gone, the device may be gone, DEL may
  * come twice. Each of those succeeds.
  * Only a device carrying this network's ownership alias for the attachment (or an older
- * build's alias for it, which names no network) is deleted.
+ * build's alias for it, which names no network) is deleted, or one with no alias yet: an
+ * ADD of the attachment killed before it labelled its device (a live one holds the
+ * attachment's lock until it ends, and this DEL waits for it).
  */
 import * as fs from "node:fs";
 import { ifnameProblem } from "../cni/env";
@@ -18,6 +20,7 @@ import { log } from "../log";
 import { deleteLinkByName, getLinkByName } from "../netlink/links";
 import { RtnlSocket } from "../netlink/socket";
 import { isOwnNetns, openNetns } from "../sys/netns";
+import { withAttachmentLock } from "./attachment-lock";
 import type { Invocation } from "./invocation";
 import { ipamBackend } from "./ipam-backend";
 
@@ -30,6 +33,11 @@ export async function cmdDel(inv: Invocation): Promise<void> {
     log.info(`nothing to delete: ${badName}`);
     return;
   }
+  await withAttachmentLock(env.containerId, env.ifname, () => delPod(inv));
+}
+
+async function delPod(inv: Invocation): Promise<void> {
+  const { env } = inv;
   // IPs first, as ptp does: an address must not stay allocated because a device is stuck.
   ipamBackend(inv)?.del();
 
@@ -38,8 +46,9 @@ export async function cmdDel(inv: Invocation): Promise<void> {
   try {
     const link = await getLinkByName(host, hostDevice);
     // A link without our alias is one an ADD created but had not yet labelled (killed
-    // mid-way); one with another owner's alias (another network's, say, after a stray DEL
-    // for an interface name the pod now has there) is not ours to delete.
+    // mid-way: a live one holds the lock); one with another owner's alias (another
+    // network's, say, after a stray DEL for an interface name the pod now has there) is
+    // not ours to delete.
     if (link?.alias !== undefined && !aliasClaims(link.alias, inv.conf.name, env.containerId, env.ifname)) {
       log.warn(`${hostDevice} belongs to "${link.alias}", not to ${inv.conf.name}'s ${env.ifname}; left alone`);
       return;

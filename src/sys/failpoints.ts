@@ -9,6 +9,8 @@ import * as fs from "node:fs";
 
 export type Failpoint =
   | "ipam-allocated"
+  /** Inside the datapath's step: the kernel made the pair, which is not read back yet. */
+  | "pair-requested"
   | "pair-created"
   | "pod-configured"
   | "host-configured"

@@ -2,17 +2,22 @@
  * An ADD killed at every step boundary (SIGKILL while paused at a named failpoint), then
  * the runtime's DEL (without a result: the ADD never returned one), then GC: nothing is
  * left — no device, route, pin, endpoint entry or IP reservation — and the address can
- * be handed out again.
+ * be handed out again. A DEL that comes while the ADD it follows still runs waits for it,
+ * then leaves nothing.
  */
 import { spawn } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { attachmentLockPath } from "../../src/commands/attachment-lock";
 import { endpointMapEntries, nodeLockPath, pinnedEndpointDevices } from "../../src/datapath/fastpath";
+import { lockQueueDir } from "../../src/sys/file-lock";
 import { Fixture, inNs, pluginLinks, runPlugin, runPluginAsync, waitForFile } from "./harness";
 import { type ClusterNode, makeCluster } from "./topology";
 
 const STEPS = ["ipam-allocated", "pair-created", "pod-configured", "host-configured", "fastpath-attached"] as const;
+/** With the step inside the datapath's pair creation: the kernel has made the pair, ADD has not seen it yet. */
+const ALL_STEPS = ["ipam-allocated", "pair-requested", ...STEPS.slice(1)] as const;
 
 let fx: Fixture;
 let node: ClusterNode;
@@ -92,4 +97,52 @@ describe("a node lock held by a stuck process", () => {
     expect(pluginLinks(node.netns)).toEqual([]);
     expect(reservations()).toEqual([]);
   }, 60_000);
+});
+
+describe("a DEL while the ADD it follows still runs", () => {
+  // A runtime that gave up on an ADD sends a DEL, and the ADD may not be dead. Paused at
+  // every step (the device made but not yet labelled as ours among them), the ADD ends
+  // first, whole, and the DEL then removes all of it.
+  it.each(ALL_STEPS)("ADD paused at %s: the DEL waits for it to end, then leaves nothing", async (step) => {
+    const pod = fx.makeNetns("nkp");
+    const att = { containerId: `raced-${step}`, netns: `/run/netns/${pod}`, ifname: "eth0" };
+    const pause = path.join(dataDir, `pause-${step}`);
+    const adding = runPluginAsync(node.netns, "ADD", att, conf, {
+      NETKIT_CNI_PAUSE_AT: step,
+      NETKIT_CNI_PAUSE_FILE: pause,
+    });
+    await waitForFile(pause);
+    let deleted = false;
+    const deleting = runPluginAsync(node.netns, "DEL", att, conf).then((r) => {
+      deleted = true;
+      return r;
+    });
+    // The DEL either queues behind the ADD for the attachment's lock, or (were nothing to
+    // stop it) runs to its end while the ADD is paused.
+    const lock = attachmentLockPath(att.containerId, att.ifname);
+    const queued = () => {
+      try {
+        return fs.readdirSync(lockQueueDir(lock)).length > 0;
+      } catch {
+        return false; // no lock file, or no queue
+      }
+    };
+    const deadline = Date.now() + 30_000;
+    while (!deleted && !queued() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    expect(deleted).toBe(false);
+    expect(queued()).toBe(true);
+    fs.rmSync(pause);
+    const [add, del] = await Promise.all([adding, deleting]);
+    expect(add.status, add.stdout).toBe(0);
+    expect(del.status, del.stdout).toBe(0);
+
+    expect(pluginLinks(node.netns)).toEqual([]);
+    expect(inNs(pod, "ip", ["-o", "link", "show"]).trim().split("\n")).toHaveLength(1);
+    expect(inNs(node.netns, "ip", ["route"])).not.toContain("10.221.1.9");
+    expect(pinnedEndpointDevices(node.bpffsRoot)).toEqual([]);
+    expect(endpointMapEntries(node.bpffsRoot).size).toBe(0);
+    expect(reservations()).toEqual([]);
+    const again = runPlugin(node.netns, "ADD", { ...att, containerId: "after" }, conf);
+    expect((again.json?.ips as { address: string }[] | undefined)?.[0]?.address, again.stdout).toBe("10.221.1.9/32");
+  });
 });
