@@ -66,6 +66,22 @@ async function runPlugin(stdin: Buffer): Promise<string | undefined> {
   }
 }
 
+/**
+ * The environment is judged before the config is read, so its refusals find the log not
+ * yet opened: open it where the config says, if the config can be read, since a runtime's
+ * bad input is what an admin will look for there.
+ */
+function logWhereTheConfigSays(stdin: Buffer): void {
+  try {
+    const conf = parseNetConf(stdin);
+    log.configure(conf.logFile, conf.logLevel);
+    const { CNI_COMMAND = "", CNI_CONTAINERID = "", CNI_IFNAME = "" } = process.env;
+    log.setContext(`${CNI_COMMAND} ${CNI_CONTAINERID}/${CNI_IFNAME} `);
+  } catch {
+    // No config to read: nowhere to log.
+  }
+}
+
 async function main(): Promise<number> {
   // Commands for people take arguments; runtimes never pass any.
   // Imported only here: the commands for people load modules (node:util's argument
@@ -89,6 +105,7 @@ async function main(): Promise<number> {
     const kernel = e instanceof Error && (e.name === "NetlinkError" || e.name === "ErrnoError");
     const io = (e as NodeJS.ErrnoException | undefined)?.syscall !== undefined;
     const err = asCniError(e, kernel ? ErrorCode.DatapathFailure : io ? ErrorCode.IoFailure : ErrorCode.Internal);
+    if (!log.configured) logWhereTheConfigSays(stdin);
     log.error(`${err.message}${err.details ? ` (${err.details})` : ""}`);
     if (!(e instanceof CniError)) log.debug((e as Error).stack ?? "");
     writeStdout(`${JSON.stringify(renderError(err, versionForErrors(stdin)))}\n`);

@@ -110,11 +110,18 @@ function isOurs(text: string): boolean {
 
 const sha256 = (data: Buffer) => sha256Hex([data]);
 
-/** Writes `data` to `target` by a temporary file in the same directory and a rename. */
+/** Attempts at a temporary name before giving up: each is 64 random bits, so a clash means someone planted it. */
+const TEMP_NAME_ATTEMPTS = 8;
+
+/**
+ * Writes `data` to `target` by a temporary file in the same directory and a rename. The
+ * temporary name is random and made with O_EXCL and O_NOFOLLOW, only by us: a directory
+ * others can write to (or someone who guessed a name) cannot point the write elsewhere
+ * through a symlink or a file planted there. It is 0600 until complete, then `mode`.
+ */
 function writeAtomically(target: string, data: Buffer | string, mode: number): void {
-  const tmp = path.join(path.dirname(target), `.${path.basename(target)}.tmp-${process.pid}`);
+  const { fd, tmp } = createTempFile(path.dirname(target), `.${path.basename(target)}.tmp-`);
   try {
-    const fd = fs.openSync(tmp, "w", mode);
     try {
       fs.writeFileSync(fd, data);
       fs.fchmodSync(fd, mode);
@@ -126,6 +133,22 @@ function writeAtomically(target: string, data: Buffer | string, mode: number): v
   } catch (e) {
     fs.rmSync(tmp, { force: true });
     throw e;
+  }
+}
+
+// The global Web Crypto: node:crypto would cost Bun's start its stream machinery (sys/sha256.ts).
+const randomHex = (bytes: number) => Buffer.from(crypto.getRandomValues(new Uint8Array(bytes))).toString("hex");
+
+/** A new file of ours, `<dir>/<prefix><random>`, open for writing. */
+function createTempFile(dir: string, prefix: string): { fd: number; tmp: string } {
+  const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW } = fs.constants;
+  for (let attempt = 1; ; attempt++) {
+    const tmp = path.join(dir, `${prefix}${randomHex(8)}`);
+    try {
+      return { fd: fs.openSync(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600), tmp };
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== "EEXIST" || attempt === TEMP_NAME_ATTEMPTS) throw e;
+    }
   }
 }
 

@@ -39,16 +39,30 @@ export function validateContainerId(id: string): void {
   }
 }
 
-/** Linux's dev_valid_name rules, which the spec adopts. */
-export function validateIfname(name: string): void {
-  if (name === "") throw invalidEnv("CNI_IFNAME is required");
+const isControlCharacter = (c: string) => c.charCodeAt(0) < 0x20 || c.charCodeAt(0) === 0x7f;
+
+/**
+ * Why the kernel would refuse `name` as a device name, or undefined if it would take it:
+ * dev_valid_name's rules (which the spec adopts), and no '%', which makes a name a
+ * template the kernel fills in (dev_alloc_name: "net%d" becomes "net0"), so the pod's
+ * device would not be called what the runtime asked for.
+ */
+export function ifnameProblem(name: string): string | undefined {
+  if (name === "") return "CNI_IFNAME is required";
   if (Buffer.byteLength(name) > MAX_IFNAME_LENGTH) {
-    throw invalidEnv(`CNI_IFNAME "${name}" is longer than ${MAX_IFNAME_LENGTH} characters`);
+    return `CNI_IFNAME "${name}" is longer than ${MAX_IFNAME_LENGTH} bytes`;
   }
-  if (name === "." || name === "..") throw invalidEnv(`CNI_IFNAME "${name}" is not a valid interface name`);
-  if (/[/:\s]/.test(name)) {
-    throw invalidEnv(`CNI_IFNAME "${name}" contains '/', ':' or whitespace`);
-  }
+  if (name === "." || name === "..") return `CNI_IFNAME "${name}" is not a valid interface name`;
+  if (/[/:\s]/.test(name)) return `CNI_IFNAME "${name}" contains '/', ':' or whitespace`;
+  if (name.includes("%")) return `CNI_IFNAME "${name}" contains '%': the kernel would take it as a name template`;
+  // The kernel would take these, but no runtime means them: they only garble the alias and logs.
+  if ([...name].some(isControlCharacter)) return `CNI_IFNAME "${name}" contains control characters`;
+  return undefined;
+}
+
+export function validateIfname(name: string): void {
+  const problem = ifnameProblem(name);
+  if (problem) throw invalidEnv(problem);
 }
 
 function validateNetns(path: string): void {
@@ -97,7 +111,8 @@ export function parseEnv(env: NodeJS.ProcessEnv): CniEnv {
   const ifname = env.CNI_IFNAME ?? "";
   const netns = env.CNI_NETNS ?? "";
   if (REQUIRED[command].includes("CNI_CONTAINERID")) validateContainerId(containerId);
-  if (REQUIRED[command].includes("CNI_IFNAME")) validateIfname(ifname);
+  // DEL judges the name itself (commands/del.ts): one the kernel refuses made nothing to delete.
+  if (command === "ADD" || command === "CHECK") validateIfname(ifname);
   if (netns !== "") validateNetns(netns);
   return {
     command,

@@ -1,8 +1,9 @@
 /**
  * ADD: give a pod its network. Reads top to bottom as the pod's story; every step that
- * leaves something behind registers its undo right after it succeeds, and any failure
- * unwinds them in reverse, so a failed ADD leaves no device, route, pin, map entry or
- * IP allocation.
+ * leaves something behind registers its undo just before it runs (a step can fail
+ * half-way, after the kernel made its part), each undo harmless where nothing was made,
+ * and any failure unwinds them in reverse, so a failed ADD leaves no device, route, rule,
+ * pin, map entry or IP allocation.
  */
 
 import type { EgressEnforcement } from "../bpf/index";
@@ -18,18 +19,24 @@ import { configureHostEnd, enableForwarding } from "../datapath/host-end";
 import { chooseDatapath, podEndUsesNeighbours } from "../datapath/index";
 import { closeNamespaces, openNamespaces } from "../datapath/namespaces";
 import { hostDeviceMac, hostDeviceName, ownerAlias, podDeviceMac } from "../datapath/naming";
-import { configurePodEnd } from "../datapath/pod-end";
+import { configurePodEnd, removeSourceRules } from "../datapath/pod-end";
 import { paceUplink, releasePacing } from "../datapath/shaping";
 import type { Endpoint } from "../datapath/types";
 import { FALLBACK_MTU, liveIfindexes, resolveUplink } from "../datapath/uplink";
 import { log } from "../log";
 import { deleteLinkByName, getLinkByName } from "../netlink/links";
 import { failpoint } from "../sys/failpoints";
+import { withAttachmentLock } from "./attachment-lock";
 import type { Invocation } from "./invocation";
 import { requireIpamBackend } from "./ipam-backend";
 import { Rollback } from "./rollback";
 
 export async function cmdAdd(inv: Invocation): Promise<Result> {
+  // A DEL of this attachment, sent by a runtime that gave up on us, waits until we end.
+  return withAttachmentLock(inv.env.containerId, inv.env.ifname, () => addPod(inv));
+}
+
+async function addPod(inv: Invocation): Promise<Result> {
   const { env, conf } = inv;
   const ipam = requireIpamBackend(inv);
   const ns = openNamespaces(env.netns);
@@ -52,8 +59,10 @@ export async function cmdAdd(inv: Invocation): Promise<Result> {
     const datapath = await chooseDatapath(podDatapath(conf), conf, ns.host);
     const uplink = await resolveUplink(ns.host, conf.fastPath.hostInterface);
 
-    const ipamResult = ipam.add();
+    // Releasing what was never allocated succeeds; a delegated plugin may allocate and
+    // still fail (killed at its timeout, or answering what we cannot read).
     rollback.onFailure("release IP addresses", () => ipam.del());
+    const ipamResult = ipam.add();
     const addresses = ipamResult.ips.map((ip) => ip.address);
     if (addresses.length === 0) throw new CniError(ErrorCode.IpamFailure, `${ipam.name} returned no addresses`);
     await failpoint("ipam-allocated");
@@ -68,13 +77,17 @@ export async function cmdAdd(inv: Invocation): Promise<Result> {
       offload: { gsoMaxSize: uplink?.gsoMaxSize, groMaxSize: uplink?.groMaxSize },
       addresses,
     };
-    const pair = await datapath.createPair(ns, endpoint);
-    // Deleting the host end takes the pod end and every route through it along.
+    // Deleting the host end takes the pod end and every route through it along. By name,
+    // which is safe whatever the request made: the name is this attachment's, no device
+    // had it a moment ago, and no other ADD of the attachment runs meanwhile.
     rollback.onFailure(`delete ${hostDevice}`, () => deleteLinkByName(ns.host, hostDevice).then(() => undefined));
+    const pair = await datapath.createPair(ns, endpoint);
     await failpoint("pair-created");
 
     const resolvesNeighbours = podEndUsesNeighbours(datapath, conf);
     const gatewayMac = resolvesNeighbours ? endpoint.hostMac : undefined;
+    // A second interface's source rules live in the pod netns: they outlive the device.
+    rollback.onFailure("remove source rules", () => removeSourceRules(ns.pod, pair.podLink.index, addresses));
     const podRoutes = await configurePodEnd(ns.pod, pair.podLink, gatewayMac, addresses);
     await failpoint("pod-configured");
     enableForwarding(addresses);

@@ -4,9 +4,12 @@
  * when resources are missing: the netns may be gone, the device may be gone, DEL may
  * come twice. Each of those succeeds.
  * Only a device carrying this network's ownership alias for the attachment (or an older
- * build's alias for it, which names no network) is deleted.
+ * build's alias for it, which names no network) is deleted, or one with no alias yet: an
+ * ADD of the attachment killed before it labelled its device (a live one holds the
+ * attachment's lock until it ends, and this DEL waits for it).
  */
 import * as fs from "node:fs";
+import { ifnameProblem } from "../cni/env";
 import { syncNeighbourProxies } from "../datapath/coexist";
 import { removeEndpoint } from "../datapath/fastpath";
 import { aliasClaims, hostDeviceName } from "../datapath/naming";
@@ -16,11 +19,24 @@ import { liveIfindexes } from "../datapath/uplink";
 import { log } from "../log";
 import { deleteLinkByName, getLinkByName } from "../netlink/links";
 import { RtnlSocket } from "../netlink/socket";
-import { openNetns } from "../sys/netns";
+import { isOwnNetns, openNetns } from "../sys/netns";
+import { withAttachmentLock } from "./attachment-lock";
 import type { Invocation } from "./invocation";
 import { ipamBackend } from "./ipam-backend";
 
 export async function cmdDel(inv: Invocation): Promise<void> {
+  const { env } = inv;
+  // A name the kernel refuses was refused by ADD before it made anything (and by every
+  // CHECK): there is nothing to delete, and a DEL with nothing to do succeeds.
+  const badName = ifnameProblem(env.ifname);
+  if (badName) {
+    log.info(`nothing to delete: ${badName}`);
+    return;
+  }
+  await withAttachmentLock(env.containerId, env.ifname, () => delPod(inv));
+}
+
+async function delPod(inv: Invocation): Promise<void> {
   const { env } = inv;
   // IPs first, as ptp does: an address must not stay allocated because a device is stuck.
   ipamBackend(inv)?.del();
@@ -30,8 +46,9 @@ export async function cmdDel(inv: Invocation): Promise<void> {
   try {
     const link = await getLinkByName(host, hostDevice);
     // A link without our alias is one an ADD created but had not yet labelled (killed
-    // mid-way); one with another owner's alias (another network's, say, after a stray DEL
-    // for an interface name the pod now has there) is not ours to delete.
+    // mid-way: a live one holds the lock); one with another owner's alias (another
+    // network's, say, after a stray DEL for an interface name the pod now has there) is
+    // not ours to delete.
     if (link?.alias !== undefined && !aliasClaims(link.alias, inv.conf.name, env.containerId, env.ifname)) {
       log.warn(`${hostDevice} belongs to "${link.alias}", not to ${inv.conf.name}'s ${env.ifname}; left alone`);
       return;
@@ -71,6 +88,8 @@ async function removeSourceRules(netns: string, ifname: string): Promise<void> {
     return; // The netns is gone or going away: so are its rules.
   }
   try {
+    // ADD refuses the node's own namespace as a pod's: nothing in it is the pod's to remove.
+    if (isOwnNetns(netnsFd)) return;
     const pod = RtnlSocket.open(netnsFd);
     try {
       const podLink = await getLinkByName(pod, ifname);

@@ -9,6 +9,7 @@
 import { createPair } from "../netlink/links";
 import { netkitInfoData } from "../netlink/netkit";
 import { NetlinkError } from "../netlink/socket";
+import { failpoint } from "../sys/failpoints";
 import { readPair } from "./pair";
 import type { Datapath, DevicePair, Endpoint, Namespaces } from "./types";
 
@@ -42,6 +43,7 @@ export function netkitDatapath(settings: NetkitSettings): Datapath {
         if (!(e instanceof NetlinkError && e.errno === EINVAL && /attribute/i.test(e.extack ?? ""))) throw e;
         await createPair(ns.host, "netkit", host, peer, ns.podNetnsFd, data(false));
       }
+      await failpoint("pair-requested");
       return readPair(ns, ep, "netkit");
     },
   };

@@ -4,7 +4,7 @@
  * fixed gateways pinned to the host device's MAC, and default routes via them.
  * Shared by every datapath kind.
  */
-import { AF_INET, familyOf, hostPrefix, isHostPrefix } from "../cni/address";
+import { AF_INET, familyOf, formatCidr, hostPrefix, isHostPrefix } from "../cni/address";
 import { addAddress, listAddresses } from "../netlink/addrs";
 import { type Link, setLinkUp } from "../netlink/links";
 import { addPermanentNeighbor } from "../netlink/neighbors";
@@ -68,9 +68,13 @@ export const secondaryTable = (podIfindex: number) => 10_000 + podIfindex;
  * device, rules do not). Runs before the device is deleted, while its addresses are known.
  */
 export async function removePodEndRules(pod: RtnlSocket, podLink: Link): Promise<void> {
-  for (const a of await listAddresses(pod, podLink.index)) {
-    if (isHostPrefix(a)) {
-      await deleteSourceRule(pod, a.address, secondaryTable(podLink.index));
-    }
+  const addresses = (await listAddresses(pod, podLink.index)).filter(isHostPrefix);
+  await removeSourceRules(pod, podLink.index, addresses.map(formatCidr));
+}
+
+/** Removes the source rules `addresses` (CIDRs) got on the pod's device `podIfindex`, those that exist. */
+export async function removeSourceRules(pod: RtnlSocket, podIfindex: number, addresses: string[]): Promise<void> {
+  for (const cidr of addresses) {
+    await deleteSourceRule(pod, hostPrefix(cidr).address, secondaryTable(podIfindex));
   }
 }

@@ -4,6 +4,7 @@
  * moment where the pod device is visible on the host.
  */
 import { createPair } from "../netlink/links";
+import { failpoint } from "../sys/failpoints";
 import { readPair } from "./pair";
 import type { Datapath, DevicePair, Endpoint, Namespaces } from "./types";
 
@@ -17,6 +18,7 @@ export const vethDatapath: Datapath = {
       { name: ep.ifname, mtu: ep.mtu, ...ep.offload },
       ns.podNetnsFd,
     );
+    await failpoint("pair-requested");
     return readPair(ns, ep, "veth");
   },
 };

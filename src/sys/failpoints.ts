@@ -2,13 +2,16 @@
  * Named pause points for fault-injection tests. When NETKIT_CNI_PAUSE_AT names a step,
  * the plugin creates the file NETKIT_CNI_PAUSE_FILE on reaching it and waits until the
  * test removes that file (or kills the process, which is the point: proving that an ADD
- * interrupted at any step leaves nothing a later DEL or GC cannot remove). Without the
- * variable set this is a no-op.
+ * interrupted at any step leaves nothing a later DEL or GC cannot remove). When
+ * NETKIT_CNI_FAIL_AT names it, the step fails there instead, as a kernel refusal would:
+ * the ADD's own undo must then leave nothing. Without the variables this is a no-op.
  */
 import * as fs from "node:fs";
 
 export type Failpoint =
   | "ipam-allocated"
+  /** Inside the datapath's step: the kernel made the pair, which is not read back yet. */
+  | "pair-requested"
   | "pair-created"
   | "pod-configured"
   | "host-configured"
@@ -17,6 +20,7 @@ export type Failpoint =
   | "prune-listed";
 
 export async function failpoint(step: Failpoint): Promise<void> {
+  if (process.env.NETKIT_CNI_FAIL_AT === step) throw new Error(`failure injected at ${step}`);
   if (process.env.NETKIT_CNI_PAUSE_AT !== step) return;
   const file = process.env.NETKIT_CNI_PAUSE_FILE;
   if (!file) return;

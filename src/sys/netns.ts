@@ -81,6 +81,17 @@ function restore(home: number): void {
   }
 }
 
+/**
+ * Whether the netns open on `netnsFd` is the one this process runs in: the node's own,
+ * however it is named (/proc/1/ns/net, /proc/self/ns/net, a bind mount of either). A
+ * namespace is its nsfs inode, so the device and inode numbers decide, not the path.
+ */
+export function isOwnNetns(netnsFd: number): boolean {
+  const theirs = fs.fstatSync(netnsFd);
+  const ours = fs.statSync("/proc/self/ns/net");
+  return theirs.dev === ours.dev && theirs.ino === ours.ino;
+}
+
 /** The inode identity of a netns file, to tell whether two paths name the same one. */
 export function netnsIdentity(netnsPath: string): string {
   const st = fs.statSync(netnsPath);

@@ -117,6 +117,42 @@ describe("netkit-cni install on a scratch tree", () => {
     );
   });
 
+  it("follows no symlink planted at a temporary name: what it points to stays untouched", () => {
+    // Every name an install with a pid-derived temporary name could use, for every pid.
+    const pidMax = Number(fs.readFileSync("/proc/sys/kernel/pid_max", "utf8"));
+    const outside = fx.tempDir("nke2e-victim-");
+    const victims = ["netkit-cni", "10-netkit-cni.conflist"].map((name) => {
+      const victim = path.join(outside, name);
+      fs.writeFileSync(victim, "not yours\n", { mode: 0o600 });
+      return victim;
+    });
+    fs.mkdirSync(binDir, { recursive: true });
+    fs.mkdirSync(confDir, { recursive: true });
+    const [binVictim, confVictim] = victims as [string, string];
+    for (let pid = 1; pid <= pidMax; pid++) {
+      fs.symlinkSync(binVictim, path.join(binDir, `.netkit-cni.tmp-${pid}`));
+      fs.symlinkSync(confVictim, path.join(confDir, `.10-netkit-cni.conflist.tmp-${pid}`));
+    }
+    const stamps = victims.map((v) => fs.statSync(v).mtimeMs);
+
+    const r = runInstall(PLUGIN_BINARY, [...dirs, ...generated, "--json"]);
+    expect(r.status, r.stderr).toBe(0);
+    for (const [i, victim] of victims.entries()) {
+      expect(fs.readFileSync(victim, "utf8"), victim).toBe("not yours\n");
+      expect(fs.statSync(victim).mtimeMs).toBe(stamps[i]);
+    }
+    const bin = path.join(binDir, "netkit-cni");
+    const conf = path.join(confDir, "10-netkit-cni.conflist");
+    expect(fs.lstatSync(bin).isFile()).toBe(true);
+    expect(fs.lstatSync(conf).isFile()).toBe(true);
+    expect(fs.readFileSync(bin).equals(fs.readFileSync(PLUGIN_BINARY))).toBe(true);
+    expect(JSON.parse(fs.readFileSync(conf, "utf8")).plugins[0].type).toBe("netkit-cni");
+    // Its own temporary files are gone; the planted ones are left as they were.
+    const planted = [...tmpFiles(binDir), ...tmpFiles(confDir)];
+    expect(planted).toHaveLength(2 * pidMax);
+    expect(planted.every((f) => /\.tmp-\d+$/.test(f))).toBe(true);
+  });
+
   it("refuses another plugin's config unless --force; a bad conflist writes nothing", () => {
     fs.mkdirSync(confDir, { recursive: true });
     const conf = path.join(confDir, "10-netkit-cni.conflist");

@@ -9,7 +9,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { nodeLockPath } from "../../src/datapath/fastpath";
-import { allocatedIps, Fixture, pluginLinks, runPlugin, TEST_DATAPATH, vethConf } from "./harness";
+import { allocatedIps, Fixture, inNs, pluginLinks, runPlugin, TEST_DATAPATH, vethConf } from "./harness";
 
 let fx: Fixture;
 let node: string;
@@ -114,6 +114,10 @@ const CORPUS: BadInput[] = [
   { what: "ifname with a space", env: { ifname: "a b" }, code: 4, msg: /whitespace/ },
   { what: "ifname '..'", env: { ifname: ".." }, code: 4, msg: /not a valid interface name/ },
   { what: "16-character ifname", env: { ifname: "a-very-long-name" }, code: 4, msg: /longer than 15/ },
+  // The kernel would make "net0" of it, and the pod's end would not be found by its name.
+  { what: "ifname a name template", env: { ifname: "net%d" }, code: 4, msg: /CNI_IFNAME "net%d" contains '%'/ },
+  { what: "ifname a bare template", env: { ifname: "%d" }, code: 4, msg: /CNI_IFNAME "%d" contains '%'/ },
+  { what: "CHECK of a template", verb: "CHECK", env: { ifname: "eth%d" }, code: 4, msg: /contains '%'/ },
   {
     what: "path-like container ID",
     env: { containerId: "../../etc/passwd" },
@@ -234,13 +238,23 @@ describe(`bad input corpus (${CORPUS.length} cases)`, () => {
     expect(r.json, r.stdout).toMatchObject({ code });
     expect(String(r.json?.msg)).toMatch(msg);
     expect(r.stdout.trim().split("\n")).toHaveLength(1);
-    // Nothing made: no device, no reservation, no pins.
+    // Nothing made: no device (on the node or in the pod), no reservation, no pins.
     expect(pluginLinks(node)).toEqual([]);
+    expect(inNs(pod, "ip", ["-o", "link", "show"]).trim().split("\n")).toHaveLength(1);
     expect(allocatedIps(dataDir)).toEqual([]);
     expect(
       fs.existsSync(path.join(fx.bpffsRoot, "endpoints")) ? fs.readdirSync(path.join(fx.bpffsRoot, "endpoints")) : [],
     ).toEqual([]);
   });
+
+  it.each(["net%d", "a/b", "eth 0", "a-very-long-name"])(
+    "DEL of an interface name ADD refuses (%j) succeeds: there is nothing to delete",
+    (ifname) => {
+      const r = runPlugin(node, "DEL", { ...att(), ifname }, conf);
+      expect(r.status, r.stdout).toBe(0);
+      expect(r.stdout).toBe("");
+    },
+  );
 
   it("has at least 40 cases", () => {
     expect(CORPUS.length).toBeGreaterThanOrEqual(40);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { parseCniArgs, parseEnv, validateContainerId, validateIfname } from "../../src/cni/env";
+import { ifnameProblem, parseCniArgs, parseEnv, validateContainerId, validateIfname } from "../../src/cni/env";
 import { CniError } from "../../src/cni/errors";
 
 const base = {
@@ -72,11 +72,39 @@ describe("parseEnv", () => {
 });
 
 describe("interface names", () => {
-  it.each(["eth0", "net1", "a".repeat(15), "pod-if_1.2"])("accepts %s", (name) => {
+  it.each(["eth0", "net1", "a".repeat(15), "pod-if_1.2", "é".repeat(7)])("accepts %s", (name) => {
     expect(() => validateIfname(name)).not.toThrow();
   });
-  it.each(["", "a".repeat(16), "eth/0", "eth:0", "eth 0", "eth\t0", ".", ".."])("rejects %j", (name) => {
+  it.each([
+    "",
+    "a".repeat(16),
+    "é".repeat(8), // 8 characters, 16 bytes: the kernel counts bytes
+    "eth/0",
+    "eth:0",
+    "eth 0",
+    "eth\t0",
+    "eth\n0",
+    "eth\u00a00",
+    ".",
+    "..",
+    "net%d",
+    "%",
+    "eth0%",
+    "eth\u00010",
+    "eth\u007f",
+  ])("rejects %j with code 4, naming CNI_IFNAME", (name) => {
     expect(codeOf(() => validateIfname(name))).toBe(4);
+    expect(ifnameProblem(name)).toMatch(/^CNI_IFNAME /);
+  });
+  it("says why a template is refused", () => {
+    expect(ifnameProblem("net%d")).toBe(`CNI_IFNAME "net%d" contains '%': the kernel would take it as a name template`);
+  });
+  it.each(["ADD", "CHECK"])("%s refuses a name template", (verb) => {
+    expect(codeOf(() => parseEnv({ ...base, CNI_COMMAND: verb, CNI_IFNAME: "net%d" }))).toBe(4);
+  });
+  it("leaves DEL's bad names to DEL, which has nothing to delete for them, but still needs one", () => {
+    expect(parseEnv({ ...base, CNI_COMMAND: "DEL", CNI_IFNAME: "net%d" }).ifname).toBe("net%d");
+    expect(codeOf(() => parseEnv({ ...base, CNI_COMMAND: "DEL", CNI_IFNAME: "" }))).toBe(4);
   });
 });
 
