@@ -9,8 +9,9 @@ export default defineConfig({
   cacheDir: process.env.NETKIT_VM ? "/tmp/vite-cache" : undefined,
   test: {
     pool: "forks",
-    // The failures again after the summary, where a log read from its tail shows them.
-    reporters: ["default", "./test/support/failure-digest.ts"],
+    // The failures again after the summary, where a log read from its tail shows them;
+    // and, for the guests' time-outs, which files are running (test/support/progress.ts).
+    reporters: ["default", "./test/support/failure-digest.ts", "./test/support/progress.ts"],
     projects: [
       {
         test: { name: "unit", include: ["test/unit/**/*.test.ts"], pool: "forks", sequence: { groupOrder: 0 } },
