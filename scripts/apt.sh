@@ -11,6 +11,8 @@
 
 APT_UPDATED=no
 APT_ME=$(basename "$0")
+# Installs never stop to ask.
+export DEBIAN_FRONTEND=noninteractive
 
 # step_failed STEP WHY...   The one way an install step reports failure.
 step_failed() {
@@ -32,6 +34,29 @@ run_step() {
   STEP_OUTPUT=$(printf '%s\n' "$out" | tail -n 15)
 }
 
+# apt_get STEP ARGS...   apt-get ARGS as run_step runs a command, but waiting while another
+# apt or dpkg holds the locks it needs (unattended upgrades on a freshly booted machine,
+# another install step running beside this one): apt-get itself gives up at once on a
+# held lists lock. Waits up to APT_LOCK_WAIT seconds (default 900), saying so once.
+APT_LOCK_WAIT=${APT_LOCK_WAIT:-900}
+apt_get() {
+  local step=$1 out waited=0
+  shift
+  while ! out=$(apt-get -o DPkg::Lock::Timeout=30 "$@" 2>&1); do
+    if ! printf '%s\n' "$out" | grep -qE '(Could not get|Unable to acquire|Unable to lock).*lock'; then
+      step_failed "$step" "$(printf '%s\n' "$out" | tail -n 15)"
+    fi
+    if [ "$waited" -ge "$APT_LOCK_WAIT" ]; then
+      step_failed "$step" "gave up after ${waited}s waiting for apt's lock: $(printf '%s\n' "$out" | grep -m1 -i lock)"
+    fi
+    [ "$waited" -gt 0 ] ||
+      printf '%s: %s: waiting for apt'"'"'s lock (%s)\n' "$APT_ME" "$step" "$(printf '%s\n' "$out" | grep -m1 -i lock)" >&2
+    sleep 5
+    waited=$((waited + 5))
+  done
+  STEP_OUTPUT=$(printf '%s\n' "$out" | tail -n 15)
+}
+
 # apt_update [STEP]   STEP names what the update is for (default "apt-get update").
 # Unreachable repositories are only warnings to apt (exit 0): they are kept in
 # APT_UPDATE_WARNINGS for the step that then finds its suite missing. Bad signatures and
@@ -39,7 +64,7 @@ run_step() {
 APT_UPDATE_WARNINGS=""
 apt_update() {
   [ "$APT_UPDATED" = yes ] && return 0
-  run_step "${1:-apt-get update}" apt-get update -qq
+  apt_get "${1:-apt-get update}" update -qq
   APT_UPDATE_WARNINGS=$STEP_OUTPUT
   APT_UPDATED=yes
 }
@@ -141,6 +166,5 @@ apt_install() {
   apt_update
   echo "$APT_ME: installing ${missing[*]}" >&2
   # shellcheck disable=SC2086 # APT_INSTALL_OPTS is a word list on purpose
-  run_step "apt-get install ${missing[*]}" env DEBIAN_FRONTEND=noninteractive \
-    apt-get install -y -qq ${APT_INSTALL_OPTS:-} "${target[@]}" "${missing[@]}"
+  apt_get "apt-get install ${missing[*]}" install -y -qq ${APT_INSTALL_OPTS:-} "${target[@]}" "${missing[@]}"
 }

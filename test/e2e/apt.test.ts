@@ -230,6 +230,43 @@ describe("install steps from an empty apt state", () => {
     expect(machineAptFiles()).toEqual(before);
   });
 
+  it("waits while another apt holds its lock, saying so, then goes on; gives up at its bound naming the step", async () => {
+    const before = machineAptFiles();
+    // A mirror that refuses connections: the update itself is then over in a moment.
+    const state = emptyAptState(`http://127.0.0.1:${await closedPort()}/debian`);
+    const lists = path.join(path.dirname(state.env.APT_CONFIG as string), "lists/lock");
+    // Another apt: an fcntl lock on the lists lock, as apt itself takes it, held for 6 s.
+    const holder = (seconds: number) =>
+      `python3 -c 'import fcntl,os,sys,time; f=open(sys.argv[1],"w"); fcntl.lockf(f,fcntl.LOCK_EX); print("held",flush=True); time.sleep(float(sys.argv[2]))' "${lists}" ${seconds}`;
+    const started = Date.now();
+    const r = aptSh(
+      state,
+      `${holder(6)} > "${lists}.held" & holder=$!
+      until grep -q held "${lists}.held" 2>/dev/null; do sleep 0.1; done
+      apt_update "fetch suite ${CODENAME}"
+      wait $holder
+      echo "updated"`,
+    );
+    expect(r.stderr).toContain(
+      `${SCRIPT}: fetch suite ${CODENAME}: waiting for apt's lock (E: Could not get lock ${lists}`,
+    );
+    expect(r.status).toBe(0);
+    expect(r.stdout).toContain("updated");
+    expect(Date.now() - started).toBeGreaterThanOrEqual(5000);
+
+    const bounded = aptSh(
+      state,
+      `${holder(30)} > "${lists}.held2" & holder=$!
+      until grep -q held "${lists}.held2" 2>/dev/null; do sleep 0.1; done
+      APT_LOCK_WAIT=5 APT_UPDATED=no apt_update "fetch suite ${BACKPORTS}"; kill $holder`,
+    );
+    expect(bounded.status).toBe(1);
+    expect(bounded.stderr).toContain(
+      `${SCRIPT}: step "fetch suite ${BACKPORTS}" failed: gave up after 5s waiting for apt's lock`,
+    );
+    expect(machineAptFiles()).toEqual(before);
+  });
+
   it("apt-cache itself failing stops the step that asked, with apt's words, never silently", () => {
     const before = machineAptFiles();
     const state = emptyAptState(machineMirror());
