@@ -31,6 +31,7 @@ export { type MapSpec, type ObjectSpec, type ProgramSpec, readObject } from "./e
 export { type Endpoint, EndpointMap } from "./endpoints";
 export {
   attachCgroupSockOps,
+  attachCgroupSockRelease,
   attachNetkit,
   attachSkMsg,
   attachTcx,
