@@ -2,8 +2,16 @@
  * The public face of src/bpf: what the datapath and commands use. Nothing here but
  * re-exports, so callers do not depend on the module layout below.
  */
-export type { BandwidthMode, CounterName, Counters, DirectStats, FlowKey, SockCounters } from "./abi";
-export { COUNTER_NAMES, DIRECT_TABLE_SIZE, MAP_NAMES, PROGRAM_NAMES, SOCK_MAP_NAMES, SOCK_PROGRAM_NAMES } from "./abi";
+export type { BandwidthMode, CounterName, Counters, DirectStats, FlowKey, SockCounters, SockPod } from "./abi";
+export {
+  COUNTER_NAMES,
+  DIRECT_TABLE_SIZE,
+  MAP_NAMES,
+  PROGRAM_NAMES,
+  SOCK_MAP_NAMES,
+  SOCK_PER_POD,
+  SOCK_PROGRAM_NAMES,
+} from "./abi";
 export {
   deletePodLimits,
   type EgressEnforcement,
@@ -67,6 +75,7 @@ export {
   listBypassedSockets,
   loadSockPrograms,
   openSockMaps,
+  type PinnedSockMaps,
   pinnedSockSets,
   readSockCounters,
   type SockMaps,
@@ -74,3 +83,4 @@ export {
   sockBuildName,
   sockRoot,
 } from "./sock";
+export { forgetSockPod, readSockPod, recordSockPod, sockPodIfindexes } from "./sock-pods";

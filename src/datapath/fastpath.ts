@@ -40,6 +40,7 @@ import {
   endpointTableSize,
   ensureBpffs,
   forgetSocketsOf,
+  forgetSockPod,
   isBpffs,
   limitedIfindexes,
   loadNodePrograms,
@@ -54,8 +55,10 @@ import {
   programName,
   readCounters,
   readDirectStats,
+  recordSockPod,
   removeEndpointTable,
   setPodLimits,
+  sockPodIfindexes,
 } from "../bpf/index";
 import { hostPrefix } from "../cni/address";
 import type { Bandwidth } from "../cni/bandwidth";
@@ -105,6 +108,9 @@ export interface FastPathEndpoint {
   bandwidth?: Bandwidth | undefined;
   /** How its egress limit is enforced (datapath/shaping.ts); absent: policed. */
   egress?: EgressEnforcement | undefined;
+  /** Its network namespace's cookie (SO_NETNS_COOKIE): the socket bypass admits only
+   * sockets of that namespace. Absent: none of its sockets is spliced. */
+  netnsCookie?: bigint | undefined;
 }
 
 const endpointDir = (root: string, hostDevice: string) => path.join(root, "endpoints", hostDevice);
@@ -232,12 +238,25 @@ function attachPod(
   // The socket bypass splices TCP past every hook that enforces rate limits: a limited
   // pod's sockets stay on the packet path.
   const bypass = sockBypass && !ep.bandwidth;
+  if (bypass) recordSockNamespace(root, ep);
   for (const cidr of ep.addresses) {
     node.endpoints.upsert(hostPrefix(cidr).address, {
       hostIfindex: ep.hostIfindex,
       datapath: ep.kind,
       sockBypass: bypass,
     });
+  }
+}
+
+/** The pod's namespace for the bypass's programs, before its addresses can lead to it.
+ * Without the map (the bypass could not run here) or the cookie, nothing is admitted. */
+function recordSockNamespace(root: string, ep: FastPathEndpoint): void {
+  if (ep.netnsCookie === undefined) return;
+  const sock = openSockMaps(root);
+  try {
+    if (sock?.pods) recordSockPod(sock.pods, ep.hostIfindex, ep.netnsCookie);
+  } finally {
+    sock?.close();
   }
 }
 
@@ -364,16 +383,29 @@ export async function removeEndpoint(
   );
 }
 
-/** The bypass's part of forgetting endpoints: their sockets and their counters. */
+/** The bypass's part of forgetting endpoints: their sockets, counters and namespaces. */
 function forgetSockets(root: string, ips: ReadonlySet<string>, ifindexes: number[]): void {
   const sock = openSockMaps(root);
   if (!sock) return;
   try {
     const n = ips.size > 0 ? forgetSocketsOf(sock, ips) : 0;
     if (n > 0) log.info(`socket bypass: took ${n} sockets of ${[...ips].join(", ")} out of the sockhash`);
-    for (const ifindex of ifindexes) deleteSockCounters(sock.stats, ifindex);
+    for (const ifindex of ifindexes) {
+      deleteSockCounters(sock.stats, ifindex);
+      if (sock.pods) forgetSockPod(sock.pods, ifindex);
+    }
   } finally {
     sock.close();
+  }
+}
+
+/** Ifindexes the bypass keeps a namespace record for (none on a node without it). */
+function sockRecordIfindexes(root: string): number[] {
+  const sock = openSockMaps(root);
+  try {
+    return sock?.pods ? sockPodIfindexes(sock.pods) : [];
+  } finally {
+    sock?.close();
   }
 }
 
@@ -412,6 +444,7 @@ async function deadEndpointState(root: string, liveIfindexes: () => Promise<Read
         ...[...maps.counters.keys()].map((k) => k.readUInt32LE(0)),
         ...(maps.direct ? endpointTableOwners(maps.direct) : []),
         ...(maps.bandwidth ? limitedIfindexes(maps.bandwidth) : []),
+        ...sockRecordIfindexes(root),
       ]),
     ],
   })) ?? { entries: [], ifindexes: [] };
