@@ -28,7 +28,7 @@ export function forgetSockPod(pods: BpfMap, hostIfindex: number): boolean {
   return pods.delete(ifindexKey(hostIfindex));
 }
 
-/** The ifindexes that have a record (GC drops those whose device is gone). */
+/** The ifindexes that have a record (status sums what was refused over them). */
 export function sockPodIfindexes(pods: BpfMap): number[] {
   return [...pods.keys()].map((key) => key.readUInt32LE(0));
 }

@@ -58,7 +58,6 @@ import {
   recordSockPod,
   removeEndpointTable,
   setPodLimits,
-  sockPodIfindexes,
 } from "../bpf/index";
 import { hostPrefix } from "../cni/address";
 import type { Bandwidth } from "../cni/bandwidth";
@@ -399,16 +398,6 @@ function forgetSockets(root: string, ips: ReadonlySet<string>, ifindexes: number
   }
 }
 
-/** Ifindexes the bypass keeps a namespace record for (none on a node without it). */
-function sockRecordIfindexes(root: string): number[] {
-  const sock = openSockMaps(root);
-  try {
-    return sock?.pods ? sockPodIfindexes(sock.pods) : [];
-  } finally {
-    sock?.close();
-  }
-}
-
 /** Removes an endpoint's link pins; with them go the links (and so the attachments). */
 export function unpinEndpoint(root: string, hostDevice: string): void {
   fs.rmSync(endpointDir(root, hostDevice), { recursive: true, force: true });
@@ -444,7 +433,6 @@ async function deadEndpointState(root: string, liveIfindexes: () => Promise<Read
         ...[...maps.counters.keys()].map((k) => k.readUInt32LE(0)),
         ...(maps.direct ? endpointTableOwners(maps.direct) : []),
         ...(maps.bandwidth ? limitedIfindexes(maps.bandwidth) : []),
-        ...sockRecordIfindexes(root),
       ]),
     ],
   })) ?? { entries: [], ifindexes: [] };

@@ -13,7 +13,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { SOCK_PER_POD } from "../../src/bpf/abi";
 import type { EndpointRow } from "../../src/cli/endpoints";
 import type { NodeStatus } from "../../src/cli/status";
-import { inNs } from "./harness";
+import { inNs, runPlugin } from "./harness";
 import {
   cli,
   countersOf,
@@ -29,12 +29,13 @@ import {
   socketCookies,
   socketStates,
   sockets,
+  sockRecordAt,
   sockRecordOf,
   startPeer,
   startPeerServer,
   startScript,
 } from "./sock-peers";
-import { addPod } from "./topology";
+import { addPod, delPod, ifindexOf } from "./topology";
 
 let env: SockEnv;
 
@@ -95,6 +96,30 @@ describe("sockets from another namespace", () => {
     await startPeerServer(env, server.netns, server.v4, 5001);
     expect(exchange(env, client.netns, server.v4, 5001, MB)).toBe(`ok ${MB} ${REPLY}`);
     expect(countersOf(env, client).redirectedBytes).toBe(BigInt(MB));
+  });
+});
+
+describe("the namespace records", () => {
+  it("goes with the pod: DEL removes its record, GC the record of a device that is gone", () => {
+    const deleted = addPod(env.fx, env.node, "deleted");
+    const vanished = addPod(env.fx, env.node, "vanished");
+    const kept = addPod(env.fx, env.node, "kept");
+    const deletedIfindex = ifindexOf(env.node.netns, deleted.hostDevice);
+    const vanishedIfindex = ifindexOf(env.node.netns, vanished.hostDevice);
+    expect(sockRecordAt(env, deletedIfindex)).toBeDefined();
+    expect(delPod(deleted).status).toBe(0);
+    expect(sockRecordAt(env, deletedIfindex)).toBeUndefined();
+
+    inNs(env.node.netns, "ip", ["link", "del", vanished.hostDevice]);
+    expect(sockRecordAt(env, vanishedIfindex)).toBeDefined();
+    const valid = [
+      { containerID: "kept", ifname: "eth0" },
+      { containerID: "vanished", ifname: "eth0" },
+    ];
+    const gc = runPlugin(env.node.netns, "GC", {}, { ...env.node.conf, "cni.dev/valid-attachments": valid });
+    expect(gc.status, gc.stdout).toBe(0);
+    expect(sockRecordAt(env, vanishedIfindex)).toBeUndefined();
+    expect(sockRecordOf(env, kept)).toBeDefined();
   });
 });
 
