@@ -63,7 +63,8 @@ NKC_MAP(nkc_sock_admitted, BPF_MAP_TYPE_HASH, struct nkc_sock_key, struct nkc_so
 	BPF_F_NO_PREALLOC);
 NKC_MAP(nkc_sock_cookies, BPF_MAP_TYPE_HASH, __u64, struct nkc_sock_key, NKC_SOCK_MAX, BPF_F_NO_PREALLOC);
 
-static __always_inline void nkc_sock_count(__u32 ifindex, enum nkc_sock_counter which, __u64 n)
+/* The pod's counters on this CPU, made on first use; NULL when the map is full. */
+static __always_inline struct nkc_sock_stats *nkc_sock_stats_of(__u32 ifindex)
 {
 	struct nkc_sock_stats *c = bpf_map_lookup_elem(&nkc_sock_stats, &ifindex);
 
@@ -71,10 +72,15 @@ static __always_inline void nkc_sock_count(__u32 ifindex, enum nkc_sock_counter 
 		struct nkc_sock_stats zero = {};
 		bpf_map_update_elem(&nkc_sock_stats, &ifindex, &zero, BPF_NOEXIST);
 		c = bpf_map_lookup_elem(&nkc_sock_stats, &ifindex);
-		if (!c)
-			return;
 	}
-	if (which < NKC_SOCK_CNT_MAX)
+	return c;
+}
+
+static __always_inline void nkc_sock_count(__u32 ifindex, enum nkc_sock_counter which, __u64 n)
+{
+	struct nkc_sock_stats *c = nkc_sock_stats_of(ifindex);
+
+	if (c && which < NKC_SOCK_CNT_MAX)
 		c->v[which] += n;
 }
 
@@ -129,10 +135,10 @@ static __always_inline struct nkc_endpoint *nkc_sock_endpoint(__u32 family, cons
 	return ep && (ep->flags & NKC_EP_F_SOCK_BYPASS) ? ep : NULL;
 }
 
-/* True when the pod of `ep` has a recorded namespace and it is `netns_cookie`. */
-static __always_inline int nkc_sock_pod_is(const struct nkc_endpoint *ep, __u64 netns_cookie)
+/* True while the pod that holds `ifindex` is the one in `netns_cookie`: DEL deletes the
+ * record, and a pod added since on the same ifindex has another namespace. */
+static __always_inline int nkc_sock_pod_is(__u32 ifindex, __u64 netns_cookie)
 {
-	__u32 ifindex = ep->host_ifindex;
 	struct nkc_sock_pod *pod = bpf_map_lookup_elem(&nkc_sock_pods, &ifindex);
 
 	return pod && pod->netns_cookie == netns_cookie;
@@ -223,7 +229,8 @@ int nkc_sk_msg(struct sk_msg_md *msg)
 {
 	struct nkc_sock_key key, peer_key;
 	struct nkc_sock_admitted *self, *peer;
-	struct nkc_endpoint *local, *remote;
+	struct nkc_sock_stats *c;
+	__u32 ifindex;
 
 	if (!nkc_sock_key_of(&key, msg->family, msg->local_ip4, msg->remote_ip4, msg->local_ip6,
 			     msg->remote_ip6, msg->local_port, msg->remote_port))
@@ -231,36 +238,39 @@ int nkc_sk_msg(struct sk_msg_md *msg)
 	self = bpf_map_lookup_elem(&nkc_sock_admitted, &key);
 	if (!self)
 		return SK_PASS;
-	/* Checked per message: a pod that is gone (DEL), or whose address another pod holds
-	 * now, gets no more redirects. */
-	local = nkc_sock_endpoint(key.family, key.local);
-	if (!local || !nkc_sock_pod_is(local, bpf_get_netns_cookie(msg))) {
+	ifindex = self->host_ifindex;
+	/* Checked per message, against the record rather than the endpoint map: a pod that
+	 * is gone (DEL deletes its record before its sockets), or one whose ifindex another
+	 * pod holds now, gets no more redirects, nor does a socket of another namespace. */
+	if (!nkc_sock_pod_is(ifindex, bpf_get_netns_cookie(msg))) {
 		self->state = NKC_SOCK_STACK;
 		return SK_PASS;
 	}
 	if (self->state == NKC_SOCK_STACK) {
-		nkc_sock_count(local->host_ifindex, NKC_SOCK_CNT_PASSED_MSGS, 1);
+		nkc_sock_count(ifindex, NKC_SOCK_CNT_PASSED_MSGS, 1);
 		return SK_PASS;
 	}
 	/* Only into a peer admitted from the namespace its pod still has. */
 	nkc_sock_peer_key(&peer_key, &key);
 	peer = bpf_map_lookup_elem(&nkc_sock_admitted, &peer_key);
-	remote = nkc_sock_endpoint(key.family, key.remote);
-	if (!peer || !remote || !nkc_sock_pod_is(remote, peer->netns_cookie)) {
+	if (!peer || !nkc_sock_pod_is(peer->host_ifindex, peer->netns_cookie)) {
 		self->state = NKC_SOCK_STACK;
-		nkc_sock_count(local->host_ifindex, NKC_SOCK_CNT_PASSED_MSGS, 1);
+		nkc_sock_count(ifindex, NKC_SOCK_CNT_PASSED_MSGS, 1);
 		return SK_PASS;
 	}
 	/* SK_PASS: msg->sk_redir is set and the message goes to the peer's ingress queue.
 	 * Otherwise (no such peer in the sockhash) nothing is set and it takes the stack. */
 	if (bpf_msg_redirect_hash(msg, &nkc_sock_hash, &peer_key, BPF_F_INGRESS) != SK_PASS) {
 		self->state = NKC_SOCK_STACK;
-		nkc_sock_count(local->host_ifindex, NKC_SOCK_CNT_PASSED_MSGS, 1);
+		nkc_sock_count(ifindex, NKC_SOCK_CNT_PASSED_MSGS, 1);
 		return SK_PASS;
 	}
 	self->state = NKC_SOCK_REDIRECT;
-	nkc_sock_count(local->host_ifindex, NKC_SOCK_CNT_REDIRECTED_MSGS, 1);
-	nkc_sock_count(local->host_ifindex, NKC_SOCK_CNT_REDIRECTED_BYTES, msg->size);
+	c = nkc_sock_stats_of(ifindex);
+	if (c) {
+		c->v[NKC_SOCK_CNT_REDIRECTED_MSGS] += 1;
+		c->v[NKC_SOCK_CNT_REDIRECTED_BYTES] += msg->size;
+	}
 	return SK_PASS;
 }
 

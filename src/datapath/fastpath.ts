@@ -382,17 +382,19 @@ export async function removeEndpoint(
   );
 }
 
-/** The bypass's part of forgetting endpoints: their sockets, counters and namespaces. */
+/**
+ * The bypass's part of forgetting endpoints: their namespace records first (from then on
+ * no socket redirects to or from them: nkc_sk_msg checks both ends' records), then their
+ * sockets and counters.
+ */
 function forgetSockets(root: string, ips: ReadonlySet<string>, ifindexes: number[]): void {
   const sock = openSockMaps(root);
   if (!sock) return;
   try {
+    for (const ifindex of ifindexes) if (sock.pods) forgetSockPod(sock.pods, ifindex);
     const n = ips.size > 0 ? forgetSocketsOf(sock, ips) : 0;
     if (n > 0) log.info(`socket bypass: took ${n} sockets of ${[...ips].join(", ")} out of the sockhash`);
-    for (const ifindex of ifindexes) {
-      deleteSockCounters(sock.stats, ifindex);
-      if (sock.pods) forgetSockPod(sock.pods, ifindex);
-    }
+    for (const ifindex of ifindexes) deleteSockCounters(sock.stats, ifindex);
   } finally {
     sock.close();
   }
