@@ -4,16 +4,21 @@
  *
  * nkc_sockops - sock_ops on a cgroup v2 (the node's root by default). When a TCP
  *   connection is established and both of its addresses are local pods whose
- *   network asked for the bypass (NKC_EP_F_SOCK_BYPASS in nkc_endpoints), the
- *   socket goes into nkc_sock_hash and gets a state in nkc_sock_state. Anything
- *   else (a Service VIP before DNAT, a hostPort, the node, a host process, a
- *   socket established before this program was attached) is never added, so it
- *   keeps the packet path. A closing socket leaves the sockhash by itself (the
- *   kernel unlinks it); its state goes on the TCP_CLOSE callback.
+ *   network asked for the bypass (NKC_EP_F_SOCK_BYPASS in nkc_endpoints), and the
+ *   socket lives in the network namespace its local address's pod was given at ADD,
+ *   the socket is admitted: it goes into nkc_sock_hash, with its state in
+ *   nkc_sock_admitted. Anything else (a Service VIP before DNAT, a hostPort, the
+ *   node, a host process, a namespace that gave itself a pod's address, a socket
+ *   established before this program was attached) is never added, so it keeps the
+ *   packet path.
  *
  * nkc_sk_msg - sk_msg verdict on nkc_sock_hash: runs on every sendmsg, sendfile
  *   and splice of a socket in the sockhash and moves the message straight into
  *   the peer socket's receive queue (bpf_msg_redirect_hash with BPF_F_INGRESS).
+ *
+ * nkc_sock_release - cgroup sock_release on the same cgroup: when a process closes
+ *   an admitted socket (the moment it leaves the sockhash), its state goes and its
+ *   pod's count drops.
  *
  * Ordering is the one thing a splice must never break. A receiver in the sockhash
  * reads its redirected queue before its TCP receive queue (tcp_bpf_recvmsg), so a
@@ -25,17 +30,41 @@
  * sockhash before accept() returns it. Data sent in a SYN (TCP Fast Open) also took
  * the stack, so such sockets are not added at all.
  *
- * Fail safe: whatever the programs do not know (no state, a full map, an endpoint
- * gone, a peer not in the sockhash) means the stack.
+ * Namespaces, not addresses: a pod's address proves nothing at the socket layer, where
+ * any namespace (an unprivileged user namespace is enough) can give itself every pod's
+ * address and hold their ports. A socket is admitted only when bpf_get_netns_cookie()
+ * (sock_ops and sk_msg have it since Linux 5.15) equals the cookie ADD recorded for the
+ * pod of its local address in nkc_sock_pods; the peer socket was admitted under the same
+ * check for its own address, and sk_msg redirects only into a peer whose admission
+ * recorded the cookie its pod still has, and only while the sender's own namespace is
+ * still its pod's. A pod with no recorded namespace (an older build's ADD) is never
+ * admitted.
+ *
+ * Nothing is taken from a socket the programs did not admit: state is created with
+ * BPF_NOEXIST, a socket whose key is taken gets no bypass, and only the socket that owns
+ * a state (by socket cookie) removes it. Each pod holds at most NKC_SOCK_PER_POD sockets
+ * in the sockhash, counted from admission to release; past that its sockets take the
+ * stack. A socket leaves the sockhash when its process closes it, not at TCP_CLOSE (a
+ * reset socket still held by its process stays), hence the release hook. The kernel
+ * also drops an established socket no process ever accepted when its listener closes,
+ * without a release: that socket stays counted until its pod's DEL, which only costs the
+ * pod its own bypass sooner.
+ *
+ * Fail safe: whatever the programs do not know (no state, no recorded namespace, a full
+ * map, an endpoint gone, a peer not in the sockhash) means the stack.
  */
 #include "common.h"
 #include "eps.h"
 
 NKC_MAP(nkc_sock_hash, BPF_MAP_TYPE_SOCKHASH, struct nkc_sock_key, __u64, NKC_SOCK_MAX, 0);
-NKC_MAP(nkc_sock_state, BPF_MAP_TYPE_HASH, struct nkc_sock_key, __u32, NKC_SOCK_MAX, BPF_F_NO_PREALLOC);
 NKC_MAP(nkc_sock_stats, BPF_MAP_TYPE_PERCPU_HASH, __u32, struct nkc_sock_stats, NKC_MAX_ENDPOINTS, 0);
+NKC_MAP(nkc_sock_pods, BPF_MAP_TYPE_HASH, __u32, struct nkc_sock_pod, NKC_MAX_ENDPOINTS, 0);
+NKC_MAP(nkc_sock_admitted, BPF_MAP_TYPE_HASH, struct nkc_sock_key, struct nkc_sock_admitted, NKC_SOCK_MAX,
+	BPF_F_NO_PREALLOC);
+NKC_MAP(nkc_sock_cookies, BPF_MAP_TYPE_HASH, __u64, struct nkc_sock_key, NKC_SOCK_MAX, BPF_F_NO_PREALLOC);
 
-static __always_inline void nkc_sock_count(__u32 ifindex, enum nkc_sock_counter which, __u64 n)
+/* The pod's counters on this CPU, made on first use; NULL when the map is full. */
+static __always_inline struct nkc_sock_stats *nkc_sock_stats_of(__u32 ifindex)
 {
 	struct nkc_sock_stats *c = bpf_map_lookup_elem(&nkc_sock_stats, &ifindex);
 
@@ -43,10 +72,15 @@ static __always_inline void nkc_sock_count(__u32 ifindex, enum nkc_sock_counter 
 		struct nkc_sock_stats zero = {};
 		bpf_map_update_elem(&nkc_sock_stats, &ifindex, &zero, BPF_NOEXIST);
 		c = bpf_map_lookup_elem(&nkc_sock_stats, &ifindex);
-		if (!c)
-			return;
 	}
-	if (which < NKC_SOCK_CNT_MAX)
+	return c;
+}
+
+static __always_inline void nkc_sock_count(__u32 ifindex, enum nkc_sock_counter which, __u64 n)
+{
+	struct nkc_sock_stats *c = nkc_sock_stats_of(ifindex);
+
+	if (c && which < NKC_SOCK_CNT_MAX)
 		c->v[which] += n;
 }
 
@@ -93,31 +127,44 @@ static __always_inline void nkc_sock_peer_key(struct nkc_sock_key *peer, const s
 	peer->family = key->family;
 }
 
-/* The local end's endpoint when both ends are local pods of bypass networks, else NULL. */
-static __always_inline struct nkc_endpoint *nkc_sock_endpoints(const struct nkc_sock_key *key)
+/* The endpoint of a local pod of a bypass network at `addr`, else NULL. */
+static __always_inline struct nkc_endpoint *nkc_sock_endpoint(__u32 family, const __u8 *addr)
 {
-	struct nkc_endpoint *local = nkc_endpoint_lookup(key->family, key->local);
-	struct nkc_endpoint *remote;
+	struct nkc_endpoint *ep = nkc_endpoint_lookup(family, addr);
 
-	if (!local || !(local->flags & NKC_EP_F_SOCK_BYPASS))
-		return NULL;
-	remote = nkc_endpoint_lookup(key->family, key->remote);
-	if (!remote || !(remote->flags & NKC_EP_F_SOCK_BYPASS))
-		return NULL;
-	return local;
+	return ep && (ep->flags & NKC_EP_F_SOCK_BYPASS) ? ep : NULL;
+}
+
+/* True while the pod that holds `ifindex` is the one in `netns_cookie`: DEL deletes the
+ * record, and a pod added since on the same ifindex has another namespace. */
+static __always_inline int nkc_sock_pod_is(__u32 ifindex, __u64 netns_cookie)
+{
+	struct nkc_sock_pod *pod = bpf_map_lookup_elem(&nkc_sock_pods, &ifindex);
+
+	return pod && pod->netns_cookie == netns_cookie;
+}
+
+/* Takes back what an admission created before it was refused: only its own entries. */
+static __always_inline void nkc_sock_unadmit(const struct nkc_sock_key *key, __u64 socket_cookie)
+{
+	bpf_map_delete_elem(&nkc_sock_cookies, &socket_cookie);
+	bpf_map_delete_elem(&nkc_sock_admitted, key);
 }
 
 static __always_inline void nkc_sock_established(struct bpf_sock_ops *skops)
 {
 	struct nkc_sock_key key;
-	struct nkc_endpoint *ep;
-	__u32 state = NKC_SOCK_UNDECIDED;
+	struct nkc_endpoint *local, *remote;
+	struct nkc_sock_pod *pod;
+	struct nkc_sock_admitted admitted = { .state = NKC_SOCK_UNDECIDED };
+	__u32 ifindex;
 
 	if (!nkc_sock_key_of(&key, skops->family, skops->local_ip4, skops->remote_ip4, skops->local_ip6,
 			     skops->remote_ip6, skops->local_port, skops->remote_port))
 		return;
-	ep = nkc_sock_endpoints(&key);
-	if (!ep)
+	local = nkc_sock_endpoint(key.family, key.local);
+	remote = nkc_sock_endpoint(key.family, key.remote);
+	if (!local || !remote)
 		return;
 	/* Bytes that crossed the stack before now (TCP Fast Open data in the SYN, a
 	 * client's SYN data still unacknowledged) could be overtaken: no bypass. */
@@ -125,25 +172,44 @@ static __always_inline void nkc_sock_established(struct bpf_sock_ops *skops)
 		return;
 	if (skops->op == BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB && skops->snd_nxt != skops->snd_una)
 		return;
-	/* The state first: a socket in the sockhash without one would only ever take the
-	 * stack, but the state must exist before its first message can be redirected. */
-	if (bpf_map_update_elem(&nkc_sock_state, &key, &state, BPF_ANY))
+	ifindex = local->host_ifindex;
+	pod = bpf_map_lookup_elem(&nkc_sock_pods, &ifindex);
+	if (!pod)
 		return;
-	if (bpf_sock_hash_update(skops, &nkc_sock_hash, &key, BPF_NOEXIST)) {
-		bpf_map_delete_elem(&nkc_sock_state, &key);
+	admitted.netns_cookie = bpf_get_netns_cookie(skops);
+	if (pod->netns_cookie != admitted.netns_cookie) {
+		__sync_fetch_and_add(&pod->refused_netns, 1);
 		return;
 	}
-	bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags | BPF_SOCK_OPS_STATE_CB_FLAG);
-	nkc_sock_count(ep->host_ifindex, NKC_SOCK_CNT_ADDED, 1);
-}
-
-static __always_inline void nkc_sock_closed(struct bpf_sock_ops *skops)
-{
-	struct nkc_sock_key key;
-
-	if (nkc_sock_key_of(&key, skops->family, skops->local_ip4, skops->remote_ip4, skops->local_ip6,
-			    skops->remote_ip6, skops->local_port, skops->remote_port))
-		bpf_map_delete_elem(&nkc_sock_state, &key);
+	/* The peer's pod must be able to admit its end (checked against its own namespace
+	 * when that end is established); without a record it never will. */
+	ifindex = remote->host_ifindex;
+	if (!bpf_map_lookup_elem(&nkc_sock_pods, &ifindex))
+		return;
+	admitted.socket_cookie = bpf_get_socket_cookie(skops);
+	admitted.host_ifindex = local->host_ifindex;
+	/* The state first, and only if the key is free: a socket in the sockhash without one
+	 * would only ever take the stack, but the state must exist before its first message
+	 * can be redirected. A taken key (another socket, or this one admitted already by the
+	 * same program on an ancestor cgroup) is left alone. */
+	if (bpf_map_update_elem(&nkc_sock_admitted, &key, &admitted, BPF_NOEXIST))
+		return;
+	if (bpf_map_update_elem(&nkc_sock_cookies, &admitted.socket_cookie, &key, BPF_NOEXIST)) {
+		bpf_map_delete_elem(&nkc_sock_admitted, &key);
+		return;
+	}
+	if (__sync_fetch_and_add(&pod->sockets, 1) >= NKC_SOCK_PER_POD) {
+		__sync_fetch_and_sub(&pod->sockets, 1);
+		__sync_fetch_and_add(&pod->refused_bound, 1);
+		nkc_sock_unadmit(&key, admitted.socket_cookie);
+		return;
+	}
+	if (bpf_sock_hash_update(skops, &nkc_sock_hash, &key, BPF_NOEXIST)) {
+		__sync_fetch_and_sub(&pod->sockets, 1);
+		nkc_sock_unadmit(&key, admitted.socket_cookie);
+		return;
+	}
+	nkc_sock_count(admitted.host_ifindex, NKC_SOCK_CNT_ADDED, 1);
 }
 
 SEC("sockops")
@@ -154,10 +220,6 @@ int nkc_sockops(struct bpf_sock_ops *skops)
 	case BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB:
 		nkc_sock_established(skops);
 		break;
-	case BPF_SOCK_OPS_STATE_CB:
-		if (skops->args[1] == BPF_TCP_CLOSE)
-			nkc_sock_closed(skops);
-		break;
 	}
 	return 1;
 }
@@ -165,38 +227,85 @@ int nkc_sockops(struct bpf_sock_ops *skops)
 SEC("sk_msg")
 int nkc_sk_msg(struct sk_msg_md *msg)
 {
-	struct nkc_sock_key key, peer;
-	struct nkc_endpoint *ep;
-	__u32 *state;
+	struct nkc_sock_key key, peer_key;
+	struct nkc_sock_admitted *self, *peer;
+	struct nkc_sock_stats *c;
+	__u32 ifindex;
 
 	if (!nkc_sock_key_of(&key, msg->family, msg->local_ip4, msg->remote_ip4, msg->local_ip6,
 			     msg->remote_ip6, msg->local_port, msg->remote_port))
 		return SK_PASS;
-	state = bpf_map_lookup_elem(&nkc_sock_state, &key);
-	if (!state)
+	self = bpf_map_lookup_elem(&nkc_sock_admitted, &key);
+	if (!self)
 		return SK_PASS;
-	/* Checked per message: a pod that is gone (DEL) gets no more redirects. */
-	ep = nkc_sock_endpoints(&key);
-	if (!ep) {
-		*state = NKC_SOCK_STACK;
-		return SK_PASS;
-	}
-	if (*state == NKC_SOCK_STACK) {
-		nkc_sock_count(ep->host_ifindex, NKC_SOCK_CNT_PASSED_MSGS, 1);
+	ifindex = self->host_ifindex;
+	/* Checked per message, against the record rather than the endpoint map: a pod that
+	 * is gone (DEL deletes its record before its sockets), or one whose ifindex another
+	 * pod holds now, gets no more redirects, nor does a socket of another namespace. */
+	if (!nkc_sock_pod_is(ifindex, bpf_get_netns_cookie(msg))) {
+		self->state = NKC_SOCK_STACK;
 		return SK_PASS;
 	}
-	nkc_sock_peer_key(&peer, &key);
+	if (self->state == NKC_SOCK_STACK) {
+		nkc_sock_count(ifindex, NKC_SOCK_CNT_PASSED_MSGS, 1);
+		return SK_PASS;
+	}
+	/* Only into a peer admitted from the namespace its pod still has. */
+	nkc_sock_peer_key(&peer_key, &key);
+	peer = bpf_map_lookup_elem(&nkc_sock_admitted, &peer_key);
+	if (!peer || !nkc_sock_pod_is(peer->host_ifindex, peer->netns_cookie)) {
+		self->state = NKC_SOCK_STACK;
+		nkc_sock_count(ifindex, NKC_SOCK_CNT_PASSED_MSGS, 1);
+		return SK_PASS;
+	}
 	/* SK_PASS: msg->sk_redir is set and the message goes to the peer's ingress queue.
 	 * Otherwise (no such peer in the sockhash) nothing is set and it takes the stack. */
-	if (bpf_msg_redirect_hash(msg, &nkc_sock_hash, &peer, BPF_F_INGRESS) != SK_PASS) {
-		*state = NKC_SOCK_STACK;
-		nkc_sock_count(ep->host_ifindex, NKC_SOCK_CNT_PASSED_MSGS, 1);
+	if (bpf_msg_redirect_hash(msg, &nkc_sock_hash, &peer_key, BPF_F_INGRESS) != SK_PASS) {
+		self->state = NKC_SOCK_STACK;
+		nkc_sock_count(ifindex, NKC_SOCK_CNT_PASSED_MSGS, 1);
 		return SK_PASS;
 	}
-	*state = NKC_SOCK_REDIRECT;
-	nkc_sock_count(ep->host_ifindex, NKC_SOCK_CNT_REDIRECTED_MSGS, 1);
-	nkc_sock_count(ep->host_ifindex, NKC_SOCK_CNT_REDIRECTED_BYTES, msg->size);
+	self->state = NKC_SOCK_REDIRECT;
+	c = nkc_sock_stats_of(ifindex);
+	if (c) {
+		c->v[NKC_SOCK_CNT_REDIRECTED_MSGS] += 1;
+		c->v[NKC_SOCK_CNT_REDIRECTED_BYTES] += msg->size;
+	}
 	return SK_PASS;
+}
+
+/*
+ * Runs in close() before the socket leaves the sockhash (inet_release, then the
+ * sockhash's close). This hook may not read a socket's local address, so the socket
+ * cookie leads to its key. Only the socket that owns the state removes it, and its pod's
+ * count drops only while that pod (the same namespace) still holds the ifindex.
+ */
+SEC("cgroup/sock_release")
+int nkc_sock_release(struct bpf_sock *sk)
+{
+	__u64 socket_cookie;
+	struct nkc_sock_key *found, key;
+	struct nkc_sock_admitted *admitted;
+	struct nkc_sock_pod *pod;
+	__u32 ifindex;
+
+	if (sk->protocol != IPPROTO_TCP)
+		return 1;
+	socket_cookie = bpf_get_socket_cookie(sk);
+	found = bpf_map_lookup_elem(&nkc_sock_cookies, &socket_cookie);
+	if (!found)
+		return 1;
+	key = *found;
+	admitted = bpf_map_lookup_elem(&nkc_sock_admitted, &key);
+	if (admitted && admitted->socket_cookie == socket_cookie) {
+		ifindex = admitted->host_ifindex;
+		pod = bpf_map_lookup_elem(&nkc_sock_pods, &ifindex);
+		if (pod && pod->netns_cookie == admitted->netns_cookie && pod->sockets > 0)
+			__sync_fetch_and_sub(&pod->sockets, 1);
+		bpf_map_delete_elem(&nkc_sock_admitted, &key);
+	}
+	bpf_map_delete_elem(&nkc_sock_cookies, &socket_cookie);
+	return 1;
 }
 
 char __license[] SEC("license") = "GPL";

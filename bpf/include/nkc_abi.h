@@ -164,7 +164,7 @@ struct nkc_drops {
 _Static_assert(sizeof(struct nkc_drops) == 64, "nkc_drops is 64 bytes");
 
 /*
- * Socket bypass (bpf_sock.c). Key of nkc_sock_hash and nkc_sock_state: one TCP
+ * Socket bypass (bpf_sock.c). Key of nkc_sock_hash and nkc_sock_admitted: one TCP
  * socket, seen from its own side. IPv4 (also an IPv4-mapped IPv6 socket) uses
  * local[0..3] and remote[0..3], the rest zero; ports in host order. The peer's key
  * is the same with local and remote swapped.
@@ -178,11 +178,12 @@ struct nkc_sock_key {
 };
 _Static_assert(sizeof(struct nkc_sock_key) == 40, "nkc_sock_key is 40 bytes");
 
-#define NKC_SOCK_MAX 65536 /* sockets in nkc_sock_hash and nkc_sock_state */
+#define NKC_SOCK_MAX 65536 /* sockets in nkc_sock_hash, nkc_sock_admitted, nkc_sock_cookies */
 
-/* nkc_sock_state value: how a socket's messages travel. It only ever moves down the
- * list (UNDECIDED -> REDIRECT -> STACK, or UNDECIDED -> STACK): a message sent through
- * the stack may still be queued when a redirected one would overtake it. */
+/* How a socket's messages travel (struct nkc_sock_admitted's state; older builds kept
+ * it alone in nkc_sock_state). It only ever moves down the list (UNDECIDED -> REDIRECT
+ * -> STACK, or UNDECIDED -> STACK): a message sent through the stack may still be
+ * queued when a redirected one would overtake it. */
 enum nkc_sock_state {
 	NKC_SOCK_UNDECIDED = 0, /* in the sockhash, nothing sent yet */
 	NKC_SOCK_REDIRECT = 1,  /* every message so far went straight to the peer socket */
@@ -202,6 +203,42 @@ struct nkc_sock_stats {
 	__u64 v[NKC_SOCK_CNT_MAX];
 };
 _Static_assert(sizeof(struct nkc_sock_stats) == 32, "nkc_sock_stats is 32 bytes");
+
+/* ---- Socket bypass: namespaces and per-pod bound (bpf_sock.c) ---- */
+
+/*
+ * A socket is admitted only from the network namespace its pod's ADD recorded: addresses
+ * alone prove nothing, any namespace can give itself a pod's address. Each pod may hold
+ * at most NKC_SOCK_PER_POD sockets in the sockhash, so that no pod can fill it for the
+ * others: a sixteenth of NKC_SOCK_MAX, far above what a pod keeps open to its neighbours
+ * (its sockets past the bound take the stack, and still work).
+ */
+#define NKC_SOCK_PER_POD (NKC_SOCK_MAX / 16)
+
+/* nkc_sock_pods value, keyed by the pod's __u32 host ifindex. Userspace writes it at ADD
+ * (netns_cookie, the rest zero) and deletes it at DEL; the programs count. No entry: none
+ * of the pod's sockets is admitted. */
+struct nkc_sock_pod {
+	__u64 netns_cookie;  /* SO_NETNS_COOKIE of a socket made in the pod's netns */
+	__u32 sockets;       /* its sockets admitted and not yet released */
+	__u32 pad;           /* always zero */
+	__u64 refused_bound; /* sockets not admitted: the pod held NKC_SOCK_PER_POD */
+	__u64 refused_netns; /* sockets on the pod's address made in another namespace */
+};
+_Static_assert(sizeof(struct nkc_sock_pod) == 32, "nkc_sock_pod is 32 bytes");
+
+/* nkc_sock_admitted value, keyed by struct nkc_sock_key: a socket the programs put in
+ * nkc_sock_hash, whose count it is in, and how its messages travel. nkc_sock_cookies
+ * maps its socket cookie back to the key (the release hook cannot read local addresses). */
+struct nkc_sock_admitted {
+	__u64 socket_cookie;
+	__u64 netns_cookie;  /* its pod's, when admitted */
+	__u32 host_ifindex;  /* the pod whose count holds it */
+	__u32 state;         /* enum nkc_sock_state */
+};
+_Static_assert(sizeof(struct nkc_sock_admitted) == 24, "nkc_sock_admitted is 24 bytes");
+
+/* ---- end of socket bypass: namespaces and per-pod bound ---- */
 
 /*
  * nkc_bandwidth (HASH), keyed by __u32 host ifindex: a pod's rate limits (bandwidth.h).

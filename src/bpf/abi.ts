@@ -42,13 +42,23 @@ export const EP_FLAG_SOCK_BYPASS = 2;
 /** NKC_EP_F_NO_ARP: the pod's device resolves no neighbours (netkit L3): its ARP is refused. */
 export const EP_FLAG_NO_ARP = 4;
 
-/** The socket bypass's maps and programs (bpf/bpf_sock.c), loaded only where a network asks for it. */
+/** The socket bypass's maps and programs (bpf/bpf_sock.c), loaded only where a network asks for it.
+ * Nodes whose bypass an older build set up have hash and stats only, until this build's
+ * first ADD with the bypass creates the rest. */
 export const SOCK_MAP_NAMES = {
   hash: "nkc_sock_hash",
-  state: "nkc_sock_state",
   stats: "nkc_sock_stats",
+  pods: "nkc_sock_pods",
+  admitted: "nkc_sock_admitted",
+  cookies: "nkc_sock_cookies",
 } as const;
-export const SOCK_PROGRAM_NAMES = { sockOps: "nkc_sockops", skMsg: "nkc_sk_msg" } as const;
+/** Bypass maps older builds pinned and this one no longer uses (removed when it loads). */
+export const RETIRED_SOCK_MAP_NAMES = ["nkc_sock_state"] as const;
+export const SOCK_PROGRAM_NAMES = {
+  sockOps: "nkc_sockops",
+  skMsg: "nkc_sk_msg",
+  release: "nkc_sock_release",
+} as const;
 
 /** A u32 map key, in the host's (little-endian) order. */
 export function u32Key(n: number): Buffer {
@@ -218,6 +228,71 @@ export function sumSockCounters(perCpu: Buffer[]): SockCounters {
   }
   return sum;
 }
+
+// ---- Socket bypass: namespaces and per-pod bound (nkc_abi.h's block of the same name) ----
+
+/** NKC_SOCK_PER_POD: sockets one pod may hold in the sockhash (NKC_SOCK_MAX / 16). */
+export const SOCK_PER_POD = 4096;
+
+/** struct nkc_sock_pod: a pod's recorded namespace and what the programs counted for it. */
+export interface SockPod {
+  netnsCookie: bigint;
+  /** Its sockets in the sockhash now. */
+  sockets: number;
+  /** Sockets not admitted because it held SOCK_PER_POD. */
+  refusedBound: bigint;
+  /** Sockets on its address made in another network namespace. */
+  refusedNetns: bigint;
+}
+
+export const SOCK_POD_SIZE = 32;
+
+/** struct nkc_sock_pod: u64 netns_cookie, u32 sockets, u32 pad, u64 refused_bound, u64 refused_netns. */
+export function sockPodValue(v: SockPod): Buffer {
+  const value = Buffer.alloc(SOCK_POD_SIZE);
+  value.writeBigUInt64LE(v.netnsCookie, 0);
+  value.writeUInt32LE(v.sockets, 8);
+  value.writeBigUInt64LE(v.refusedBound, 16);
+  value.writeBigUInt64LE(v.refusedNetns, 24);
+  return value;
+}
+
+export function decodeSockPod(value: Buffer): SockPod {
+  return {
+    netnsCookie: value.readBigUInt64LE(0),
+    sockets: value.readUInt32LE(8),
+    refusedBound: value.readBigUInt64LE(16),
+    refusedNetns: value.readBigUInt64LE(24),
+  };
+}
+
+/** struct nkc_sock_admitted: a socket in the sockhash, whose count holds it, its state. */
+export interface SockAdmitted {
+  socketCookie: bigint;
+  netnsCookie: bigint;
+  hostIfindex: number;
+  state: number;
+}
+
+export const SOCK_ADMITTED_SIZE = 24;
+
+export function decodeSockAdmitted(value: Buffer): SockAdmitted {
+  return {
+    socketCookie: value.readBigUInt64LE(0),
+    netnsCookie: value.readBigUInt64LE(8),
+    hostIfindex: value.readUInt32LE(16),
+    state: value.readUInt32LE(20),
+  };
+}
+
+/** The u64 socket cookie that keys nkc_sock_cookies. */
+export function socketCookieKey(cookie: bigint): Buffer {
+  const key = Buffer.alloc(8);
+  key.writeBigUInt64LE(cookie);
+  return key;
+}
+
+// ---- end of socket bypass: namespaces and per-pod bound ----
 
 /** NKC_BW_MODE_*: how a pod's egress limit is enforced: policing (a token bucket that
  * drops), or EDT (departure times an fq qdisc on the uplink honours). Ingress is policed. */

@@ -11,6 +11,7 @@ export type {
   Drops,
   FlowKey,
   SockCounters,
+  SockPod,
 } from "./abi";
 export {
   COUNTER_NAMES,
@@ -19,6 +20,7 @@ export {
   MAP_NAMES,
   PROGRAM_NAMES,
   SOCK_MAP_NAMES,
+  SOCK_PER_POD,
   SOCK_PROGRAM_NAMES,
 } from "./abi";
 export {
@@ -48,6 +50,7 @@ export { type MapSpec, type ObjectSpec, type ProgramSpec, readObject } from "./e
 export { type Endpoint, EndpointMap } from "./endpoints";
 export {
   attachCgroupSockOps,
+  attachCgroupSockRelease,
   attachNetkit,
   attachSkMsg,
   attachTcx,
@@ -83,6 +86,7 @@ export {
   listBypassedSockets,
   loadSockPrograms,
   openSockMaps,
+  type PinnedSockMaps,
   pinnedSockSets,
   readSockCounters,
   type SockMaps,
@@ -90,3 +94,4 @@ export {
   sockBuildName,
   sockRoot,
 } from "./sock";
+export { forgetSockPod, readSockPod, recordSockPod, sockPodIfindexes } from "./sock-pods";

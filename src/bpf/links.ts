@@ -1,7 +1,7 @@
 /**
  * BPF links to network devices: tcx ingress/egress (veth host side, uplink NIC) and the
- * netkit primary/peer hooks; and the socket bypass's two: sock_ops on a cgroup v2, the
- * sk_msg verdict on a sockhash. A link holds its program attached for as long as the link
+ * netkit primary/peer hooks; and the socket bypass's three: sock_ops and sock_release on
+ * a cgroup v2, the sk_msg verdict on a sockhash. A link holds its program attached for as long as the link
  * fd is open or the link is pinned; closing the last reference detaches it. Never pins
  * (pins.ts) and never loads programs.
  */
@@ -72,6 +72,14 @@ export function attachNetkit(program: BpfProgram, primaryIfindex: number, hook: 
 export function attachCgroupSockOps(program: BpfProgram, cgroupFd: number): BpfLink {
   return new BpfLink(
     linkCreate({ progFd: program.fd, targetFd: cgroupFd, attachType: BPF_ATTACH_TYPE.CGROUP_SOCK_OPS }),
+  );
+}
+
+/** Attaches a cgroup sock program to the release hook (close()) of every socket of the
+ * cgroup v2 directory open as `cgroupFd` and those below it. */
+export function attachCgroupSockRelease(program: BpfProgram, cgroupFd: number): BpfLink {
+  return new BpfLink(
+    linkCreate({ progFd: program.fd, targetFd: cgroupFd, attachType: BPF_ATTACH_TYPE.CGROUP_INET_SOCK_RELEASE }),
   );
 }
 

@@ -7,7 +7,7 @@
  * log. Owns the program fd until close(); never attaches (links.ts does).
  */
 import { closeFd, objGetInfo, ProgLoadError, progGetFdById, progLoad } from "../sys/bpf-syscall";
-import { ATTR, BPF_MISC, BPF_PROG_TYPE } from "../sys/bpf-uapi";
+import { ATTR, BPF_ATTACH_TYPE, BPF_MISC, BPF_PROG_TYPE } from "../sys/bpf-uapi";
 import type { KernelFunction } from "./btf";
 import type { ProgramSpec } from "./elf";
 import type { BpfMap } from "./maps";
@@ -66,13 +66,22 @@ export interface LoadOptions {
 }
 
 /**
- * The program type an ELF section names, libbpf's way: "sockops" and "sk_msg" for the
- * socket bypass, everything else of ours ("tc/...") is SCHED_CLS.
+ * The program type an ELF section names, libbpf's way: "sockops", "sk_msg" and
+ * "cgroup/sock_release" for the socket bypass, everything else of ours ("tc/...") is
+ * SCHED_CLS.
  */
 export function programType(section: string): number {
   if (section === "sockops") return BPF_PROG_TYPE.SOCK_OPS;
   if (section === "sk_msg") return BPF_PROG_TYPE.SK_MSG;
+  if (section === RELEASE_SECTION) return BPF_PROG_TYPE.CGROUP_SOCK;
   return BPF_PROG_TYPE.SCHED_CLS;
+}
+
+const RELEASE_SECTION = "cgroup/sock_release";
+
+/** A cgroup sock program serves one hook, which the kernel wants named at load time. */
+function sectionAttachType(section: string): number | undefined {
+  return section === RELEASE_SECTION ? BPF_ATTACH_TYPE.CGROUP_INET_SOCK_RELEASE : undefined;
 }
 
 export function loadProgram(spec: ProgramSpec, options: LoadOptions): BpfProgram {
@@ -83,7 +92,7 @@ export function loadProgram(spec: ProgramSpec, options: LoadOptions): BpfProgram
     insns,
     license: options.license,
     name: spec.name,
-    expectedAttachType: options.expectedAttachType,
+    expectedAttachType: options.expectedAttachType ?? sectionAttachType(spec.section),
     fdArray,
   };
   try {

@@ -1,10 +1,12 @@
 /**
  * The same-node socket bypass's objects (bpf/bpf_sock.c): its maps, pinned with the
- * node's under `<bpffsRoot>/maps/` (nkc_sock_hash, nkc_sock_state, nkc_sock_stats), and
- * its two programs, loaded against them and the node's endpoint map and pinned per build
- * under `<bpffsRoot>/sock/programs/<epoch>-<hash>/`. Loaded only when a network asks for
- * the bypass, apart from the node's other programs: a kernel without sockmap support
- * must not cost a node its fast path. Never attaches (datapath/sockbypass.ts does).
+ * node's under `<bpffsRoot>/maps/` (nkc_sock_hash, nkc_sock_stats, and the admitted
+ * sockets with their states, their cookies and each pod's namespace and count: see
+ * SOCK_MAP_NAMES), and its three programs, loaded against them and the node's endpoint
+ * map and pinned per build under `<bpffsRoot>/sock/programs/<epoch>-<hash>/`. Loaded only
+ * when a network asks for the bypass, apart from the node's other programs: a kernel
+ * without sockmap support must not cost a node its fast path. Never attaches
+ * (datapath/sockbypass.ts does). Each pod's record is sock-pods.ts's.
  *
  * Builds are ordered by epoch as in node.ts: a newer build's pinned programs are used,
  * never replaced; an older build's pins go once this build's are pinned.
@@ -14,28 +16,41 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { sha256Hex } from "../sys/sha256";
 import {
+  decodeSockAdmitted,
   decodeSockKey,
   ifindexKey,
+  RETIRED_SOCK_MAP_NAMES,
   SOCK_MAP_NAMES,
   SOCK_PROGRAM_NAMES,
   type SockCounters,
+  socketCookieKey,
   sumSockCounters,
 } from "./abi";
 import { readObject } from "./elf";
 import { BpfMap } from "./maps";
 import { mapsDir, openOrCreatePinnedMap } from "./node";
-import { openPin, pinObject, unpin } from "./pins";
+import { openPin, pinExists, pinObject, unpin } from "./pins";
 import { BpfProgram, loadProgram } from "./programs";
 
 export interface SockMaps {
   hash: BpfMap;
-  state: BpfMap;
   stats: BpfMap;
+  /** Each pod's namespace (written at ADD) and its count (bpf/include/nkc_abi.h). */
+  pods: BpfMap;
+  /** The sockets the programs put in the sockhash, with their states. */
+  admitted: BpfMap;
+  /** Socket cookie -> key of an admitted socket (for the release hook). */
+  cookies: BpfMap;
 }
+
+/** The pinned maps as DEL, GC and the commands for people find them: a node whose
+ * bypass an older build set up has no pods, admitted or cookies map yet. */
+export type PinnedSockMaps = Pick<SockMaps, "hash" | "stats"> &
+  Partial<Pick<SockMaps, "pods" | "admitted" | "cookies">> & { close(): void };
 
 export interface SockPrograms {
   maps: SockMaps;
-  programs: { sockOps: BpfProgram; skMsg: BpfProgram };
+  programs: { sockOps: BpfProgram; skMsg: BpfProgram; release: BpfProgram };
   /** `<epoch>-<hash>` of the programs in use. */
   build: string;
   /** True when this call loaded and pinned them. */
@@ -94,8 +109,10 @@ export function loadSockPrograms(bpffsRoot: string, object: Buffer, epoch: numbe
     }
     const maps: SockMaps = {
       hash: required(byName, SOCK_MAP_NAMES.hash),
-      state: required(byName, SOCK_MAP_NAMES.state),
       stats: required(byName, SOCK_MAP_NAMES.stats),
+      pods: required(byName, SOCK_MAP_NAMES.pods),
+      admitted: required(byName, SOCK_MAP_NAMES.admitted),
+      cookies: required(byName, SOCK_MAP_NAMES.cookies),
     };
     const use = newer.length > 0 ? newer.reduce((a, b) => (b.epoch > a.epoch ? b : a)) : own;
     let programs: SockPrograms["programs"];
@@ -106,7 +123,11 @@ export function loadSockPrograms(bpffsRoot: string, object: Buffer, epoch: numbe
         opened.push(program);
         return program;
       };
-      programs = { sockOps: open(SOCK_PROGRAM_NAMES.sockOps), skMsg: open(SOCK_PROGRAM_NAMES.skMsg) };
+      programs = {
+        sockOps: open(SOCK_PROGRAM_NAMES.sockOps),
+        skMsg: open(SOCK_PROGRAM_NAMES.skMsg),
+        release: open(SOCK_PROGRAM_NAMES.release),
+      };
     } else {
       const load = (name: string) => {
         const programSpec = spec.programs.find((p) => p.name === name);
@@ -115,7 +136,11 @@ export function loadSockPrograms(bpffsRoot: string, object: Buffer, epoch: numbe
         opened.push(program);
         return program;
       };
-      programs = { sockOps: load(SOCK_PROGRAM_NAMES.sockOps), skMsg: load(SOCK_PROGRAM_NAMES.skMsg) };
+      programs = {
+        sockOps: load(SOCK_PROGRAM_NAMES.sockOps),
+        skMsg: load(SOCK_PROGRAM_NAMES.skMsg),
+        release: load(SOCK_PROGRAM_NAMES.release),
+      };
       const dir = path.join(sockProgramsRoot(bpffsRoot), build);
       for (const program of Object.values(programs)) {
         unpin(path.join(dir, program.name));
@@ -125,6 +150,8 @@ export function loadSockPrograms(bpffsRoot: string, object: Buffer, epoch: numbe
       for (const set of pinnedSockSets(bpffsRoot)) {
         if (set.build !== build && set.epoch <= epoch) fs.rmSync(set.dir, { recursive: true, force: true });
       }
+      // Older programs still attached keep the maps they use alive until switched.
+      for (const name of RETIRED_SOCK_MAP_NAMES) unpin(path.join(mapsDir(bpffsRoot), name));
     }
     return {
       maps,
@@ -149,17 +176,23 @@ function required(byName: ReadonlyMap<string, BpfMap>, name: string): BpfMap {
 }
 
 /** The pinned bypass maps, or undefined where no network ever asked for the bypass. */
-export function openSockMaps(bpffsRoot: string): (SockMaps & { close(): void }) | undefined {
-  const pins = Object.values(SOCK_MAP_NAMES).map((name) => path.join(mapsDir(bpffsRoot), name));
-  if (!pins.every((pin) => fs.existsSync(pin))) return undefined;
+export function openSockMaps(bpffsRoot: string): PinnedSockMaps | undefined {
+  const pin = (name: string) => path.join(mapsDir(bpffsRoot), name);
+  if (![SOCK_MAP_NAMES.hash, SOCK_MAP_NAMES.stats].every((name) => fs.existsSync(pin(name)))) return undefined;
   const opened: BpfMap[] = [];
+  const open = (name: string, optional: boolean) => {
+    if (optional && !pinExists(pin(name))) return undefined;
+    const map = BpfMap.openPinned(pin(name));
+    opened.push(map);
+    return map;
+  };
   try {
-    for (const pin of pins) opened.push(BpfMap.openPinned(pin));
-    const [hash, state, stats] = opened as [BpfMap, BpfMap, BpfMap];
     return {
-      hash,
-      state,
-      stats,
+      hash: open(SOCK_MAP_NAMES.hash, false) as BpfMap,
+      stats: open(SOCK_MAP_NAMES.stats, false) as BpfMap,
+      pods: open(SOCK_MAP_NAMES.pods, true),
+      admitted: open(SOCK_MAP_NAMES.admitted, true),
+      cookies: open(SOCK_MAP_NAMES.cookies, true),
       close: () => {
         for (const m of opened) m.close();
       },
@@ -182,18 +215,27 @@ export function listBypassedSockets(maps: Pick<SockMaps, "hash">): BypassedSocke
 
 /**
  * Takes the sockets of a pod (local address one of `ips`) out of the sockhash, and
- * their states with them (DEL: no socket of a deleted pod stays spliced). Their peers'
- * sockets stay: removing a socket from the sockhash drops what was redirected into it
- * and not yet read, and a live peer may still read what the pod sent before it went.
- * Those peers send through the stack from their next message on (nkc_sk_msg finds the
- * pod's endpoint gone). Returns how many sockets were taken out.
+ * their states and cookies with them (DEL: no socket of a deleted pod stays spliced).
+ * Their peers' sockets stay: removing a socket from the sockhash drops what was
+ * redirected into it and not yet read, and a live peer may still read what the pod sent
+ * before it went. Those peers send through the stack from their next message on
+ * (nkc_sk_msg finds the pod's endpoint gone). The pod's count goes with its record
+ * (sock-pods.ts). Returns how many sockets were taken out.
  */
-export function forgetSocketsOf(maps: Pick<SockMaps, "hash" | "state">, ips: ReadonlySet<string>): number {
+export function forgetSocketsOf(
+  maps: Pick<PinnedSockMaps, "hash" | "admitted" | "cookies">,
+  ips: ReadonlySet<string>,
+): number {
+  const ours = (key: Buffer) => ips.has(decodeSockKey(key).local.ip);
   let removed = 0;
-  for (const map of [maps.hash, maps.state]) {
-    for (const key of [...map.keys()]) {
-      if (!ips.has(decodeSockKey(key).local.ip)) continue;
-      if (map.delete(key) && map === maps.hash) removed += 1;
+  for (const key of [...maps.hash.keys()]) if (ours(key) && maps.hash.delete(key)) removed += 1;
+  const { admitted, cookies } = maps;
+  if (admitted) {
+    for (const key of [...admitted.keys()]) {
+      if (!ours(key)) continue;
+      const value = admitted.lookup(key);
+      if (value && cookies) cookies.delete(socketCookieKey(decodeSockAdmitted(value).socketCookie));
+      admitted.delete(key);
     }
   }
   return removed;

@@ -2,8 +2,10 @@
  * `netkit-cni endpoints`: the pods this node's plugin wired, one row each: container,
  * interface, host device and its kind, addresses, the fast-path counters that say which
  * path their packets took and why refused ones were refused, and how full its direct-flow table is (entries held, and what
- * the LRU evicted), how many of its sockets the socket bypass splices now (SPLICED), and
- * its rate limits: how they are enforced (police), the rates, and what they dropped.
+ * the LRU evicted), how many of its sockets the socket bypass splices now (SPLICED) and
+ * how many it refused (OVER BOUND: the pod held as many as one pod may; FOREIGN NS: a
+ * socket on the pod's address made in another network namespace), and its rate limits:
+ * how they are enforced (police), the rates, and what they dropped.
  * Read-only; run in the node's network namespace.
  */
 import {
@@ -13,7 +15,10 @@ import {
   openSockMaps,
   type PodLimits,
   readSockCounters,
+  readSockPod,
+  SOCK_PER_POD,
   type SockCounters,
+  type SockPod,
 } from "../bpf/index";
 import {
   countersOf,
@@ -44,9 +49,30 @@ export interface EndpointRow {
   bypassedSockets: number;
   /** What the bypass did for its sockets so far (absent: never asked to). */
   sockCounters: Record<keyof SockCounters, number> | undefined;
+  /** The bypass's record of the pod (absent: its sockets are never spliced): the
+   * namespace its sockets must live in, its sockets counted against `bound`, and those
+   * refused over the bound or from another namespace. */
+  sockRecord: SockRecord | undefined;
   /** Its rate limits (bits/s, bits), their mode and drops; absent: not limited. */
   limits: PodLimits | undefined;
 }
+
+export interface SockRecord {
+  netnsCookie: string;
+  sockets: number;
+  bound: number;
+  refusedBound: number;
+  refusedNetns: number;
+}
+
+const sockRecordOf = (pod: SockPod | undefined): SockRecord | undefined =>
+  pod && {
+    netnsCookie: String(pod.netnsCookie),
+    sockets: pod.sockets,
+    bound: SOCK_PER_POD,
+    refusedBound: Number(pod.refusedBound),
+    refusedNetns: Number(pod.refusedNetns),
+  };
 
 const numbers = <T extends object>(o: T | undefined) =>
   o ? (Object.fromEntries(Object.entries(o).map(([k, v]) => [k, Number(v)])) as Record<keyof T, number>) : undefined;
@@ -63,12 +89,16 @@ export async function listEndpoints(bpffsRoot: string): Promise<EndpointRow[]> {
   const sock = openSockMaps(bpffsRoot);
   const bypassed = new Map<string, number>();
   let sockCounters = (_: number): SockCounters | undefined => undefined;
+  let sockRecord = (_: number): SockRecord | undefined => undefined;
   try {
     for (const s of sock ? listBypassedSockets(sock) : [])
       bypassed.set(s.local.ip, (bypassed.get(s.local.ip) ?? 0) + 1);
     if (sock) {
       const all = new Map(links.map((l) => [l.index, readSockCounters(sock.stats, l.index)]));
       sockCounters = (ifindex) => all.get(ifindex);
+      const { pods } = sock;
+      const records = new Map(links.map((l) => [l.index, sockRecordOf(pods && readSockPod(pods, l.index))]));
+      sockRecord = (ifindex) => records.get(ifindex);
     }
   } finally {
     sock?.close();
@@ -91,6 +121,7 @@ export async function listEndpoints(bpffsRoot: string): Promise<EndpointRow[]> {
       flowTable: numbers(flowTableOf(bpffsRoot, link.index)),
       bypassedSockets: addresses.reduce((n, ip) => n + (bypassed.get(ip) ?? 0), 0),
       sockCounters: numbers(sockCounters(link.index)),
+      sockRecord: sockRecord(link.index),
       limits: limitsOf(bpffsRoot, link.index),
     });
   }
@@ -112,6 +143,8 @@ export function formatEndpoints(rows: EndpointRow[]): string {
     "FLOWS",
     "EVICTED",
     "SPLICED",
+    "OVER BOUND",
+    "FOREIGN NS",
     "LIMITS",
     "LIMIT DROPS",
   ];
@@ -132,6 +165,8 @@ export function formatEndpoints(rows: EndpointRow[]): string {
       r.flowTable ? `${r.flowTable.entries}/${r.flowTable.capacity}` : "-",
       r.flowTable ? String(r.flowTable.evicted) : "-",
       String(r.bypassedSockets),
+      r.sockRecord ? String(r.sockRecord.refusedBound) : "-",
+      r.sockRecord ? String(r.sockRecord.refusedNetns) : "-",
       formatLimits(r.limits),
       r.limits ? String((r.limits.ingress?.dropped ?? 0) + (r.limits.egress?.dropped ?? 0)) : "-",
     ];

@@ -54,7 +54,7 @@ export function formatStatus(s: NodeStatus): string {
   lines.push(
     `socket bypass   ${
       sb.links.length > 0
-        ? `on: ${sb.links.map((l) => `${l.pin} (program ${l.programId})`).join(", ")}; ${sb.sockets} sockets spliced`
+        ? `on: ${sb.links.map((l) => `${l.pin} (program ${l.programId})`).join(", ")}; ${sb.sockets} sockets spliced${sockRefusals(sb)}`
         : why
           ? `off: ${why}`
           : `off (no pod of a network with "sockBypass": true yet)`
@@ -104,4 +104,13 @@ function formatMaps(maps: readonly MapOccupancy[]): string[] {
     ...rows.map((r, n) => (n === 0 ? "maps" : "").padEnd(16) + r.map(cell).join("  ").trimEnd()),
     `${indent}a full non-LRU map evicts nothing (inserts fail); the LRU flow tables evict their oldest`,
   ];
+}
+
+/** "; refused: 104 over a pod's bound of 4096, 2 from another namespace", when any was. */
+function sockRefusals(sb: NodeStatus["sockBypass"]): string {
+  const parts = [
+    ...(sb.refusedBound > 0 ? [`${sb.refusedBound} over a pod's bound of ${sb.bound}`] : []),
+    ...(sb.refusedNetns > 0 ? [`${sb.refusedNetns} from another network namespace`] : []),
+  ];
+  return parts.length > 0 ? `; refused: ${parts.join(", ")}` : "";
 }

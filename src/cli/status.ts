@@ -15,6 +15,7 @@
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
+import { SOCK_PER_POD } from "../bpf/abi";
 import {
   BpfLink,
   BpfProgram,
@@ -32,6 +33,7 @@ import {
 } from "../bpf/index";
 import { conntrackUnavailable } from "../bpf/node";
 import { listBypassedSockets, openSockMaps, sockRoot } from "../bpf/sock";
+import { readSockPod, sockPodIfindexes } from "../bpf/sock-pods";
 import { AF_INET, AF_INET6 } from "../cni/address";
 import { isOurProxy } from "../datapath/coexist-plan";
 import { dropsOf, embeddedObjects, endpointMapEntries, limitsOf, pinnedEndpointDevices } from "../datapath/fastpath";
@@ -87,6 +89,12 @@ export interface NodeStatus {
     links: { pin: string; linkId: number; programId: number }[];
     /** Sockets in the sockhash now. */
     sockets: number;
+    /** Sockets one pod may hold in the sockhash. */
+    bound: number;
+    /** Over every pod with a recorded namespace: sockets refused because their pod held
+     * `bound` already, and sockets on a pod's address made in another namespace. */
+    refusedBound: number;
+    refusedNetns: number;
     /** Why the kernel cannot run it (checked on the node's cgroup v2 root); absent when it can. */
     unavailable: string | undefined;
     /** Why the last ADD that asked for it on some cgroup could not run it (e.g. not cgroup v2). */
@@ -268,8 +276,16 @@ export async function nodeStatus(bpffsRoot: string): Promise<NodeStatus> {
     });
   const sockMaps = openSockMaps(root);
   let sockets = 0;
+  let refusedBound = 0;
+  let refusedNetns = 0;
   try {
     sockets = sockMaps ? listBypassedSockets(sockMaps).length : 0;
+    const pods = sockMaps?.pods;
+    for (const ifindex of pods ? sockPodIfindexes(pods) : []) {
+      const pod = pods ? readSockPod(pods, ifindex) : undefined;
+      refusedBound += Number(pod?.refusedBound ?? 0n);
+      refusedNetns += Number(pod?.refusedNetns ?? 0n);
+    }
   } finally {
     sockMaps?.close();
   }
@@ -296,6 +312,9 @@ export async function nodeStatus(bpffsRoot: string): Promise<NodeStatus> {
     sockBypass: {
       links: sockLinks,
       sockets,
+      bound: SOCK_PER_POD,
+      refusedBound,
+      refusedNetns,
       unavailable: sockBypassUnavailable(undefined),
       off: readSockBypassOff(root),
     },

@@ -17,7 +17,7 @@ import { attachEndpoint, removeEndpoint } from "../datapath/fastpath";
 import { GATEWAY_V4, GATEWAY_V6 } from "../datapath/gateway";
 import { configureHostEnd, enableForwarding } from "../datapath/host-end";
 import { chooseDatapath, podEndUsesNeighbours } from "../datapath/index";
-import { closeNamespaces, openNamespaces } from "../datapath/namespaces";
+import { closeNamespaces, openNamespaces, podNetnsCookie } from "../datapath/namespaces";
 import { hostDeviceMac, hostDeviceName, ownerAlias, podDeviceMac } from "../datapath/naming";
 import { configurePodEnd, removeSourceRules } from "../datapath/pod-end";
 import { paceUplink, releasePacing } from "../datapath/shaping";
@@ -117,6 +117,7 @@ async function addPod(inv: Invocation): Promise<Result> {
       addresses,
       bandwidth,
       egress,
+      netnsCookie: conf.fastPath.sockBypass ? podNetnsCookie(ns) : undefined,
     });
     await failpoint("fastpath-attached");
 

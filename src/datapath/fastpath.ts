@@ -41,6 +41,7 @@ import {
   endpointTableSize,
   ensureBpffs,
   forgetSocketsOf,
+  forgetSockPod,
   isBpffs,
   limitedIfindexes,
   loadNodePrograms,
@@ -56,6 +57,7 @@ import {
   readCounters,
   readDirectStats,
   readDrops,
+  recordSockPod,
   removeEndpointTable,
   setPodLimits,
 } from "../bpf/index";
@@ -109,6 +111,9 @@ export interface FastPathEndpoint {
   bandwidth?: Bandwidth | undefined;
   /** How its egress limit is enforced (datapath/shaping.ts); absent: policed. */
   egress?: EgressEnforcement | undefined;
+  /** Its network namespace's cookie (SO_NETNS_COOKIE): the socket bypass admits only
+   * sockets of that namespace. Absent: none of its sockets is spliced. */
+  netnsCookie?: bigint | undefined;
 }
 
 const endpointDir = (root: string, hostDevice: string) => path.join(root, "endpoints", hostDevice);
@@ -236,6 +241,7 @@ function attachPod(
   // The socket bypass splices TCP past every hook that enforces rate limits: a limited
   // pod's sockets stay on the packet path.
   const bypass = sockBypass && !ep.bandwidth;
+  if (bypass) recordSockNamespace(root, ep);
   for (const cidr of ep.addresses) {
     node.endpoints.upsert(hostPrefix(cidr).address, {
       hostIfindex: ep.hostIfindex,
@@ -243,6 +249,18 @@ function attachPod(
       sockBypass: bypass,
       noArp: !ep.resolvesNeighbours,
     });
+  }
+}
+
+/** The pod's namespace for the bypass's programs, before its addresses can lead to it.
+ * Without the map (the bypass could not run here) or the cookie, nothing is admitted. */
+function recordSockNamespace(root: string, ep: FastPathEndpoint): void {
+  if (ep.netnsCookie === undefined) return;
+  const sock = openSockMaps(root);
+  try {
+    if (sock?.pods) recordSockPod(sock.pods, ep.hostIfindex, ep.netnsCookie);
+  } finally {
+    sock?.close();
   }
 }
 
@@ -369,11 +387,16 @@ export async function removeEndpoint(
   );
 }
 
-/** The bypass's part of forgetting endpoints: their sockets and their counters. */
+/**
+ * The bypass's part of forgetting endpoints: their namespace records first (from then on
+ * no socket redirects to or from them: nkc_sk_msg checks both ends' records), then their
+ * sockets and counters.
+ */
 function forgetSockets(root: string, ips: ReadonlySet<string>, ifindexes: number[]): void {
   const sock = openSockMaps(root);
   if (!sock) return;
   try {
+    for (const ifindex of ifindexes) if (sock.pods) forgetSockPod(sock.pods, ifindex);
     const n = ips.size > 0 ? forgetSocketsOf(sock, ips) : 0;
     if (n > 0) log.info(`socket bypass: took ${n} sockets of ${[...ips].join(", ")} out of the sockhash`);
     for (const ifindex of ifindexes) deleteSockCounters(sock.stats, ifindex);

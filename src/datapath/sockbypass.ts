@@ -1,23 +1,25 @@
 /**
  * The same-node socket bypass as the verbs use it ("sockBypass": true): the sock_ops
- * program attached to a cgroup v2 (the node's root unless configured), the sk_msg
- * program attached to the sockhash, both as links pinned under `<bpffsRoot>/sock/`,
- * switched in place with BPF_LINK_UPDATE when a newer build loads, never detached by
- * an ADD. Removing the bpffs root (the node's state) detaches them.
+ * and sock_release programs attached to a cgroup v2 (the node's root unless configured),
+ * the sk_msg program attached to the sockhash, all as links pinned under
+ * `<bpffsRoot>/sock/`, switched in place with BPF_LINK_UPDATE when a newer build loads,
+ * never detached by an ADD. Removing the bpffs root (the node's state) detaches them.
  *
  * Optional by design: where the kernel lacks cgroup v2 or sockmap support, or the
  * configured cgroup is not a cgroup v2 directory, the ADD goes on without it and leaves
  * the reason in a note under /run (bpffs holds no files) that `netkit-cni status` shows.
  * Runs under the node lock (fastpath.ts calls it there).
  *
- * Pin layout:  <root>/sock/sk_msg   <root>/sock/cgroup-<hash of the cgroup path>
- *              <root>/sock/programs/<epoch>-<hash>/nkc_sockops, nkc_sk_msg
+ * Pin layout:  <root>/sock/sk_msg   <root>/sock/cgroup-<hash of the cgroup path> (sock_ops)
+ *              <root>/sock/release-<hash of the cgroup path>
+ *              <root>/sock/programs/<epoch>-<hash>/nkc_sockops, nkc_sk_msg, nkc_sock_release
  */
 
 import * as fs from "node:fs";
 import * as path from "node:path";
 import {
   attachCgroupSockOps,
+  attachCgroupSockRelease,
   attachSkMsg,
   BpfLink,
   BpfMap,
@@ -35,6 +37,7 @@ const CGROUP2_SUPER_MAGIC = 0x63677270;
 export const sockLinkPins = {
   skMsg: (root: string) => path.join(sockRoot(root), "sk_msg"),
   cgroup: (root: string, cgroup: string) => path.join(sockRoot(root), `cgroup-${sha256Hex([cgroup], 12)}`),
+  release: (root: string, cgroup: string) => path.join(sockRoot(root), `release-${sha256Hex([cgroup], 12)}`),
 };
 
 /** Why the last ADD could not run the bypass: the node's bpffs root names it, as the node lock. */
@@ -118,9 +121,11 @@ export interface SockBypassObjects {
 
 /**
  * Makes sure the bypass runs on `cgroup` (undefined: the node's cgroup v2 root): loads
- * or opens the programs, then the sk_msg link on the sockhash and the sock_ops link on
- * the cgroup, each created and pinned, or switched to these programs. Throws with the
- * kernel's reason when it cannot; the caller decides that this is not fatal.
+ * or opens the programs, then the sk_msg link on the sockhash, the sock_release link and
+ * the sock_ops link on the cgroup, each created and pinned, or switched to these
+ * programs. Release comes before sock_ops: a socket admitted where nothing sees it
+ * closed would stay counted. Throws with the kernel's reason when it cannot; the caller
+ * decides that this is not fatal.
  */
 export function ensureSockBypass(
   root: string,
@@ -138,14 +143,26 @@ export function ensureSockBypass(
     ensureLink(sockLinkPins.skMsg(root), sock.programs.skMsg, switchable, () =>
       attachSkMsg(sock.programs.skMsg, sock.maps.hash.fd),
     );
-    ensureLink(sockLinkPins.cgroup(root, dir), sock.programs.sockOps, switchable, () => {
+    const onCgroup = (attach: (cgroupFd: number) => BpfLink) => () => {
       const fd = fs.openSync(dir, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY);
       try {
-        return attachCgroupSockOps(sock.programs.sockOps, fd);
+        return attach(fd);
       } finally {
         fs.closeSync(fd);
       }
-    });
+    };
+    ensureLink(
+      sockLinkPins.release(root, dir),
+      sock.programs.release,
+      switchable,
+      onCgroup((fd) => attachCgroupSockRelease(sock.programs.release, fd)),
+    );
+    ensureLink(
+      sockLinkPins.cgroup(root, dir),
+      sock.programs.sockOps,
+      switchable,
+      onCgroup((fd) => attachCgroupSockOps(sock.programs.sockOps, fd)),
+    );
   } finally {
     sock.close();
   }

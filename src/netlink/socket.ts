@@ -10,7 +10,7 @@
 import * as os from "node:os";
 import { setsockoptInt } from "../sys/libc";
 import { NetlinkFd } from "../sys/netlink-fd";
-import { inNetnsFd } from "../sys/netns";
+import { inNetnsFd, netnsCookieOf } from "../sys/netns";
 import { parseAttrs, readString } from "./attrs";
 
 const NETLINK_ROUTE = 0;
@@ -84,6 +84,11 @@ export class RtnlSocket {
 
   close(): void {
     this.fd.close();
+  }
+
+  /** The cookie of the namespace this socket belongs to (see sys/netns.ts). */
+  netnsCookie(): bigint {
+    return netnsCookieOf(this.fd.descriptor);
   }
 
   /**

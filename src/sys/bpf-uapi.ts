@@ -44,11 +44,12 @@ export const BPF_MAP_TYPE = {
   SOCKHASH: 18,
 } as const;
 
-export const BPF_PROG_TYPE = { SCHED_CLS: 3, SOCK_OPS: 13, SK_MSG: 16 } as const;
+export const BPF_PROG_TYPE = { SCHED_CLS: 3, CGROUP_SOCK: 9, SOCK_OPS: 13, SK_MSG: 16 } as const;
 
 export const BPF_ATTACH_TYPE = {
   CGROUP_SOCK_OPS: 3,
   SK_MSG_VERDICT: 7,
+  CGROUP_INET_SOCK_RELEASE: 34,
   TCX_INGRESS: 46,
   TCX_EGRESS: 47,
   NETKIT_PRIMARY: 54,

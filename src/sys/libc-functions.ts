@@ -22,6 +22,7 @@ export interface CSignature {
 export const LIBC_FUNCTIONS = {
   setns: { args: ["i32", "i32"], returns: "i32" },
   setsockopt: { args: ["i32", "i32", "i32", "bytes", "i32"], returns: "i32" },
+  getsockopt: { args: ["i32", "i32", "i32", "address", "address"], returns: "i32" },
   flock: { args: ["i32", "i32"], returns: "i32" },
   // Variadic in C; the requests we make take no argument.
   ioctl: { args: ["i32", "u64"], returns: "i32" },

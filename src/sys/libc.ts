@@ -1,10 +1,11 @@
 /**
- * The few libc calls Node does not offer: setns, setsockopt, flock, ioctl, mount, poll,
- * isatty, made through the runtime's foreign-function backend (foreign.ts). Owns nothing
+ * The few libc calls Node does not offer: setns, setsockopt, getsockopt, flock, ioctl,
+ * mount, poll, isatty, made through the runtime's foreign-function backend (foreign.ts). Owns nothing
  * else (bpf(2) is bpf-syscall.ts's). Every call is synchronous and reports failure as an
  * ErrnoError carrying errno and the C function's name.
  */
 import { callLibc, describeErrno, type LibcFunction } from "./foreign";
+import { withNative } from "./native-memory";
 
 export class ErrnoError extends Error {
   constructor(
@@ -40,6 +41,17 @@ export function setsockoptInt(fd: number, level: number, optname: number, value:
   const buf = Buffer.alloc(4);
   buf.writeInt32LE(value);
   callOrThrow("setsockopt", [fd, level, optname, buf, 4]);
+}
+
+/** getsockopt(2) of an option whose value is a u64 (SO_NETNS_COOKIE). */
+export function getsockoptU64(fd: number, level: number, optname: number): bigint {
+  return withNative((mem) => {
+    const value = mem.alloc(8);
+    const length = mem.alloc(4);
+    length.bytes.writeUInt32LE(8);
+    callOrThrow("getsockopt", [fd, level, optname, value.address, length.address]);
+    return value.bytes.readBigUInt64LE(0);
+  });
 }
 
 export const LOCK_SH = 1;

@@ -7,7 +7,7 @@
  * leave, which is how the rest of the code talks to a pod's netns without staying in it.
  */
 import * as fs from "node:fs";
-import { CLONE_NEWNET, ErrnoError, namespaceType, setns } from "./libc";
+import { CLONE_NEWNET, ErrnoError, getsockoptU64, namespaceType, setns } from "./libc";
 
 export class NetnsNotFoundError extends Error {
   constructor(
@@ -96,4 +96,16 @@ export function isOwnNetns(netnsFd: number): boolean {
 export function netnsIdentity(netnsPath: string): string {
   const st = fs.statSync(netnsPath);
   return `${st.dev}:${st.ino}`;
+}
+
+const SOL_SOCKET = 1;
+const SO_NETNS_COOKIE = 71;
+
+/**
+ * The cookie of the network namespace the socket open on `socketFd` was created in
+ * (SO_NETNS_COOKIE, Linux 5.14+): the kernel's own name for a namespace, never reused
+ * while the system runs, and what bpf_get_netns_cookie() gives BPF programs.
+ */
+export function netnsCookieOf(socketFd: number): bigint {
+  return getsockoptU64(socketFd, SOL_SOCKET, SO_NETNS_COOKIE);
 }

@@ -20,6 +20,7 @@ import {
   REPLY,
   removeSockEnv,
   type SockEnv,
+  socketCookies,
   socketStates,
   sockets,
   startPeer,
@@ -42,9 +43,11 @@ function twoPods(bypass = true): { server: Pod; client: Pod } {
   return { server: addPod(env.fx, env.node, "srv", conf), client: addPod(env.fx, env.node, "cli", conf) };
 }
 
-/** Nothing of the bypass is left for a closed connection: no socket, no state. */
+/** Nothing of the bypass is left for a closed connection: no socket, no state, no cookie. */
 async function mapsEmpty(): Promise<void> {
-  expect(await eventually(() => sockets(env).length === 0 && socketStates(env).length === 0)).toBe(true);
+  expect(
+    await eventually(() => sockets(env).length === 0 && socketStates(env).length === 0 && socketCookies(env) === 0),
+  ).toBe(true);
 }
 
 describe("connections that close unusually", () => {

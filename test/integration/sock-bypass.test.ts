@@ -23,13 +23,16 @@ import {
   REPLY,
   removeSockEnv,
   type SockEnv,
+  socketCookies,
   socketStates,
   sockets,
+  sockRecordAt,
+  sockRecordOf,
   startPeer,
   startPeerServer,
   ZERO,
 } from "./sock-peers";
-import { addPod, delPod } from "./topology";
+import { addPod, delPod, ifindexOf } from "./topology";
 
 let env: SockEnv;
 
@@ -98,8 +101,16 @@ describe("socket bypass between two pods of one node", () => {
         .trim()
         .split(/\s+/)[0];
     expect(["cli", "srv"].map(splicedOf)).toEqual(["1", "1"]);
+    // Each pod's record: the namespace its sockets live in, and its one socket counted.
+    expect(sockRecordOf(env, client)?.sockets).toBe(1);
+    expect(sockRecordOf(env, server)?.sockets).toBe(1);
     const status = JSON.parse(cli(env, "status")) as NodeStatus;
-    expect(status.sockBypass.links).toHaveLength(2);
+    // sk_msg on the sockhash; sock_ops and sock_release on the cgroup.
+    expect(status.sockBypass.links.map((l) => l.pin.split("-")[0]).sort()).toEqual([
+      "sock/cgroup",
+      "sock/release",
+      "sock/sk_msg",
+    ]);
     expect(status.sockBypass.sockets).toBe(2);
     // The bypass's maps are listed with the node's once it is on.
     expect(status.maps.find((m) => m.name === "nkc_sock_hash")).toEqual({
@@ -108,13 +119,18 @@ describe("socket bypass between two pods of one node", () => {
       entries: 2,
       capacity: 65536,
     });
-    expect(status.maps.map((m) => m.name)).toEqual(expect.arrayContaining(["nkc_sock_state", "nkc_sock_stats"]));
+    expect(status.maps.map((m) => m.name)).toEqual(
+      expect.arrayContaining(["nkc_sock_stats", "nkc_sock_pods", "nkc_sock_admitted", "nkc_sock_cookies"]),
+    );
     expect(cli(env, "status", false)).toMatch(/^socket bypass +on: .*; 2 sockets spliced$/m);
 
+    const clientIfindex = ifindexOf(env.node.netns, client.hostDevice);
     expect(delPod(client).status).toBe(0);
     // The client's process still holds its socket; the sockhash no longer does.
     expect(sockets(env).filter((s) => s.local.ip === client.v4)).toEqual([]);
     expect(socketStates(env).filter((s) => s.local.ip === client.v4)).toEqual([]);
+    expect(socketCookies(env)).toBe(1);
+    expect(sockRecordAt(env, clientIfindex)).toBeUndefined();
   });
 
   it("survives many short connections", async () => {
@@ -123,8 +139,10 @@ describe("socket bypass between two pods of one node", () => {
     await startPeerServer(env, server.netns, server.v4, 5001);
     for (let i = 0; i < 30; i++) expect(exchange(env, client.netns, server.v4, 5001, 1000 + i)).toMatch(/^ok /);
     expect(countersOf(env, client).added).toBe(30n);
-    // Closed sockets leave the sockhash by themselves, and their states go with them.
+    // Closed sockets leave the sockhash by themselves, and their states and counts go with them.
     expect(await eventually(() => sockets(env).length === 0 && socketStates(env).length === 0)).toBe(true);
+    expect(socketCookies(env)).toBe(0);
+    expect([client, server].map((pod) => sockRecordOf(env, pod)?.sockets)).toEqual([0, 0]);
   });
 });
 

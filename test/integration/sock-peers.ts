@@ -17,7 +17,9 @@ import {
   listBypassedSockets,
   openSockMaps,
   readSockCounters,
+  readSockPod,
   type SockCounters,
+  type SockPod,
 } from "../../src/bpf/index";
 import { cgroup2Root } from "../../src/datapath/sockbypass";
 import { BINARY, Fixture, uniqueName } from "./harness";
@@ -58,8 +60,12 @@ export function removeSockEnv(env: SockEnv | undefined): void {
   removeCgroup(env.cgroup);
 }
 
-/** rmdir succeeds once the killed peers have left the cgroup. */
+/** rmdir succeeds once the killed peers have left the cgroup (and its children, first). */
 function removeCgroup(dir: string): void {
+  if (!fs.existsSync(dir)) return;
+  for (const child of fs.readdirSync(dir, { withFileTypes: true })) {
+    if (child.isDirectory()) removeCgroup(path.join(dir, child.name));
+  }
   for (let i = 0; i < 100 && fs.existsSync(dir); i++) {
     try {
       fs.rmdirSync(dir);
@@ -69,13 +75,20 @@ function removeCgroup(dir: string): void {
   }
 }
 
-/** argv that runs the peer inside `netns` (a name in /run/netns) and inside the test's cgroup. */
-export const inCgroup = (env: SockEnv, netns: string, args: string[]) => [
+/** argv for sh that runs `script` (with `args` as "$@") inside the test's cgroup. */
+const shInCgroup = (env: SockEnv, script: string, args: string[]) => [
   "-c",
-  `echo $$ > ${env.cgroup}/cgroup.procs && exec nsenter --net=/run/netns/${netns} /usr/bin/python3 ${PEER} "$@"`,
+  `echo $$ > ${env.cgroup}/cgroup.procs && ${script}`,
   "sockpeer",
   ...args,
 ];
+
+/** argv that runs the peer inside `netns` (a name in /run/netns) and inside the test's cgroup. */
+export const inCgroup = (env: SockEnv, netns: string, args: string[]) =>
+  shInCgroup(env, `exec nsenter --net=/run/netns/${netns} /usr/bin/python3 ${PEER} "$@"`, args);
+
+/** What runs the peer (sockpeer.py) from inside a script of one's own. */
+export const PEER_COMMAND = `/usr/bin/python3 ${PEER}`;
 
 /** A peer running in the background: the lines it printed so far, and its exit. */
 export interface Peer {
@@ -87,7 +100,16 @@ export interface Peer {
 }
 
 export function startPeer(env: SockEnv, netns: string, args: string[]): Peer {
-  const child = spawn("sh", inCgroup(env, netns, args), { stdio: ["pipe", "pipe", "inherit"] });
+  return startInCgroup(env, inCgroup(env, netns, args), args);
+}
+
+/** A process of the test's cgroup running `script` (sh), which runs the peer itself. */
+export function startScript(env: SockEnv, script: string, args: string[]): Peer {
+  return startInCgroup(env, shInCgroup(env, script, args), args);
+}
+
+function startInCgroup(env: SockEnv, argv: string[], args: string[]): Peer {
+  const child = spawn("sh", argv, { stdio: ["pipe", "pipe", "inherit"] });
   env.fx.processes.push({ kill: () => child.kill("SIGKILL") });
   const lines: string[] = [];
   let taken = 0;
@@ -130,8 +152,17 @@ export async function startPeerServer(
 }
 
 /** Sends `size` bytes and reads the reply; both ends compare hashes. */
-export function exchange(env: SockEnv, netns: string, host: string, port: number, size: number, method = "sendall") {
-  const r = spawnSync("sh", inCgroup(env, netns, ["client", host, String(port), String(size), method]), {
+export function exchange(
+  env: SockEnv,
+  netns: string,
+  host: string,
+  port: number,
+  size: number,
+  method = "sendall",
+  sourcePort?: number,
+) {
+  const args = ["client", host, String(port), String(size), method, ...(sourcePort ? ["0", String(sourcePort)] : [])];
+  const r = spawnSync("sh", inCgroup(env, netns, args), {
     encoding: "utf8",
     timeout: 60_000,
   });
@@ -162,12 +193,39 @@ export function sockets(env: SockEnv): BypassedSocket[] {
   }
 }
 
-/** The sockets nkc_sock_state has a state for (each should also be in the sockhash, or closing). */
+/** The sockets nkc_sock_admitted has a state for (each is also in the sockhash until its process closes it). */
 export function socketStates(env: SockEnv): BypassedSocket[] {
   const maps = openSockMaps(env.node.bpffsRoot);
   if (!maps) return [];
   try {
-    return [...maps.state.keys()].map(decodeSockKey);
+    return [...(maps.admitted?.keys() ?? [])].map(decodeSockKey);
+  } finally {
+    maps.close();
+  }
+}
+
+/** The socket cookies nkc_sock_cookies holds (one per admitted socket not yet closed). */
+export function socketCookies(env: SockEnv): number {
+  const maps = openSockMaps(env.node.bpffsRoot);
+  if (!maps) return 0;
+  try {
+    return maps.cookies?.countKeys() ?? 0;
+  } finally {
+    maps.close();
+  }
+}
+
+/** The bypass's record of a pod: its namespace, its sockets counted, those refused. */
+export function sockRecordOf(env: SockEnv, pod: Pod): SockPod | undefined {
+  return sockRecordAt(env, ifindexOf(env.node.netns, pod.hostDevice));
+}
+
+/** The record kept for a host ifindex (whose device may be gone). */
+export function sockRecordAt(env: SockEnv, hostIfindex: number): SockPod | undefined {
+  const maps = openSockMaps(env.node.bpffsRoot);
+  if (!maps?.pods) return undefined;
+  try {
+    return readSockPod(maps.pods, hostIfindex);
   } finally {
     maps.close();
   }

@@ -62,6 +62,13 @@ describe("under Bun", () => {
       netlinkBadProtocol: { errno: 93 },
       clockNearUptime: true,
       nativeWritten: true,
+      netnsCookie: netnsCookieFromPython(),
     });
   });
 });
+
+/** This namespace's cookie as another program reads it (SO_NETNS_COOKIE is 71). */
+function netnsCookieFromPython(): string {
+  const script = "import socket; print(int.from_bytes(socket.socket().getsockopt(socket.SOL_SOCKET, 71, 8), 'little'))";
+  return execFileSync("/usr/bin/python3", ["-c", script], { encoding: "utf8" }).trim();
+}

@@ -41,7 +41,15 @@ const facts = (): NodeStatus => ({
     { name: "nkc_flow_owner", kind: "hash", entries: 2, capacity: 16384 },
   ],
   uplinks: [{ pin: "uplink/eth0/ingress", linkId: 3, programId: 13, ifindex: 2, device: "eth0" }],
-  sockBypass: { links: [], sockets: 0, unavailable: undefined, off: undefined },
+  sockBypass: {
+    links: [],
+    sockets: 0,
+    bound: 4096,
+    refusedBound: 0,
+    refusedNetns: 0,
+    unavailable: undefined,
+    off: undefined,
+  },
   bandwidth: { limited: 0, modes: {}, pacingOff: [] },
   drops: {
     pods: { spoofed: 3, tagged: 1, ethertype: 0, unparsable: 0, limit: 0, rewrite: 0 },
@@ -109,6 +117,18 @@ describe("formatStatus", () => {
     const s = facts();
     s.drops = undefined;
     expect(formatStatus(s)).not.toMatch(/^refused/m);
+  });
+
+  it("says what the socket bypass refused, only when it refused something", () => {
+    const s = facts();
+    s.sockBypass.links = [{ pin: "sock/sk_msg", linkId: 5, programId: 21 }];
+    s.sockBypass.sockets = 2;
+    expect(formatStatus(s)).toMatch(/^socket bypass +on: sock\/sk_msg \(program 21\); 2 sockets spliced$/m);
+    s.sockBypass.refusedBound = 104;
+    s.sockBypass.refusedNetns = 2;
+    expect(formatStatus(s)).toMatch(
+      /; 2 sockets spliced; refused: 104 over a pod's bound of 4096, 2 from another network namespace$/m,
+    );
   });
 
   it("lists problems one per line", () => {

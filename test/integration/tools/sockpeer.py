@@ -5,13 +5,23 @@ server HOST PORT              accepts connections until killed. Per connection: 
                               "hi\n", reads to EOF (plain recv, or with MSG_PEEK first),
                               then answers "R <bytes> <sha>\n" (what it received), then
                               "H <bytes> <sha>\n" and that many random bytes, then closes.
-client HOST PORT SIZE METHOD [DELAY]
-                              connects, waits for "hi" (and DELAY seconds), sends SIZE
-                              random bytes with METHOD (sendall | sendfile | splice |
-                              small), shuts down
+client HOST PORT SIZE METHOD [DELAY [SOURCE_PORT]]
+                              connects (from SOURCE_PORT when given), waits for "hi" (and
+                              DELAY seconds), sends SIZE random bytes with METHOD
+                              (sendall | sendfile | splice | small), shuts down
                               its sending side, reads the answer and checks both hashes.
                               Prints "ok <sent> <received>" or exits 1 saying what differs.
 hold HOST PORT                connects, waits for "hi", prints "connected" and sleeps.
+hog HOST PORT N               listens on HOST:PORT and opens N connections to itself
+                              (2N sockets of one pod), prints "held <N>" and sleeps.
+squat LOCAL REMOTE PORT SOURCE_PORT
+                              run where both addresses are local (a namespace that gave
+                              itself two pods' addresses): listens on REMOTE:PORT, connects
+                              to it from LOCAL:SOURCE_PORT, accepts, closes the connecting
+                              end and prints "ready"; then reads whatever reaches the
+                              accepted end until a line on its stdin, and prints
+                              "stolen <bytes>".
+cookie                        prints the SO_NETNS_COOKIE of a socket made in its namespace.
 
 Other server modes (server HOST PORT MODE), each with its client:
 duplex   / client HOST PORT 0 duplex
@@ -28,6 +38,9 @@ prefix   / client HOST PORT SIZE abort
          closes with SO_LINGER 0 (RST) without waiting. The server reads until EOF or an
          error and prints "prefix <bytes> eof|reset" when what it read is the start of
          what was sent, "bad ..." otherwise.
+reset    / hold HOST PORT
+         the server sends "hi" and closes with SO_LINGER 0 (RST) half a second later; the
+         client keeps its reset socket open.
 sink     / client HOST PORT SIZE untilreset
          the server reads SIZE bytes, then closes with SO_LINGER 0; the client keeps
          writing and prints "reset <errno name>" when the kernel reports the reset.
@@ -206,7 +219,20 @@ def serve_sink(conn):
     abort(conn)
 
 
-SERVE = {"reply": serve, "duplex": serve_duplex, "reverse": serve_reverse, "prefix": serve_prefix, "sink": serve_sink}
+def serve_reset(conn):
+    conn.sendall(b"hi\n")
+    time.sleep(0.5)
+    abort(conn)
+
+
+SERVE = {
+    "reply": serve,
+    "duplex": serve_duplex,
+    "reverse": serve_reverse,
+    "prefix": serve_prefix,
+    "sink": serve_sink,
+    "reset": serve_reset,
+}
 
 
 def server(host, port, mode="reply"):
@@ -221,10 +247,13 @@ def server(host, port, mode="reply"):
         threading.Thread(target=SERVE[mode], args=(conn,), daemon=True).start()
 
 
-def connect(host, port, greeting=True):
+def connect(host, port, greeting=True, source_port=0):
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     s = socket.socket(family, socket.SOCK_STREAM)
     s.settimeout(20)
+    if source_port:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("", source_port))
     s.connect((host, port))
     if greeting and recv_line(s) != "hi":
         raise SystemExit("no greeting")
@@ -257,11 +286,11 @@ def send(s, payload, method):
         raise SystemExit(f"unknown method {method}")
 
 
-def client(host, port, size, method, delay):
+def client(host, port, size, method, delay, source_port=0):
     if method in OTHER_CLIENTS:
         return OTHER_CLIENTS[method](host, port, size)
     # eager: write at once, before the server's end may be established (and spliced).
-    s = connect(host, port, greeting=method != "eager")
+    s = connect(host, port, greeting=method != "eager", source_port=source_port)
     print("connected", flush=True)
     time.sleep(delay)
     payload = os.urandom(size)
@@ -370,11 +399,66 @@ def hold(host, port):
     threading.Event().wait()
 
 
+def hog(host, port, n):
+    import resource
+
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(hard, 2 * n + 64), max(hard, 2 * n + 64)))
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    ls = socket.socket(family, socket.SOCK_STREAM)
+    ls.bind((host, port))
+    ls.listen(128)
+    held = []
+    for _ in range(n):
+        c = socket.socket(family, socket.SOCK_STREAM)
+        c.connect((host, port))
+        held += [c, ls.accept()[0]]
+    print(f"held {n}", flush=True)
+    threading.Event().wait()
+
+
+def squat(local, remote, port, source_port):
+    family = socket.AF_INET6 if ":" in remote else socket.AF_INET
+    ls = socket.socket(family, socket.SOCK_STREAM)
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind((remote, port))
+    ls.listen(1)
+    c = socket.socket(family, socket.SOCK_STREAM)
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    c.bind((local, source_port))
+    c.connect((remote, port))
+    accepted, _ = ls.accept()
+    # The connecting end leaves: the pod's real client may take its address and port.
+    c.close()
+    accepted.setblocking(False)
+    stop = threading.Event()
+    threading.Thread(target=lambda: (sys.stdin.readline(), stop.set()), daemon=True).start()
+    print("ready", flush=True)
+    stolen = 0
+    while not stop.is_set():
+        try:
+            stolen += len(accepted.recv(65536))
+        except BlockingIOError:
+            pass
+        time.sleep(0.01)
+    print(f"stolen {stolen}", flush=True)
+
+
 if __name__ == "__main__":
-    mode, host, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    mode = sys.argv[1]
+    if mode == "cookie":
+        print(socket.socket().getsockopt(socket.SOL_SOCKET, 71, 8).hex(), flush=True)
+        sys.exit(0)
+    if mode == "squat":
+        squat(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
+        sys.exit(0)
+    host, port = sys.argv[2], int(sys.argv[3])
     if mode == "server":
         server(host, port, *sys.argv[4:5])
     elif mode == "client":
-        client(host, port, int(sys.argv[4]), sys.argv[5], float(sys.argv[6]) if len(sys.argv) > 6 else 0)
+        delay = float(sys.argv[6]) if len(sys.argv) > 6 else 0
+        client(host, port, int(sys.argv[4]), sys.argv[5], delay, int(sys.argv[7]) if len(sys.argv) > 7 else 0)
     elif mode == "hold":
         hold(host, port)
+    elif mode == "hog":
+        hog(host, port, int(sys.argv[4]))
