@@ -21,7 +21,7 @@
  * is not JSON), dropWatches() (the server ends every watch, as on an apiserver restart).
  */
 
-import { spawnSync } from "node:child_process";
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import type * as http from "node:http";
 import * as https from "node:https";
@@ -70,6 +70,8 @@ export class StandInApiServer {
   private watches = new Set<OpenWatch>();
   private sockets = new Set<Socket>();
   private server: https.Server;
+  /** The same API on a Unix socket, for agents in network namespaces (netnsForwarder). */
+  private unixServer: https.Server;
   private port = 0;
   private mode: "serving" | "garbage" = "serving";
   private bookmarkTimer: NodeJS.Timeout | undefined;
@@ -91,13 +93,19 @@ export class StandInApiServer {
       { encoding: "utf8" },
     );
     if (gen.status !== 0) throw new Error(`openssl: ${gen.stderr}`);
-    this.server = https.createServer({ key: fs.readFileSync(key), cert: fs.readFileSync(cert) }, (req, res) =>
-      this.handle(req, res),
-    );
-    this.server.on("connection", (s: Socket) => {
-      this.sockets.add(s);
-      s.on("close", () => this.sockets.delete(s));
-    });
+    const tls = { key: fs.readFileSync(key), cert: fs.readFileSync(cert) };
+    this.server = https.createServer(tls, (req, res) => this.handle(req, res));
+    this.unixServer = https.createServer(tls, (req, res) => this.handle(req, res));
+    for (const server of [this.server, this.unixServer]) {
+      server.on("connection", (s: Socket) => {
+        this.sockets.add(s);
+        s.on("close", () => this.sockets.delete(s));
+      });
+    }
+  }
+
+  get socketPath(): string {
+    return path.join(this.dir, "apiserver.sock");
   }
 
   get caFile(): string {
@@ -111,25 +119,27 @@ export class StandInApiServer {
   async start(): Promise<void> {
     await new Promise<void>((resolve) => this.server.listen(this.port, "127.0.0.1", resolve));
     this.port = (this.server.address() as AddressInfo).port;
+    fs.rmSync(this.socketPath, { force: true });
+    await new Promise<void>((resolve) => this.unixServer.listen(this.socketPath, resolve));
     this.bookmarkTimer = setInterval(() => this.bookmark(), this.bookmarkEveryMs);
   }
 
   async stop(): Promise<void> {
-    clearInterval(this.bookmarkTimer);
-    this.dropWatches();
-    for (const s of this.sockets) s.destroy();
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+    await this.down();
   }
 
-  /** A kubeconfig for this server (token, CA), written beside the certificate. */
-  kubeconfig(name = "kubeconfig"): string {
+  /**
+   * A kubeconfig for this server (token, CA), written beside the certificate; `server`: the
+   * URL to use instead (a forwarder's, inside a network namespace).
+   */
+  kubeconfig(name = "kubeconfig", server = this.url): string {
     const file = path.join(this.dir, name);
     fs.writeFileSync(
       file,
       JSON.stringify({
         apiVersion: "v1",
         kind: "Config",
-        clusters: [{ name: "stand-in", cluster: { server: this.url, "certificate-authority": this.caFile } }],
+        clusters: [{ name: "stand-in", cluster: { server, "certificate-authority": this.caFile } }],
         users: [{ name: "agent", user: { token: this.token } }],
         contexts: [{ name: "stand-in", context: { cluster: "stand-in", user: "agent" } }],
         "current-context": "stand-in",
@@ -216,7 +226,9 @@ export class StandInApiServer {
     clearInterval(this.bookmarkTimer);
     this.dropWatches();
     for (const s of this.sockets) s.destroy();
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+    for (const server of [this.server, this.unixServer]) {
+      if (server.listening) await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
   }
 
   async up(): Promise<void> {
@@ -364,6 +376,24 @@ export class StandInApiServer {
   private status(res: http.ServerResponse, code: number, reason: string, message: string): void {
     this.json(res, code, statusObject(code, reason, message));
   }
+}
+
+/**
+ * Makes the stand-in reachable at 127.0.0.1:`port` inside a network namespace (where the
+ * host's loopback is not): a small forwarder there, connecting to its Unix socket.
+ */
+export function netnsForwarder(netns: string, port: number, socketPath: string): ChildProcess {
+  const code = [
+    `const net = require("node:net");`,
+    `net.createServer((c) => {`,
+    `  const u = net.connect(process.argv[2]);`,
+    `  c.pipe(u); u.pipe(c);`,
+    `  u.on("error", () => c.destroy()); c.on("error", () => u.destroy());`,
+    `}).listen(Number(process.argv[1]), "127.0.0.1");`,
+  ].join("\n");
+  return spawn("nsenter", [`--net=/run/netns/${netns}`, process.execPath, "-e", code, String(port), socketPath], {
+    stdio: "ignore",
+  });
 }
 
 /** A metav1.Status for a failure, as the API conventions describe it. */
