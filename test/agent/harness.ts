@@ -23,8 +23,17 @@ export interface AgentNode {
   kubeconfig: string;
 }
 
-/** A node's directories and its way to the API (call once per node netns). */
-export function agentNode(fx: Fixture, api: StandInApiServer, netns: string, name: string): AgentNode {
+/**
+ * A node's directories and its way to the API (call once per node netns); `dirs`: CNI
+ * directories a runtime already reads.
+ */
+export function agentNode(
+  fx: Fixture,
+  api: StandInApiServer,
+  netns: string,
+  name: string,
+  dirs: { confDir?: string; binDir?: string } = {},
+): AgentNode {
   const dir = fx.tempDir(`nkt-agent-${name}-`);
   const forwarder = netnsForwarder(netns, API_PORT, api.socketPath);
   fx.processes.push({ kill: () => forwarder.kill("SIGKILL") });
@@ -32,8 +41,8 @@ export function agentNode(fx: Fixture, api: StandInApiServer, netns: string, nam
     netns,
     name,
     dir,
-    confDir: path.join(dir, "net.d"),
-    binDir: path.join(dir, "bin"),
+    confDir: dirs.confDir ?? path.join(dir, "net.d"),
+    binDir: dirs.binDir ?? path.join(dir, "bin"),
     stateDir: path.join(dir, "state"),
     kubeconfig: api.kubeconfig(`kubeconfig-${name}`, `https://127.0.0.1:${API_PORT}`),
   };
