@@ -5,6 +5,7 @@
  */
 
 import { readFlags } from "../cli/args";
+import { generateConflist, validateConflist } from "../cli/install";
 import { type InstallOptions, parseInstallOptions } from "../cli/install-options";
 import { isCidr } from "../cni/address";
 
@@ -146,7 +147,14 @@ export function parseAgentOptions(args: string[], env: NodeJS.ProcessEnv, hostna
   if (opts.clusterCidrs.length === 0)
     throw new AgentUsageError("give --cluster-cidr (every pod subnet of the cluster)");
   if (!opts.nodeName) throw new AgentUsageError("no node name: give --node-name or set NODE_NAME");
-  installOptionsFor(opts, ["192.0.2.0/24"]); // the install flags fail here, not at the first sync
+  // A bad install flag (--datapath, --mtu, …) fails here, not at every sync: the conflist
+  // it would write is checked now, as install checks it.
+  const install = installOptionsFor(opts, ["192.0.2.0/24"]);
+  try {
+    validateConflist(JSON.stringify(generateConflist(install.generate)), "the conflist");
+  } catch (e) {
+    throw new AgentUsageError((e as Error).message);
+  }
   return opts;
 }
 
