@@ -6,7 +6,7 @@
  * Reconciling compares the kernel's table with the plan each time, so a restarted agent
  * removes the routes of nodes deleted while it was down.
  */
-import { AF_INET, parseSubnet } from "../cni/address";
+import { parseSubnet } from "../cni/address";
 import { deleteRoute, listRoutes, type Route, replaceRoute } from "../netlink/routes";
 import type { RtnlSocket } from "../netlink/socket";
 import type { ConnectedRoute, PeerRoute } from "./route-plan";
@@ -64,7 +64,7 @@ export async function syncRoutes(host: RtnlSocket, planned: PeerRoute[]): Promis
   }
   for (const [dst, r] of ours) {
     if (wanted.has(dst)) continue;
-    await deleteRoute(host, { ...r, family: r.family ?? AF_INET });
+    await deleteRoute(host, r); // its protocol makes the kernel delete only ours
     sync.deleted.push(describe(r));
   }
   sync.ours = wanted.size;
