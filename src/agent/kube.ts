@@ -122,8 +122,10 @@ class BookmarkingWatch extends Watch {
     this.lastStart = Date.now();
     const timeoutSeconds = 300 + Math.floor(Math.random() * 300);
     // The library skips lines that are not JSON: a body of garbage looks like a watch that
-    // ended. One that ends at once without a single event is taken for a failure, so the
-    // informer's error path (report, back off) runs instead of a reconnect every second.
+    // ended, and so does an API server that ends a watch from a stale version without the
+    // 410 it owes (kubernetes/kubernetes#104171, Events). One that ends at once without a
+    // single event is taken for a failure, so the informer's error path (report, back
+    // off) runs instead of a reconnect every second.
     let events = 0;
     const counted = (phase: string, apiObj: unknown, watchObj?: unknown) => {
       events++;

@@ -8,11 +8,13 @@
  *   objects carry the one of their last change, lists the store's at the time of the list.
  * - list: GET /api/v1/nodes, `limit` + `continue` for chunks (the continue token pins the
  *   list's resourceVersion; one older than the history answers 410 with reason Expired).
- * - watch: GET /api/v1/nodes?watch=true. resourceVersion unset or "0": synthetic ADDED for
- *   every object, then changes; a resourceVersion: every change after it, in order. Too
- *   old for the history window (after compact()): HTTP 200, then one ERROR event whose
- *   object is a Status with code 410, reason Expired, and the stream ends, as the API
- *   server does. The body is chunked JSON, one event per line. `timeoutSeconds` ends it.
+ * - watch: GET /api/v1/nodes?watch=true. resourceVersion unset ("Get State and Start at
+ *   Most Recent") or "0" ("Start at Any", served here as the most recent): synthetic ADDED
+ *   for every object, then changes; a resourceVersion ("Start at Exact"): every change
+ *   after it, in order. Too old for the history window (after compact()): HTTP 200, then
+ *   one ERROR event whose object is a Status ("too old resource version: X (Y)", reason
+ *   Expired, code 410), and the stream ends, as the API server's watch cache does. The
+ *   body is chunked JSON, one event per line. `timeoutSeconds` ends it.
  * - allowWatchBookmarks=true: BOOKMARK events now and then (and on bookmark()), whose
  *   object is a Node with only metadata.resourceVersion.
  * - Not authenticated: 401 with a Status; unknown paths 404 with a Status.
