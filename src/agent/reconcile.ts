@@ -83,7 +83,9 @@ export class Reconciler {
   update(nodes: V1Node[], complete: boolean): void {
     this.nodes = nodes;
     this.complete ||= complete;
-    this.request();
+    // Before the first complete list the informer holds only the nodes it has read so
+    // far: a run then would delete the routes of those it has not (a restarted agent).
+    if (this.complete) this.request();
   }
 
   /** One more run (a resync, or a change). */
@@ -139,15 +141,14 @@ export class Reconciler {
     this.status.skipped = skipped;
 
     this.masquerade(failed);
+    if (!this.complete) return; // the first list is not in yet (status.waiting says so)
 
     // 1. This node's pod CIDRs.
     const self = facts.find((f) => f.name === this.opts.nodeName);
     if (!self || self.podCidrs.length === 0) {
-      this.status.waiting = !this.complete
-        ? "the first list of nodes"
-        : !self
-          ? `node ${this.opts.nodeName} is not in the API`
-          : `node ${this.opts.nodeName} has no spec.podCIDRs yet`;
+      this.status.waiting = !self
+        ? `node ${this.opts.nodeName} is not in the API`
+        : `node ${this.opts.nodeName} has no spec.podCIDRs yet`;
       agentLog.info(`waiting for ${this.status.waiting}`);
       return;
     }

@@ -226,6 +226,38 @@ describe("netkit-cni agent", () => {
     expect(await third.kill("SIGTERM")).toBe(0);
   }, 180_000);
 
+  it("a restarted agent keeps every route while it lists the nodes again (none removed, then added back)", async () => {
+    const netns = makeNode(fx);
+    const node = agentNode(fx, api, netns, SELF);
+    api.addNode({ name: SELF, podCIDRs: ["10.40.1.0/24"], internalIPs: ["10.30.0.1"] });
+    const N = 120;
+    for (let i = 2; i < N + 2; i++) {
+      api.addNode({ name: `peer-${i}`, podCIDRs: [`10.40.${i}.0/24`], internalIPs: [`10.30.0.${i}`] });
+    }
+    const first = AgentProcess.start(fx, node, agentArgs(["--skip-binary"]));
+    await eventually(
+      "all routes",
+      () => agentRoutes(netns).length === N,
+      30_000,
+      () => first.log,
+    );
+    expect(await first.kill("SIGTERM")).toBe(0);
+
+    const second = AgentProcess.start(fx, node, agentArgs(["--skip-binary"]));
+    let fewest = N;
+    await eventually(
+      "synced",
+      () => {
+        fewest = Math.min(fewest, agentRoutes(netns).length);
+        return second.log.includes("synced:");
+      },
+      30_000,
+      () => second.log,
+    );
+    expect(fewest).toBe(N);
+    expect(await second.kill("SIGTERM")).toBe(0);
+  }, 120_000);
+
   it("serves /healthz, /readyz and Prometheus metrics, with the plugin's verb timings", async () => {
     const netns = makeNode(fx);
     const node = agentNode(fx, api, netns, SELF);
