@@ -5,7 +5,7 @@ SHELL := /bin/bash
 BIN := dist/netkit-cni
 SRC := $(shell find src bpf -name '*.ts' -o -name '*.c' -o -name '*.h') scripts/build.mjs scripts/build-bpf.sh package-lock.json
 
-.PHONY: deps build build-older bpf test test-unit test-bpf test-integration test-vm test-vm-node test-vm-veth test-e2e typecheck lint demo demo-vm clean
+.PHONY: deps build build-older bpf test test-unit test-agent test-bpf test-integration test-vm test-vm-node test-vm-veth test-e2e typecheck lint demo demo-vm clean
 
 deps:
 	@scripts/deps.sh
@@ -42,6 +42,12 @@ test-unit: deps
 
 test-bpf: deps
 	npx vitest run --project bpf
+
+# netkit-cni agent: the stand-in API server with the real client library, and the built
+# agent in node namespaces (routes, masquerade, readiness, metrics), both executables.
+test-agent: build
+	npx vitest run --project agent
+	NETKIT_CNI_TEST_BINARY=node npx vitest run --project agent
 
 # The executable-level suites run against both executables: NETKIT_CNI_TEST_BINARY=node
 # chooses dist/netkit-cni-node instead of the default dist/netkit-cni. The two carry the
@@ -130,8 +136,8 @@ test-e2e: build
 # netkit (the Node executable on a subset), and with veth on the guest's kernel (the A/B
 # of one cluster runs both datapaths on one kernel).
 test: typecheck lint build build-older
-	npx vitest run --project unit --project bpf --project integration
-	NETKIT_CNI_TEST_BINARY=node npx vitest run --project integration $(NODE_INTEGRATION_TESTS)
+	npx vitest run --project unit --project agent --project bpf --project integration
+	NETKIT_CNI_TEST_BINARY=node npx vitest run --project agent --project integration test/agent $(NODE_INTEGRATION_TESTS)
 	$(MAKE) --no-print-directory test-bench-apps
 	$(MAKE) --no-print-directory test-e2e
 	$(MAKE) --no-print-directory test-vm-lanes

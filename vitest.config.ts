@@ -17,6 +17,19 @@ export default defineConfig({
         test: { name: "unit", include: ["test/unit/**/*.test.ts"], pool: "forks", sequence: { groupOrder: 0 } },
       },
       {
+        // netkit-cni agent: the stand-in API server and the agent's loops, in namespaces of
+        // their own (root), beside unit tests in the order.
+        test: {
+          name: "agent",
+          include: ["test/agent/**/*.test.ts"],
+          pool: "forks",
+          testTimeout: 60_000,
+          hookTimeout: 60_000,
+          maxWorkers: 2,
+          sequence: { groupOrder: 0 },
+        },
+      },
+      {
         test: {
           name: "bpf",
           include: ["test/bpf/**/*.test.ts"],

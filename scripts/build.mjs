@@ -99,9 +99,20 @@ function report(exe) {
 /** The addon as both executables load it: from their embedded assets. */
 const ADDON_FROM_ASSETS = `const { requireAddon } = require(${JSON.stringify(path.join(root, "src/sys/native-addons.ts"))}); module.exports = requireAddon("ffi-rs");`;
 
+/**
+ * `netkit-cni agent`'s own bundle (src/agent/main.ts, CommonJS), which each executable
+ * carries as a file and evaluates only for that command (src/cli/agent.ts): the Kubernetes
+ * client and prom-client in the main bundle made every plugin verb start 60–80 ms slower.
+ */
+async function bundleAgent(outfile, plugins) {
+  await bundle(outfile, plugins, { entryPoints: [path.join(root, "src/agent/main.ts")] });
+}
+
 async function buildNodeExecutable() {
   const js = path.join(dist, "netkit-cni-node.js");
   await bundle(js, [nativeAddonPlugin(ADDON_FROM_ASSETS)]);
+  const agentJs = path.join(dist, "netkit-cni-agent-node.js");
+  await bundleAgent(agentJs, [nativeAddonPlugin(ADDON_FROM_ASSETS)]);
   const seaConfig = path.join(dist, "sea-config.json");
   const blob = path.join(dist, "sea-prep.blob");
   fs.writeFileSync(
@@ -113,6 +124,7 @@ async function buildNodeExecutable() {
       useCodeCache: true,
       assets: {
         "ffi-rs.node": ffiAddon,
+        "agent.js": agentJs,
         ...Object.fromEntries(BPF_ASSETS.map((f) => [f, path.join(dist, "bpf", f)])),
       },
     }),
@@ -144,12 +156,22 @@ async function buildBunExecutable() {
   const assets = Object.fromEntries(
     Object.entries(files).map(([name, file]) => [name, fs.readFileSync(file).toString("base64")]),
   );
+  // The agent's bundle becomes a file inside the executable (Bun embeds what a module
+  // imports with type "file"); the banner leaves its path where src/sys/embedded-assets.ts
+  // looks.
+  await bundleAgent(path.join(dist, "netkit-cni-agent-bun.js"), [withoutFfiRsPlugin()]);
   await bundle(js, [withoutFfiRsPlugin()], {
     // An ES module: a CommonJS bundle wraps each `import * as fs` in a helper that copies
     // every export of the built-in, and under Bun that copying loads node:stream and more
     // (about 10 ms of each start). Built-ins no verb needs are required where used.
     format: "esm",
-    banner: { js: `globalThis.__netkitCniAssets = ${JSON.stringify(assets)};` },
+    banner: {
+      js: [
+        `import __netkitCniAgent from "./netkit-cni-agent-bun.js" with { type: "file" };`,
+        `globalThis.__netkitCniAgentFile = __netkitCniAgent;`,
+        `globalThis.__netkitCniAssets = ${JSON.stringify(assets)};`,
+      ].join("\n"),
+    },
   });
   const exe = path.join(dist, "netkit-cni");
   execFileSync(

@@ -35,7 +35,24 @@ async function runPlugin(stdin: Buffer): Promise<string | undefined> {
   requireVerbInVersion(env.command, conf.cniVersion);
   const inv: Invocation = { env, conf, processEnv: process.env };
   log.debug(`netns=${env.netns} datapath=${conf.datapath}`);
+  if (!conf.agentStateDir) return runVerb(inv);
 
+  // A conflist of `netkit-cni agent`'s: the verb's time (and, for ADD and DEL, the pod's
+  // name) is left for the agent's metrics.
+  const { recordVerb } = await import("./commands/agent-state");
+  const started = performance.now();
+  let ok = false;
+  try {
+    const out = await runVerb(inv);
+    ok = true;
+    return out;
+  } finally {
+    recordVerb(conf, env, performance.now() - started, ok);
+  }
+}
+
+async function runVerb(inv: Invocation): Promise<string | undefined> {
+  const { env, conf } = inv;
   // Each verb's module is imported when it runs: a process runs one verb, and evaluating
   // the others' modules too is start-up time every invocation would pay.
   switch (env.command) {

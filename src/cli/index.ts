@@ -17,6 +17,8 @@ commands:
                                           (exit status 1 when there are problems)
   install [options]                       copy this executable and a conflist into the CNI
                                           directories (install --help for the options)
+  agent [options]                         the node's side of a cluster network: conflist, routes
+                                          to other nodes, masquerade, metrics (agent --help)
 Without a command, netkit-cni acts as a CNI plugin (CNI_COMMAND in the environment).`;
 
 interface Options {
@@ -69,6 +71,11 @@ export async function runCli(argv: string[]): Promise<number> {
           process.stderr.write(`netkit-cni install: ${e.message}\n`);
           return e.message.startsWith("unknown option") ? 2 : 1;
         }
+      }
+      case "agent": {
+        // Its own bundle, loaded only here (cli/agent.ts).
+        const { runEmbeddedAgent } = await import("./agent");
+        return await runEmbeddedAgent(rest);
       }
       case "help":
       case "--help":

@@ -38,6 +38,8 @@ export interface InstallOptions {
     dataDir: string | undefined;
     logFile: string | undefined;
     bpffsRoot: string | undefined;
+    /** Set by `netkit-cni agent`: where its readiness and the plugin's verb timings live. */
+    agentStateDir?: string;
   };
 }
 export class InstallError extends Error {}

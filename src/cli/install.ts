@@ -55,6 +55,7 @@ export function generateConflist(g: InstallOptions["generate"]): Record<string, 
   if (g.mtu !== undefined) plugin.mtu = g.mtu;
   if (g.logFile) plugin.logFile = g.logFile;
   if (g.bpffsRoot) plugin.bpffsRoot = g.bpffsRoot;
+  if (g.agentStateDir) plugin.agentStateDir = g.agentStateDir;
   const ipam: Record<string, unknown> = { type: PLUGIN_TYPE, ranges: g.podCidrs.map((subnet) => [{ subnet }]) };
   if (g.dataDir) ipam.dataDir = g.dataDir;
   plugin.ipam = ipam;

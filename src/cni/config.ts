@@ -98,6 +98,11 @@ export interface NetConf {
   bandwidthRequest: BandwidthRequest | undefined;
   /** GC only: the attachments the runtime still knows about. */
   validAttachments: Attachment[] | undefined;
+  /**
+   * Set in conflists `netkit-cni agent` writes: the directory where the agent says it has
+   * synced (STATUS is not ready until then) and the plugin leaves its verb timings.
+   */
+  agentStateDir: string | undefined;
   /** The parsed JSON as received, forwarded unchanged to delegated plugins. */
   raw: Record<string, unknown>;
 }
@@ -237,6 +242,14 @@ function parseValidAttachments(raw: Record<string, unknown>): Attachment[] | und
   });
 }
 
+function parseAgentStateDir(raw: Record<string, unknown>): string | undefined {
+  const dir = stringField(raw, "agentStateDir");
+  if (dir !== undefined && (!dir.startsWith("/") || dir.split("/").includes(".."))) {
+    throw invalidConfig(`"agentStateDir" must be an absolute path without ".."; got "${dir}"`);
+  }
+  return dir;
+}
+
 export function parseNetConf(stdin: Buffer | string): NetConf {
   const raw = decodeConfig(stdin);
   const cniVersion = negotiateVersion(raw.cniVersion, raw.cniVersions);
@@ -268,6 +281,7 @@ export function parseNetConf(stdin: Buffer | string): NetConf {
     datapathAnnotation: readDatapathAnnotation(raw),
     bandwidthRequest: readBandwidthRequest(raw),
     validAttachments: parseValidAttachments(raw),
+    agentStateDir: parseAgentStateDir(raw),
     raw,
   };
 }

@@ -2,12 +2,14 @@
  * STATUS (spec 1.1.0): is this node ready to add pods? The kernel must answer netlink,
  * offer the configured datapath (a `netkit` config on a kernel without netkit is not
  * ready; `auto` is, with veth, and the log says which), and the IPAM, if it can tell,
- * must have addresses left. Anything else is code 50 (plugin not available), with why.
+ * must have addresses left, and a conflist written by `netkit-cni agent` needs the agent
+ * to have synced (agent-state.ts). Anything else is code 50 (plugin not available), with why.
  */
 import { CniError, ErrorCode } from "../cni/errors";
 import { chooseDatapath } from "../datapath/index";
 import { log } from "../log";
 import { RtnlSocket } from "../netlink/socket";
+import { requireAgentSynced } from "./agent-state";
 import type { Invocation } from "./invocation";
 import { ipamBackend } from "./ipam-backend";
 
@@ -29,4 +31,6 @@ export async function cmdStatus(inv: Invocation): Promise<void> {
     if (e instanceof CniError && e.code === ErrorCode.PluginNotAvailable) throw e;
     throw notReady((e as Error).message);
   }
+  // Last: a node whose kernel or IPAM is not ready says so first.
+  requireAgentSynced(inv.conf);
 }

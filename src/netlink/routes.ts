@@ -4,7 +4,7 @@
  */
 import { AF_INET, AF_INET6, addressBits, type Family, familyOf, ipBytes, ipString, parseCidr } from "../cni/address";
 import { attr, attrU32, parseAttrs, readU32 } from "./attrs";
-import { NetlinkError, NLM_F_CREATE, NLM_F_EXCL, type RtnlSocket } from "./socket";
+import { NetlinkError, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REPLACE, type RtnlSocket } from "./socket";
 
 const RTM_NEWROUTE = 24;
 const RTM_DELROUTE = 25;
@@ -29,14 +29,16 @@ export interface Route {
   ifindex: number;
   /** Routing table; the main table when absent. */
   table?: number;
+  /** Who made it (rtm_protocol): static when absent; a daemon marks its own with a number of its own. */
+  protocol?: number;
 }
 
-function rtmsg(family: number, dstLen: number, scope: number, flags: number): Buffer {
+function rtmsg(family: number, dstLen: number, scope: number, flags: number, protocol = RTPROT_STATIC): Buffer {
   const b = Buffer.alloc(12);
   b.writeUInt8(family, 0);
   b.writeUInt8(dstLen, 1);
   b.writeUInt8(RT_TABLE_MAIN, 4);
-  b.writeUInt8(RTPROT_STATIC, 5);
+  b.writeUInt8(protocol, 5);
   b.writeUInt8(scope, 6);
   b.writeUInt8(RTN_UNICAST, 7);
   b.writeUInt32LE(flags, 8);
@@ -51,7 +53,7 @@ function routeMessage(route: Route, flags = 0): Buffer {
   const attrs = [attrU32(RTA_TABLE, route.table ?? RT_TABLE_MAIN), attrU32(RTA_OIF, route.ifindex)];
   if (dstLen > 0) attrs.push(attr(RTA_DST, ipBytes(addr)));
   if (route.gateway) attrs.push(attr(RTA_GATEWAY, ipBytes(route.gateway)));
-  return Buffer.concat([rtmsg(family, dstLen, scope, flags), ...attrs]);
+  return Buffer.concat([rtmsg(family, dstLen, scope, flags, route.protocol), ...attrs]);
 }
 
 export async function addRoute(sock: RtnlSocket, route: Route, onlink = false): Promise<void> {
@@ -60,6 +62,19 @@ export async function addRoute(sock: RtnlSocket, route: Route, onlink = false): 
     RTM_NEWROUTE,
     NLM_F_CREATE | NLM_F_EXCL,
     routeMessage(route, onlink ? RTNH_F_ONLINK : 0),
+  );
+}
+
+/**
+ * Adds a route, or replaces the one with the same destination (and table): the caller
+ * has checked that the route it replaces is its own.
+ */
+export async function replaceRoute(sock: RtnlSocket, route: Route): Promise<void> {
+  await sock.request(
+    `replace route ${route.dst}${route.gateway ? ` via ${route.gateway}` : ""}`,
+    RTM_NEWROUTE,
+    NLM_F_CREATE | NLM_F_REPLACE,
+    routeMessage(route),
   );
 }
 
@@ -92,6 +107,7 @@ export async function listRoutes(sock: RtnlSocket): Promise<Route[]> {
         dst: `${dst ? ipString(dst) : family === AF_INET ? "0.0.0.0" : "::"}/${dstLen}`,
         gateway: gw ? ipString(gw) : undefined,
         ifindex: readU32(attrs.get(RTA_OIF)) ?? 0,
+        protocol: r.data.readUInt8(5),
       });
     }
   }

@@ -55,3 +55,20 @@ export function readAsset(key: string, devPath: string): Buffer {
   if (s) return Buffer.from(s.getAsset(key));
   return fs.readFileSync(path.join(buildTree, devPath));
 }
+
+/** The global the Bun build's banner defines: where the agent's bundle is inside the executable. */
+const BUNDLED_AGENT_FILE = "__netkitCniAgentFile";
+export const AGENT_ASSET = "agent.js";
+
+/**
+ * The text of `netkit-cni agent`'s own bundle (scripts/build.mjs): a file inside the Bun
+ * executable (read only when the agent runs: not part of a verb's start), an asset of
+ * the Node one, or the Node build's bundle in dist/ when not packaged.
+ */
+export function readAgentBundle(): string {
+  const file = (globalThis as Record<string, unknown>)[BUNDLED_AGENT_FILE];
+  if (typeof file === "string") return fs.readFileSync(file, "utf8");
+  const s = seaModule();
+  if (s) return Buffer.from(s.getAsset(AGENT_ASSET)).toString("utf8");
+  return fs.readFileSync(path.join(buildTree, "netkit-cni-agent-node.js"), "utf8");
+}

@@ -1,0 +1,218 @@
+/**
+ * The agent's Prometheus metrics (prom-client). Read at each scrape from where the facts
+ * live: per pod, the fast path's counters, rate-limit drops and flow table from the
+ * pinned maps (as `netkit-cni endpoints` reads them), each map's occupancy (as `status`
+ * does), and the plugin's verb timings (verb-log.ts); the agent's own routes, peers and
+ * errors are set by the reconciler as they happen.
+ *
+ * A pod is labelled namespace/name where the runtime passed K8S_POD_NAMESPACE and
+ * K8S_POD_NAME to ADD, else by its container id.
+ */
+import * as fs from "node:fs";
+import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { pinnedMapOccupancy } from "../bpf/occupancy";
+import { listEndpoints } from "../cli/endpoints";
+import { agentLog } from "./log";
+import type { PeerState } from "./route-plan";
+import { podNames, VerbLog } from "./verb-log";
+
+const POD = ["pod", "interface"];
+
+const PATHS = [
+  ["redirected", "redirected"],
+  ["passedStack", "stack"],
+  ["dropped", "dropped"],
+] as const;
+
+/** "redirectedFib" → ["redirected", "fib"]; "passedStack" → ["stack", "default"]. */
+export function counterPath(name: string): { path: string; reason: string } | undefined {
+  for (const [prefix, path] of PATHS) {
+    if (!name.startsWith(prefix)) continue;
+    const rest = name.slice(prefix.length);
+    const reason = rest === "" ? "default" : rest.replace(/[A-Z]/g, (c, i) => (i === 0 ? c : `-${c}`)).toLowerCase();
+    return { path, reason };
+  }
+  return undefined;
+}
+
+export class AgentMetrics {
+  readonly registry = new Registry();
+  readonly routes: Gauge;
+  readonly peers: Gauge;
+  readonly syncErrors: Counter;
+  readonly apiErrors: Counter;
+  readonly synced: Gauge;
+  private readonly verbLog: VerbLog;
+  private readonly verbs: Histogram;
+  private readonly packets: Counter;
+  private readonly limitDrops: Counter;
+  private readonly flowEntries: Gauge;
+  private readonly flowCapacity: Gauge;
+  private readonly evictions: Counter;
+  private readonly pods: Gauge;
+  private readonly mapEntries: Gauge;
+  private readonly mapCapacity: Gauge;
+
+  constructor(
+    private readonly bpffsRoot: string,
+    private readonly stateDir: string,
+  ) {
+    const registry = this.registry;
+    this.verbLog = new VerbLog(stateDir);
+    this.routes = new Gauge({
+      name: "netkit_cni_agent_routes",
+      help: "Routes the agent keeps to other nodes' pod CIDRs",
+      labelNames: ["family"],
+      registers: [registry],
+    });
+    this.peers = new Gauge({
+      name: "netkit_cni_agent_peers",
+      help: "Other nodes by how the agent handles them (routed, unreachable, conflict, no-address, no-pod-cidr)",
+      labelNames: ["state"],
+      registers: [registry],
+    });
+    this.syncErrors = new Counter({
+      name: "netkit_cni_agent_sync_errors_total",
+      help: "Failed reconcile steps",
+      labelNames: ["step"],
+      registers: [registry],
+    });
+    this.apiErrors = new Counter({
+      name: "netkit_cni_agent_api_errors_total",
+      help: "Failed lists and watches of the Kubernetes API",
+      registers: [registry],
+    });
+    this.synced = new Gauge({
+      name: "netkit_cni_agent_synced",
+      help: "1 once the conflist and the routes of a complete node list are written",
+      registers: [registry],
+    });
+    this.verbs = new Histogram({
+      name: "netkit_cni_verb_duration_seconds",
+      help: "Time the plugin took per verb, as it recorded it",
+      labelNames: ["verb", "result"],
+      buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers: [registry],
+    });
+    this.packets = new Counter({
+      name: "netkit_cni_pod_packets_total",
+      help: "Packets a pod sent, by the path the fast path gave them (redirected, stack, dropped) and why",
+      labelNames: [...POD, "path", "reason"],
+      registers: [registry],
+    });
+    this.limitDrops = new Counter({
+      name: "netkit_cni_pod_limit_drops_total",
+      help: "Packets dropped by a pod's rate limit, by direction",
+      labelNames: [...POD, "direction"],
+      registers: [registry],
+    });
+    this.flowEntries = new Gauge({
+      name: "netkit_cni_pod_flow_table_entries",
+      help: "Flows a pod's direct-flow table holds",
+      labelNames: POD,
+      registers: [registry],
+    });
+    this.flowCapacity = new Gauge({
+      name: "netkit_cni_pod_flow_table_capacity",
+      help: "Flows a pod's direct-flow table can hold",
+      labelNames: POD,
+      registers: [registry],
+    });
+    this.evictions = new Counter({
+      name: "netkit_cni_pod_flow_table_evictions_total",
+      help: "Flows the LRU took out of a pod's direct-flow table to make room",
+      labelNames: POD,
+      registers: [registry],
+    });
+    this.pods = new Gauge({
+      name: "netkit_cni_pods",
+      help: "Pod interfaces the plugin wired on this node",
+      registers: [registry],
+    });
+    this.mapEntries = new Gauge({
+      name: "netkit_cni_map_entries",
+      help: "Entries a pinned eBPF map holds",
+      labelNames: ["map", "kind"],
+      registers: [registry],
+    });
+    this.mapCapacity = new Gauge({
+      name: "netkit_cni_map_capacity",
+      help: "Entries a pinned eBPF map can hold (max_entries)",
+      labelNames: ["map", "kind"],
+      registers: [registry],
+    });
+  }
+
+  /** Reads the facts that live outside the agent; called before each scrape is rendered. */
+  async refresh(): Promise<void> {
+    for (const t of this.verbLog.read()) this.verbs.observe({ verb: t.verb, result: t.ok ? "ok" : "error" }, t.seconds);
+    await this.refreshPods();
+    this.refreshMaps();
+  }
+
+  setPeers(peers: { state: PeerState }[], routesByFamily: { v4: number; v6: number }): void {
+    this.peers.reset();
+    for (const state of ["routed", "unreachable", "conflict", "no-address", "no-pod-cidr"] as const) {
+      this.peers.set({ state }, peers.filter((p) => p.state === state).length);
+    }
+    this.routes.set({ family: "ipv4" }, routesByFamily.v4);
+    this.routes.set({ family: "ipv6" }, routesByFamily.v6);
+  }
+
+  private async refreshPods(): Promise<void> {
+    const { packets, limitDrops, flowEntries, flowCapacity, evictions } = this;
+    for (const m of [packets, limitDrops, flowEntries, flowCapacity, evictions]) m.reset();
+    let rows: Awaited<ReturnType<typeof listEndpoints>> = [];
+    try {
+      rows = await listEndpoints(this.bpffsRoot);
+    } catch (e) {
+      agentLog.warn(`metrics: cannot read the endpoints: ${(e as Error).message}`);
+    }
+    const names = podNames(this.stateDir);
+    const live = new Set<string>();
+    for (const r of rows) {
+      const key = `${r.containerId}/${r.ifname}`;
+      live.add(key);
+      const named = names.get(key);
+      const pod = named?.namespace && named.name ? `${named.namespace}/${named.name}` : r.containerId;
+      const l = { pod, interface: r.ifname };
+      for (const [name, value] of Object.entries(r.counters ?? {})) {
+        const p = counterPath(name);
+        if (p) packets.inc({ ...l, ...p }, value);
+      }
+      if (r.limits?.ingress) limitDrops.inc({ ...l, direction: "ingress" }, r.limits.ingress.dropped);
+      if (r.limits?.egress) limitDrops.inc({ ...l, direction: "egress" }, r.limits.egress.dropped);
+      if (r.flowTable) {
+        flowEntries.set(l, r.flowTable.entries);
+        flowCapacity.set(l, r.flowTable.capacity);
+        evictions.inc(l, Math.max(0, r.flowTable.evicted));
+      }
+    }
+    // A name whose pod went without a DEL through this node's plugin (GC): dropped
+    // once it is old enough not to be an ADD still under way.
+    for (const [key, named] of names) {
+      if (live.has(key)) continue;
+      try {
+        if (Date.now() - fs.statSync(named.file).mtimeMs > 60_000) fs.rmSync(named.file, { force: true });
+      } catch {
+        // gone already
+      }
+    }
+    this.pods.set(rows.length);
+  }
+
+  private refreshMaps(): void {
+    this.mapEntries.reset();
+    this.mapCapacity.reset();
+    let maps: ReturnType<typeof pinnedMapOccupancy> = [];
+    try {
+      maps = fs.existsSync(this.bpffsRoot) ? pinnedMapOccupancy(this.bpffsRoot) : [];
+    } catch (e) {
+      agentLog.warn(`metrics: cannot read the maps: ${(e as Error).message}`);
+    }
+    for (const m of maps) {
+      this.mapEntries.set({ map: m.name, kind: m.kind }, m.entries);
+      this.mapCapacity.set({ map: m.name, kind: m.kind }, m.capacity);
+    }
+  }
+}

@@ -1,0 +1,291 @@
+/**
+ * The built `netkit-cni agent` in a node's network namespace against the stand-in API
+ * server (the real @kubernetes/client-node inside the executable): the conflist from the
+ * node's pod CIDRs, routes to every other node's pod CIDRs via its InternalIP (proto 235)
+ * replaced and removed as the nodes change, nodes it cannot route reported, routes of
+ * others never touched, malformed nodes skipped, masquerade in a table of its own, STATUS
+ * held at code 50 until the first sync, SIGTERM leaving everything in place, a restart
+ * cleaning up after nodes deleted meanwhile, and its HTTP endpoints.
+ */
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { Fixture, inNs, runPlugin } from "../integration/harness";
+import { StandInApiServer } from "../support/kube-apiserver";
+import { AgentProcess, agentNode, agentRoutes, eventually, readJson, scrape } from "./harness";
+
+const CLUSTER = ["10.40.0.0/16", "fd40::/48"];
+const SELF = "node-a";
+
+/** A node netns with an uplink on 10.30.0.0/24 and fd30::/64 (both ends inside: no host device). */
+function makeNode(fx: Fixture): string {
+  const netns = fx.makeNetns("nkag");
+  inNs(netns, "ip", ["link", "set", "lo", "up"]);
+  inNs(netns, "ip", ["link", "add", "uplink0", "type", "veth", "peer", "name", "uplink0p"]);
+  inNs(netns, "ip", ["addr", "add", "10.30.0.1/24", "dev", "uplink0"]);
+  inNs(netns, "ip", ["-6", "addr", "add", "fd30::1/64", "dev", "uplink0", "nodad"]);
+  inNs(netns, "ip", ["link", "set", "uplink0p", "up"]);
+  inNs(netns, "ip", ["link", "set", "uplink0", "up"]);
+  return netns;
+}
+
+function statusVerb(netns: string, conflistFile: string) {
+  const conflist = readJson(conflistFile);
+  return runPlugin(netns, "STATUS", {}, { ...conflist.plugins[0], cniVersion: "1.1.0", name: conflist.name });
+}
+
+describe("netkit-cni agent", () => {
+  let fx: Fixture;
+  let api: StandInApiServer;
+  beforeEach(async () => {
+    fx = new Fixture();
+    api = new StandInApiServer(fx.tempDir("nkt-api-"), "agent-token", 500);
+    await api.start();
+  });
+  afterEach(async () => {
+    await api.stop();
+    fx.cleanup();
+  });
+
+  const agentArgs = (extra: string[] = []) => [
+    "--cluster-cidr",
+    CLUSTER.join(","),
+    "--host-interface",
+    "uplink0",
+    "--bpffs-root",
+    fx.bpffsRoot,
+    "--data-dir",
+    fx.tempDir("nkt-ipam-"),
+    "--resync-seconds",
+    "1",
+    ...extra,
+  ];
+
+  it("routes other nodes' pod CIDRs via their InternalIPs, follows changes, reports and skips what it cannot route", async () => {
+    const netns = makeNode(fx);
+    const node = agentNode(fx, api, netns, SELF);
+    // Someone else's routes: one to a peer's pod CIDR, one elsewhere.
+    inNs(netns, "ip", ["route", "add", "10.40.9.0/24", "via", "10.30.0.9"]);
+    inNs(netns, "ip", ["route", "add", "192.0.2.0/24", "via", "10.30.0.99"]);
+    api.addNode({ name: SELF, podCIDRs: ["10.40.1.0/24", "fd40:0:0:1::/64"], internalIPs: ["10.30.0.1", "fd30::1"] });
+    api.addNode({
+      name: "node-b",
+      podCIDRs: ["10.40.2.0/24", "fd40:0:0:2::/64"],
+      internalIPs: ["10.30.0.2", "fd30::2"],
+    });
+    api.addNode({ name: "node-c", podCIDRs: ["10.40.3.0/24"], internalIPs: ["10.30.0.3"] });
+    api.addNode({ name: "far", podCIDRs: ["10.40.4.0/24"], internalIPs: ["198.51.100.4"] }); // not on a link
+    api.addNode({ name: "theirs", podCIDRs: ["10.40.9.0/24"], internalIPs: ["10.30.0.9"] });
+    api.addNode({ name: "overlap", podCIDRs: ["10.40.1.128/25"], internalIPs: ["10.30.0.5"] });
+    api.addNode({ name: "bad", podCIDRs: ["10.40.6.1/24", "nonsense"], internalIPs: ["10.30.0.300", "10.30.0.6"] });
+    api.addNode({ name: "bad-types", extra: { spec: { podCIDRs: 7 }, status: { addresses: "x" } } });
+
+    const agent = AgentProcess.start(fx, node, agentArgs(["--skip-binary"]));
+    const expected = ["10.40.2.0/24 via 10.30.0.2", "10.40.3.0/24 via 10.30.0.3", "fd40:0:0:2::/64 via fd30::2"];
+    await eventually(
+      "the routes",
+      () => agentRoutes(netns).join() === expected.join(),
+      20_000,
+      () => agent.log,
+    );
+
+    // The conflist, as install writes it, for this node's CIDRs and naming the agent's state.
+    const conflist = readJson(path.join(node.confDir, "10-netkit-cni.conflist"));
+    expect(conflist.plugins[0]).toMatchObject({
+      type: "netkit-cni",
+      clusterCIDRs: CLUSTER,
+      agentStateDir: node.stateDir,
+      ipam: { ranges: [[{ subnet: "10.40.1.0/24" }], [{ subnet: "fd40:0:0:1::/64" }]] },
+    });
+    expect(fs.existsSync(path.join(node.binDir, "netkit-cni"))).toBe(false); // --skip-binary
+
+    // Reported, not routed: the far node (no default-gateway detour), the overlap, the taken destination.
+    const status = JSON.parse(scrape(node, "/status")[1]);
+    const peer = (n: string) => status.peers.find((p: { node: string }) => p.node === n);
+    expect(peer("far")).toMatchObject({ state: "unreachable" });
+    expect(peer("far").why.join()).toContain("198.51.100.4 is not on a link");
+    expect(peer("overlap")).toMatchObject({ state: "conflict" });
+    expect(peer("bad").why).toEqual(
+      expect.arrayContaining([expect.stringContaining("nonsense"), expect.stringContaining("10.30.0.300")]),
+    );
+    expect(peer("theirs")).toMatchObject({ state: "conflict" });
+    expect(peer("theirs").why.join()).toContain("route to 10.40.9.0/24 not made");
+    await eventually(
+      "the log",
+      () => /node theirs not routed \(conflict\)/.test(agent.log) && /skipped: node bad-types/.test(agent.log),
+    );
+    // Theirs untouched.
+    const main = inNs(netns, "ip", ["route", "show"]);
+    expect(main).toMatch(/10\.40\.9\.0\/24 via 10\.30\.0\.9 dev uplink0/);
+    expect(main).toMatch(/192\.0\.2\.0\/24 via 10\.30\.0\.99 dev uplink0/);
+    expect(main).not.toMatch(/10\.40\.4\.0/);
+
+    // node-b moves, node-c goes, bad gets fixed: replaced, removed, added.
+    api.updateNode("node-b", (n) => {
+      (n.status as { addresses: unknown[] }).addresses = [{ type: "InternalIP", address: "10.30.0.22" }];
+    });
+    api.deleteNode("node-c");
+    api.updateNode("bad", (n) => {
+      (n.spec as Record<string, unknown>).podCIDRs = ["10.40.6.0/24"];
+    });
+    const next = ["10.40.2.0/24 via 10.30.0.22", "10.40.6.0/24 via 10.30.0.6"];
+    await eventually(
+      "the changed routes",
+      () => agentRoutes(netns).join() === next.join(),
+      20_000,
+      () => agent.log,
+    );
+
+    // A route of ours removed by hand comes back at the next resync.
+    inNs(netns, "ip", ["route", "del", "10.40.6.0/24"]);
+    await eventually(
+      "the route back",
+      () => agentRoutes(netns).join() === next.join(),
+      20_000,
+      () => agent.log,
+    );
+    expect(await agent.kill("SIGTERM")).toBe(0);
+  });
+
+  it("holds STATUS at code 50 until synced; SIGTERM leaves routes, masquerade and conflist; a restart cleans up", async () => {
+    const netns = makeNode(fx);
+    const node = agentNode(fx, api, netns, SELF);
+    api.addNode({ name: SELF, internalIPs: ["10.30.0.1"] }); // no pod CIDR yet
+    api.addNode({ name: "node-b", podCIDRs: ["10.40.2.0/24"], internalIPs: ["10.30.0.2"] });
+    api.addNode({ name: "node-c", podCIDRs: ["10.40.3.0/24"], internalIPs: ["10.30.0.3"] });
+
+    const first = AgentProcess.start(fx, node, agentArgs());
+    await eventually(
+      "waiting for the pod CIDR",
+      () => first.log.includes("has no spec.podCIDRs yet"),
+      20_000,
+      () => first.log,
+    );
+    expect(fs.existsSync(node.confDir) && fs.readdirSync(node.confDir).length > 0).toBe(false);
+    expect(scrape(node, "/readyz")[0]).toBe(503);
+
+    api.updateNode(SELF, (n) => {
+      n.spec = { podCIDR: "10.40.1.0/24", podCIDRs: ["10.40.1.0/24"] };
+    });
+    const conflistFile = path.join(node.confDir, "10-netkit-cni.conflist");
+    await eventually(
+      "synced",
+      () => scrape(node, "/readyz")[0] === 200,
+      20_000,
+      () => first.log,
+    );
+    expect(agentRoutes(netns)).toEqual(["10.40.2.0/24 via 10.30.0.2", "10.40.3.0/24 via 10.30.0.3"]);
+    expect(statusVerb(netns, conflistFile).status).toBe(0);
+    // The executable went into the bin dir too (once).
+    expect(fs.statSync(path.join(node.binDir, "netkit-cni")).mode & 0o111).not.toBe(0);
+    const table = inNs(netns, "nft", ["list", "table", "inet", "netkit-cni-agent"]);
+    expect(table).toMatch(/ip saddr @pods4 ip daddr != @direct4 masquerade/);
+    expect(table).toMatch(/ip6 saddr @pods6 ip6 daddr != @direct6 masquerade/);
+
+    // SIGTERM: everything stays for the next agent (pods keep working through an update).
+    expect(await first.kill("SIGTERM")).toBe(0);
+    expect(agentRoutes(netns)).toEqual(["10.40.2.0/24 via 10.30.0.2", "10.40.3.0/24 via 10.30.0.3"]);
+    expect(inNs(netns, "nft", ["list", "tables"])).toContain("netkit-cni-agent");
+    expect(fs.existsSync(conflistFile)).toBe(true);
+
+    // The node reboots (/run is empty: not synced), node-c is deleted meanwhile, and the API
+    // is down when the agent starts: STATUS says why it is not ready.
+    fs.rmSync(path.join(node.stateDir, "synced"));
+    api.deleteNode("node-c");
+    await api.down();
+    const notSynced = statusVerb(netns, conflistFile);
+    expect(notSynced.status).toBe(1);
+    expect(notSynced.json).toMatchObject({ code: 50, msg: expect.stringContaining("agent not synced") });
+    const second = AgentProcess.start(fx, node, agentArgs());
+    await eventually(
+      "an API failure",
+      () => /API: .*retrying/.test(second.log),
+      20_000,
+      () => second.log,
+    );
+    expect(statusVerb(netns, conflistFile).json).toMatchObject({ code: 50 });
+    await api.up();
+    await eventually(
+      "synced again",
+      () => scrape(node, "/readyz")[0] === 200,
+      30_000,
+      () => second.log,
+    );
+    expect(agentRoutes(netns)).toEqual(["10.40.2.0/24 via 10.30.0.2"]);
+    expect(statusVerb(netns, conflistFile).status).toBe(0);
+
+    // --masquerade=false: the table is someone else's job now.
+    expect(await second.kill("SIGTERM")).toBe(0);
+    const third = AgentProcess.start(fx, node, agentArgs(["--masquerade", "false"]));
+    await eventually(
+      "no table",
+      () => !inNs(netns, "nft", ["list", "tables"]).includes("netkit-cni-agent"),
+      20_000,
+      () => third.log,
+    );
+    expect(await third.kill("SIGTERM")).toBe(0);
+  }, 180_000);
+
+  it("a restarted agent keeps every route while it lists the nodes again (none removed, then added back)", async () => {
+    const netns = makeNode(fx);
+    const node = agentNode(fx, api, netns, SELF);
+    api.addNode({ name: SELF, podCIDRs: ["10.40.1.0/24"], internalIPs: ["10.30.0.1"] });
+    const N = 120;
+    for (let i = 2; i < N + 2; i++) {
+      api.addNode({ name: `peer-${i}`, podCIDRs: [`10.40.${i}.0/24`], internalIPs: [`10.30.0.${i}`] });
+    }
+    const first = AgentProcess.start(fx, node, agentArgs(["--skip-binary"]));
+    await eventually(
+      "all routes",
+      () => agentRoutes(netns).length === N,
+      30_000,
+      () => first.log,
+    );
+    expect(await first.kill("SIGTERM")).toBe(0);
+
+    const second = AgentProcess.start(fx, node, agentArgs(["--skip-binary"]));
+    let fewest = N;
+    await eventually(
+      "synced",
+      () => {
+        fewest = Math.min(fewest, agentRoutes(netns).length);
+        return second.log.includes("synced:");
+      },
+      30_000,
+      () => second.log,
+    );
+    expect(fewest).toBe(N);
+    expect(await second.kill("SIGTERM")).toBe(0);
+  }, 120_000);
+
+  it("serves /healthz, /readyz and Prometheus metrics, with the plugin's verb timings", async () => {
+    const netns = makeNode(fx);
+    const node = agentNode(fx, api, netns, SELF);
+    api.addNode({ name: SELF, podCIDRs: ["10.40.1.0/24"], internalIPs: ["10.30.0.1"] });
+    api.addNode({ name: "node-b", podCIDRs: ["10.40.2.0/24"], internalIPs: ["10.30.0.2"] });
+    api.addNode({ name: "far", podCIDRs: ["10.40.4.0/24"], internalIPs: ["198.51.100.4"] });
+    const agent = AgentProcess.start(fx, node, agentArgs(["--skip-binary"]));
+    await eventually(
+      "synced",
+      () => scrape(node, "/readyz")[0] === 200,
+      20_000,
+      () => agent.log,
+    );
+    expect(scrape(node, "/healthz")).toEqual([200, "ok\n"]);
+
+    // Two STATUS verbs through the agent's conflist leave their timings.
+    const conflistFile = path.join(node.confDir, "10-netkit-cni.conflist");
+    expect(statusVerb(netns, conflistFile).status).toBe(0);
+    expect(statusVerb(netns, conflistFile).status).toBe(0);
+    const [code, text] = scrape(node, "/metrics");
+    expect(code).toBe(200);
+    expect(text).toMatch(/^netkit_cni_agent_routes\{family="ipv4"\} 1$/m);
+    expect(text).toMatch(/^netkit_cni_agent_peers\{state="routed"\} 1$/m);
+    expect(text).toMatch(/^netkit_cni_agent_peers\{state="unreachable"\} 1$/m);
+    expect(text).toMatch(/^netkit_cni_agent_synced 1$/m);
+    expect(text).toMatch(/^netkit_cni_verb_duration_seconds_count\{verb="STATUS",result="ok"\} 2$/m);
+    expect(text).toMatch(/^netkit_cni_agent_sync_errors_total 0$|# TYPE netkit_cni_agent_sync_errors_total counter/m);
+    expect(scrape(node, "/nothing")[0]).toBe(404);
+    expect(await agent.kill("SIGTERM")).toBe(0);
+  });
+});

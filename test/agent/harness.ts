@@ -1,0 +1,138 @@
+/**
+ * Running the built `netkit-cni agent` as a node runs it: inside the node's network
+ * namespace (nsenter, so bpffs pins stay visible), against the stand-in API server
+ * reached through a forwarder in that namespace, with CNI directories and a state
+ * directory of its own. Its log is kept for the test's failure messages.
+ */
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { BINARY, type Fixture } from "../integration/harness";
+import { netnsForwarder, type StandInApiServer } from "../support/kube-apiserver";
+
+export const API_PORT = 6443;
+export const METRICS_PORT = 9968;
+
+export interface AgentNode {
+  netns: string;
+  name: string;
+  dir: string;
+  confDir: string;
+  binDir: string;
+  stateDir: string;
+  kubeconfig: string;
+}
+
+/**
+ * A node's directories and its way to the API (call once per node netns); `dirs`: CNI
+ * directories a runtime already reads.
+ */
+export function agentNode(
+  fx: Fixture,
+  api: StandInApiServer,
+  netns: string,
+  name: string,
+  dirs: { confDir?: string; binDir?: string } = {},
+): AgentNode {
+  const dir = fx.tempDir(`nkt-agent-${name}-`);
+  const forwarder = netnsForwarder(netns, API_PORT, api.socketPath);
+  fx.processes.push({ kill: () => forwarder.kill("SIGKILL") });
+  const node: AgentNode = {
+    netns,
+    name,
+    dir,
+    confDir: dirs.confDir ?? path.join(dir, "net.d"),
+    binDir: dirs.binDir ?? path.join(dir, "bin"),
+    stateDir: path.join(dir, "state"),
+    kubeconfig: api.kubeconfig(`kubeconfig-${name}`, `https://127.0.0.1:${API_PORT}`),
+  };
+  return node;
+}
+
+export class AgentProcess {
+  log = "";
+  exited: Promise<number | null>;
+  private readonly proc: ChildProcess;
+
+  constructor(
+    readonly node: AgentNode,
+    args: string[],
+  ) {
+    this.proc = spawn(
+      "nsenter",
+      [
+        `--net=/run/netns/${node.netns}`,
+        BINARY,
+        "agent",
+        "--kubeconfig",
+        node.kubeconfig,
+        "--node-name",
+        node.name,
+        "--conf-dir",
+        node.confDir,
+        "--bin-dir",
+        node.binDir,
+        "--state-dir",
+        node.stateDir,
+        "--metrics-address",
+        `127.0.0.1:${METRICS_PORT}`,
+        "--log-file",
+        path.join(node.dir, "plugin.log"),
+        ...args,
+      ],
+      { stdio: ["ignore", "pipe", "pipe"], env: { PATH: "/usr/sbin:/usr/bin:/sbin:/bin" } },
+    );
+    const take = (d: Buffer) => {
+      this.log += d.toString();
+    };
+    this.proc.stdout?.on("data", take);
+    this.proc.stderr?.on("data", take);
+    this.exited = new Promise((resolve) => this.proc.on("exit", (code) => resolve(code)));
+  }
+
+  static start(fx: Fixture, node: AgentNode, args: string[] = []): AgentProcess {
+    const agent = new AgentProcess(node, args);
+    fx.processes.push({ kill: () => agent.proc.kill("SIGKILL") });
+    return agent;
+  }
+
+  kill(signal: NodeJS.Signals): Promise<number | null> {
+    this.proc.kill(signal);
+    return this.exited;
+  }
+}
+
+/** GET one of the agent's endpoints from inside its node: [HTTP status, body]. */
+export function scrape(node: AgentNode, what: string): [number, string] {
+  const r = spawnSync(
+    "nsenter",
+    [`--net=/run/netns/${node.netns}`, "curl", "-s", "-w", "\n%{http_code}", `http://127.0.0.1:${METRICS_PORT}${what}`],
+    { encoding: "utf8", timeout: 10_000 },
+  );
+  const text = r.stdout ?? "";
+  const cut = text.lastIndexOf("\n");
+  return [Number(text.slice(cut + 1)), text.slice(0, cut)];
+}
+
+/** Our routes in a node, "dst via gw", sorted (`ip route show proto 235`, both families). */
+export function agentRoutes(netns: string): string[] {
+  const out: string[] = [];
+  for (const family of ["-4", "-6"]) {
+    const r = spawnSync("ip", ["-n", netns, family, "route", "show", "proto", "235"], { encoding: "utf8" });
+    for (const line of r.stdout.split("\n").filter(Boolean)) {
+      const m = line.match(/^(\S+) via (\S+)/);
+      if (m) out.push(`${m[1]} via ${m[2]}`);
+    }
+  }
+  return out.sort();
+}
+
+export async function eventually(what: string, ok: () => boolean, ms = 15_000, log?: () => string): Promise<void> {
+  const end = Date.now() + ms;
+  while (!ok()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}${log ? `\n--- agent log ---\n${log()}` : ""}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+export const readJson = (file: string) => JSON.parse(fs.readFileSync(file, "utf8"));

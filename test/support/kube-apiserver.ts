@@ -1,0 +1,404 @@
+/**
+ * A stand-in for kube-apiserver that serves Nodes (cluster-scoped, core group v1) over
+ * HTTPS with a bearer token, speaking the list/watch protocol as the Kubernetes API
+ * concepts page ("Efficient detection of changes", "Watch bookmarks", "Retrieving large
+ * results sets in chunks") and the API conventions (Status objects, HTTP codes) describe:
+ *
+ * - Every write gets the next resourceVersion, global to the store (etcd's revision);
+ *   objects carry the one of their last change, lists the store's at the time of the list.
+ * - list: GET /api/v1/nodes, `limit` + `continue` for chunks (the continue token pins the
+ *   list's resourceVersion; one older than the history answers 410 with reason Expired).
+ * - watch: GET /api/v1/nodes?watch=true. resourceVersion unset ("Get State and Start at
+ *   Most Recent") or "0" ("Start at Any", served here as the most recent): synthetic ADDED
+ *   for every object, then changes; a resourceVersion ("Start at Exact"): every change
+ *   after it, in order. Too old for the history window (after compact()): HTTP 200, then
+ *   one ERROR event whose object is a Status ("too old resource version: X (Y)", reason
+ *   Expired, code 410), and the stream ends, as the API server's watch cache does. The
+ *   body is chunked JSON, one event per line. `timeoutSeconds` ends it.
+ * - allowWatchBookmarks=true: BOOKMARK events now and then (and on bookmark()), whose
+ *   object is a Node with only metadata.resourceVersion.
+ * - Not authenticated: 401 with a Status; unknown paths 404 with a Status.
+ *
+ * Faults for the tests: down()/up() (connections refused), garbage() (200 with a body that
+ * is not JSON), dropWatches() (the server ends every watch, as on an apiserver restart).
+ */
+
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import * as fs from "node:fs";
+import type * as http from "node:http";
+import * as https from "node:https";
+import type { AddressInfo, Socket } from "node:net";
+import * as path from "node:path";
+
+export interface NodeSpec {
+  name: string;
+  podCIDRs?: string[];
+  /** InternalIP addresses (both families allowed). */
+  internalIPs?: string[];
+  /** Anything else to merge into the object (malformed fields in tests). */
+  extra?: Record<string, unknown>;
+}
+
+type EventType = "ADDED" | "MODIFIED" | "DELETED";
+interface StoredEvent {
+  rv: number;
+  type: EventType;
+  object: Record<string, unknown>;
+}
+
+interface OpenWatch {
+  res: http.ServerResponse;
+  bookmarks: boolean;
+  /** Last resourceVersion this watcher was sent. */
+  sentRv: number;
+}
+
+export interface RecordedRequest {
+  path: string;
+  query: Record<string, string>;
+  auth: string | undefined;
+}
+
+export class StandInApiServer {
+  readonly requests: RecordedRequest[] = [];
+  private readonly nodes = new Map<string, Record<string, unknown>>();
+  private readonly history: StoredEvent[] = [];
+  /** The store as of a paged list's resourceVersion, for its continue tokens. */
+  private readonly snapshots = new Map<number, Map<string, Record<string, unknown>>>();
+  /** The oldest resourceVersion a watch may still start from. */
+  private oldestRv = 0;
+  private rv = 1000;
+  private uid = 0;
+  private watches = new Set<OpenWatch>();
+  private sockets = new Set<Socket>();
+  private server: https.Server;
+  /** The same API on a Unix socket, for agents in network namespaces (netnsForwarder). */
+  private unixServer: https.Server;
+  private port = 0;
+  private mode: "serving" | "garbage" = "serving";
+  private bookmarkTimer: NodeJS.Timeout | undefined;
+
+  /** `dir`: where the key, certificate (ca.crt) and kubeconfig go. */
+  constructor(
+    readonly dir: string,
+    readonly token = "stand-in-token",
+    private readonly bookmarkEveryMs = 1000,
+  ) {
+    const key = path.join(dir, "apiserver.key");
+    const cert = path.join(dir, "ca.crt");
+    const gen = spawnSync(
+      "openssl",
+      [
+        ...["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1"],
+        ...["-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key, "-out", cert],
+      ],
+      { encoding: "utf8" },
+    );
+    if (gen.status !== 0) throw new Error(`openssl: ${gen.stderr}`);
+    const tls = { key: fs.readFileSync(key), cert: fs.readFileSync(cert) };
+    this.server = https.createServer(tls, (req, res) => this.handle(req, res));
+    this.unixServer = https.createServer(tls, (req, res) => this.handle(req, res));
+    for (const server of [this.server, this.unixServer]) {
+      server.on("connection", (s: Socket) => {
+        this.sockets.add(s);
+        s.on("close", () => this.sockets.delete(s));
+      });
+    }
+  }
+
+  get socketPath(): string {
+    return path.join(this.dir, "apiserver.sock");
+  }
+
+  get caFile(): string {
+    return path.join(this.dir, "ca.crt");
+  }
+
+  get url(): string {
+    return `https://127.0.0.1:${this.port}`;
+  }
+
+  async start(): Promise<void> {
+    await new Promise<void>((resolve) => this.server.listen(this.port, "127.0.0.1", resolve));
+    this.port = (this.server.address() as AddressInfo).port;
+    fs.rmSync(this.socketPath, { force: true });
+    await new Promise<void>((resolve) => this.unixServer.listen(this.socketPath, resolve));
+    this.bookmarkTimer = setInterval(() => this.bookmark(), this.bookmarkEveryMs);
+  }
+
+  async stop(): Promise<void> {
+    await this.down();
+  }
+
+  /**
+   * A kubeconfig for this server (token, CA), written beside the certificate; `server`: the
+   * URL to use instead (a forwarder's, inside a network namespace).
+   */
+  kubeconfig(name = "kubeconfig", server = this.url): string {
+    const file = path.join(this.dir, name);
+    fs.writeFileSync(
+      file,
+      JSON.stringify({
+        apiVersion: "v1",
+        kind: "Config",
+        clusters: [{ name: "stand-in", cluster: { server, "certificate-authority": this.caFile } }],
+        users: [{ name: "agent", user: { token: this.token } }],
+        contexts: [{ name: "stand-in", context: { cluster: "stand-in", user: "agent" } }],
+        "current-context": "stand-in",
+      }),
+    );
+    return file;
+  }
+
+  // --- the store -------------------------------------------------------------------------
+
+  get resourceVersion(): string {
+    return String(this.rv);
+  }
+
+  node(name: string): Record<string, unknown> | undefined {
+    return this.nodes.get(name);
+  }
+
+  addNode(spec: NodeSpec): void {
+    const object: Record<string, unknown> = {
+      kind: "Node",
+      apiVersion: "v1",
+      metadata: {
+        name: spec.name,
+        uid: `00000000-0000-4000-8000-${String(++this.uid).padStart(12, "0")}`,
+        creationTimestamp: new Date().toISOString().replace(/\.\d+Z$/, "Z"),
+      },
+      spec: spec.podCIDRs ? { podCIDR: spec.podCIDRs[0], podCIDRs: spec.podCIDRs } : {},
+      status: {
+        addresses: [
+          ...(spec.internalIPs ?? []).map((address) => ({ type: "InternalIP", address })),
+          { type: "Hostname", address: spec.name },
+        ],
+      },
+      ...spec.extra,
+    };
+    this.write(this.nodes.has(spec.name) ? "MODIFIED" : "ADDED", object);
+  }
+
+  /** Changes a node as a controller would (a function of the stored object). */
+  updateNode(name: string, change: (node: Record<string, unknown>) => void): void {
+    const current = this.nodes.get(name);
+    if (!current) throw new Error(`no node ${name}`);
+    const next = structuredClone(current);
+    change(next);
+    this.write("MODIFIED", next);
+  }
+
+  deleteNode(name: string): void {
+    const current = this.nodes.get(name);
+    if (!current) throw new Error(`no node ${name}`);
+    this.write("DELETED", current);
+  }
+
+  private write(type: EventType, object: Record<string, unknown>): void {
+    this.rv++;
+    const stored = structuredClone(object);
+    (stored.metadata as Record<string, unknown>).resourceVersion = String(this.rv);
+    const name = (stored.metadata as { name: string }).name;
+    if (type === "DELETED") this.nodes.delete(name);
+    else this.nodes.set(name, stored);
+    const event = { rv: this.rv, type, object: stored };
+    this.history.push(event);
+    for (const w of this.watches) this.send(w, event);
+  }
+
+  /** Forgets the history (etcd compaction): watches from before now get 410 Gone. */
+  compact(): void {
+    this.history.length = 0;
+    this.snapshots.clear();
+    this.oldestRv = this.rv;
+  }
+
+  // --- faults ------------------------------------------------------------------------------
+
+  /** Ends every open watch (the client reconnects from its last resourceVersion). */
+  dropWatches(): void {
+    for (const w of this.watches) w.res.end();
+    this.watches.clear();
+  }
+
+  /** The API goes away: connections are refused until up(). */
+  async down(): Promise<void> {
+    clearInterval(this.bookmarkTimer);
+    this.dropWatches();
+    for (const s of this.sockets) s.destroy();
+    for (const server of [this.server, this.unixServer]) {
+      if (server.listening) await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+  }
+
+  async up(): Promise<void> {
+    await this.start();
+  }
+
+  /** Answers 200 with a body that is not JSON (a broken proxy), or serves again. */
+  garbage(on: boolean): void {
+    this.mode = on ? "garbage" : "serving";
+  }
+
+  /** A BOOKMARK to every watch that asked for them: nothing else changed up to now. */
+  bookmark(): void {
+    for (const w of this.watches) {
+      if (!w.bookmarks || w.res.writableEnded) continue;
+      w.sentRv = this.rv;
+      w.res.write(
+        `${JSON.stringify({ type: "BOOKMARK", object: { kind: "Node", apiVersion: "v1", metadata: { resourceVersion: String(this.rv) } } })}\n`,
+      );
+    }
+  }
+
+  get openWatches(): number {
+    return this.watches.size;
+  }
+
+  // --- HTTP --------------------------------------------------------------------------------
+
+  private handle(req: http.IncomingMessage, res: http.ServerResponse): void {
+    const url = new URL(req.url ?? "/", "https://stand-in");
+    const query = Object.fromEntries(url.searchParams);
+    this.requests.push({ path: url.pathname, query, auth: req.headers.authorization });
+    if (req.headers.authorization !== `Bearer ${this.token}`) {
+      this.status(res, 401, "Unauthorized", "Unauthorized");
+      return;
+    }
+    if (this.mode === "garbage") {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end("<html>502 upstream</html>\n{not json");
+      return;
+    }
+    if (req.method !== "GET") {
+      this.status(res, 405, "MethodNotAllowed", `the server does not allow this method on the requested resource`);
+      return;
+    }
+    const named = url.pathname.match(/^\/api\/v1\/nodes\/([^/]+)$/);
+    if (named) {
+      const node = this.nodes.get(decodeURIComponent(named[1] ?? ""));
+      if (!node) this.status(res, 404, "NotFound", `nodes "${named[1]}" not found`);
+      else this.json(res, 200, node);
+      return;
+    }
+    if (url.pathname !== "/api/v1/nodes") {
+      this.status(res, 404, "NotFound", "the server could not find the requested resource");
+      return;
+    }
+    if (query.watch === "true" || query.watch === "1") this.watch(res, query);
+    else this.list(res, query);
+  }
+
+  private list(res: http.ServerResponse, query: Record<string, string>): void {
+    let atRv = this.rv;
+    let after = "";
+    let store = this.nodes;
+    if (query.continue) {
+      const token = JSON.parse(Buffer.from(query.continue, "base64").toString()) as { rv: number; after: string };
+      // A continued list is served as of the first chunk's resourceVersion; once that left
+      // the history the API answers 410 and the client starts over.
+      const snapshot = this.snapshots.get(token.rv);
+      if (token.rv < this.oldestRv || !snapshot) {
+        this.status(
+          res,
+          410,
+          "Expired",
+          "The provided continue parameter is too old to display a consistent list result.",
+        );
+        return;
+      }
+      atRv = token.rv;
+      after = token.after;
+      store = snapshot;
+    }
+    const all = [...store.keys()].sort().filter((n) => n > after);
+    const limit = query.limit ? Number(query.limit) : 0;
+    const page = limit > 0 ? all.slice(0, limit) : all;
+    const metadata: Record<string, unknown> = { resourceVersion: String(atRv) };
+    const last = page.at(-1);
+    if (limit > 0 && all.length > page.length && last !== undefined) {
+      if (!this.snapshots.has(atRv)) this.snapshots.set(atRv, new Map(store));
+      metadata.continue = Buffer.from(JSON.stringify({ rv: atRv, after: last })).toString("base64");
+      metadata.remainingItemCount = all.length - page.length;
+    }
+    // List items carry no kind or apiVersion: the list's own say what they are.
+    const items = page.map((n) => {
+      const { kind: _k, apiVersion: _a, ...rest } = store.get(n) as Record<string, unknown>;
+      return rest;
+    });
+    this.json(res, 200, { kind: "NodeList", apiVersion: "v1", metadata, items });
+  }
+
+  private watch(res: http.ServerResponse, query: Record<string, string>): void {
+    // Chunked transfer (no content-length), one JSON event per line.
+    res.writeHead(200, { "content-type": "application/json", "transfer-encoding": "chunked" });
+    const w: OpenWatch = { res, bookmarks: query.allowWatchBookmarks === "true", sentRv: 0 };
+    const from = query.resourceVersion ?? "";
+    if (from === "" || from === "0") {
+      for (const object of this.nodes.values()) res.write(`${JSON.stringify({ type: "ADDED", object })}\n`);
+      w.sentRv = this.rv;
+    } else {
+      const rv = Number(from);
+      if (!Number.isInteger(rv) || rv < this.oldestRv) {
+        const status = statusObject(410, "Expired", `too old resource version: ${from} (${this.oldestRv})`);
+        res.end(`${JSON.stringify({ type: "ERROR", object: status })}\n`);
+        return;
+      }
+      for (const e of this.history) if (e.rv > rv) this.send(w, e);
+      w.sentRv = Math.max(w.sentRv, rv);
+    }
+    this.watches.add(w);
+    const timeout = query.timeoutSeconds ? Number(query.timeoutSeconds) * 1000 : 0;
+    const timer =
+      timeout > 0
+        ? setTimeout(() => {
+            this.watches.delete(w);
+            res.end();
+          }, timeout)
+        : undefined;
+    res.on("close", () => {
+      clearTimeout(timer);
+      this.watches.delete(w);
+    });
+  }
+
+  private send(w: OpenWatch, e: StoredEvent): void {
+    if (w.res.writableEnded) return;
+    w.sentRv = e.rv;
+    w.res.write(`${JSON.stringify({ type: e.type, object: e.object })}\n`);
+  }
+
+  private json(res: http.ServerResponse, code: number, body: unknown): void {
+    res.writeHead(code, { "content-type": "application/json" });
+    res.end(JSON.stringify(body));
+  }
+
+  private status(res: http.ServerResponse, code: number, reason: string, message: string): void {
+    this.json(res, code, statusObject(code, reason, message));
+  }
+}
+
+/**
+ * Makes the stand-in reachable at 127.0.0.1:`port` inside a network namespace (where the
+ * host's loopback is not): a small forwarder there, connecting to its Unix socket.
+ */
+export function netnsForwarder(netns: string, port: number, socketPath: string): ChildProcess {
+  const code = [
+    `const net = require("node:net");`,
+    `net.createServer((c) => {`,
+    `  const u = net.connect(process.argv[2]);`,
+    `  c.pipe(u); u.pipe(c);`,
+    `  u.on("error", () => c.destroy()); c.on("error", () => u.destroy());`,
+    `}).listen(Number(process.argv[1]), "127.0.0.1");`,
+  ].join("\n");
+  return spawn("nsenter", [`--net=/run/netns/${netns}`, process.execPath, "-e", code, String(port), socketPath], {
+    stdio: "ignore",
+  });
+}
+
+/** A metav1.Status for a failure, as the API conventions describe it. */
+function statusObject(code: number, reason: string, message: string): Record<string, unknown> {
+  return { kind: "Status", apiVersion: "v1", metadata: {}, status: "Failure", message, reason, code };
+}
