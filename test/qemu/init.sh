@@ -9,7 +9,7 @@
 #     argv    command words, NUL-separated (one word: a /bin/sh script)
 #     env     KEY=VALUE entries, NUL-separated, added to the command's environment
 #     cwd     host folder mounted read-write at the same path; the command's
-#             working folder
+#             working folder (its writes are synced before the status)
 #     status  written here: the command's exit status
 #   virtio serial ports "stdout" and "stderr": run.sh's stdout and stderr.
 #   /dev/console (the serial line): the guest's own messages.
@@ -22,8 +22,6 @@ SHARE=/run/netkit-vm
 # /dev/stderr), and stragglers can be cut off (see run_command).
 OUT_FIFO=/run/netkit-vm-stdout
 ERR_FIFO=/run/netkit-vm-stderr
-# The shares have no write cache (the per-run folder) or write through (the
-# working folder), and the rest is tmpfs: nothing to sync.
 power_off() {
   echo o >/proc/sysrq-trigger
   # PID 1 must never exit (that panics the kernel); wait for the power-off.
@@ -87,6 +85,9 @@ run_command() {
     kill -KILL "$pid" 2>/dev/null
   done
   wait "$out_relay" "$err_relay"
+  # The working folder caches writes (cache=loose): they reach the host before
+  # the status does. The per-run folder has no cache.
+  sync
   echo "$status" >"$SHARE/status"
 }
 

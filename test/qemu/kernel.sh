@@ -20,6 +20,8 @@
 #   initramfs.cpio.gz  busybox, the modules that mounting the root needs (9p,
 #                    overlay: the closure taken from modules.dep) and
 #                    initramfs-init.sh as /init
+# An existing entry for this recipe is used without asking apt; `kernel.sh
+# --update` moves to the newest package.
 #
 # stdout: the entry's folder, nothing else.  stderr: progress.
 set -euo pipefail
