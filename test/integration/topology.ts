@@ -40,7 +40,9 @@ export function makeCluster(
   const a = fx.makeNetns("nka");
   const b = fx.makeNetns("nkb");
   // More than one transmit queue: a NIC's, where pacing puts an fq under mq per queue.
-  const queues = wireQueues > 1 ? ["numtxqueues", `${wireQueues}`, "numrxqueues", `${wireQueues}`] : [];
+  // Always said: veth's default is one queue per CPU, so the wire would change with the
+  // machine (an SMP guest's would be multi-queue).
+  const queues = ["numtxqueues", `${wireQueues}`, "numrxqueues", `${wireQueues}`];
   inNs(a, "ip", [
     "link",
     "add",
