@@ -44,11 +44,13 @@ source "$HERE/../../scripts/apt.sh"
 APT_INSTALL_OPTS="--no-install-recommends -o DPkg::Lock::Timeout=600"
 
 # The host's side: qemu runs the guest; the guest runs the host's modprobe
-# (kmod), which Debian 12 machines without a kernel of their own may lack.
+# (kmod), which Debian 12 machines without a kernel of their own may lack; xz
+# unpacks the modules the initramfs loads (priority standard, not required).
 ensure_host_packages() {
   local missing=()
   command -v qemu-system-x86_64 >/dev/null || missing+=(qemu-system-x86)
   [[ -x /usr/sbin/modprobe || -x /sbin/modprobe ]] || missing+=(kmod)
+  command -v xz >/dev/null || missing+=(xz-utils)
   ((${#missing[@]} == 0)) || apt_install "${missing[@]}"
 }
 
