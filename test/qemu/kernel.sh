@@ -41,6 +41,7 @@ log() { printf 'kernel.sh: %s\n' "$*" >&2; }
 source "$HERE/../../scripts/apt.sh"
 # Another apt or dpkg run on the machine holds dpkg's lock for a while: wait
 # for it instead of failing.
+# shellcheck disable=SC2034 # read by apt.sh's apt_install
 APT_INSTALL_OPTS="--no-install-recommends -o DPkg::Lock::Timeout=600"
 
 # The host's side: qemu runs the guest; the guest runs the host's modprobe
@@ -185,7 +186,20 @@ main() {
     trap 'exit 130' INT
     trap 'exit 143' TERM HUP
     log "fetching $image $version"
-    download "$image=$version" "$work"
+    if ! (cd "$work" && chmod 755 . && apt-get download -q "$image=$version" >/dev/null 2>&1); then
+      # Lists older than the mirror name an upload it no longer has (each security
+      # upload renames the image package): refresh them once and choose again.
+      apt_update "refresh the lists for $image"
+      choice=$(choose_image_package) || exit 1
+      read -r image version <<<"$choice"
+      dir=$CACHE_ROOT/${version//:/_}-$key
+      if [[ -s $dir/initramfs.cpio.gz ]]; then
+        printf '%s\n' "$dir"
+        return
+      fi
+      log "fetching $image $version"
+      download "$image=$version" "$work"
+    fi
     download busybox-static "$work"
     # errtrace: the trap also fires inside build_entry, where set -e stops at a failure.
     set -E
