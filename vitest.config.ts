@@ -55,8 +55,9 @@ export default defineConfig({
       {
         // Only inside the qemu guest on Debian's packaged 6.12 kernel (make test-vm-distro,
         // test/qemu): what that kernel decides, with netkit pods and the conntrack NAT check.
-        // Its own files, plus the shared files whose outcome depends on the kernel. A frame
-        // corpus for these pods goes in test/distro/frames/ (any *.test.ts there runs here).
+        // Its own files, plus the shared files whose outcome depends on the kernel, the
+        // frame corpus among them (test/integration/frames.test.ts; further corpus files for
+        // these pods can go in test/distro/frames/).
         test: {
           name: "distro",
           include: [
@@ -64,6 +65,7 @@ export default defineConfig({
             "test/integration/nat-safety.test.ts",
             "test/integration/bandwidth.test.ts",
             "test/integration/sock-bypass.test.ts",
+            "test/integration/frames.test.ts",
             "test/netkit/netkit.test.ts",
           ],
           globalSetup: ["test/distro/node-setup.ts"],
