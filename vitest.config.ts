@@ -67,6 +67,31 @@ export default defineConfig({
         },
       },
       {
+        // Only inside the qemu guest on Debian's packaged 6.12 kernel (make test-vm-distro,
+        // test/qemu): what that kernel decides, with netkit pods and the conntrack NAT check.
+        // Its own files, plus the shared files whose outcome depends on the kernel, the
+        // frame corpus among them (test/integration/frames.test.ts; further corpus files for
+        // these pods can go in test/distro/frames/).
+        test: {
+          name: "distro",
+          include: [
+            "test/distro/**/*.test.ts",
+            "test/integration/nat-safety.test.ts",
+            "test/integration/bandwidth.test.ts",
+            "test/integration/sock-bypass.test.ts",
+            "test/integration/frames.test.ts",
+            "test/netkit/netkit.test.ts",
+          ],
+          globalSetup: ["test/distro/node-setup.ts"],
+          pool: "forks",
+          // Everything is emulated: user space runs ~25 times slower than on the host.
+          testTimeout: 600_000,
+          hookTimeout: 120_000,
+          maxWorkers: 1,
+          sequence: { groupOrder: 5 },
+        },
+      },
+      {
         // Real runtimes (cnitool, podman, containerd) driving the plugin: make test-e2e.
         test: {
           name: "e2e",

@@ -36,6 +36,14 @@ const PACED_UNDER = 0.95;
  * limit is the wire rate. */
 const WIRE_PER_PAYLOAD = 1514 / 1448;
 
+/**
+ * The limits held across nodes, in Mbit/s. The distro lane's emulated guest moves 150-260
+ * Mbit/s in all, less with other lanes on the same cores: 100 Mbit/s there measures the
+ * emulation as much as the limit, so that lane asks for 10 alone
+ * (NETKIT_CNI_TEST_RATE_LIMITS=10).
+ */
+const CROSS_NODE_LIMITS = (process.env.NETKIT_CNI_TEST_RATE_LIMITS ?? "10,100").split(",").map(Number);
+
 /** Does this kernel have sch_fq? Asked of a namespace of its own. */
 function kernelHasFq(): boolean {
   const probe = new Fixture();
@@ -137,37 +145,40 @@ describe("rate limits (veth here, netkit in the VM)", () => {
     expect(FQ).toBe(Boolean(process.env.NETKIT_VM));
   });
 
-  it.each([10, 100])("holds a pod to %i Mbit/s both ways across nodes; a pod beside it is not slowed", (limit) => {
-    const rate = limit * 1e6;
-    const bw = {
-      ingressRate: rate,
-      ingressBurst: burstOf(rate, BURST_MS),
-      egressRate: rate,
-      egressBurst: burstOf(rate, BURST_MS),
-    };
-    const limited = addPod(fx, a, `bw-limited-${limit}`, limitedConf(a, bw));
-    const free = addPod(fx, a, `bw-free-${limit}`);
-    const server = addPod(fx, b, `bw-server-${limit}`);
-    startNetserver(fx, server.netns);
-    startNetserver(fx, limited.netns);
+  it.each(CROSS_NODE_LIMITS)(
+    "holds a pod to %i Mbit/s both ways across nodes; a pod beside it is not slowed",
+    (limit) => {
+      const rate = limit * 1e6;
+      const bw = {
+        ingressRate: rate,
+        ingressBurst: burstOf(rate, BURST_MS),
+        egressRate: rate,
+        egressBurst: burstOf(rate, BURST_MS),
+      };
+      const limited = addPod(fx, a, `bw-limited-${limit}`, limitedConf(a, bw));
+      const free = addPod(fx, a, `bw-free-${limit}`);
+      const server = addPod(fx, b, `bw-server-${limit}`);
+      startNetserver(fx, server.netns);
+      startNetserver(fx, limited.netns);
 
-    const egress = mbits(limited, server, "TCP_STREAM");
-    const ingress = mbits(limited, server, "TCP_MAERTS");
-    const unlimited = mbits(free, server, "TCP_STREAM");
-    console.log(
-      `limit ${limit} Mbit/s: egress ${egress} (${EGRESS_MODE}), ingress ${ingress}, unlimited pod ${unlimited}`,
-    );
-    expectEgressWithin(egress, limit);
-    expectWithin(ingress, limit);
-    // Well past what the limit lets through (a busy machine still moves far more than
-    // 150 Mbit/s between two namespaces); that it has no limit at all is checked below.
-    expect(unlimited).toBeGreaterThan(limit * 1.5);
+      const egress = mbits(limited, server, "TCP_STREAM");
+      const ingress = mbits(limited, server, "TCP_MAERTS");
+      const unlimited = mbits(free, server, "TCP_STREAM");
+      console.log(
+        `limit ${limit} Mbit/s: egress ${egress} (${EGRESS_MODE}), ingress ${ingress}, unlimited pod ${unlimited}`,
+      );
+      expectEgressWithin(egress, limit);
+      expectWithin(ingress, limit);
+      // Well past what the limit lets through (a busy machine still moves far more than
+      // 150 Mbit/s between two namespaces); that it has no limit at all is checked below.
+      expect(unlimited).toBeGreaterThan(limit * 1.5);
 
-    const limits = limitsOn(a, ifindex(limited));
-    expect(limits).toMatchObject({ mode: EGRESS_MODE, ingress: { rate }, egress: { rate } });
-    expect((limits?.ingress?.dropped ?? 0) + (limits?.egress?.dropped ?? 0)).toBeGreaterThan(0);
-    expect(limitsOn(a, ifindex(free))).toBeUndefined();
-  });
+      const limits = limitsOn(a, ifindex(limited));
+      expect(limits).toMatchObject({ mode: EGRESS_MODE, ingress: { rate }, egress: { rate } });
+      expect((limits?.ingress?.dropped ?? 0) + (limits?.egress?.dropped ?? 0)).toBeGreaterThan(0);
+      expect(limitsOn(a, ifindex(free))).toBeUndefined();
+    },
+  );
 
   it("limits what a pod on the same node sends to it (the redirect between pods)", () => {
     const rate = 20e6;

@@ -3,7 +3,9 @@
  * netns A and B joined by a veth "wire", each routing the other's pod subnet over it,
  * each with its own bpffs root and IPAM store, pods made by the real executable.
  */
+import * as fs from "node:fs";
 import * as path from "node:path";
+import { programsRoot } from "../../src/bpf/node";
 import { type Fixture, inNs, type PluginRun, runPlugin, TEST_DATAPATH } from "./harness";
 
 export interface ClusterNode {
@@ -38,7 +40,9 @@ export function makeCluster(
   const a = fx.makeNetns("nka");
   const b = fx.makeNetns("nkb");
   // More than one transmit queue: a NIC's, where pacing puts an fq under mq per queue.
-  const queues = wireQueues > 1 ? ["numtxqueues", `${wireQueues}`, "numrxqueues", `${wireQueues}`] : [];
+  // Always said: veth's default is one queue per CPU, so the wire would change with the
+  // machine (an SMP guest's would be multi-queue).
+  const queues = ["numtxqueues", `${wireQueues}`, "numrxqueues", `${wireQueues}`];
   inNs(a, "ip", [
     "link",
     "add",
@@ -108,7 +112,25 @@ export function addPod(fx: Fixture, node: ClusterNode, containerId: string, conf
   const ips = (add.json?.ips ?? []) as { address: string }[];
   const ip = (v6: boolean) => ips.find((i) => i.address.includes(":") === v6)?.address.split("/")[0] ?? "";
   const hostDevice = ((add.json?.interfaces ?? []) as { name: string }[])[0]?.name ?? "";
+  if (EXPECTED_NAT_CHECK) expectNatCheck(node, EXPECTED_NAT_CHECK);
   return { node, netns, containerId, v4: ip(false), v6: ip(true), hostDevice, add };
+}
+
+/**
+ * The NAT check every node of the run must use (NETKIT_CNI_TEST_NAT_CHECK; the distro lane
+ * sets "conntrack"): the files it shares with other lanes then prove their flows under
+ * that check, or fail at the first pod.
+ */
+const EXPECTED_NAT_CHECK = process.env.NETKIT_CNI_TEST_NAT_CHECK;
+
+/** Pinned program sets are named `<epoch>-<hash>-<variant>` (src/bpf/node.ts). */
+function expectNatCheck(node: ClusterNode, natCheck: string): void {
+  const pinned = fs.readdirSync(programsRoot(node.bpffsRoot));
+  if (pinned.length === 0 || !pinned.every((set) => set.endsWith(`-${natCheck}`))) {
+    throw new Error(
+      `node ${node.name} runs the programs ${pinned.join(", ")}; this run expects the ${natCheck} NAT check`,
+    );
+  }
 }
 
 export function delPod(pod: Pod): PluginRun {
