@@ -233,6 +233,10 @@ describe(`bad input corpus (${CORPUS.length} cases)`, () => {
   const cases = CORPUS.filter((c) => !(hasNetkit && c.what.startsWith("netkit requested")));
   it.each(cases)("$what → code $code", ({ verb = "ADD", env = {}, extraEnv = {}, conf: override = {}, code, msg }) => {
     const stdin = typeof override === "string" ? override : { ...conf, ...override };
+    // What a new namespace has before anything runs: lo, and on some kernels their
+    // fallback tunnel devices (sit0 and the like, made in every namespace).
+    const podLinks = () => inNs(pod, "ip", ["-o", "link", "show"]).trim().split("\n");
+    const fresh = podLinks();
     const r = runPlugin(node, verb, { ...att(), ...env }, stdin, extraEnv);
     expect(r.status).toBe(1);
     expect(r.json, r.stdout).toMatchObject({ code });
@@ -240,7 +244,7 @@ describe(`bad input corpus (${CORPUS.length} cases)`, () => {
     expect(r.stdout.trim().split("\n")).toHaveLength(1);
     // Nothing made: no device (on the node or in the pod), no reservation, no pins.
     expect(pluginLinks(node)).toEqual([]);
-    expect(inNs(pod, "ip", ["-o", "link", "show"]).trim().split("\n")).toHaveLength(1);
+    expect(podLinks()).toEqual(fresh);
     expect(allocatedIps(dataDir)).toEqual([]);
     expect(
       fs.existsSync(path.join(fx.bpffsRoot, "endpoints")) ? fs.readdirSync(path.join(fx.bpffsRoot, "endpoints")) : [],
