@@ -16,6 +16,7 @@ interface Running {
 export default class Progress implements Reporter {
   private readonly file = process.env.NETKIT_TEST_PROGRESS;
   private readonly running = new Map<string, Running>();
+  private lastEnded: { file: string; at: number } | undefined;
 
   onTestModuleStart(module: TestModule): void {
     this.running.set(this.name(module), { since: Date.now(), test: undefined });
@@ -30,6 +31,7 @@ export default class Progress implements Reporter {
 
   onTestModuleEnd(module: TestModule): void {
     this.running.delete(this.name(module));
+    this.lastEnded = { file: this.name(module), at: Date.now() };
     this.write();
   }
 
@@ -43,6 +45,12 @@ export default class Progress implements Reporter {
     const lines = [...this.running].map(
       ([file, r]) => `${file} (for ${Math.round((now - r.since) / 1000)} s)${r.test ? `, in "${r.test}"` : ""}`,
     );
+    // Between files (or after the last): what ended last, so a stall there is placed too.
+    if (lines.length === 0 && this.lastEnded) {
+      lines.push(
+        `no file running; the last, ${this.lastEnded.file}, ended at ${new Date(this.lastEnded.at).toISOString()}`,
+      );
+    }
     // Write and rename: a reader never sees half a file.
     const tmp = `${this.file}.tmp`;
     fs.writeFileSync(tmp, lines.length > 0 ? `${lines.join("\n")}\n` : "");
