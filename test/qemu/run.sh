@@ -83,8 +83,10 @@ trap 'exit 143' TERM HUP
 share=$run/share
 mkdir "$share"
 printf '%s\0' "$@" >"$share/argv"
-: >"$share/env"
-if ((${#envs[@]})); then printf '%s\0' "${envs[@]}" >"$share/env"; fi
+# Test runs inside keep a note of the files they are in (test/support/progress.ts), so
+# that a time-out can say where it struck.
+envs+=("NETKIT_TEST_PROGRESS=/run/netkit-vm/progress")
+printf '%s\0' "${envs[@]}" >"$share/env"
 printf '%s\n' "$cwd" >"$share/cwd"
 
 # qemu writes each serial port into a FIFO; the relays pass it on, so qemu
@@ -135,6 +137,11 @@ if [[ -s $share/status ]]; then
   exit "$(<"$share/status")"
 fi
 if ((qemu_status == 124)); then
+  if [[ -s $share/progress ]]; then
+    echo "run.sh: guest timed out after ${timeout}s, in:" >&2
+    sed 's/^/  /' "$share/progress" >&2
+    exit 124
+  fi
   die "guest timed out after ${timeout}s" 124
 fi
 qemu_log=$(tail -n 3 "$run/qemu.log")
