@@ -233,6 +233,9 @@ const nonZero = (drops: Record<string, number>) => Object.fromEntries(Object.ent
 describe.each(["v4", "v6"] as const)("frames (%s)", (af) => {
   const ip = (pod: Pod) => (af === "v4" ? pod.v4 : pod.v6);
   const foreign = () => (af === "v4" ? "10.221.1.250" : "fd21:1::fa");
+  /** A first fragment: more to come, so no router may read past it as a whole packet. */
+  const fragment: Partial<PacketSpec> =
+    af === "v4" ? { fragment: true } : { ipv6Ext: [{ type: "fragment", more: true }] };
   const udp = (src: string, dst: string, extra: Partial<PacketSpec> = {}) => ({
     src,
     dst,
@@ -280,6 +283,17 @@ describe.each(["v4", "v6"] as const)("frames (%s)", (af) => {
         frame: fromPod(udp(`::ffff:${p2.v4}`, p3.v6)),
         lands: [],
       },
+      { name: "spoofed first fragment", from: "pod", frame: fromPod(udp(ip(p2), ip(p3), fragment)), lands: [] },
+      {
+        name: "spoofed to the broadcast or all-nodes address",
+        from: "pod",
+        frame: fromPod(udp(ip(p2), af === "v4" ? "255.255.255.255" : "ff02::1")),
+        lands: [],
+      },
+      // Passed on (the link's own), but no router forwards a link-local source.
+      ...(af === "v6"
+        ? [{ name: "link-local source to p2", from: "pod" as const, frame: fromPod(udp("fe80::1", p2.v6)), lands: [] }]
+        : []),
       { name: "spoofed, one tag", from: "pod", frame: tagged(fromPod(udp(ip(p2), ip(p3))), [Q0]), lands: [] },
       { name: "spoofed, one 802.1ad tag", from: "pod", frame: tagged(fromPod(udp(ip(p2), ip(p3))), [AD0]), lands: [] },
       { name: "spoofed, two tags", from: "pod", frame: tagged(fromPod(udp(ip(p2), ip(p3))), [Q0, Q0]), lands: [] },
@@ -311,7 +325,7 @@ describe.each(["v4", "v6"] as const)("frames (%s)", (af) => {
     // veth: the kernel takes one tag off before the program, netkit leaves it in the data:
     // tagged either way. A socket claiming IP for a tagged frame: veth re-reads the header
     // (tagged), netkit keeps the claim (the header's tag disagrees: tagged as well).
-    expect(nonZero(delta)).toEqual({ spoofed: af === "v4" ? 5 : 5, tagged: 6, ethertype: 1, unparsable: 1 });
+    expect(nonZero(delta)).toEqual({ spoofed: 7, tagged: 6, ethertype: 1, unparsable: 1 });
   });
 
   it("from the wire: a local pod's source is refused under up to two tags, and in paged headers", async () => {
@@ -329,6 +343,13 @@ describe.each(["v4", "v6"] as const)("frames (%s)", (af) => {
         name: "spoofed, large (paged)",
         from: "wire",
         frame: fromWire(udp(ip(p1), ip(p2), { payload: marked(4200).payload })),
+        lands: [],
+      },
+      { name: "spoofed first fragment", from: "wire", frame: fromWire(udp(ip(p1), ip(p2), fragment)), lands: [] },
+      {
+        name: "IP header cut short",
+        from: "wire",
+        frame: Buffer.concat([fromWire(udp(ip(p3), ip(p2))).subarray(0, 14 + 10), marked(8).payload]),
         lands: [],
       },
       { name: "spoofed, one tag", from: "wire", frame: tagged(fromWire(udp(ip(p1), ip(p2))), [Q0]), lands: [] },
@@ -356,7 +377,7 @@ describe.each(["v4", "v6"] as const)("frames (%s)", (af) => {
     await expectLandings(cases);
     const after = refusedOnWire();
     const delta = Object.fromEntries(Object.keys(after).map((k) => [k, (after[k] ?? 0) - (before[k] ?? 0)]));
-    expect(nonZero(delta)).toEqual({ spoofed: 6, tagged: 2 });
+    expect(nonZero(delta)).toEqual({ spoofed: 7, tagged: 2, unparsable: 1 });
   });
 
   // The guests' kernels have 8021q (test/vm/kernel.sh, the packaged kernel's module), and
