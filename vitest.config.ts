@@ -18,7 +18,7 @@ export default defineConfig({
       },
       {
         // netkit-cni agent: the stand-in API server and the agent's loops, in namespaces of
-        // their own (root), beside unit tests in the order.
+        // their own (root), after the unit tests.
         test: {
           name: "agent",
           include: ["test/agent/**/*.test.ts"],
@@ -26,7 +26,7 @@ export default defineConfig({
           testTimeout: 60_000,
           hookTimeout: 60_000,
           maxWorkers: 2,
-          sequence: { groupOrder: 0 },
+          sequence: { groupOrder: 1 },
         },
       },
       {
@@ -38,7 +38,7 @@ export default defineConfig({
           // Each file compiles the objects in beforeAll: in the single-CPU guest, with
           // other files compiling beside it, that took over vitest's default 10 s.
           hookTimeout: 60_000,
-          sequence: { groupOrder: 1 },
+          sequence: { groupOrder: 2 },
         },
       },
       {
@@ -51,7 +51,7 @@ export default defineConfig({
           // Tests build real namespaces and devices; two at a time is what 2 cores sustain,
           // one in the single-CPU netkit VM.
           maxWorkers: process.env.NETKIT_VM ? 1 : 2,
-          sequence: { groupOrder: 2 },
+          sequence: { groupOrder: 3 },
         },
       },
       {
@@ -63,7 +63,7 @@ export default defineConfig({
           testTimeout: 120_000,
           hookTimeout: 60_000,
           maxWorkers: 1,
-          sequence: { groupOrder: 3 },
+          sequence: { groupOrder: 4 },
         },
       },
       {
@@ -88,7 +88,7 @@ export default defineConfig({
           testTimeout: 600_000,
           hookTimeout: 120_000,
           maxWorkers: 1,
-          sequence: { groupOrder: 5 },
+          sequence: { groupOrder: 6 },
         },
       },
       {
@@ -100,7 +100,7 @@ export default defineConfig({
           testTimeout: 120_000,
           hookTimeout: 60_000,
           maxWorkers: 2,
-          sequence: { groupOrder: 4 },
+          sequence: { groupOrder: 5 },
         },
       },
     ],
