@@ -119,6 +119,7 @@ describe("netkit-cni status", () => {
       ["nkc_endpoints", "hash", 16384],
       ["nkc_cluster", "lpm_trie", 64],
       ["nkc_counters", "percpu_hash", 16384],
+      ["nkc_drops", "percpu_hash", 16384],
       ["nkc_flow_tables", "array_of_maps", 16384],
       ["nkc_flow_owner", "hash", 16384],
       ["nkc_flow_pool", "array", 1],
