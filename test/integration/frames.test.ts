@@ -126,29 +126,36 @@ function marked(size = 32): { id: number; payload: Buffer } {
 class Sniffer {
   private readonly child: ChildProcessWithoutNullStreams;
   private out = "";
+  private err = "";
   readonly ready: Promise<void>;
+  /** Its exit status, once its output is read to the end ("exit" may come before that). */
+  private readonly closed: Promise<number | null>;
 
   constructor(netns: string, dev: string) {
     this.child = spawn("nsenter", [`--net=/run/netns/${netns}`, "python3", FRAMES_PY, "sniff", dev]);
     this.child.stdout.on("data", (d: Buffer) => {
       this.out += d.toString();
     });
+    this.child.stderr.on("data", (d: Buffer) => {
+      this.err += d.toString();
+    });
+    this.closed = new Promise((resolve) => this.child.on("close", (code) => resolve(code)));
     this.ready = new Promise((resolve, reject) => {
       this.child.stdout.on("data", () => {
         if (this.out.startsWith("ready\n")) resolve();
       });
-      this.child.on("exit", (code) => reject(new Error(`sniffer on ${dev} exited ${code}`)));
+      this.child.on("exit", (code) => reject(new Error(`sniffer on ${dev} exited ${code}: ${this.err}`)));
     });
     fx.processes.push({ kill: () => this.child.kill() });
   }
 
   /** The markers it saw, once it is told to stop. */
   async seen(): Promise<Set<number>> {
-    const done = new Promise<void>((resolve) => this.child.on("exit", () => resolve()));
     this.child.stdin.end();
-    await done;
-    const lines = this.out.trim().split("\n");
-    return new Set(JSON.parse(lines[lines.length - 1] ?? "[]") as number[]);
+    const code = await this.closed;
+    const last = this.out.trim().split("\n").pop() ?? "";
+    if (code !== 0 || !last.startsWith("[")) throw new Error(`sniffer exited ${code}: ${this.err || this.out}`);
+    return new Set(JSON.parse(last) as number[]);
   }
 }
 
