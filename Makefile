@@ -90,16 +90,18 @@ test-integration: build build-older
 VM_NETKIT_SKIP := protocol-errors embedded-ipam security netlink-errors nat-safety bandwidth sock-bypass
 VM_NETKIT_TESTS := $(filter-out $(VM_NETKIT_SKIP:%=test/integration/%.test.ts), \
   $(sort $(wildcard test/integration/*.test.ts))) test/netkit
-VM_NETKIT = test/vm/run.sh --timeout 3000 --env NETKIT_CNI_TEST_DATAPATH=netkit -- \
+VM_NETKIT = test/vm/run.sh --timeout 3600 --env NETKIT_CNI_TEST_DATAPATH=netkit -- \
   npx vitest run --project integration --project netkit $(VM_NETKIT_TESTS)
 VM_CRI = test/vm/run.sh --timeout 1200 --env NETKIT_CNI_TEST_DATAPATH=netkit -- \
   npx vitest run --project e2e test/e2e/cri.test.ts
 VM_NODE = test/vm/run.sh --timeout 600 --env NETKIT_CNI_TEST_DATAPATH=netkit --env NETKIT_CNI_TEST_BINARY=node -- \
   npx vitest run --project netkit test/netkit
+# The socket bypass's edge, namespace and upgrade files run with netkit pods on this kernel
+# (VM_NETKIT) and with veth pods on the host: here only its main file.
 VM_VETH_TESTS := test/bpf test/integration/lifecycle.test.ts test/integration/fastpath.test.ts \
   test/integration/nat-safety.test.ts test/integration/bandwidth.test.ts \
-  test/integration/sock-bypass test/integration/datapath-choice.test.ts
-VM_VETH = test/vm/run.sh --timeout 1800 -- \
+  test/integration/sock-bypass.test.ts test/integration/datapath-choice.test.ts
+VM_VETH = test/vm/run.sh --timeout 2400 -- \
   npx vitest run --project bpf --project integration $(VM_VETH_TESTS)
 # Rate limits across nodes at 10 Mbit/s only there: 100 is close to what the emulated
 # machine moves at all (bandwidth.test.ts).
