@@ -6,8 +6,7 @@
 
 import { readFlags } from "../cli/args";
 import { generateConflist, validateConflist } from "../cli/install";
-import { type InstallOptions, parseInstallOptions } from "../cli/install-options";
-import { isCidr } from "../cni/address";
+import { cidrList, type InstallOptions, parseInstallOptions } from "../cli/install-options";
 
 export const DEFAULT_METRICS_ADDRESS = ":9968";
 export const DEFAULT_STATE_DIR = "/run/netkit-cni/agent";
@@ -85,14 +84,7 @@ const FLAG_ERRORS = {
   noValue: (flag: string) => new AgentUsageError(`${flag} needs a value`),
 };
 
-function cidrs(flag: string, value: string): string[] {
-  const list = value
-    .split(",")
-    .map((c) => c.trim())
-    .filter(Boolean);
-  for (const c of list) if (!isCidr(c)) throw new AgentUsageError(`${flag}: "${c}" is not a CIDR`);
-  return list;
-}
+const cidrs = (flag: string, value: string) => cidrList(flag, value, (m) => new AgentUsageError(m));
 
 export function parseAgentOptions(args: string[], env: NodeJS.ProcessEnv, hostname: string): AgentOptions {
   const opts: AgentOptions = {

@@ -94,13 +94,17 @@ const INSTALL_FLAG_ERRORS = {
   noValue: (flag: string) => new InstallError(`${flag} needs a value`),
 };
 
-/** "a, b,c" → [a, b, c], each a CIDR. */
-function cidrList(flag: string, value: string): string[] {
+/** "a, b,c" → [a, b, c], each a CIDR; `fail` makes the caller's usage error. */
+export function cidrList(
+  flag: string,
+  value: string,
+  fail: (message: string) => Error = (m) => new InstallError(m),
+): string[] {
   const list = value
     .split(",")
     .map((c) => c.trim())
     .filter(Boolean);
-  for (const c of list) if (!isCidr(c)) throw new InstallError(`${flag}: "${c}" is not a CIDR`);
+  for (const c of list) if (!isCidr(c)) throw fail(`${flag}: "${c}" is not a CIDR`);
   return list;
 }
 
