@@ -174,6 +174,20 @@ export function exchange(
   return r.stdout.trim().split("\n").slice(1).join("\n");
 }
 
+/** `count` short connections from one process (sockpeer's `clients`), sizes `size`,
+ * `size` + 1, …; returns each connection's "ok <sent> <received>" line. */
+export function exchanges(env: SockEnv, netns: string, host: string, port: number, count: number, size: number) {
+  const r = spawnSync("sh", inCgroup(env, netns, ["clients", host, String(port), String(count), String(size)]), {
+    encoding: "utf8",
+    timeout: 120_000,
+  });
+  if (r.status !== 0) throw new Error(`clients to ${host}:${port}: ${r.stderr.trim() || r.status}`);
+  return r.stdout
+    .trim()
+    .split("\n")
+    .filter((line) => line !== "connected");
+}
+
 /** `netkit-cni <command> [--json]` on the node. */
 export function cli(env: SockEnv, command: string, json = true): string {
   const args = [command, "--bpffs-root", env.node.bpffsRoot, ...(json ? ["--json"] : [])];

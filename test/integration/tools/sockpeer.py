@@ -11,6 +11,9 @@ client HOST PORT SIZE METHOD [DELAY [SOURCE_PORT]]
                               (sendall | sendfile | splice | small), shuts down
                               its sending side, reads the answer and checks both hashes.
                               Prints "ok <sent> <received>" or exits 1 saying what differs.
+clients HOST PORT N SIZE      N short connections one after another, each a client
+                              sendall of SIZE + i bytes (i = 0..N-1): one process instead of
+                              N, whose starts dominate under emulation.
 hold HOST PORT                connects, waits for "hi", prints "connected" and sleeps.
 hog HOST PORT N               listens on HOST:PORT and opens N connections to itself
                               (2N sockets of one pod), prints "held <N>" and sleeps.
@@ -458,6 +461,9 @@ if __name__ == "__main__":
     elif mode == "client":
         delay = float(sys.argv[6]) if len(sys.argv) > 6 else 0
         client(host, port, int(sys.argv[4]), sys.argv[5], delay, int(sys.argv[7]) if len(sys.argv) > 7 else 0)
+    elif mode == "clients":
+        for i in range(int(sys.argv[4])):
+            client(host, port, int(sys.argv[5]) + i, "sendall", 0)
     elif mode == "hold":
         hold(host, port)
     elif mode == "hog":
