@@ -1,12 +1,7 @@
 import { defineConfig } from "vitest/config";
-
-// Per-test and per-hook timeouts are ceilings against hangs, sized for the host. Inside the
-// guests (NETKIT_VM=1) one CPU runs the files, UML's kernel verifies and interprets every
-// program without a JIT, and the other lane's guest shares the machine: loading the node's
-// programs there took 37 s once against a 30 s ceiling. There the ceilings are three times
-// the host's; each guest run's own guard (the Makefile) still bounds the whole.
-const inGuest = process.env.NETKIT_VM === "1";
-const ceiling = (ms: number) => (inGuest ? 3 * ms : ms);
+// Per-test and per-hook timeouts, three times the host's in the guests (loading the node's
+// programs in UML took 37 s once against a 30 s ceiling).
+import { ceiling, inGuest } from "./test/support/ceiling";
 
 // The forks pool: ffi-rs crashes the process when a worker thread that loaded it exits,
 // and setns() must run on a process's main thread. Projects run in groupOrder: pure
@@ -14,7 +9,7 @@ const ceiling = (ms: number) => (inGuest ? 3 * ms : ms);
 export default defineConfig({
   // In the UML guests the repository is the host's folder, shared by guests that run side
   // by side (make test-vm-lanes): vitest's results cache goes to the guest's own /tmp.
-  cacheDir: process.env.NETKIT_VM ? "/tmp/vite-cache" : undefined,
+  cacheDir: inGuest ? "/tmp/vite-cache" : undefined,
   test: {
     pool: "forks",
     // The failures again after the summary, where a log read from its tail shows them;
@@ -58,7 +53,7 @@ export default defineConfig({
           hookTimeout: ceiling(60_000),
           // Tests build real namespaces and devices; two at a time is what 2 cores sustain,
           // one in the single-CPU netkit VM.
-          maxWorkers: process.env.NETKIT_VM ? 1 : 2,
+          maxWorkers: inGuest ? 1 : 2,
           sequence: { groupOrder: 3 },
         },
       },

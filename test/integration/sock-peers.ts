@@ -22,6 +22,7 @@ import {
   type SockPod,
 } from "../../src/bpf/index";
 import { cgroup2Root } from "../../src/datapath/sockbypass";
+import { ceiling } from "../support/ceiling";
 import { BINARY, Fixture, uniqueName } from "./harness";
 import { type ClusterNode, ifindexOf, makeCluster, type Pod } from "./topology";
 
@@ -122,7 +123,7 @@ function startInCgroup(env: SockEnv, argv: string[], args: string[]): Peer {
     for (const w of waiters.splice(0)) w();
   });
   const exited = new Promise<number | null>((resolve) => child.on("exit", resolve));
-  const nextLine = async (timeoutMs = 20_000): Promise<string> => {
+  const nextLine = async (timeoutMs = ceiling(20_000)): Promise<string> => {
     const deadline = Date.now() + timeoutMs;
     while (taken >= lines.length) {
       if (child.exitCode !== null) throw new Error(`peer ${args.join(" ")} exited with ${child.exitCode}`);
@@ -168,7 +169,7 @@ export function exchange(
   const args = ["client", host, String(port), String(size), method, ...(sourcePort ? ["0", String(sourcePort)] : [])];
   const r = spawnSync("sh", inCgroup(env, netns, args), {
     encoding: "utf8",
-    timeout: 60_000,
+    timeout: ceiling(60_000),
   });
   if (r.status !== 0) throw new Error(`client ${method} to ${host}:${port}: ${r.stderr.trim() || r.status}`);
   return r.stdout.trim().split("\n").slice(1).join("\n");
@@ -179,7 +180,7 @@ export function exchange(
 export function exchanges(env: SockEnv, netns: string, host: string, port: number, count: number, size: number) {
   const r = spawnSync("sh", inCgroup(env, netns, ["clients", host, String(port), String(count), String(size)]), {
     encoding: "utf8",
-    timeout: 120_000,
+    timeout: ceiling(120_000),
   });
   if (r.status !== 0) throw new Error(`clients to ${host}:${port}: ${r.stderr.trim() || r.status}`);
   return r.stdout
