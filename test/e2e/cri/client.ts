@@ -6,6 +6,7 @@
 import * as path from "node:path";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
+import { ceiling } from "../../support/ceiling";
 
 export interface PortMapping {
   protocol?: "TCP" | "UDP" | "SCTP";
@@ -50,8 +51,9 @@ export class CriClient {
 
   constructor(
     socket: string,
-    /** Per-call deadline: generous, the machine may be busy and ADDs queue on the node lock. */
-    private readonly deadlineMs = 180_000,
+    /** Per-call deadline: generous, the machine may be busy and ADDs queue on the node lock
+     * (in the UML guest, 30 sandboxes at once put one RunPodSandbox past 180 s). */
+    private readonly deadlineMs = ceiling(180_000),
   ) {
     const def = protoLoader.loadSync(PROTO, { keepCase: false, longs: String, enums: String, defaults: true });
     const pkg = grpc.loadPackageDefinition(def) as unknown as {
