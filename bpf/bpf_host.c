@@ -6,8 +6,9 @@
  *   bpf_redirect_peer (allowed here: tc ingress), skipping the host stack and
  *   the backlog queue crossing of the pod's device pair. Everything else goes
  *   on to the stack: traffic for the node, flows that may be NAT'd (a
- *   Service's replies from a backend elsewhere), tagged frames (the node's
- *   VLAN devices), what is not IP. Packets that claim to come from a local pod
+ *   Service's replies from a backend elsewhere), flows from outside the
+ *   cluster's pod CIDRs, tagged frames (the node's VLAN devices), what is not
+ *   IP. Packets that claim to come from a local pod
  *   cannot have come from the wire: they are dropped, under up to two tags
  *   (frame.h); a frame with more tags, or IP headers that cannot be read, is
  *   refused too.
@@ -54,6 +55,16 @@ int nkc_host_in(struct __sk_buff *skb)
 		return NKC_NEXT;
 	}
 	__u32 pod = ep->host_ifindex;
+	/* From outside the pod CIDRs (another node's own address, a NodePort's SNAT, a
+	 * host routed to pods): the pod's replies leave through the stack, where a
+	 * masquerade of traffic leaving the cluster (the agent's, kindnet's) would take
+	 * them for new flows and rewrite their source, unless conntrack saw the request
+	 * on its way in. So the request goes in through the stack too, as the pod's
+	 * egress sends such flows (bpf_lxc.c). */
+	if (!nkc_in_cluster(p.family, p.src)) {
+		nkc_count(pod, NKC_CNT_PASSED_STACK);
+		return NKC_NEXT;
+	}
 	if (!nkc_l4_redirectable(&p) || !nkc_ttl_allows_forward(&p)) {
 		nkc_count(pod, NKC_CNT_PASSED_STACK);
 		return NKC_NEXT;

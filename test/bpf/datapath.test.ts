@@ -338,6 +338,17 @@ describe.each(VARIANTS)("%s NAT check", (natCheck) => {
       expect(counted(up.ifindex)).toEqual({ passedStack: 2n });
     });
 
+    it("passes a flow from outside the cluster's pod CIDRs to the stack, so conntrack sees its request", () => {
+      // Another node's own address, say: the pod's replies leave through the stack, where
+      // a masquerade of pod traffic leaving the cluster would rewrite them unless
+      // conntrack knows the connection.
+      const nodeElsewhere = af === "v4" ? "192.168.50.2" : "fd00:50::2";
+      const syn = { src: nodeElsewhere, dst: POD1[af], proto: "tcp", tcpFlags: TCP.SYN } as const;
+      expect(toUplink(syn).verdict).toBe(NEXT);
+      expect(toUplink({ src: nodeElsewhere, dst: POD1[af], proto: "udp" }).verdict).toBe(NEXT);
+      expect(counted(h1)).toEqual({ passedStack: 2n });
+    });
+
     it("passes a frame for another MAC (PACKET_OTHERHOST) to the stack", () => {
       const frame = packet({ src: REMOTE[af], dst: POD1[af], proto: "tcp", dstMac: "02:99:99:99:99:99" });
       expect(run(node.programs.hostIn, up.ifindex, frame).verdict).toBe(NEXT);

@@ -245,6 +245,27 @@ describe("NAT stays correct", () => {
     expect(tcpRequest(client.netns, b.wireV4, 30080)).toBe(`from ${client.v4}`);
   });
 
+  it("a node's own connection to a pod on another node survives a masquerade of pod traffic leaving the cluster", async () => {
+    const backend = addPod(fx, b, "backend");
+    await startServer(fx, backend.netns, "0.0.0.0", 8080);
+    await startServer(fx, backend.netns, "::", 8081);
+    // On B, what its pods send outside the cluster CIDRs is masqueraded, as the agent's
+    // table (or kindnet's) does. Node A's address is outside them: were A's request
+    // handed to the pod from the wire, B's conntrack would first see the pod's answer,
+    // take it for a new flow out of the cluster and masquerade it, and A would reset it.
+    for (const [tool, subnet, cluster] of [
+      ["iptables", b.podSubnet4, "10.221.0.0/16"],
+      ["ip6tables", b.podSubnet6, "fd21::/16"],
+    ] as const) {
+      inNs(b.netns, tool, ["-t", "nat", "-A", "POSTROUTING", "-s", subnet, "!", "-d", cluster, "-j", "MASQUERADE"]);
+    }
+    const d = delta(backend, () => {
+      expect(tcpRequest(a.netns, backend.v4, 8080)).toBe(`from ${a.wireV4}`);
+      expect(tcpRequest(a.netns, backend.v6, 8081)).toBe(`from ${a.wireV6}`);
+    });
+    expect(d.redirectedPeer).toBe(0n); // in through B's stack, where conntrack saw them
+  });
+
   it("masquerade to an address outside the cluster CIDRs works", async () => {
     const client = addPod(fx, a, "client");
     await startServer(fx, b.netns, b.wireV4, 9090);
