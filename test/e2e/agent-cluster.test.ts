@@ -190,9 +190,13 @@ describe("three nodes, a containerd and an agent each, no hand-made routes", () 
     expect(tcpRequest(p3.netns, p2.v6, 8080)).toBe(`from ${p3.v6}`);
     expect(pings(p1.netns, p3.v4)).toBe(true);
     expect(pings(p3.netns, p1.v6)).toBe(true);
-    // Node to remote pod, pod to remote node.
+    // Node to remote pod, pod to remote node. The node's own TCP connection, both
+    // families: its address is outside the cluster CIDRs, so node 2's masquerade of its
+    // pods' traffic leaving the cluster must know the pod's answers for what they are.
     expect(pings(`/run/netns/${n1.netns}`, p3.v4)).toBe(true);
     expect(pings(p2.netns, n3.v4)).toBe(true);
+    expect(tcpRequest(`/run/netns/${n1.netns}`, p2.v4, 8080)).toBe(`from ${n1.v4}`);
+    expect(tcpRequest(`/run/netns/${n3.netns}`, p2.v6, 8080)).toBe(`from ${n3.v6}`);
 
     // Out of the cluster: the outside host has no route to any pod, and sees the node.
     await startServer(fx, `/run/netns/${outside}`, "::", 8081);
