@@ -8,10 +8,9 @@
  *   on to the stack: traffic for the node, flows that may be NAT'd (a
  *   Service's replies from a backend elsewhere), flows from outside the
  *   cluster's pod CIDRs, tagged frames (the node's VLAN devices), what is not
- *   IP. Packets that claim to come from a local pod
- *   cannot have come from the wire: they are dropped, under up to two tags
- *   (frame.h); a frame with more tags, or IP headers that cannot be read, is
- *   refused too.
+ *   IP. Packets that claim to come from a local pod cannot have come from the
+ *   wire: they are dropped, under up to two tags (frame.h); a frame with more
+ *   tags, or IP headers that cannot be read, is refused too.
  */
 #include "common.h"
 #include "bandwidth.h"
