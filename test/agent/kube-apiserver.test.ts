@@ -118,14 +118,23 @@ describe("stand-in API server", () => {
     const plain = await get(api, `/api/v1/nodes?watch=true&resourceVersion=${api.resourceVersion}&timeoutSeconds=1`);
     expect(plain.lines).toEqual([]);
 
+    // The server's own timer sends bookmarks too, maybe before node-4 (carrying the
+    // version before it): the one that counts is the first after node-4's event.
     const rv = api.resourceVersion;
-    const watch = get(api, `/api/v1/nodes?watch=true&resourceVersion=${rv}&allowWatchBookmarks=true`, (l) =>
-      l.some((e) => e.type === "BOOKMARK"),
+    const afterAdded = (l: Raw["lines"]) => l.slice(l.findIndex((e) => e.type === "ADDED") + 1);
+    const watch = get(
+      api,
+      `/api/v1/nodes?watch=true&resourceVersion=${rv}&allowWatchBookmarks=true`,
+      (l) => l.some((e) => e.type === "ADDED") && afterAdded(l).some((e) => e.type === "BOOKMARK"),
     );
     await until("the watch", () => api.openWatches === 1);
     api.addNode({ name: "node-4" });
+    api.bookmark();
     const w = await watch;
-    const bookmark = w.lines.find((e) => e.type === "BOOKMARK")?.object as V1Node;
+    expect(
+      w.lines.filter((e) => e.type !== "BOOKMARK").map((e) => [e.type, (e.object as V1Node).metadata?.name]),
+    ).toEqual([["ADDED", "node-4"]]);
+    const bookmark = afterAdded(w.lines).find((e) => e.type === "BOOKMARK")?.object as V1Node;
     expect(bookmark).toEqual({ kind: "Node", apiVersion: "v1", metadata: { resourceVersion: api.resourceVersion } });
   });
 
