@@ -12,15 +12,14 @@
  * destinations by FIB lookup like any other pod's. Callers hold the node lock.
  */
 
-import * as path from "node:path";
 import { invalidConfig } from "../cni/errors";
-import { BpfError } from "../sys/bpf-syscall";
 import { BPF_MAP_TYPE } from "../sys/bpf-uapi";
 import { sha256 } from "../sys/sha256";
 import { cidrKey, decodeCidrKey } from "./abi";
 import type { MapSpec } from "./elf";
-import { BpfMap, specMismatches } from "./maps";
-import { pinObject } from "./pins";
+import { mapPin } from "./layout";
+import type { BpfMap } from "./maps";
+import { openOrCreatePinnedMap } from "./pinned-map";
 
 const NETWORK_ID_BYTES = 8;
 const CIDR_KEY_BYTES = 24;
@@ -49,7 +48,7 @@ export interface NetworkCidrs {
  * anything changes.
  */
 export function setNetworkClusterCidrs(bpffsRoot: string, trie: BpfMap, { network = "", clusterCidrs }: NetworkCidrs) {
-  const records = openOrCreateRecords(path.join(bpffsRoot, "maps", NETWORK_CIDRS_SPEC.name));
+  const records = openOrCreatePinnedMap(NETWORK_CIDRS_SPEC, mapPin(bpffsRoot, NETWORK_CIDRS_SPEC.name));
   try {
     const id = networkId(network);
     const mine = keyed(clusterCidrs.map(cidrKey));
@@ -99,36 +98,4 @@ function syncTrie(map: BpfMap, want: ReadonlyMap<string, Buffer>): void {
     if (!want.has(key.toString("hex"))) map.delete(key);
   }
   for (const key of want.values()) map.update(key, PRESENT);
-}
-
-/**
- * The pinned records, created on a node's first ADD. Two first ADDs racing without the
- * node lock (tests load programs directly): the loser's pin fails with EEXIST and it
- * opens the winner's map.
- */
-function openOrCreateRecords(pinPath: string): BpfMap {
-  try {
-    return openRecords(pinPath);
-  } catch (e) {
-    if (!(e instanceof BpfError && e.code === "ENOENT")) throw e;
-  }
-  const map = BpfMap.create(NETWORK_CIDRS_SPEC);
-  try {
-    pinObject(map.fd, pinPath);
-    return map;
-  } catch (e) {
-    map.close();
-    if (e instanceof BpfError && e.code === "EEXIST") return openRecords(pinPath);
-    throw e;
-  }
-}
-
-function openRecords(pinPath: string): BpfMap {
-  const map = BpfMap.openPinned(pinPath);
-  const problems = specMismatches(NETWORK_CIDRS_SPEC, map.spec);
-  if (problems.length > 0) {
-    map.close();
-    throw new Error(`pinned map ${pinPath} does not match this version: ${problems.join(", ")}`);
-  }
-  return map;
 }

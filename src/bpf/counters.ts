@@ -12,11 +12,6 @@ export function readCounters(map: BpfMap, hostIfindex: number): Counters {
   return perCpu.reduce(addCounters, zeroCounters());
 }
 
-/** Drops a device's counters (on DEL: ifindexes are reused). */
-export function deleteCounters(map: BpfMap, hostIfindex: number): boolean {
-  return map.delete(ifindexKey(hostIfindex));
-}
-
 /** The device's refusals by reason, summed over CPUs (zeros when it has none). */
 export function readDrops(map: BpfMap, ifindex: number): Drops {
   const perCpu = map.lookupPerCpu(ifindexKey(ifindex)) ?? [];

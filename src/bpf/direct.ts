@@ -251,7 +251,3 @@ export function readDirectStats(stats: BpfMap, hostIfindex: number): DirectStats
   }
   return sum;
 }
-
-export function deleteDirectStats(stats: BpfMap, hostIfindex: number): void {
-  stats.delete(ifindexKey(hostIfindex));
-}

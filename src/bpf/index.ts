@@ -33,12 +33,11 @@ export {
   setPodLimits,
 } from "./bandwidth";
 export { listClusterCidrs, setNetworkClusterCidrs } from "./cluster";
-export { deleteCounters, readCounters, readDrops } from "./counters";
+export { readCounters, readDrops } from "./counters";
 export {
   clearEndpointTable,
   createEndpointTable,
   DIRECT_TABLE_SPEC,
-  deleteDirectStats,
   endpointTableOwners,
   endpointTableSize,
   listEndpointFlows,
@@ -48,6 +47,22 @@ export {
 } from "./direct";
 export { type MapSpec, type ObjectSpec, type ProgramSpec, readObject } from "./elf";
 export { type Endpoint, EndpointMap } from "./endpoints";
+export {
+  ENDPOINT_PINS,
+  endpointDir,
+  endpointPin,
+  endpointsRoot,
+  FROM_POD_PIN,
+  INGRESS_LIMIT_PIN,
+  mapPin,
+  mapsDir,
+  programsRoot,
+  sockLinkPins,
+  sockProgramsRoot,
+  sockRoot,
+  uplinkPin,
+  uplinkRoot,
+} from "./layout";
 export {
   attachCgroupSockOps,
   attachCgroupSockRelease,
@@ -63,7 +78,6 @@ export {
   buildName,
   type EndpointMaps,
   loadNodePrograms,
-  mapsDir,
   NAT_CHECKS,
   type NatCheck,
   type NodeMaps,
@@ -78,6 +92,7 @@ export {
 } from "./node";
 export { type MapOccupancy, pinnedMapOccupancy } from "./occupancy";
 export { ensureBpffs, isBpffs, openPin, pinExists, pinObject, unmountBpffs, unpin } from "./pins";
+export { forgetPodState, POD_MAP_NAMES, podStateHolders } from "./pod-maps";
 export { BpfProgram, loadProgram, programName } from "./programs";
 export {
   type BypassedSocket,
@@ -92,6 +107,5 @@ export {
   type SockMaps,
   type SockPrograms,
   sockBuildName,
-  sockRoot,
 } from "./sock";
 export { forgetSockPod, readSockPod, recordSockPod, sockPodIfindexes } from "./sock-pods";

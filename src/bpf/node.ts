@@ -20,7 +20,6 @@
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { BpfError } from "../sys/bpf-syscall";
 import { sha256Hex } from "../sys/sha256";
 import { type Counters, MAP_NAMES, PROGRAM_NAMES, RETIRED_MAP_NAMES } from "./abi";
 import { resolveKernelFunctions } from "./btf";
@@ -29,8 +28,11 @@ import { readCounters } from "./counters";
 import { DIRECT_TABLE_SPEC, type FlowTableMaps } from "./direct";
 import { type MapSpec, type ObjectSpec, readObject } from "./elf";
 import { EndpointMap } from "./endpoints";
+import { mapPin, programsRoot } from "./layout";
 import { BpfMap, specMismatches } from "./maps";
+import { openOrCreatePinnedMap } from "./pinned-map";
 import { ensureBpffs, openPin, pinObject, unpin } from "./pins";
+import { POD_MAP_NAMES } from "./pod-maps";
 import { BpfProgram, loadProgram } from "./programs";
 
 /** How a variant keeps NAT'd flows on the stack; in order of preference. */
@@ -84,9 +86,10 @@ export interface NodeMaps {
 }
 
 /** The maps DEL, CHECK and GC use: which pod is where, its counters, flow table and limits.
- * The optional ones are absent on a node whose maps an older build pinned. */
+ * The optional ones are absent on a node whose maps an older build pinned. `perPod`: those
+ * of pod-maps.ts's list that are pinned, through which a pod's state is forgotten. */
 export type EndpointMaps = Pick<NodeMaps, "endpoints" | "counters"> &
-  Partial<Pick<NodeMaps, "drops" | "direct" | "directStats" | "bandwidth">>;
+  Partial<Pick<NodeMaps, "drops" | "direct" | "directStats" | "bandwidth">> & { perPod: BpfMap[] };
 
 export interface NodePrograms {
   maps: NodeMaps;
@@ -115,9 +118,6 @@ export interface NodeProgramsOptions {
   /** Whose CIDRs these are: the trie holds every network's (cluster.ts). */
   network?: string;
 }
-
-export const mapsDir = (bpffsRoot: string) => path.join(bpffsRoot, "maps");
-export const programsRoot = (bpffsRoot: string) => path.join(bpffsRoot, "programs");
 
 /** A pinned program set: `<epoch>-<hash>-<variant>` (bpffs refuses dots in names); older
  * builds pinned `<hash>` alone. */
@@ -193,7 +193,7 @@ type LoadedNode = Pick<NodePrograms, "maps" | "programs" | "natCheck" | "skipped
 function complete(bpffsRoot: string, set: ProgramSet): boolean {
   return (
     Object.values(PROGRAM_NAMES).every((name) => fs.existsSync(path.join(set.dir, name))) &&
-    Object.values(MAP_NAMES).every((name) => fs.existsSync(path.join(mapsDir(bpffsRoot), name)))
+    Object.values(MAP_NAMES).every((name) => fs.existsSync(mapPin(bpffsRoot, name)))
   );
 }
 
@@ -205,7 +205,7 @@ function complete(bpffsRoot: string, set: ProgramSet): boolean {
 function openPinnedNode(bpffsRoot: string, set: ProgramSet, opened: { close(): void }[]): LoadedNode {
   const byName = new Map<string, BpfMap>();
   for (const name of Object.values(MAP_NAMES)) {
-    const map = BpfMap.openPinned(path.join(mapsDir(bpffsRoot), name));
+    const map = BpfMap.openPinned(mapPin(bpffsRoot, name));
     opened.push(map);
     byName.set(name, map);
   }
@@ -248,7 +248,7 @@ function loadAndPinNode(
   const byName = new Map<string, BpfMap>();
   const specs = NAT_CHECKS.flatMap((v) => [...parsed[v].lxc.maps, ...parsed[v].host.maps]);
   for (const spec of mergeMapSpecs(specs)) {
-    const map = openOrCreatePinnedMap(withInner(spec), path.join(mapsDir(bpffsRoot), spec.name));
+    const map = openOrCreatePinnedMap(withInner(spec), mapPin(bpffsRoot, spec.name));
     opened.push(map);
     byName.set(spec.name, map);
   }
@@ -365,7 +365,7 @@ function removeOlderSets(bpffsRoot: string, epoch: number, keep: string): void {
 
 /** Maps only older builds used: their programs hold them while still attached. */
 function removeRetiredMaps(bpffsRoot: string): void {
-  for (const name of RETIRED_MAP_NAMES) unpin(path.join(mapsDir(bpffsRoot), name));
+  for (const name of RETIRED_MAP_NAMES) unpin(mapPin(bpffsRoot, name));
 }
 
 /**
@@ -374,17 +374,17 @@ function removeRetiredMaps(bpffsRoot: string): void {
  * tables and the rate limits: those are then absent). Throws if the endpoint or counter map is not pinned.
  */
 export function openNodeMaps(bpffsRoot: string): EndpointMaps & { close(): void } {
-  const opened: BpfMap[] = [];
+  const opened = new Map<string, BpfMap>();
   const open = (name: string, optional: boolean) => {
-    const pin = path.join(mapsDir(bpffsRoot), name);
+    const pin = mapPin(bpffsRoot, name);
     if (optional && !fs.existsSync(pin)) return undefined;
-    const map = BpfMap.openPinned(pin);
-    opened.push(map);
+    const map = opened.get(name) ?? BpfMap.openPinned(pin);
+    opened.set(name, map);
     return map;
   };
   // The pool counts only when all three of its maps are there.
   const pool = [MAP_NAMES.flowTables, MAP_NAMES.flowOwner, MAP_NAMES.flowPool];
-  const hasPool = pool.every((name) => fs.existsSync(path.join(mapsDir(bpffsRoot), name)));
+  const hasPool = pool.every((name) => fs.existsSync(mapPin(bpffsRoot, name)));
   try {
     return {
       endpoints: open(MAP_NAMES.endpoints, false) as BpfMap,
@@ -399,44 +399,15 @@ export function openNodeMaps(bpffsRoot: string): EndpointMaps & { close(): void 
         : undefined,
       directStats: open(MAP_NAMES.directStats, true),
       bandwidth: open(MAP_NAMES.bandwidth, true),
+      perPod: POD_MAP_NAMES.flatMap((name) => open(name, true) ?? []),
       close: () => {
-        for (const m of opened) m.close();
+        for (const m of opened.values()) m.close();
       },
     };
   } catch (e) {
-    for (const m of opened) m.close();
+    for (const m of opened.values()) m.close();
     throw e;
   }
-}
-
-/**
- * The pinned map at `pinPath` if its layout matches `spec`, else a new map pinned there.
- * Two ADDs racing on a fresh node: the loser's pin fails with EEXIST and it opens the
- * winner's map instead.
- */
-export function openOrCreatePinnedMap(spec: MapSpec, pinPath: string): BpfMap {
-  if (fs.existsSync(pinPath)) return openCompatible(spec, pinPath);
-  const map = BpfMap.create(spec);
-  try {
-    pinObject(map.fd, pinPath);
-    return map;
-  } catch (e) {
-    map.close();
-    if (e instanceof BpfError && e.code === "EEXIST") return openCompatible(spec, pinPath);
-    throw e;
-  }
-}
-
-function openCompatible(spec: MapSpec, pinPath: string): BpfMap {
-  const map = BpfMap.openPinned(pinPath);
-  const problems = specMismatches(spec, map.spec);
-  if (problems.length > 0) {
-    map.close();
-    // Replacing it would silently drop every endpoint on the node; an upgrade that
-    // changes a layout must migrate or remove the pin deliberately.
-    throw new Error(`pinned map ${pinPath} does not match this version: ${problems.join(", ")}`);
-  }
-  return map;
 }
 
 function mergeMapSpecs(all: MapSpec[]): MapSpec[] {

@@ -6,13 +6,12 @@
  * counts the pool's filled slots, and nkc_flow_owner the endpoints that hold one.
  */
 import * as fs from "node:fs";
-import * as path from "node:path";
 import { BpfError } from "../sys/bpf-syscall";
 import { BPF_MAP_TYPE } from "../sys/bpf-uapi";
 import { MAP_NAMES, SOCK_MAP_NAMES } from "./abi";
 import { filledSlots } from "./direct";
+import { mapPin } from "./layout";
 import { BpfMap, mapKind } from "./maps";
-import { mapsDir } from "./node";
 
 export interface MapOccupancy {
   name: string;
@@ -30,7 +29,7 @@ const NAMES = [...Object.values(MAP_NAMES), ...Object.values(SOCK_MAP_NAMES)];
 export function pinnedMapOccupancy(bpffsRoot: string): MapOccupancy[] {
   const all: MapOccupancy[] = [];
   for (const name of NAMES) {
-    const pin = path.join(mapsDir(bpffsRoot), name);
+    const pin = mapPin(bpffsRoot, name);
     if (!fs.existsSync(pin)) continue;
     let map: BpfMap;
     try {
@@ -65,7 +64,7 @@ function entriesOf(bpffsRoot: string, name: string, map: BpfMap): number {
 }
 
 function filledSlotsPinned(bpffsRoot: string): number {
-  const pin = path.join(mapsDir(bpffsRoot), MAP_NAMES.flowPool);
+  const pin = mapPin(bpffsRoot, MAP_NAMES.flowPool);
   if (!fs.existsSync(pin)) return 0;
   const pool = BpfMap.openPinned(pin);
   try {

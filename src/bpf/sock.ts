@@ -27,8 +27,9 @@ import {
   sumSockCounters,
 } from "./abi";
 import { readObject } from "./elf";
+import { mapPin, sockProgramsRoot } from "./layout";
 import { BpfMap } from "./maps";
-import { mapsDir, openOrCreatePinnedMap } from "./node";
+import { openOrCreatePinnedMap } from "./pinned-map";
 import { openPin, pinExists, pinObject, unpin } from "./pins";
 import { BpfProgram, loadProgram } from "./programs";
 
@@ -59,9 +60,6 @@ export interface SockPrograms {
   superseded: boolean;
   close(): void;
 }
-
-export const sockRoot = (bpffsRoot: string) => path.join(bpffsRoot, "sock");
-const sockProgramsRoot = (bpffsRoot: string) => path.join(sockRoot(bpffsRoot), "programs");
 
 export function sockBuildName(object: Buffer, epoch: number): string {
   return `${epoch}-${sha256Hex([object], 16)}`;
@@ -103,7 +101,7 @@ export function loadSockPrograms(bpffsRoot: string, object: Buffer, epoch: numbe
     const byName = new Map<string, BpfMap>([[endpoints.spec.name, endpoints]]);
     for (const mapSpec of spec.maps) {
       if (byName.has(mapSpec.name)) continue;
-      const map = openOrCreatePinnedMap(mapSpec, path.join(mapsDir(bpffsRoot), mapSpec.name));
+      const map = openOrCreatePinnedMap(mapSpec, mapPin(bpffsRoot, mapSpec.name));
       opened.push(map);
       byName.set(mapSpec.name, map);
     }
@@ -151,7 +149,7 @@ export function loadSockPrograms(bpffsRoot: string, object: Buffer, epoch: numbe
         if (set.build !== build && set.epoch <= epoch) fs.rmSync(set.dir, { recursive: true, force: true });
       }
       // Older programs still attached keep the maps they use alive until switched.
-      for (const name of RETIRED_SOCK_MAP_NAMES) unpin(path.join(mapsDir(bpffsRoot), name));
+      for (const name of RETIRED_SOCK_MAP_NAMES) unpin(mapPin(bpffsRoot, name));
     }
     return {
       maps,
@@ -177,7 +175,7 @@ function required(byName: ReadonlyMap<string, BpfMap>, name: string): BpfMap {
 
 /** The pinned bypass maps, or undefined where no network ever asked for the bypass. */
 export function openSockMaps(bpffsRoot: string): PinnedSockMaps | undefined {
-  const pin = (name: string) => path.join(mapsDir(bpffsRoot), name);
+  const pin = (name: string) => mapPin(bpffsRoot, name);
   if (![SOCK_MAP_NAMES.hash, SOCK_MAP_NAMES.stats].every((name) => fs.existsSync(pin(name)))) return undefined;
   const opened: BpfMap[] = [];
   const open = (name: string, optional: boolean) => {

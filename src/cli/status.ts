@@ -22,17 +22,22 @@ import {
   buildName,
   DROP_REASONS,
   type Drops,
+  endpointDir,
   isBpffs,
   MAP_NAMES,
   type MapOccupancy,
+  mapPin,
   mapsDir,
   type NatCheck,
   openPin,
   PROGRAM_NAMES,
   pinnedProgramSets,
+  sockProgramsRoot,
+  sockRoot,
+  uplinkRoot,
 } from "../bpf/index";
 import { conntrackUnavailable } from "../bpf/node";
-import { listBypassedSockets, openSockMaps, sockRoot } from "../bpf/sock";
+import { listBypassedSockets, openSockMaps } from "../bpf/sock";
 import { readSockPod, sockPodIfindexes } from "../bpf/sock-pods";
 import { AF_INET, AF_INET6 } from "../cni/address";
 import { isOurProxy } from "../datapath/coexist-plan";
@@ -126,8 +131,10 @@ export interface NodeStatus {
 }
 
 /** struct bpf_link_info: type, id, prog_id, then (8-aligned) tcx/netkit { ifindex, attach_type }. */
-function linkStatus(root: string, pin: string, byIndex: Map<number, Link>): LinkStatus {
-  const link = BpfLink.openPinned(path.join(root, pin));
+/** The pinned link at `pinPath`, named in the report by its path below `root`. */
+function linkStatus(root: string, pinPath: string, byIndex: Map<number, Link>): LinkStatus {
+  const pin = path.relative(root, pinPath);
+  const link = BpfLink.openPinned(pinPath);
   try {
     const info = objGetInfo(link.fd, 24);
     const ifindex = info.readUInt32LE(16);
@@ -168,7 +175,7 @@ export async function nodeStatus(bpffsRoot: string): Promise<NodeStatus> {
   const release = os.release();
   const problems: string[] = [];
   const root = bpffsRoot;
-  const initialized = fs.existsSync(path.join(root, "maps"));
+  const initialized = fs.existsSync(mapsDir(root));
 
   const build = buildName(embeddedObjects());
   const sets = pinnedProgramSets(root);
@@ -202,9 +209,9 @@ export async function nodeStatus(bpffsRoot: string): Promise<NodeStatus> {
   const whyNotConntrack = conntrackUnavailable(jited);
 
   const uplinks: LinkStatus[] = [];
-  for (const dev of listDir(path.join(root, "uplink"))) {
-    for (const dir of listDir(path.join(root, "uplink", dev))) {
-      const st = linkStatus(root, path.join("uplink", dev, dir), byIndex);
+  for (const dev of listDir(uplinkRoot(root))) {
+    for (const dir of listDir(path.join(uplinkRoot(root), dev))) {
+      const st = linkStatus(root, path.join(uplinkRoot(root), dev, dir), byIndex);
       uplinks.push(st);
       if (!byName.has(dev)) problems.push(`uplink ${dev}: pinned ${dir} link, but no device ${dev} exists`);
       else if (st.ifindex === 0) problems.push(`uplink ${dev}: ${dir} link is defunct (its device went away)`);
@@ -224,8 +231,8 @@ export async function nodeStatus(bpffsRoot: string): Promise<NodeStatus> {
     if (!byName.has(dev)) {
       problems.push(`endpoint pins for ${dev}, which no longer exists (DEL or GC removes them)`);
     }
-    for (const pin of listDir(path.join(root, "endpoints", dev))) {
-      const st = linkStatus(root, path.join("endpoints", dev, pin), byIndex);
+    for (const pin of listDir(endpointDir(root, dev))) {
+      const st = linkStatus(root, path.join(endpointDir(root, dev), pin), byIndex);
       endpointLinks.push(st);
       if (byName.has(dev) && st.ifindex === 0) problems.push(`endpoint ${dev}: ${pin} link is defunct`);
     }
@@ -258,18 +265,19 @@ export async function nodeStatus(bpffsRoot: string): Promise<NodeStatus> {
   const drops = refusals(
     root,
     owned.map((l) => l.index),
-    listDir(path.join(root, "uplink")).flatMap((dev) => {
+    listDir(uplinkRoot(root)).flatMap((dev) => {
       const link = byName.get(dev);
       return link ? [{ device: dev, ifindex: link.index }] : [];
     }),
   );
 
   const sockLinks = listDir(sockRoot(root))
-    .filter((name) => name !== "programs")
-    .map((name) => {
-      const link = BpfLink.openPinned(path.join(sockRoot(root), name));
+    .map((name) => path.join(sockRoot(root), name))
+    .filter((pin) => pin !== sockProgramsRoot(root))
+    .map((pin) => {
+      const link = BpfLink.openPinned(pin);
       try {
-        return { pin: path.join("sock", name), linkId: link.id(), programId: link.programId() };
+        return { pin: path.relative(root, pin), linkId: link.id(), programId: link.programId() };
       } finally {
         link.close();
       }
@@ -329,7 +337,7 @@ export async function nodeStatus(bpffsRoot: string): Promise<NodeStatus> {
 /** Refusals by reason: the pods' summed, each uplink's own; undefined before a build with
  * the map has run on the node. */
 function refusals(root: string, pods: number[], uplinks: { device: string; ifindex: number }[]): NodeStatus["drops"] {
-  if (!fs.existsSync(path.join(mapsDir(root), MAP_NAMES.drops))) return undefined;
+  if (!fs.existsSync(mapPin(root, MAP_NAMES.drops))) return undefined;
   const counts = (ifindexes: number[]) => {
     const sum = Object.fromEntries(DROP_REASONS.map((r) => [r, 0])) as Record<keyof Drops, number>;
     for (const ifindex of ifindexes) {

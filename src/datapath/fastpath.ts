@@ -9,10 +9,7 @@
  * that ADDs on a fresh node agree, a build never swaps programs under another's feet, and
  * pruning dead entries cannot remove an entry an ADD has just written.
  *
- * Pin layout:  <root>/maps/nkc_*   <root>/programs/<epoch>-<hash>-<variant>/nkc_*
- *              <root>/uplink/<ifname>/ingress   <root>/endpoints/<host device>/from_pod
- *              <root>/endpoints/<host device>/ingress_limit (pods with an ingress limit)
- *              <root>/sock/... (the socket bypass, sockbypass.ts)
+ * The pin layout: bpf/layout.ts.
  *
  * Longer than the ~350 lines other modules keep to: it is the verbs' one door to the
  * node's eBPF state, so that every change to it can be seen to happen under the lock.
@@ -31,20 +28,25 @@ import {
   DIRECT_TABLE_SIZE,
   type DirectStats,
   type Drops,
-  deleteCounters,
-  deleteDirectStats,
   deletePodLimits,
   deleteSockCounters,
   type EgressEnforcement,
+  ENDPOINT_PINS,
   type EndpointMaps,
+  endpointDir,
+  endpointPin,
+  endpointsRoot,
   endpointTableOwners,
   endpointTableSize,
   ensureBpffs,
+  FROM_POD_PIN,
+  forgetPodState,
   forgetSocketsOf,
   forgetSockPod,
+  INGRESS_LIMIT_PIN,
   isBpffs,
-  limitedIfindexes,
   loadNodePrograms,
+  mapsDir,
   type NatCheck,
   type NodeObjects,
   type NodePrograms,
@@ -53,13 +55,14 @@ import {
   type PodLimits,
   PROGRAM_NAMES,
   podLimits,
+  podStateHolders,
   programName,
   readCounters,
   readDirectStats,
   readDrops,
   recordSockPod,
-  removeEndpointTable,
   setPodLimits,
+  uplinkPin,
 } from "../bpf/index";
 import { hostPrefix } from "../cni/address";
 import type { Bandwidth } from "../cni/bandwidth";
@@ -115,12 +118,6 @@ export interface FastPathEndpoint {
    * sockets of that namespace. Absent: none of its sockets is spliced. */
   netnsCookie?: bigint | undefined;
 }
-
-const endpointDir = (root: string, hostDevice: string) => path.join(root, "endpoints", hostDevice);
-/** Pods added by older versions also have a to_pod pin; DEL and GC remove the directory. */
-const ENDPOINT_PINS = ["from_pod"] as const;
-/** A pod with an ingress limit also has nkc_pod_ingress on its host device's transmit. */
-const INGRESS_LIMIT_PIN = "ingress_limit";
 
 /** One lock per bpffs root, outside the bpffs (which holds no regular files). */
 export const nodeLockPath = (root: string) => path.join(LOCK_DIR, `node-${sha256Hex([root], 12)}.lock`);
@@ -230,13 +227,13 @@ function attachPod(
     ep.kind === "netkit"
       ? attachNetkit(program, ep.hostIfindex, "peer")
       : attachTcx(program, ep.hostIfindex, "ingress");
-  pinAndClose(link, path.join(endpointDir(root, ep.hostDevice), "from_pod"));
+  pinAndClose(link, endpointPin(root, ep.hostDevice, FROM_POD_PIN));
   if (ep.bandwidth?.ingress) {
     const limit =
       ep.kind === "netkit"
         ? attachNetkit(node.programs.podIngress, ep.hostIfindex, "primary")
         : attachTcx(node.programs.podIngress, ep.hostIfindex, "egress");
-    pinAndClose(limit, path.join(endpointDir(root, ep.hostDevice), INGRESS_LIMIT_PIN));
+    pinAndClose(limit, endpointPin(root, ep.hostDevice, INGRESS_LIMIT_PIN));
   }
   // The socket bypass splices TCP past every hook that enforces rate limits: a limited
   // pod's sockets stay on the packet path.
@@ -274,7 +271,7 @@ function pinAndClose(link: BpfLink, pin: string): void {
 
 /** Attaches `program` to the uplink, or switches an existing link to it atomically. */
 export function attachUplink(root: string, uplink: Uplink, direction: "ingress" | "egress", program: BpfProgram): void {
-  const pin = path.join(root, "uplink", uplink.name, direction);
+  const pin = uplinkPin(root, uplink.name, direction);
   if (fs.existsSync(pin)) {
     const link = BpfLink.openPinned(pin);
     try {
@@ -302,7 +299,7 @@ export function attachUplink(root: string, uplink: Uplink, direction: "ingress" 
 /** Older builds watched the uplink's egress; nothing needs that any more. Unpinning the
  * link detaches its program, which only recorded flows into a map no program reads. */
 function retireUplinkEgress(root: string, uplink: Uplink): void {
-  const pin = path.join(root, "uplink", uplink.name, "egress");
+  const pin = uplinkPin(root, uplink.name, "egress");
   if (fs.existsSync(pin)) {
     fs.rmSync(pin, { force: true });
     log.info(`uplink ${uplink.name} egress: removed the older build's observer`);
@@ -320,8 +317,8 @@ export function switchEndpoints(root: string, node: Pick<NodePrograms, "programs
   const { fromPod, sourceCheck, podIngress } = node.programs;
   const ours = new Set([fromPod.id(), sourceCheck.id(), podIngress.id()]);
   for (const dev of pinnedEndpointDevices(root)) {
-    for (const name of ["from_pod", INGRESS_LIMIT_PIN]) {
-      const pin = path.join(endpointDir(root, dev), name);
+    for (const name of [FROM_POD_PIN, INGRESS_LIMIT_PIN]) {
+      const pin = endpointPin(root, dev, name);
       if (!fs.existsSync(pin)) continue;
       const link = BpfLink.openPinned(pin);
       try {
@@ -363,7 +360,7 @@ export async function removeEndpoint(
   liveIfindexes: () => Promise<ReadonlySet<number>>,
 ): Promise<void> {
   unpinEndpoint(root, hostDevice);
-  if (!fs.existsSync(path.join(root, "maps"))) return;
+  if (!fs.existsSync(mapsDir(root))) return;
   const dead = gone.hostIfindex === undefined ? await deadEndpointState(root, liveIfindexes) : undefined;
   underNodeLock(root, () =>
     withNodeMaps(root, (maps) => {
@@ -427,7 +424,7 @@ export async function pruneDeadEndpoints(
   root: string,
   liveIfindexes: () => Promise<ReadonlySet<number>>,
 ): Promise<string[]> {
-  if (!fs.existsSync(path.join(root, "maps"))) return [];
+  if (!fs.existsSync(mapsDir(root))) return [];
   const dead = await deadEndpointState(root, liveIfindexes);
   return underNodeLock(root, () => withNodeMaps(root, (maps) => removeDead(root, maps, dead))) ?? [];
 }
@@ -435,14 +432,7 @@ export async function pruneDeadEndpoints(
 async function deadEndpointState(root: string, liveIfindexes: () => Promise<ReadonlySet<number>>): Promise<DeadState> {
   const listed = withNodeMaps(root, (maps) => ({
     entries: [...new EndpointMap(maps.endpoints).list()].map(([ip, e]): [string, number] => [ip, e.hostIfindex]),
-    ifindexes: [
-      ...new Set([
-        ...[...maps.counters.keys()].map((k) => k.readUInt32LE(0)),
-        ...(maps.drops ? [...maps.drops.keys()].map((k) => k.readUInt32LE(0)) : []),
-        ...(maps.direct ? endpointTableOwners(maps.direct) : []),
-        ...(maps.bandwidth ? limitedIfindexes(maps.bandwidth) : []),
-      ]),
-    ],
+    ifindexes: podStateHolders(maps.perPod),
   })) ?? { entries: [], ifindexes: [] };
   // An ADD may create its device and write its entries right here: its entries are not in
   // `listed`, so they are safe however late its device shows in `live`.
@@ -465,18 +455,15 @@ function removeDead(root: string, maps: EndpointMaps, dead: DeadState): string[]
   return removed;
 }
 
-/** Counters, flow table and its statistics, rate limits: everything keyed by a device's ifindex. */
+/** Everything keyed by a device's ifindex (bpf/pod-maps.ts): counters, refusals, flow
+ * table and its statistics, rate limits. */
 function forgetIfindex(maps: EndpointMaps, hostIfindex: number): void {
-  deleteCounters(maps.counters, hostIfindex);
-  if (maps.drops) deleteCounters(maps.drops, hostIfindex);
-  if (maps.direct) removeEndpointTable(maps.direct, hostIfindex);
-  if (maps.directStats) deleteDirectStats(maps.directStats, hostIfindex);
-  if (maps.bandwidth) deletePodLimits(maps.bandwidth, hostIfindex);
+  forgetPodState(maps.perPod, hostIfindex);
 }
 
 /** Runs `fn` with the pinned maps, or returns undefined when the node has none yet. */
 function withNodeMaps<T>(root: string, fn: (maps: EndpointMaps) => T): T | undefined {
-  if (!fs.existsSync(path.join(root, "maps"))) return undefined;
+  if (!fs.existsSync(mapsDir(root))) return undefined;
   const maps = openNodeMaps(root);
   try {
     return fn(maps);
@@ -487,10 +474,9 @@ function withNodeMaps<T>(root: string, fn: (maps: EndpointMaps) => T): T | undef
 
 /** Which endpoint pins exist (for CHECK and GC): the pod's program, its ingress limit. */
 export function endpointState(root: string, hostDevice: string): { pinned: boolean; ingressLimit: boolean } {
-  const dir = endpointDir(root, hostDevice);
   return {
-    pinned: ENDPOINT_PINS.every((p) => fs.existsSync(path.join(dir, p))),
-    ingressLimit: fs.existsSync(path.join(dir, INGRESS_LIMIT_PIN)),
+    pinned: ENDPOINT_PINS.every((p) => fs.existsSync(endpointPin(root, hostDevice, p))),
+    ingressLimit: fs.existsSync(endpointPin(root, hostDevice, INGRESS_LIMIT_PIN)),
   };
 }
 
@@ -504,7 +490,7 @@ export function endpointMapEntries(root: string): Map<string, { hostIfindex: num
 }
 
 export function pinnedEndpointDevices(root: string): string[] {
-  const dir = path.join(root, "endpoints");
+  const dir = endpointsRoot(root);
   return fs.existsSync(dir) ? fs.readdirSync(dir) : [];
 }
 

@@ -25,7 +25,7 @@ import {
   BpfMap,
   type BpfProgram,
   loadSockPrograms,
-  sockRoot,
+  sockLinkPins,
 } from "../bpf/index";
 import { log } from "../log";
 import { BPF_MAP_TYPE } from "../sys/bpf-uapi";
@@ -33,12 +33,6 @@ import { mkdirs } from "../sys/mkdirs";
 import { sha256Hex } from "../sys/sha256";
 
 const CGROUP2_SUPER_MAGIC = 0x63677270;
-
-export const sockLinkPins = {
-  skMsg: (root: string) => path.join(sockRoot(root), "sk_msg"),
-  cgroup: (root: string, cgroup: string) => path.join(sockRoot(root), `cgroup-${sha256Hex([cgroup], 12)}`),
-  release: (root: string, cgroup: string) => path.join(sockRoot(root), `release-${sha256Hex([cgroup], 12)}`),
-};
 
 /** Why the last ADD could not run the bypass: the node's bpffs root names it, as the node lock. */
 export const sockBypassNotePath = (root: string) =>

@@ -8,13 +8,15 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import * as ffi from "ffi-rs";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
-import { MAP_NAMES, PROGRAM_NAMES } from "../../src/bpf/abi";
+import { MAP_NAMES, PROGRAM_NAMES, SOCK_MAP_NAMES } from "../../src/bpf/abi";
 import { findFunctions } from "../../src/bpf/btf";
 import { NETWORK_CIDRS_SPEC } from "../../src/bpf/cluster";
 import { readObject } from "../../src/bpf/elf";
+import { mapsDir } from "../../src/bpf/layout";
 import { BpfMap, mapId } from "../../src/bpf/maps";
-import { loadNodePrograms, mapsDir, type NodeMaps, type NodeObjects, openNodeMaps } from "../../src/bpf/node";
+import { loadNodePrograms, type NodeMaps, type NodeObjects, openNodeMaps } from "../../src/bpf/node";
 import { ensureBpffs, isBpffs, pinObject } from "../../src/bpf/pins";
+import { POD_MAP_NAMES } from "../../src/bpf/pod-maps";
 import { loadProgram } from "../../src/bpf/programs";
 import { ProgLoadError } from "../../src/sys/bpf-syscall";
 import {
@@ -108,6 +110,24 @@ describe("NativeBuffer", () => {
 });
 
 describe("ELF objects", () => {
+  it("pod-maps.ts names every node map keyed by a pod's host ifindex, so DEL and GC forget a pod everywhere", () => {
+    // Every hash map keyed by a u32 is keyed by a host ifindex. The socket bypass's go
+    // their own way (sock-pods.ts, forgotten in an order of their own).
+    const object = (file: string) => readObject(fs.readFileSync(path.join(repoRoot, "dist/bpf", file)));
+    const files = ["bpf_lxc.o", "bpf_lxc_ct.o", "bpf_host.o", "bpf_host_ct.o"];
+    const hashes: number[] = [BPF_MAP_TYPE.HASH, BPF_MAP_TYPE.PERCPU_HASH];
+    const byIfindex = new Set(
+      files.flatMap((file) =>
+        object(file)
+          .maps.filter((m) => hashes.includes(m.type) && m.keySize === 4)
+          .map((m) => m.name),
+      ),
+    );
+    expect([...byIfindex].sort()).toEqual([...POD_MAP_NAMES].sort());
+    const sock = object("bpf_sock.o").maps.filter((m) => hashes.includes(m.type) && m.keySize === 4);
+    expect(sock.map((m) => m.name).sort()).toEqual([SOCK_MAP_NAMES.pods, SOCK_MAP_NAMES.stats].sort());
+  });
+
   it("bpf_lxc.o has from_pod and src_check (a pod runs one of them), pod_ingress, the shared maps and a GPL license", () => {
     const spec = readObject(objects.variants.memory.lxc);
     expect(spec.license).toBe("GPL");

@@ -7,9 +7,12 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { endpointKey } from "../../src/bpf/abi";
+import { endpointKey, ifindexKey, MAP_NAMES } from "../../src/bpf/abi";
 import type { Counters } from "../../src/bpf/index";
+import { mapPin } from "../../src/bpf/layout";
+import { BpfMap } from "../../src/bpf/maps";
 import { openNodeMaps } from "../../src/bpf/node";
+import { POD_MAP_NAMES } from "../../src/bpf/pod-maps";
 import { countersOf, endpointMapEntries, pinnedEndpointDevices } from "../../src/datapath/fastpath";
 import { Fixture, inNs, ping, runPlugin, runPluginAsync, sh, TEST_DATAPATH } from "./harness";
 import { startServer, tcpRequest } from "./tcp";
@@ -175,9 +178,26 @@ describe("fast path", () => {
     expect(fs.statSync(a.bpffsRoot).mode & 0o777).toBe(0o700);
   });
 
-  it("GC prunes the state of a pod whose DEL never came", () => {
-    const p = addPod(fx, a, "lost");
+  it("GC prunes the state of a pod whose DEL never came, from every per-pod map", () => {
+    // Limited, so that it has state in every map keyed by its ifindex, and talking, so that
+    // its counters, refusals and flow table have some.
+    const limits = { ingressRate: 1e9, ingressBurst: 1e7, egressRate: 1e9, egressBurst: 1e7 };
+    const p = addPod(fx, a, "lost", { ...a.conf, runtimeConfig: { bandwidth: limits } });
     const keep = addPod(fx, a, "kept");
+    ping(p.netns, keep.v4);
+    // A frame of an ethertype no pod may send (local experimental): refused and counted.
+    // netkit reports the program's drop to the sender (ENOBUFS).
+    const refused = [
+      "import errno, socket",
+      "s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)",
+      "s.bind(('eth0', 0))",
+      "try: s.send(b'\\xff' * 12 + b'\\x88\\xb5' + bytes(46))",
+      "except OSError as e:",
+      "    if e.errno != errno.ENOBUFS: raise",
+    ].join("\n");
+    inNs(p.netns, "python3", ["-c", refused]);
+    const lost = ifindexOf(a.netns, p.hostDevice);
+    expect(holdersOf(lost)).toEqual([...POD_MAP_NAMES].sort());
     // The runtime lost the pod: its netns vanished (taking the veth), no DEL followed.
     fx.deleteNetns(p.netns);
     const gc = runPlugin(
@@ -189,8 +209,22 @@ describe("fast path", () => {
     expect(gc.status, gc.stdout).toBe(0);
     expect(pinnedEndpointDevices(a.bpffsRoot)).toEqual([keep.hostDevice]);
     expect([...endpointMapEntries(a.bpffsRoot).keys()].sort()).toEqual([keep.v4, keep.v6].sort());
+    expect(holdersOf(lost)).toEqual([]);
+    expect(holdersOf(ifindexOf(a.netns, keep.hostDevice))).toContain(MAP_NAMES.counters);
   });
 });
+
+/** The per-pod maps on node A that hold state of `ifindex`. */
+function holdersOf(ifindex: number): string[] {
+  return POD_MAP_NAMES.filter((name) => {
+    const map = BpfMap.openPinned(mapPin(a.bpffsRoot, name));
+    try {
+      return map.lookup(ifindexKey(ifindex)) !== undefined;
+    } finally {
+      map.close();
+    }
+  }).sort();
+}
 
 describe("NAT stays correct", () => {
   it("a Service VIP DNAT'ed on node A to a pod on node B completes TCP connections", async () => {

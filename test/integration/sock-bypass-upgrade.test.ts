@@ -8,9 +8,9 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { sockLinkPins } from "../../src/bpf/layout";
 import { BpfLink } from "../../src/bpf/links";
 import { pinnedSockSets } from "../../src/bpf/sock";
-import { sockLinkPins } from "../../src/datapath/sockbypass";
 import { withPluginBinary } from "./harness";
 import {
   countersOf,

@@ -5,7 +5,7 @@
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { programsRoot } from "../../src/bpf/node";
+import { programsRoot } from "../../src/bpf/layout";
 import { type Fixture, inNs, type PluginRun, runPlugin, TEST_DATAPATH } from "./harness";
 
 export interface ClusterNode {

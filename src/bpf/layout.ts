@@ -1,0 +1,47 @@
+/**
+ * Where every pin lives under a network's bpffs root: the one home of the layout, so that
+ * loading, attach, DEL, GC, CHECK and status agree on it, and a new kind of pin is one
+ * entry here. Paths only: nothing is opened or created.
+ *
+ *   maps/nkc_*                                    node maps (bpf/README.md lists them)
+ *   programs/<epoch>-<hash>-<variant>/nkc_*        one build's programs (node.ts)
+ *   uplink/<ifname>/ingress                       the uplink's link
+ *   endpoints/<host device>/from_pod              each pod's link
+ *   endpoints/<host device>/ingress_limit         a pod with an ingress limit
+ *   sock/programs/<epoch>-<hash>/…                the socket bypass's programs (sock.ts)
+ *   sock/sk_msg, sock/cgroup-<id>, sock/release-<id>   its links (sockbypass.ts)
+ */
+import * as path from "node:path";
+import { sha256Hex } from "../sys/sha256";
+
+export const mapsDir = (root: string) => path.join(root, "maps");
+export const mapPin = (root: string, name: string) => path.join(mapsDir(root), name);
+
+export const programsRoot = (root: string) => path.join(root, "programs");
+
+export const uplinkRoot = (root: string) => path.join(root, "uplink");
+export const uplinkPin = (root: string, ifname: string, direction: "ingress" | "egress") =>
+  path.join(uplinkRoot(root), ifname, direction);
+
+/** The pod's program on what it sends (from its host device's ingress or netkit's peer). */
+export const FROM_POD_PIN = "from_pod";
+/** A pod with an ingress limit also has nkc_pod_ingress on its host device's transmit. */
+export const INGRESS_LIMIT_PIN = "ingress_limit";
+/** The pins every endpoint has; pods added by older versions also have a to_pod pin, which
+ * goes with the directory at DEL and GC. */
+export const ENDPOINT_PINS = [FROM_POD_PIN] as const;
+
+export const endpointsRoot = (root: string) => path.join(root, "endpoints");
+export const endpointDir = (root: string, hostDevice: string) => path.join(endpointsRoot(root), hostDevice);
+export const endpointPin = (root: string, hostDevice: string, pin: string) =>
+  path.join(endpointDir(root, hostDevice), pin);
+
+export const sockRoot = (root: string) => path.join(root, "sock");
+export const sockProgramsRoot = (root: string) => path.join(sockRoot(root), "programs");
+/** The socket bypass's links: one sk_msg on the sockhash, a sock_ops and a sock_release
+ * link per cgroup (named by a digest of its path: bpffs refuses dots and slashes). */
+export const sockLinkPins = {
+  skMsg: (root: string) => path.join(sockRoot(root), "sk_msg"),
+  cgroup: (root: string, cgroup: string) => path.join(sockRoot(root), `cgroup-${sha256Hex([cgroup], 12)}`),
+  release: (root: string, cgroup: string) => path.join(sockRoot(root), `release-${sha256Hex([cgroup], 12)}`),
+};
