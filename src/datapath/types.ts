@@ -1,5 +1,5 @@
 /**
- * What every datapath kind (veth today; netkit next) provides, so commands/ can build
+ * What every datapath kind (veth, netkit) provides, so commands/ can build
  * and remove a pod's device pair without knowing which kind it is.
  */
 import type { Link } from "../netlink/links";

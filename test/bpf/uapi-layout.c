@@ -2,7 +2,7 @@
  * Prints, as one JSON object, the uapi numbers and struct offsets that
  * src/sys/bpf-uapi.ts (and test/bpf/helpers/test-run.ts) hard-code, as this machine's /usr/include/linux/bpf.h
  * defines them. Keys are the TypeScript table paths (GROUP.name[.field]);
- * uapi-layout.test.ts compiles and runs this and compares key by key.
+ * test/bpf/loader.test.ts compiles and runs this and compares key by key.
  */
 #include <stddef.h>
 #include <stdio.h>
