@@ -12,7 +12,7 @@ import { MAP_NAMES, PROGRAM_NAMES, SOCK_MAP_NAMES } from "../../src/bpf/abi";
 import { findFunctions } from "../../src/bpf/btf";
 import { NETWORK_CIDRS_SPEC } from "../../src/bpf/cluster";
 import { readObject } from "../../src/bpf/elf";
-import { mapsDir } from "../../src/bpf/layout";
+import { mapPin, mapsDir } from "../../src/bpf/layout";
 import { BpfMap, mapId } from "../../src/bpf/maps";
 import { loadNodePrograms, type NodeMaps, type NodeObjects, openNodeMaps } from "../../src/bpf/node";
 import { ensureBpffs, isBpffs, pinObject } from "../../src/bpf/pins";
@@ -254,14 +254,16 @@ describe("maps and programs in a private bpffs", () => {
     try {
       const pinned = [...Object.values(MAP_NAMES), NETWORK_CIDRS_SPEC.name];
       expect(fs.readdirSync(mapsDir(bpffs.root)).sort()).toEqual(pinned.sort());
-      for (const name of Object.values(MAP_NAMES)) ids.push(idOf(mapNamed(first.maps, name)));
+      ids.push(...pinnedIds(bpffs.root));
+      expectHandlesArePins(first.maps, bpffs.root);
       first.endpoints.upsert("10.244.1.10", { hostIfindex: 7, datapath: "veth" });
     } finally {
       first.close();
     }
     const second = loadNodePrograms(bpffs.root, objects, { clusterCidrs: ["10.244.0.0/16", "fd00:244::/48"] });
     try {
-      expect(Object.values(MAP_NAMES).map((n) => idOf(mapNamed(second.maps, n)))).toEqual(ids);
+      expect(pinnedIds(bpffs.root)).toEqual(ids);
+      expectHandlesArePins(second.maps, bpffs.root);
       expect(second.endpoints.get("10.244.1.10")).toEqual({ hostIfindex: 7, datapath: "veth" });
       expect(second.programs.fromPod.fd).toBeGreaterThan(0);
     } finally {
@@ -356,19 +358,38 @@ function idOf(map: BpfMap): number {
   return mapId(map.fd);
 }
 
-/** The node's map pinned under `name` (the flow-table pool's three sit in `direct`). */
-function mapNamed(maps: NodeMaps, name: string): BpfMap {
+/** The ids of the node's maps as pinned, in MAP_NAMES order. */
+function pinnedIds(root: string): number[] {
+  return Object.values(MAP_NAMES).map((name) => {
+    const map = BpfMap.openPinned(mapPin(root, name));
+    try {
+      return idOf(map);
+    } finally {
+      map.close();
+    }
+  });
+}
+
+/** Every map the loaded programs hand out (NodeMaps' fields, named as in MAP_NAMES; the
+ * flow-table pool's three sit in `direct`) is the one pinned under its name. */
+function expectHandlesArePins(maps: NodeMaps, root: string): void {
   const { direct, ...rest } = maps;
-  const flat: Record<string, BpfMap> = {
+  const handles: Record<string, BpfMap> = {
     ...rest,
     flowTables: direct.tables,
     flowOwner: direct.owners,
     flowPool: direct.pool,
   };
-  const entry = Object.entries(MAP_NAMES).find(([, n]) => n === name);
-  const map = entry ? flat[entry[0]] : undefined;
-  if (!map) throw new Error(`no map ${name}`);
-  return map;
+  const named = Object.entries(MAP_NAMES).filter(([field]) => handles[field] !== undefined);
+  expect(named.length).toBe(Object.keys(handles).length);
+  for (const [field, name] of named) {
+    const pinned = BpfMap.openPinned(mapPin(root, name));
+    try {
+      expect(idOf(handles[field] as BpfMap), name).toBe(idOf(pinned));
+    } finally {
+      pinned.close();
+    }
+  }
 }
 
 describe("bpffs", () => {
