@@ -38,172 +38,18 @@ import { NetifRxCounter, pingSized } from "./lib/crossings";
 import { measureCrossings, measureNetperf, startServers } from "./lib/dataplane";
 import { measureAttachStorm, measureKernelFloor } from "./lib/kernel-floor";
 import type { NetperfTest } from "./lib/netperf";
+import { type Options, parseOptions, SECTIONS } from "./lib/options";
 import { type BenchPath, buildPath, checkPath, type PathId } from "./lib/paths";
 import { renderReport } from "./lib/report";
-import type { BenchResult, RunSettings } from "./lib/result";
+import type { BenchResult } from "./lib/result";
 import { measureSockBypass } from "./lib/sockbypass";
 import { measureStartup } from "./lib/startup";
 
 const BENCH_DIR = path.resolve(__dirname, "..");
 export const RESULTS_DIR = path.join(BENCH_DIR, "results");
 
-/** The run's settings (kept in its results file) and what only this process needs. */
-interface Options
-  extends Omit<RunSettings, "skipped" | "sockRounds" | "appRounds" | "appSeconds" | "bwRounds" | "bwSeconds"> {
-  rssRuns: number;
-  startupRuns: number;
-  profileRuns: number;
-  /** Socket bypass rounds (each: 3 variants × 4 sizes × TCP_RR, TCP_STREAM, sockperf). */
-  sockRounds: number;
-  /** Application rounds (each: every workload on every path and placement) and seconds per test. */
-  appRounds: number;
-  appSeconds: number;
-  /** Rate-limit rounds (each: every variant and limit, both ways, then the latency tests) and seconds per test. */
-  bwRounds: number;
-  bwSeconds: number;
-  /** One short round on one path; every workload must complete, nothing is written. */
-  smoke: boolean;
-  skip: Set<string>;
-  baseline?: string;
-}
-
 /** Seconds per socket bypass test: 36 tests a round. */
 const SOCK_SECONDS = 1;
-
-const SECTIONS = ["crossings", "netperf", "control", "startup", "sockbypass", "apps", "bandwidth"];
-
-function parseOptions(kind: "host" | "vm", argv: string[]): Options {
-  const o: Options =
-    kind === "host"
-      ? {
-          rounds: 7,
-          seconds: 2,
-          pings: 200,
-          transactions: 1000,
-          cycles: 30,
-          storm: 100,
-          stormRepeats: 2,
-          concurrency: 16,
-          rssRuns: 5,
-          startupRuns: 10,
-          profileRuns: 5,
-          sockRounds: 3,
-          appRounds: 4,
-          appSeconds: 2,
-          bwRounds: 3,
-          bwSeconds: 5,
-          smoke: false,
-          skip: new Set(),
-        }
-      : {
-          rounds: 3,
-          seconds: 2,
-          pings: 200,
-          transactions: 1000,
-          cycles: 0,
-          storm: 0,
-          stormRepeats: 0,
-          concurrency: 4,
-          rssRuns: 0,
-          startupRuns: 0,
-          profileRuns: 0,
-          sockRounds: 1,
-          appRounds: 1,
-          appSeconds: 1,
-          bwRounds: 1,
-          bwSeconds: 3,
-          smoke: false,
-          skip: new Set(["control", "startup"]),
-        };
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i] as string;
-    const value = () => {
-      const v = Number(argv[++i]);
-      if (!Number.isFinite(v) || v < 0) throw new Error(`${arg} needs a number`);
-      return v;
-    };
-    switch (arg) {
-      case "--rounds":
-        o.rounds = value();
-        break;
-      case "--seconds":
-        o.seconds = value();
-        break;
-      case "--pings":
-        o.pings = value();
-        break;
-      case "--transactions":
-        o.transactions = value();
-        break;
-      case "--cycles":
-        o.cycles = value();
-        break;
-      case "--storm":
-        o.storm = value();
-        break;
-      case "--concurrency":
-        o.concurrency = value();
-        break;
-      case "--baseline":
-        o.baseline = path.resolve(argv[++i] ?? "");
-        if (!fs.existsSync(o.baseline)) throw new Error(`--baseline: ${o.baseline} does not exist`);
-        break;
-      case "--sock-rounds":
-        o.sockRounds = value();
-        break;
-      case "--app-rounds":
-        o.appRounds = value();
-        break;
-      case "--app-seconds":
-        o.appSeconds = Math.max(1, Math.round(value()));
-        break;
-      case "--bw-rounds":
-        o.bwRounds = value();
-        break;
-      case "--bw-seconds":
-        // iperf3 and netperf take whole seconds.
-        o.bwSeconds = Math.max(1, Math.round(value()));
-        break;
-      case "--smoke":
-        o.smoke = true;
-        o.appRounds = 1;
-        o.appSeconds = 1;
-        for (const s of SECTIONS) if (s !== "apps") o.skip.add(s);
-        break;
-      case "--skip":
-        for (const s of (argv[++i] ?? "").split(",")) if (s) o.skip.add(s);
-        break;
-      case "--only": {
-        const only = new Set((argv[++i] ?? "").split(",").filter(Boolean));
-        for (const s of only) if (!SECTIONS.includes(s)) throw new Error(`--only: unknown section ${s}`);
-        for (const s of SECTIONS) if (!only.has(s)) o.skip.add(s);
-        break;
-      }
-      case "--quick":
-        Object.assign(o, {
-          rounds: 1,
-          seconds: 1,
-          pings: 20,
-          transactions: 100,
-          cycles: Math.min(o.cycles, 3),
-          storm: Math.min(o.storm, 10),
-          stormRepeats: Math.min(o.stormRepeats, 1),
-          rssRuns: Math.min(o.rssRuns, 1),
-          startupRuns: Math.min(o.startupRuns, 2),
-          profileRuns: Math.min(o.profileRuns, 1),
-          sockRounds: Math.min(o.sockRounds, 1),
-          appRounds: Math.min(o.appRounds, 1),
-          appSeconds: 1,
-          bwRounds: Math.min(o.bwRounds, 1),
-          bwSeconds: 2,
-        });
-        break;
-      default:
-        throw new Error(`unknown option ${arg}`);
-    }
-  }
-  return o;
-}
 
 function sh(cmd: string, args: string[]): string {
   try {
