@@ -28,6 +28,7 @@ import * as crypto from "node:crypto";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
+import type { NetperfTest } from "../test/support/netperf";
 import { type AppPathId, measureApps } from "./lib/apps/index";
 import { LATENCY_LIMITS, measureBandwidth, RATE_LIMITS } from "./lib/bandwidth";
 import type { BwVariant } from "./lib/bandwidth-pods";
@@ -37,7 +38,6 @@ import { CP_LABELS, type CpId, makeConfig, measureCycles, measureRss, storm } fr
 import { NetifRxCounter, pingSized } from "./lib/crossings";
 import { measureCrossings, measureNetperf, startServers } from "./lib/dataplane";
 import { measureAttachStorm, measureKernelFloor } from "./lib/kernel-floor";
-import type { NetperfTest } from "./lib/netperf";
 import { type Options, parseOptions, SECTIONS } from "./lib/options";
 import { type BenchPath, buildPath, checkPath, type PathId } from "./lib/paths";
 import { renderReport } from "./lib/report";

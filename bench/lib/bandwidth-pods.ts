@@ -12,8 +12,8 @@
  * pods. The pods not being measured are idle, so they take nothing from the one that is.
  */
 import type { EndpointRow } from "../../src/cli/endpoints";
-import { inNs } from "../../test/integration/harness";
-import { addPod, type ClusterNode, delPod, makeCluster } from "../../test/integration/topology";
+import { inNs } from "../../test/support/harness";
+import { addPod, type ClusterNode, delPod, makeCluster } from "../../test/support/topology";
 import { type BenchFixture, newFixture } from "./cleanup";
 import { type Attachment, OUR_PLUGIN, refPlugin, runCni } from "./cni";
 import { addRefPod, type Endpoint, refConf } from "./paths";

@@ -20,10 +20,10 @@
  */
 
 import { spawnSync } from "node:child_process";
+import { netperfFields, startNetserver } from "../../test/support/netperf";
 import { BURST_SECONDS, type BwCluster, type BwVariant, buildBwCluster } from "./bandwidth-pods";
 import { tick } from "./cleanup";
 import { iperf3, iperf3Background, startIperf3Server } from "./iperf3";
-import { netperfFields, startNetserver } from "./netperf";
 import { turnedBy } from "./stats";
 
 /** Limits, Mbit/s each way: the rate test's, and the latency test's. */

@@ -6,7 +6,7 @@
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { Fixture } from "../../test/integration/harness";
+import { Fixture } from "../../test/support/harness";
 
 /** The bench-only bpffs folder: every bpffs root of this run lives inside it. */
 export const BENCH_BPFFS = `/sys/fs/bpf/netkit-cni-bench-${process.pid}`;

@@ -7,7 +7,7 @@
 import { spawn, spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { BINARY, CNI_PATH } from "../../test/integration/harness";
+import { BINARY, CNI_PATH } from "../../test/support/harness";
 import { onStop } from "./cleanup";
 
 /** Invocations in flight (the storm): killed before cleanup removes what they work on. */

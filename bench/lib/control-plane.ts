@@ -17,8 +17,8 @@
  * parallel ADD storm (wall time, failures), peak RSS and CPU time of single invocations.
  */
 import * as fs from "node:fs";
-import type { ClusterNode } from "../../test/integration/topology";
-import { makeCluster } from "../../test/integration/topology";
+import type { ClusterNode } from "../../test/support/topology";
+import { makeCluster } from "../../test/support/topology";
 import type { BenchFixture } from "./cleanup";
 import { newFixture, tick } from "./cleanup";
 import {

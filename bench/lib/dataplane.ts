@@ -3,6 +3,7 @@
  * round by round: A B C D, A B C D, ... and reported as medians with their spread).
  */
 
+import { type NetperfTest, netperf, startNetserver } from "../../test/support/netperf";
 import { tick } from "./cleanup";
 import {
   type NetifRxCounter,
@@ -15,7 +16,6 @@ import {
   RR_RESPONSE,
   RR_RESPONSE_LEN,
 } from "./crossings";
-import { type NetperfTest, netperf, startNetserver } from "./netperf";
 import type { BenchPath, PathId, Placement } from "./paths";
 
 export function startServers(paths: BenchPath[]): void {

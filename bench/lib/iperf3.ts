@@ -7,8 +7,8 @@
  * same client (`-R`).
  */
 import { spawn, spawnSync } from "node:child_process";
-import type { Fixture } from "../../test/integration/harness";
-import { startListening } from "./servers";
+import type { Fixture } from "../../test/support/harness";
+import { startListening } from "../../test/support/servers";
 
 export const IPERF3_PORT = 5201;
 

@@ -17,8 +17,8 @@
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { withPluginBinary } from "../../test/integration/harness";
-import { addPod, type ClusterNode, makeCluster } from "../../test/integration/topology";
+import { withPluginBinary } from "../../test/support/harness";
+import { addPod, type ClusterNode, makeCluster } from "../../test/support/topology";
 import type { BenchFixture } from "./cleanup";
 import { newFixture } from "./cleanup";
 import { type Attachment, refPlugin, resultV4, runCni } from "./cni";

@@ -7,12 +7,12 @@
 import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
+import { type NetperfTest, UNITS } from "../../test/support/netperf";
 import { appCharts, appsSection } from "./apps/report";
 import { bandwidthSection } from "./bandwidth-report";
 import { CP_LABELS, type CpId } from "./control-plane";
 import type { CrossingResult } from "./dataplane";
 import { num, ratioCell, x2 } from "./format";
-import { type NetperfTest, UNITS } from "./netperf";
 import { PATH_LABELS, type PathId, PLACEMENT_LABELS, type Placement } from "./paths";
 import type { BenchResult } from "./result";
 import { SOCK_VARIANT_LABELS, type SockSizeSamples, type SockVariant } from "./sockbypass";

@@ -31,9 +31,9 @@ import * as path from "node:path";
 import { openSockMaps, readSockCounters, type SockCounters } from "../../src/bpf/index";
 import { sockLinkPins } from "../../src/bpf/layout";
 import { cgroup2Root } from "../../src/datapath/sockbypass";
-import { addPod, ifindexOf, makeCluster, type Pod } from "../../test/integration/topology";
+import { startListening } from "../../test/support/servers";
+import { addPod, ifindexOf, makeCluster, type Pod } from "../../test/support/topology";
 import { type BenchFixture, newFixture, onCleanup, tick } from "./cleanup";
-import { startListening } from "./servers";
 import { turnedBy } from "./stats";
 
 export const SOCK_VARIANTS = ["on", "off", "loopback"] as const;

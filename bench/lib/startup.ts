@@ -18,7 +18,7 @@
 import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { makeCluster } from "../../test/integration/topology";
+import { makeCluster } from "../../test/support/topology";
 import { newFixture, tick } from "./cleanup";
 import { type Attachment, cniEnv, OUR_NODE_PLUGIN, runCni } from "./cni";
 import { makeConfig } from "./control-plane";

@@ -10,7 +10,7 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { Fixture, inNs, runPlugin } from "../integration/harness";
+import { Fixture, inNs, runPlugin } from "../support/harness";
 import { StandInApiServer } from "../support/kube-apiserver";
 import { AgentProcess, agentNode, agentRoutes, eventually, readJson, scrape } from "./harness";
 

@@ -7,7 +7,7 @@
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { BINARY, type Fixture } from "../integration/harness";
+import { BINARY, type Fixture } from "../support/harness";
 import { netnsForwarder, type StandInApiServer } from "../support/kube-apiserver";
 
 export const API_PORT = 6443;

@@ -13,9 +13,9 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { Counters } from "../../src/bpf/index";
 import type { NodeStatus } from "../../src/cli/status";
 import { countersOf } from "../../src/datapath/fastpath";
-import { BINARY, CNI_PATH, Fixture, inNs, TEST_DATAPATH } from "../integration/harness";
 import { startServer, tcpRequest } from "../integration/tcp";
-import { addPod, CLUSTER_CIDRS, type ClusterNode, ifindexOf, makeCluster, type Pod } from "../integration/topology";
+import { BINARY, CNI_PATH, Fixture, inNs, TEST_DATAPATH } from "../support/harness";
+import { addPod, CLUSTER_CIDRS, type ClusterNode, ifindexOf, makeCluster, type Pod } from "../support/topology";
 
 const VIP = "10.96.0.10";
 /** A host outside the cluster, reached through node A's second link (TEST-NET-1). */

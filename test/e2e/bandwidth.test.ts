@@ -9,8 +9,8 @@
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { limitedIfindexes, openNodeMaps, podLimits } from "../../src/bpf/index";
-import { Fixture } from "../integration/harness";
-import { ifindexOf } from "../integration/topology";
+import { Fixture } from "../support/harness";
+import { ifindexOf } from "../support/topology";
 import { cnitoolPath, leftovers, NOTHING_LEFT, Sandbox } from "./sandbox";
 
 const SUBNET4 = "10.232.1.0/24";

@@ -12,9 +12,9 @@
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { countersOf } from "../../src/datapath/fastpath";
-import { Fixture, inNs } from "../integration/harness";
 import { startServer, tcpRequest } from "../integration/tcp";
-import { type ClusterNode, ifindexOf, makeCluster } from "../integration/topology";
+import { Fixture, inNs } from "../support/harness";
+import { type ClusterNode, ifindexOf, makeCluster } from "../support/topology";
 import { cnitoolPath, leftovers, NOTHING_LEFT, Sandbox } from "./sandbox";
 
 const HOST_PORT = 8080;

@@ -7,7 +7,7 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { Fixture, ping } from "../integration/harness";
+import { Fixture, ping } from "../support/harness";
 import { cnitoolPath, leftovers, NOTHING_LEFT, Sandbox } from "./sandbox";
 
 const NODE_V4 = "10.231.0.1";

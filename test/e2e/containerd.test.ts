@@ -9,7 +9,7 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { Fixture } from "../integration/harness";
+import { Fixture } from "../support/harness";
 import { busyboxRootfs, leftovers, NOTHING_LEFT, requireTool, Sandbox } from "./sandbox";
 
 const NODE_V4 = "10.233.0.1";

@@ -14,7 +14,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { parseAgentOptions } from "../../src/agent/options";
-import { Fixture } from "../integration/harness";
+import { Fixture } from "../support/harness";
 
 const REPO = path.resolve(__dirname, "../..");
 const PYTHON = fs.existsSync("/usr/bin/python3") ? "/usr/bin/python3" : "python3";

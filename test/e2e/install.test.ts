@@ -10,7 +10,7 @@ import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { Fixture, ping } from "../integration/harness";
+import { Fixture, ping } from "../support/harness";
 import { cnitoolPath, leftovers, NOTHING_LEFT, PLUGIN_BINARY, Sandbox } from "./sandbox";
 
 interface Report {

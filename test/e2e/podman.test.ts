@@ -9,7 +9,7 @@ import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { Fixture } from "../integration/harness";
+import { Fixture } from "../support/harness";
 import { busyboxRootfs, leftovers, NOTHING_LEFT, PLUGIN_BINARY, requireTool, Sandbox } from "./sandbox";
 
 const NODE_V4 = "10.232.0.1";

@@ -12,7 +12,7 @@ import { type ChildProcess, execFileSync, spawn, spawnSync } from "node:child_pr
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { endpointMapEntries, pinnedEndpointDevices } from "../../src/datapath/fastpath";
-import { BINARY, type Fixture, inNs, pluginLinks } from "../integration/harness";
+import { BINARY, type Fixture, inNs, pluginLinks } from "../support/harness";
 
 export const REFERENCE_PLUGINS = "/usr/lib/cni";
 /** The executable under test: the build (dist/netkit-cni), or another one (a release). */

@@ -11,7 +11,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { NodeStatus } from "../../src/cli/status";
-import { Fixture } from "../integration/harness";
+import { Fixture } from "../support/harness";
 import { cnitoolPath, leftovers, NOTHING_LEFT, PLUGIN_BINARY, Sandbox } from "./sandbox";
 
 function pinTree(dir: string): string[] {

@@ -13,11 +13,11 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { netperf, startNetserver } from "../../bench/lib/netperf";
 import { EndpointMap, limitedIfindexes, openNodeMaps, podLimits, readCounters } from "../../src/bpf/index";
 import { cgroup2Root } from "../../src/datapath/sockbypass";
-import { BINARY, Fixture, inNs, pluginLinks, runPlugin, trySh, uniqueName, waitUntil } from "./harness";
-import { addPod, type ClusterNode, delPod, ifindexOf, makeCluster, type Pod } from "./topology";
+import { BINARY, Fixture, inNs, pluginLinks, runPlugin, trySh, uniqueName, waitUntil } from "../support/harness";
+import { netperf, startNetserver } from "../support/netperf";
+import { addPod, type ClusterNode, delPod, ifindexOf, makeCluster, type Pod } from "../support/topology";
 
 /**
  * The bucket's depth in time at the rate. TCP meets a policer in bursts and loses whole

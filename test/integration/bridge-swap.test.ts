@@ -25,7 +25,7 @@ import {
   runPluginAsync,
   TEST_DATAPATH,
   withPluginBinary,
-} from "./harness";
+} from "../support/harness";
 
 const NETWORK = "podnet";
 const SUBNET4 = "10.231.90.0/24";

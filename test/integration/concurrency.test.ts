@@ -20,8 +20,8 @@ import {
   waitForFile,
   waitUntil,
   withPluginBinary,
-} from "./harness";
-import { addPod, type ClusterNode, delPod, ifindexOf, makeCluster, type Pod } from "./topology";
+} from "../support/harness";
+import { addPod, type ClusterNode, delPod, ifindexOf, makeCluster, type Pod } from "../support/topology";
 
 const OLDER = path.resolve(__dirname, "../../dist/older/netkit-cni");
 const ITERATIONS = process.env.NETKIT_VM ? 8 : 30;

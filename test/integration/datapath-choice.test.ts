@@ -6,7 +6,16 @@
  */
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { allocatedIps, Fixture, inNs, kernelHasNetkit, ping, pluginLinks, runPlugin, vethConf } from "./harness";
+import {
+  allocatedIps,
+  Fixture,
+  inNs,
+  kernelHasNetkit,
+  ping,
+  pluginLinks,
+  runPlugin,
+  vethConf,
+} from "../support/harness";
 
 let fx: Fixture;
 let node: string;

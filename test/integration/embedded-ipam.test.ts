@@ -5,7 +5,7 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { Fixture, ping, pluginLinks, runPlugin, TEST_DATAPATH } from "./harness";
+import { Fixture, ping, pluginLinks, runPlugin, TEST_DATAPATH } from "../support/harness";
 
 let fx: Fixture;
 let node: string;

@@ -13,8 +13,8 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { attachmentLockPath } from "../../src/commands/attachment-lock";
 import { endpointMapEntries, nodeLockPath, pinnedEndpointDevices } from "../../src/datapath/fastpath";
 import { lockQueueDir } from "../../src/sys/file-lock";
-import { CNI_PATH, Fixture, inNs, pluginLinks, runPlugin, runPluginAsync, waitForFile } from "./harness";
-import { type ClusterNode, makeCluster } from "./topology";
+import { CNI_PATH, Fixture, inNs, pluginLinks, runPlugin, runPluginAsync, waitForFile } from "../support/harness";
+import { type ClusterNode, makeCluster } from "../support/topology";
 
 const STEPS = ["ipam-allocated", "pair-created", "pod-configured", "host-configured", "fastpath-attached"] as const;
 /** With the step inside the datapath's pair creation: the kernel has made the pair, ADD has not seen it yet. */

@@ -16,8 +16,8 @@ import { type ChildProcessWithoutNullStreams, spawn, spawnSync } from "node:chil
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type PacketSpec, packet, TPID, tagged, withEthertype } from "../bpf/helpers/packets";
-import { BINARY, Fixture, inNs, TEST_DATAPATH } from "./harness";
-import { addPod, type ClusterNode, makeCluster, type Pod } from "./topology";
+import { BINARY, Fixture, inNs, TEST_DATAPATH } from "../support/harness";
+import { addPod, type ClusterNode, makeCluster, type Pod } from "../support/topology";
 
 const FRAMES_PY = path.join(__dirname, "tools/frames.py");
 const MARK = Buffer.from("NKCF");

@@ -17,7 +17,7 @@ import {
   runPlugin,
   sh,
   vethConf,
-} from "./harness";
+} from "../support/harness";
 
 const NODE_V4 = "10.210.255.1";
 const NODE_V6 = "fd10:210::1";

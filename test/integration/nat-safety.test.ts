@@ -16,9 +16,9 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { NodeStatus } from "../../src/cli/status";
-import { BINARY, Fixture, inNs, TEST_DATAPATH } from "./harness";
+import { BINARY, Fixture, inNs, TEST_DATAPATH } from "../support/harness";
+import { addPod, type ClusterNode, makeCluster, type Pod } from "../support/topology";
 import { tcpRequest } from "./tcp";
-import { addPod, type ClusterNode, makeCluster, type Pod } from "./topology";
 
 const VIP = "10.96.0.10";
 /** Each flow of the flood is sent this many times in a row: a flow seen again is one a cache keeps. */

@@ -7,7 +7,7 @@ import { afterEach, expect, it } from "vitest";
 import { addAddress } from "../../src/netlink/addrs";
 import { RtnlSocket } from "../../src/netlink/socket";
 import { openNetns } from "../../src/sys/netns";
-import { Fixture } from "./harness";
+import { Fixture } from "../support/harness";
 
 let fx: Fixture | undefined;
 afterEach(() => fx?.cleanup());

@@ -10,8 +10,17 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { listClusterCidrs } from "../../src/bpf/cluster";
 import { BpfMap } from "../../src/bpf/maps";
 import { endpointMapEntries, pinnedEndpointDevices } from "../../src/datapath/fastpath";
-import { Fixture, inNs, type PluginRun, ping, pluginLinks, runPlugin, TEST_DATAPATH, waitUntil } from "./harness";
-import { ifindexOf } from "./topology";
+import {
+  Fixture,
+  inNs,
+  type PluginRun,
+  ping,
+  pluginLinks,
+  runPlugin,
+  TEST_DATAPATH,
+  waitUntil,
+} from "../support/harness";
+import { ifindexOf } from "../support/topology";
 
 type IpamType = "host-local" | "netkit-cni";
 

@@ -9,7 +9,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { nodeLockPath } from "../../src/datapath/fastpath";
-import { allocatedIps, Fixture, inNs, pluginLinks, runPlugin, TEST_DATAPATH, vethConf } from "./harness";
+import { allocatedIps, Fixture, inNs, pluginLinks, runPlugin, TEST_DATAPATH, vethConf } from "../support/harness";
 
 let fx: Fixture;
 let node: string;

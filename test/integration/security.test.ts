@@ -10,11 +10,11 @@ import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { BINARY, Fixture, inNs, pluginLinks, runPlugin } from "./harness";
+import { BINARY, Fixture, inNs, pluginLinks, runPlugin } from "../support/harness";
 
 const NODE_EXECUTABLE = process.env.NETKIT_CNI_TEST_BINARY === "node";
 
-import { makeCluster } from "./topology";
+import { makeCluster } from "../support/topology";
 
 const SRC = path.resolve(__dirname, "../../src");
 

@@ -8,7 +8,8 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { inNs, ping } from "./harness";
+import { inNs, ping } from "../support/harness";
+import { addPod, type Pod } from "../support/topology";
 import {
   cli,
   countersOf,
@@ -27,7 +28,6 @@ import {
   startPeerServer,
   ZERO,
 } from "./sock-peers";
-import { addPod, type Pod } from "./topology";
 
 let env: SockEnv;
 

@@ -13,7 +13,8 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { SOCK_PER_POD } from "../../src/bpf/abi";
 import type { EndpointRow } from "../../src/cli/endpoints";
 import type { NodeStatus } from "../../src/cli/status";
-import { inNs, runPlugin } from "./harness";
+import { inNs, runPlugin } from "../support/harness";
+import { addPod, delPod, ifindexOf } from "../support/topology";
 import {
   cli,
   countersOf,
@@ -35,7 +36,6 @@ import {
   startPeerServer,
   startScript,
 } from "./sock-peers";
-import { addPod, delPod, ifindexOf } from "./topology";
 
 let env: SockEnv;
 

@@ -11,7 +11,8 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { sockLinkPins } from "../../src/bpf/layout";
 import { BpfLink } from "../../src/bpf/links";
 import { pinnedSockSets } from "../../src/bpf/sock";
-import { withPluginBinary } from "./harness";
+import { withPluginBinary } from "../support/harness";
+import { addPod } from "../support/topology";
 import {
   countersOf,
   eventually,
@@ -26,7 +27,6 @@ import {
   startPeer,
   startPeerServer,
 } from "./sock-peers";
-import { addPod } from "./topology";
 
 const OLDER = path.resolve(__dirname, "../../dist/older/netkit-cni");
 

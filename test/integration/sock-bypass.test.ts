@@ -12,6 +12,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { NodeStatus } from "../../src/cli/status";
+import { addPod, delPod, ifindexOf } from "../support/topology";
 import {
   cli,
   countersOf,
@@ -33,7 +34,6 @@ import {
   startPeerServer,
   ZERO,
 } from "./sock-peers";
-import { addPod, delPod, ifindexOf } from "./topology";
 
 let env: SockEnv;
 

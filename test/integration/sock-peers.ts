@@ -23,8 +23,8 @@ import {
 } from "../../src/bpf/index";
 import { cgroup2Root } from "../../src/datapath/sockbypass";
 import { ceiling } from "../support/ceiling";
-import { BINARY, Fixture, uniqueName } from "./harness";
-import { type ClusterNode, ifindexOf, makeCluster, type Pod } from "./topology";
+import { BINARY, Fixture, uniqueName } from "../support/harness";
+import { type ClusterNode, ifindexOf, makeCluster, type Pod } from "../support/topology";
 
 const PEER = path.resolve(__dirname, "tools/sockpeer.py");
 export const MB = 1024 * 1024;

@@ -12,8 +12,8 @@ import * as path from "node:path";
 import { afterEach, beforeEach, expect, it } from "vitest";
 import { endpointMapEntries, nodeLockPath, pinnedEndpointDevices } from "../../src/datapath/fastpath";
 import { lockQueueDir } from "../../src/sys/file-lock";
-import { Fixture, type PluginRun, pluginLinks, runPluginAsync } from "./harness";
-import { type ClusterNode, makeCluster } from "./topology";
+import { Fixture, type PluginRun, pluginLinks, runPluginAsync } from "../support/harness";
+import { type ClusterNode, makeCluster } from "../support/topology";
 
 // The single-CPU netkit VM runs syscalls an order of magnitude slower: a smaller storm there.
 const PODS = process.env.NETKIT_VM ? 48 : 200;

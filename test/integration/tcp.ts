@@ -4,7 +4,7 @@
  * NAT tests need to know (was the client masqueraded?).
  */
 import { spawn, spawnSync } from "node:child_process";
-import type { Fixture } from "./harness";
+import type { Fixture } from "../support/harness";
 
 const SERVER = `
 const net = require("net");

@@ -12,9 +12,9 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { attachNetkit, attachTcx, loadNodePrograms, readObjectsDir } from "../../src/bpf/index";
 import { countersOf } from "../../src/datapath/fastpath";
 import { inNetns } from "../../src/sys/netns";
-import { BINARY, Fixture, inNs, ping, pluginLinks, runPlugin, runPluginAsync } from "../integration/harness";
 import { countNetifRx, pingMany } from "../integration/netif-rx";
-import { addPod, type ClusterNode, ifindexOf, makeCluster } from "../integration/topology";
+import { BINARY, Fixture, inNs, ping, pluginLinks, runPlugin, runPluginAsync } from "../support/harness";
+import { addPod, type ClusterNode, ifindexOf, makeCluster } from "../support/topology";
 
 let fx: Fixture;
 let a: ClusterNode;

@@ -12,9 +12,9 @@ import type { BandwidthRun, LatencySamples, RateSamples } from "../../bench/lib/
 import { capabilityOf, egressModeOf } from "../../bench/lib/bandwidth-pods";
 import { bandwidthSection, latencyTable, rateTable } from "../../bench/lib/bandwidth-report";
 import { parseIperf3 } from "../../bench/lib/iperf3";
-import { parseNetperfCsv } from "../../bench/lib/netperf";
 import { renderReport } from "../../bench/lib/report";
 import type { BenchResult } from "../../bench/lib/result";
+import { parseNetperfCsv } from "../support/netperf";
 
 // iperf3 3.12 -J, shortened: a1 → b1 at a 10 Mbit/s limit.
 const EGRESS = `{

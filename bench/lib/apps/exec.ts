@@ -6,7 +6,7 @@
  */
 import { spawn, spawnSync } from "node:child_process";
 import * as fs from "node:fs";
-import type { Fixture } from "../../../test/integration/harness";
+import type { Fixture } from "../../../test/support/harness";
 
 export interface Place {
   netns: string;

@@ -14,7 +14,7 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { cgroup2Root } from "../../../src/datapath/sockbypass";
-import { addPod, makeCluster } from "../../../test/integration/topology";
+import { addPod, makeCluster } from "../../../test/support/topology";
 import { type BenchFixture, newFixture, onCleanup, tick } from "../cleanup";
 import { buildPath, type Endpoint, type PathId, type Placement } from "../paths";
 import { Counters, removeCgroups } from "../sockbypass";

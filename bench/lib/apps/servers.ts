@@ -10,7 +10,7 @@
 import { execFileSync, spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import type { Fixture } from "../../../test/integration/harness";
+import type { Fixture } from "../../../test/support/harness";
 import { onCleanup } from "../cleanup";
 import { type Place, sleepMs, startDaemon } from "./exec";
 

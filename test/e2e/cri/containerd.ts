@@ -10,7 +10,7 @@ import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import type { Fixture } from "../../integration/harness";
+import type { Fixture } from "../../support/harness";
 import { requireTool, Sandbox } from "../sandbox";
 import { CriClient } from "./client";
 

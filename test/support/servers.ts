@@ -3,7 +3,7 @@
  * fixture so it is killed however the run ends, and waited for until it listens.
  */
 import { spawn, spawnSync } from "node:child_process";
-import type { Fixture } from "../../test/integration/harness";
+import type { Fixture } from "./harness";
 
 const sleepMs = (ms: number) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
 

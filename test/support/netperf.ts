@@ -5,7 +5,7 @@
  * the fixture so they are killed however the run ends.
  */
 import { spawnSync } from "node:child_process";
-import type { Fixture } from "../../test/integration/harness";
+import type { Fixture } from "./harness";
 import { startListening } from "./servers";
 
 /** TCP_MAERTS: TCP_STREAM the other way (the server sends). */
