@@ -13,7 +13,7 @@ export const MAP_NAMES = {
   flowTables: "nkc_flow_tables",
   flowOwner: "nkc_flow_owner",
   flowPool: "nkc_flow_pool",
-  directStats: "nkc_direct_stats",
+  flowStats: "nkc_direct_stats",
   bandwidth: "nkc_bandwidth",
 } as const;
 
@@ -182,7 +182,7 @@ export function decodeFlowKey(key: Buffer): FlowKey {
 }
 
 /** struct nkc_direct_stats, summed over CPUs. */
-export interface DirectStats {
+export interface FlowStats {
   remembered: bigint;
   forgotten: bigint;
 }

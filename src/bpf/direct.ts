@@ -20,12 +20,12 @@ import { BPF_MAP_TYPE } from "../sys/bpf-uapi";
 import {
   DIRECT_FLOW_SIZE,
   DIRECT_TABLE_SIZE,
-  type DirectStats,
   decodeFlowKey,
   FLOW_KEY_SIZE,
   FLOW_OWNER_SIZE,
   FLOW_POOL_SIZE,
   type FlowKey,
+  type FlowStats,
   ifindexKey,
   MAX_ENDPOINTS,
   u32Key,
@@ -76,7 +76,7 @@ const OWNER_CHUNK = 256;
  * previous holder of the table, or of the ifindex (a pod whose DEL never came), wrote.
  * Callers hold the node lock (fastpath.ts), so no two ADDs pick the same slot.
  */
-export function createEndpointTable(maps: FlowTableMaps, hostIfindex: number): void {
+export function createFlowTable(maps: FlowTableMaps, hostIfindex: number): void {
   maps.owners.delete(ifindexKey(hostIfindex));
   const pool = readPool(maps.pool);
   const used = new Set(ownerRecords(maps.owners).map(([, o]) => o.slot));
@@ -97,12 +97,12 @@ export function createEndpointTable(maps: FlowTableMaps, hostIfindex: number): v
  * The endpoint gives its table back to the pool; false when it held none. A plain hash
  * delete: the table stays in its slot for the next ADD.
  */
-export function removeEndpointTable(maps: FlowTableMaps, hostIfindex: number): boolean {
+export function removeFlowTable(maps: FlowTableMaps, hostIfindex: number): boolean {
   return maps.owners.delete(ifindexKey(hostIfindex));
 }
 
 /** Host ifindexes that hold a table. */
-export function endpointTableOwners(maps: FlowTableMaps): number[] {
+export function flowTableOwners(maps: FlowTableMaps): number[] {
   return ownerRecords(maps.owners).map(([ifindex]) => ifindex);
 }
 
@@ -126,12 +126,12 @@ export function listEndpointFlows(maps: FlowTableMaps, hostIfindex: number): Rem
 }
 
 /** How many flows the endpoint's table holds for it, or undefined when it has no table. */
-export function endpointTableSize(maps: FlowTableMaps, hostIfindex: number): number | undefined {
+export function flowTableSize(maps: FlowTableMaps, hostIfindex: number): number | undefined {
   return listEndpointFlows(maps, hostIfindex)?.length;
 }
 
 /** Empties the endpoint's table (tests, and an admin resetting the memory). */
-export function clearEndpointTable(maps: FlowTableMaps, hostIfindex: number): void {
+export function clearFlowTable(maps: FlowTableMaps, hostIfindex: number): void {
   withEndpointTable(maps, hostIfindex, (table) => drain(table));
 }
 
@@ -243,8 +243,8 @@ function decodeOwner(v: Buffer): Owner {
 }
 
 /** nkc_direct_stats of one endpoint, summed over CPUs (zero when it has none). */
-export function readDirectStats(stats: BpfMap, hostIfindex: number): DirectStats {
-  const sum: DirectStats = { remembered: 0n, forgotten: 0n };
+export function readFlowStats(stats: BpfMap, hostIfindex: number): FlowStats {
+  const sum: FlowStats = { remembered: 0n, forgotten: 0n };
   for (const cpu of stats.lookupPerCpu(ifindexKey(hostIfindex)) ?? []) {
     sum.remembered += cpu.readBigUInt64LE(0);
     sum.forgotten += cpu.readBigUInt64LE(8);

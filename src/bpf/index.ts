@@ -6,10 +6,10 @@ export type {
   BandwidthMode,
   CounterName,
   Counters,
-  DirectStats,
   DropReason,
   Drops,
   FlowKey,
+  FlowStats,
   SockCounters,
   SockPod,
 } from "./abi";
@@ -35,15 +35,15 @@ export {
 export { listClusterCidrs, setNetworkClusterCidrs } from "./cluster";
 export { readCounters, readDrops } from "./counters";
 export {
-  clearEndpointTable,
-  createEndpointTable,
+  clearFlowTable,
+  createFlowTable,
   DIRECT_TABLE_SPEC,
-  endpointTableOwners,
-  endpointTableSize,
+  flowTableOwners,
+  flowTableSize,
   listEndpointFlows,
   type RememberedFlow,
-  readDirectStats,
-  removeEndpointTable,
+  readFlowStats,
+  removeFlowTable,
 } from "./direct";
 export { type MapSpec, type ObjectSpec, type ProgramSpec, readObject } from "./elf";
 export { type Endpoint, EndpointMap } from "./endpoints";

@@ -80,8 +80,8 @@ export interface NodeMaps {
   /** Refusals by reason, per endpoint (and the uplink's own). */
   drops: BpfMap;
   /** The pool of per-endpoint flow tables (direct.ts). */
-  direct: FlowTableMaps;
-  directStats: BpfMap;
+  flows: FlowTableMaps;
+  flowStats: BpfMap;
   bandwidth: BpfMap;
 }
 
@@ -89,7 +89,7 @@ export interface NodeMaps {
  * The optional ones are absent on a node whose maps an older build pinned. `perPod`: those
  * of pod-maps.ts's list that are pinned, through which a pod's state is forgotten. */
 export type EndpointMaps = Pick<NodeMaps, "endpoints" | "counters"> &
-  Partial<Pick<NodeMaps, "drops" | "direct" | "directStats" | "bandwidth">> & { perPod: BpfMap[] };
+  Partial<Pick<NodeMaps, "drops" | "flows" | "flowStats" | "bandwidth">> & { perPod: BpfMap[] };
 
 export interface NodePrograms {
   maps: NodeMaps;
@@ -390,14 +390,14 @@ export function openNodeMaps(bpffsRoot: string): EndpointMaps & { close(): void 
       endpoints: open(MAP_NAMES.endpoints, false) as BpfMap,
       counters: open(MAP_NAMES.counters, false) as BpfMap,
       drops: open(MAP_NAMES.drops, true),
-      direct: hasPool
+      flows: hasPool
         ? {
             tables: open(MAP_NAMES.flowTables, false) as BpfMap,
             owners: open(MAP_NAMES.flowOwner, false) as BpfMap,
             pool: open(MAP_NAMES.flowPool, false) as BpfMap,
           }
         : undefined,
-      directStats: open(MAP_NAMES.directStats, true),
+      flowStats: open(MAP_NAMES.flowStats, true),
       bandwidth: open(MAP_NAMES.bandwidth, true),
       perPod: POD_MAP_NAMES.flatMap((name) => open(name, true) ?? []),
       close: () => {
@@ -433,8 +433,8 @@ function nodeMaps(byName: ReadonlyMap<string, BpfMap>): NodeMaps {
     cluster: get(MAP_NAMES.cluster),
     counters: get(MAP_NAMES.counters),
     drops: get(MAP_NAMES.drops),
-    direct: { tables: get(MAP_NAMES.flowTables), owners: get(MAP_NAMES.flowOwner), pool: get(MAP_NAMES.flowPool) },
-    directStats: get(MAP_NAMES.directStats),
+    flows: { tables: get(MAP_NAMES.flowTables), owners: get(MAP_NAMES.flowOwner), pool: get(MAP_NAMES.flowPool) },
+    flowStats: get(MAP_NAMES.flowStats),
     bandwidth: get(MAP_NAMES.bandwidth),
   };
 }

@@ -15,7 +15,7 @@ export const POD_MAP_NAMES = [
   MAP_NAMES.counters, // packets by path
   MAP_NAMES.drops, // refusals by reason
   MAP_NAMES.flowOwner, // which slot of the flow-table pool is the pod's (its table is then free)
-  MAP_NAMES.directStats, // what its flow table remembered and forgot
+  MAP_NAMES.flowStats, // what its flow table remembered and forgot
   MAP_NAMES.bandwidth, // its rate limits
 ] as const;
 

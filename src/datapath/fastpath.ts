@@ -24,9 +24,8 @@ import {
   BpfLink,
   type BpfProgram,
   type Counters,
-  createEndpointTable,
+  createFlowTable,
   DIRECT_TABLE_SIZE,
-  type DirectStats,
   type Drops,
   deletePodLimits,
   deleteSockCounters,
@@ -36,10 +35,11 @@ import {
   endpointDir,
   endpointPin,
   endpointsRoot,
-  endpointTableOwners,
-  endpointTableSize,
   ensureBpffs,
+  type FlowStats,
   FROM_POD_PIN,
+  flowTableOwners,
+  flowTableSize,
   forgetPodState,
   forgetSocketsOf,
   forgetSockPod,
@@ -58,8 +58,8 @@ import {
   podStateHolders,
   programName,
   readCounters,
-  readDirectStats,
   readDrops,
+  readFlowStats,
   recordSockPod,
   setPodLimits,
   uplinkPin,
@@ -217,7 +217,7 @@ function attachPod(
   program: BpfProgram,
   sockBypass: boolean,
 ): void {
-  createEndpointTable(node.maps.direct, ep.hostIfindex);
+  createFlowTable(node.maps.flows, ep.hostIfindex);
   // An entry left by an earlier holder of the ifindex must not limit this pod.
   if (ep.bandwidth) setPodLimits(node.maps.bandwidth, ep.hostIfindex, ep.bandwidth, ep.egress ?? { mode: "police" });
   else deletePodLimits(node.maps.bandwidth, ep.hostIfindex);
@@ -336,10 +336,10 @@ export function switchEndpoints(root: string, node: Pick<NodePrograms, "programs
       }
     }
   }
-  const withTable = new Set(endpointTableOwners(node.maps.direct));
+  const withTable = new Set(flowTableOwners(node.maps.flows));
   for (const { hostIfindex } of new EndpointMap(node.maps.endpoints).list().values()) {
     if (withTable.has(hostIfindex)) continue;
-    createEndpointTable(node.maps.direct, hostIfindex);
+    createFlowTable(node.maps.flows, hostIfindex);
     withTable.add(hostIfindex);
   }
 }
@@ -504,7 +504,7 @@ export function dropsOf(root: string, ifindex: number): Drops | undefined {
 }
 
 /** An endpoint's direct-flow table: how full it is and what went in and out. */
-export interface FlowTableUsage extends DirectStats {
+export interface FlowTableUsage extends FlowStats {
   entries: number;
   capacity: number;
   /** Taken out by the LRU to make room: remembered, minus forgotten, minus still held. */
@@ -513,10 +513,10 @@ export interface FlowTableUsage extends DirectStats {
 
 export function flowTableOf(root: string, hostIfindex: number): FlowTableUsage | undefined {
   return withNodeMaps(root, (maps) => {
-    if (!maps.direct || !maps.directStats) return undefined;
-    const entries = endpointTableSize(maps.direct, hostIfindex);
+    if (!maps.flows || !maps.flowStats) return undefined;
+    const entries = flowTableSize(maps.flows, hostIfindex);
     if (entries === undefined) return undefined;
-    const stats = readDirectStats(maps.directStats, hostIfindex);
+    const stats = readFlowStats(maps.flowStats, hostIfindex);
     const evicted = stats.remembered - stats.forgotten - BigInt(entries);
     return { ...stats, entries, capacity: DIRECT_TABLE_SIZE, evicted: evicted > 0n ? evicted : 0n };
   });

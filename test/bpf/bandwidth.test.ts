@@ -10,7 +10,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { ifindexKey } from "../../src/bpf/abi";
 import { deletePodLimits, type EgressEnforcement, podLimits, setPodLimits } from "../../src/bpf/bandwidth";
-import { createEndpointTable } from "../../src/bpf/direct";
+import { createFlowTable } from "../../src/bpf/direct";
 import { loadNodePrograms, type NodePrograms } from "../../src/bpf/node";
 import type { BpfProgram } from "../../src/bpf/programs";
 import { monotonicNs } from "../../src/sys/clock";
@@ -37,8 +37,8 @@ beforeAll(() => {
   ({ ns, h1, h2, up } = makeTestNode("bw"));
   bpffs = TestBpffs.mount();
   node = loadNodePrograms(bpffs.root, buildObjects(), { clusterCidrs: ["10.244.0.0/16"], natChecks: ["memory"] });
-  createEndpointTable(node.maps.direct, h1);
-  createEndpointTable(node.maps.direct, h2);
+  createFlowTable(node.maps.flows, h1);
+  createFlowTable(node.maps.flows, h2);
   for (const [pod, ifindex] of [
     [POD1, h1],
     [POD2, h2],

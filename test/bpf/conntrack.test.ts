@@ -15,7 +15,7 @@
 import { execFileSync } from "node:child_process";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { Counters } from "../../src/bpf/abi";
-import { createEndpointTable } from "../../src/bpf/direct";
+import { createFlowTable } from "../../src/bpf/direct";
 import { conntrackUnavailable, loadNodePrograms, type NodePrograms } from "../../src/bpf/node";
 import type { BpfProgram } from "../../src/bpf/programs";
 import { inNetns } from "../../src/sys/netns";
@@ -132,7 +132,7 @@ if (whyNot) {
     ] as const) {
       node.endpoints.upsert(pod.v4, { hostIfindex: ifindex, datapath: "veth" });
       node.endpoints.upsert(pod.v6, { hostIfindex: ifindex, datapath: "veth" });
-      createEndpointTable(node.maps.direct, ifindex);
+      createFlowTable(node.maps.flows, ifindex);
     }
   }, 60_000);
 

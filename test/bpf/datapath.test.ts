@@ -19,11 +19,11 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { Counters } from "../../src/bpf/abi";
 import {
-  clearEndpointTable,
-  createEndpointTable,
+  clearFlowTable,
+  createFlowTable,
   listEndpointFlows,
-  readDirectStats,
-  removeEndpointTable,
+  readFlowStats,
+  removeFlowTable,
 } from "../../src/bpf/direct";
 import { conntrackUnavailable, loadNodePrograms, type NatCheck, type NodePrograms } from "../../src/bpf/node";
 import type { BpfProgram } from "../../src/bpf/programs";
@@ -82,8 +82,8 @@ describe.each(VARIANTS)("%s NAT check", (natCheck) => {
   beforeAll(() => {
     bpffs = TestBpffs.mount();
     node = loadNodePrograms(bpffs.root, objects, { clusterCidrs: CLUSTER, natChecks: [natCheck] });
-    createEndpointTable(node.maps.direct, h1);
-    createEndpointTable(node.maps.direct, h2);
+    createFlowTable(node.maps.flows, h1);
+    createFlowTable(node.maps.flows, h2);
   });
 
   afterAll(() => {
@@ -100,8 +100,8 @@ describe.each(VARIANTS)("%s NAT check", (natCheck) => {
       node.endpoints.upsert(pod.v4, { hostIfindex: ifindex, datapath: "veth" });
       node.endpoints.upsert(pod.v6, { hostIfindex: ifindex, datapath: "veth" });
     }
-    for (const ifindex of [h1, h2]) clearEndpointTable(node.maps.direct, ifindex);
-    for (const map of [node.maps.counters, node.maps.directStats]) {
+    for (const ifindex of [h1, h2]) clearFlowTable(node.maps.flows, ifindex);
+    for (const map of [node.maps.counters, node.maps.flowStats]) {
       for (const key of [...map.keys()]) map.delete(key);
     }
   });
@@ -120,7 +120,7 @@ describe.each(VARIANTS)("%s NAT check", (natCheck) => {
   };
   /** The flows an endpoint's table holds, as "a:port-b:port" (sorted ends). */
   const remembered = (ifindex: number) =>
-    (listEndpointFlows(node.maps.direct, ifindex) ?? []).map((f) => `${f.a.ip}:${f.a.port}-${f.b.ip}:${f.b.port}`);
+    (listEndpointFlows(node.maps.flows, ifindex) ?? []).map((f) => `${f.a.ip}:${f.a.port}-${f.b.ip}:${f.b.port}`);
 
   describe.each(["v4", "v6"] as const)("nkc_from_pod (%s)", (af) => {
     it("redirects a connection to a local pod with bpf_redirect_peer and lowers the TTL", () => {
@@ -203,7 +203,7 @@ describe.each(VARIANTS)("%s NAT check", (natCheck) => {
       );
       for (const ifindex of [h1, h2]) {
         expect(remembered(ifindex)).toEqual([]);
-        expect(readDirectStats(node.maps.directStats, ifindex)).toEqual({ remembered: 0n, forgotten: 0n });
+        expect(readFlowStats(node.maps.flowStats, ifindex)).toEqual({ remembered: 0n, forgotten: 0n });
       }
     });
 
@@ -211,20 +211,20 @@ describe.each(VARIANTS)("%s NAT check", (natCheck) => {
       const request = { src: POD1[af], dst: POD2[af], proto: "icmp", echoId: 91 } as const;
       const reply = { src: POD2[af], dst: POD1[af], proto: "icmp", echoId: 91, echoReply: true } as const;
       expect(fromPod1(request).verdict).toBe(REDIRECT);
-      const written = rawEntries(node.maps.direct, h1);
+      const written = rawEntries(node.maps.flows, h1);
       expect(written).toHaveLength(1);
       // DEL of pod 1, then ADD of a pod on the same ifindex: it takes the freed table.
-      const table = tableId(node.maps.direct, h1);
-      removeEndpointTable(node.maps.direct, h1);
-      createEndpointTable(node.maps.direct, h1);
-      expect(tableId(node.maps.direct, h1)).toBe(table);
+      const table = tableId(node.maps.flows, h1);
+      removeFlowTable(node.maps.flows, h1);
+      createFlowTable(node.maps.flows, h1);
+      expect(tableId(node.maps.flows, h1)).toBe(table);
       expect(fromPod2(reply).verdict).toBe(NEXT);
       // A program of the old pod, still running at its DEL, writes after the handover.
-      writeEntries(node.maps.direct, h1, written);
+      writeEntries(node.maps.flows, h1, written);
       expect(fromPod2(reply).verdict).toBe(NEXT);
       expect(remembered(h1)).toEqual([]);
       // The same entry written under the new holder's generation does prove the flow.
-      writeEntries(node.maps.direct, h1, written, true);
+      writeEntries(node.maps.flows, h1, written, true);
       expect(fromPod2(reply).verdict).toBe(REDIRECT);
     });
 
@@ -236,7 +236,7 @@ describe.each(VARIANTS)("%s NAT check", (natCheck) => {
       expect(fromPod2(reply).verdict).toBe(REDIRECT);
       expect(counted(h2)).toEqual({ passedStackUnproven: 1n, redirectedLocal: 1n });
       // A reply long after its request proves nothing any more.
-      ageFlows(node.maps.direct, h1, 60);
+      ageFlows(node.maps.flows, h1, 60);
       expect(fromPod2(reply).verdict).toBe(NEXT);
     });
 
@@ -288,10 +288,10 @@ describe.each(VARIANTS)("%s NAT check", (natCheck) => {
         // client port reaches the same backend through a Service: its SYN went to the VIP,
         // so the first packet we see of it is the backend's SYN-ACK.
         fromPod1({ ...flow, tcpFlags: TCP.SYN });
-        ageFlows(node.maps.direct, h1, 60);
+        ageFlows(node.maps.flows, h1, 60);
         expect(fromPod2({ ...back, tcpFlags: TCP.SYN | TCP.ACK }).verdict).toBe(NEXT);
         expect(fromPod2(back).verdict).toBe(NEXT); // and the rest of it follows
-        expect(readDirectStats(node.maps.directStats, h1)).toEqual({ remembered: 1n, forgotten: 1n });
+        expect(readFlowStats(node.maps.flowStats, h1)).toEqual({ remembered: 1n, forgotten: 1n });
       });
 
       it("takes the wire's SYN as proof on the receiving node", () => {
@@ -316,7 +316,7 @@ describe.each(VARIANTS)("%s NAT check", (natCheck) => {
       }
       expect(remembered(h1)).toEqual([`${POD1.v4}:43000-${POD2.v4}:80`]);
       expect(fromPod1({ src: POD1.v4, dst: POD2.v4, proto: "tcp", sport: 43000, dport: 80 }).verdict).toBe(REDIRECT);
-      const stats = readDirectStats(node.maps.directStats, h2);
+      const stats = readFlowStats(node.maps.flowStats, h2);
       expect(stats.remembered).toBeGreaterThanOrEqual(2048n);
       expect(remembered(h2).length).toBeLessThanOrEqual(1024);
     });
@@ -540,7 +540,7 @@ describe.each(VARIANTS)("%s NAT check", (natCheck) => {
     });
 
     it("an endpoint without a table (an older build's pod) remembers nothing and stays correct", () => {
-      removeEndpointTable(node.maps.direct, h2);
+      removeFlowTable(node.maps.flows, h2);
       try {
         const syn = {
           src: POD2.v4,
@@ -554,7 +554,7 @@ describe.each(VARIANTS)("%s NAT check", (natCheck) => {
         const reply = { src: REMOTE.v4, dst: POD2.v4, proto: "tcp", sport: 80, dport: 9 } as const;
         expect(toUplink(reply).verdict).toBe(memory ? NEXT : REDIRECT);
       } finally {
-        createEndpointTable(node.maps.direct, h2);
+        createFlowTable(node.maps.flows, h2);
       }
     });
   });

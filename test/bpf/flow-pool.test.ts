@@ -6,13 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FLOW_OWNER_SIZE, ifindexKey, u32Key } from "../../src/bpf/abi";
-import {
-  createEndpointTable,
-  endpointTableOwners,
-  filledSlots,
-  POOL_GROWTH,
-  removeEndpointTable,
-} from "../../src/bpf/direct";
+import { createFlowTable, filledSlots, flowTableOwners, POOL_GROWTH, removeFlowTable } from "../../src/bpf/direct";
 import { loadNodePrograms, type NodePrograms } from "../../src/bpf/node";
 import { TestBpffs } from "./helpers/bpffs";
 import { tableId } from "./helpers/flows";
@@ -34,15 +28,15 @@ afterAll(() => {
 /** The kernel id of the table in each filled slot, in slot order. */
 function slotTables(): number[] {
   const ids: number[] = [];
-  for (let slot = 0; slot < filledSlots(node.maps.direct.pool); slot++) {
-    const id = node.maps.direct.tables.lookup(u32Key(slot));
+  for (let slot = 0; slot < filledSlots(node.maps.flows.pool); slot++) {
+    const id = node.maps.flows.tables.lookup(u32Key(slot));
     ids.push(id ? id.readUInt32LE(0) : 0);
   }
   return ids;
 }
 
 const generation = (ifindex: number) => {
-  const v = node.maps.direct.owners.lookup(ifindexKey(ifindex));
+  const v = node.maps.flows.owners.lookup(ifindexKey(ifindex));
   expect(v?.length).toBe(FLOW_OWNER_SIZE);
   return v?.readBigUInt64LE(8);
 };
@@ -51,44 +45,44 @@ describe("the flow-table pool", () => {
   const first = Array.from({ length: POOL_GROWTH }, (_, i) => 100 + i);
 
   it("fills a batch of slots on the first ADD and hands each endpoint a table of its own", () => {
-    expect(filledSlots(node.maps.direct.pool)).toBe(0);
-    createEndpointTable(node.maps.direct, first[0] as number);
-    expect(filledSlots(node.maps.direct.pool)).toBe(POOL_GROWTH);
+    expect(filledSlots(node.maps.flows.pool)).toBe(0);
+    createFlowTable(node.maps.flows, first[0] as number);
+    expect(filledSlots(node.maps.flows.pool)).toBe(POOL_GROWTH);
     const grown = slotTables();
     expect(grown.every((id) => id > 0)).toBe(true);
-    for (const ifindex of first.slice(1)) createEndpointTable(node.maps.direct, ifindex);
+    for (const ifindex of first.slice(1)) createFlowTable(node.maps.flows, ifindex);
     // The rest of the batch went to the next endpoints without touching the map of maps.
     expect(slotTables()).toEqual(grown);
-    const held = first.map((ifindex) => tableId(node.maps.direct, ifindex));
+    const held = first.map((ifindex) => tableId(node.maps.flows, ifindex));
     expect(new Set(held).size).toBe(POOL_GROWTH);
-    expect(endpointTableOwners(node.maps.direct).sort()).toEqual(first);
+    expect(flowTableOwners(node.maps.flows).sort()).toEqual(first);
   });
 
   it("grows by another batch only when every table is held", () => {
     const before = slotTables();
-    createEndpointTable(node.maps.direct, 200);
-    expect(filledSlots(node.maps.direct.pool)).toBe(2 * POOL_GROWTH);
+    createFlowTable(node.maps.flows, 200);
+    expect(filledSlots(node.maps.flows.pool)).toBe(2 * POOL_GROWTH);
     expect(slotTables().slice(0, POOL_GROWTH)).toEqual(before);
   });
 
   it("gives a DEL's table to the next ADD, with a new generation, and leaves the map of maps alone", () => {
     const before = slotTables();
-    const freed = tableId(node.maps.direct, 105);
+    const freed = tableId(node.maps.flows, 105);
     const oldGen = generation(105) as bigint;
-    expect(removeEndpointTable(node.maps.direct, 105)).toBe(true);
-    expect(removeEndpointTable(node.maps.direct, 105)).toBe(false);
-    expect(tableId(node.maps.direct, 105)).toBeUndefined();
-    createEndpointTable(node.maps.direct, 300);
-    expect(tableId(node.maps.direct, 300)).toBe(freed);
+    expect(removeFlowTable(node.maps.flows, 105)).toBe(true);
+    expect(removeFlowTable(node.maps.flows, 105)).toBe(false);
+    expect(tableId(node.maps.flows, 105)).toBeUndefined();
+    createFlowTable(node.maps.flows, 300);
+    expect(tableId(node.maps.flows, 300)).toBe(freed);
     expect(generation(300)).toBeGreaterThan(oldGen);
     expect(slotTables()).toEqual(before);
   });
 
   it("an ifindex that already holds a table (its DEL never came) gets a new generation, not a second table", () => {
-    const owners = endpointTableOwners(node.maps.direct).length;
+    const owners = flowTableOwners(node.maps.flows).length;
     const oldGen = generation(101) as bigint;
-    createEndpointTable(node.maps.direct, 101);
-    expect(endpointTableOwners(node.maps.direct)).toHaveLength(owners);
+    createFlowTable(node.maps.flows, 101);
+    expect(flowTableOwners(node.maps.flows)).toHaveLength(owners);
     expect(generation(101)).toBeGreaterThan(oldGen);
   });
 });

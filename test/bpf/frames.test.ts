@@ -14,7 +14,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { DropReason, Drops } from "../../src/bpf/abi";
 import { deletePodLimits, setPodLimits } from "../../src/bpf/bandwidth";
 import { readDrops } from "../../src/bpf/counters";
-import { createEndpointTable } from "../../src/bpf/direct";
+import { createFlowTable } from "../../src/bpf/direct";
 import { loadNodePrograms, type NodePrograms } from "../../src/bpf/node";
 import type { BpfProgram } from "../../src/bpf/programs";
 import { inNetns } from "../../src/sys/netns";
@@ -40,8 +40,8 @@ beforeAll(() => {
   ({ ns, h1, h2, up } = makeTestNode("fr"));
   bpffs = TestBpffs.mount();
   node = loadNodePrograms(bpffs.root, buildObjects(), { clusterCidrs: CLUSTER, natChecks: ["memory"] });
-  createEndpointTable(node.maps.direct, h1);
-  createEndpointTable(node.maps.direct, h2);
+  createFlowTable(node.maps.flows, h1);
+  createFlowTable(node.maps.flows, h2);
 }, 60_000);
 
 afterAll(() => {

@@ -173,7 +173,7 @@ describe("ELF objects", () => {
       valueSize: 16,
       maxEntries: 1,
     });
-    expect(spec.maps.find((m) => m.name === MAP_NAMES.directStats)).toMatchObject({
+    expect(spec.maps.find((m) => m.name === MAP_NAMES.flowStats)).toMatchObject({
       type: BPF_MAP_TYPE.PERCPU_HASH,
       valueSize: 16,
     });
@@ -306,11 +306,11 @@ describe("maps and programs in a private bpffs", () => {
     first.close();
     // A node whose maps an older build pinned: no flow tables yet.
     fs.unlinkSync(path.join(mapsDir(bpffs.root), MAP_NAMES.flowTables));
-    fs.unlinkSync(path.join(mapsDir(bpffs.root), MAP_NAMES.directStats));
+    fs.unlinkSync(path.join(mapsDir(bpffs.root), MAP_NAMES.flowStats));
     const maps = openNodeMaps(bpffs.root);
     try {
       expect([...maps.endpoints.keys()].length).toBe(1);
-      expect(maps.direct).toBeUndefined();
+      expect(maps.flows).toBeUndefined();
     } finally {
       maps.close();
     }
@@ -371,14 +371,14 @@ function pinnedIds(root: string): number[] {
 }
 
 /** Every map the loaded programs hand out (NodeMaps' fields, named as in MAP_NAMES; the
- * flow-table pool's three sit in `direct`) is the one pinned under its name. */
+ * flow-table pool's three sit in `flows`) is the one pinned under its name. */
 function expectHandlesArePins(maps: NodeMaps, root: string): void {
-  const { direct, ...rest } = maps;
+  const { flows, ...rest } = maps;
   const handles: Record<string, BpfMap> = {
     ...rest,
-    flowTables: direct.tables,
-    flowOwner: direct.owners,
-    flowPool: direct.pool,
+    flowTables: flows.tables,
+    flowOwner: flows.owners,
+    flowPool: flows.pool,
   };
   const named = Object.entries(MAP_NAMES).filter(([field]) => handles[field] !== undefined);
   expect(named.length).toBe(Object.keys(handles).length);

@@ -12,7 +12,7 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { clearEndpointTable, createEndpointTable } from "../../src/bpf/direct";
+import { clearFlowTable, createFlowTable } from "../../src/bpf/direct";
 import { attachTcx, type BpfLink } from "../../src/bpf/links";
 import { loadNodePrograms, type NodePrograms } from "../../src/bpf/node";
 import { inNetns } from "../../src/sys/netns";
@@ -114,7 +114,7 @@ beforeAll(() => {
     [POD1, h1],
     [POD2, h2],
   ] as const) {
-    createEndpointTable(programs.maps.direct, ifindex);
+    createFlowTable(programs.maps.flows, ifindex);
     programs.endpoints.upsert(ip, { hostIfindex: ifindex, datapath: "veth" });
   }
   inNetns(node.path, () => {
@@ -165,7 +165,7 @@ describe("real traffic through attached programs", () => {
   });
 
   it("needs no memory to stay correct: with every flow table emptied, Services still answer", () => {
-    for (const ifindex of [h1, h2]) clearEndpointTable(programs.maps.direct, ifindex);
+    for (const ifindex of [h1, h2]) clearFlowTable(programs.maps.flows, ifindex);
     expect(udpRequest(remote, SERVICE, 2)).toBe(true);
     expect(udpRequest(pod2, SERVICE, 2)).toBe(true);
     pod1.run("ping", "-c", "2", "-i", "0.2", "-W", "2", POD2);

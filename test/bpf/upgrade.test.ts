@@ -8,7 +8,7 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { createEndpointTable, DIRECT_TABLE_SPEC, endpointTableOwners } from "../../src/bpf/direct";
+import { createFlowTable, DIRECT_TABLE_SPEC, flowTableOwners } from "../../src/bpf/direct";
 import { mapsDir } from "../../src/bpf/layout";
 import { attachTcx, BpfLink } from "../../src/bpf/links";
 import { BpfMap } from "../../src/bpf/maps";
@@ -110,14 +110,14 @@ it("moves every pod's link to the newer build's program in place, and gives olde
     // A pod as an older build made it: in the endpoint map, without a flow table.
     first.endpoints.upsert("10.244.1.10", { hostIfindex: ifindex, datapath: "veth" });
     expect(linkState(pin)).toEqual({ linkId, programId: first.programs.fromPod.id() });
-    expect(endpointTableOwners(first.maps.direct)).toEqual([]);
+    expect(flowTableOwners(first.maps.flows)).toEqual([]);
 
     const next = loadNodePrograms(root, build(200, 2), { clusterCidrs: [] });
     expect(next.loaded).toBe(true);
     expect(next.programs.fromPod.id()).not.toBe(first.programs.fromPod.id());
     switchEndpoints(root, next);
     expect(linkState(pin)).toEqual({ linkId, programId: next.programs.fromPod.id() });
-    expect(endpointTableOwners(next.maps.direct)).toEqual([ifindex]);
+    expect(flowTableOwners(next.maps.flows)).toEqual([ifindex]);
     for (const n of [first, next]) n.close();
   }));
 
@@ -178,8 +178,8 @@ it("removes what older builds pinned and this one no longer uses", () =>
       expect(fs.existsSync(oldPrograms)).toBe(false);
       expect(fs.existsSync(path.join(mapsDir(root), "nkc_flows"))).toBe(false);
       expect(fs.existsSync(path.join(mapsDir(root), "nkc_direct"))).toBe(false);
-      createEndpointTable(node.maps.direct, 1);
-      expect(endpointTableOwners(node.maps.direct)).toEqual([1]);
+      createFlowTable(node.maps.flows, 1);
+      expect(flowTableOwners(node.maps.flows)).toEqual([1]);
     } finally {
       node.close();
     }
