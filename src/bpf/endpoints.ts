@@ -13,7 +13,8 @@ import {
 } from "./abi";
 import type { BpfMap } from "./maps";
 
-export interface Endpoint {
+/** One address's entry in the endpoint map (nkc_endpoints): which pod device holds it. */
+export interface EndpointEntry {
   /** veth host side or netkit primary. */
   hostIfindex: number;
   datapath: "veth" | "netkit";
@@ -26,7 +27,7 @@ export interface Endpoint {
 export class EndpointMap {
   constructor(readonly map: BpfMap) {}
 
-  upsert(ip: string, endpoint: Endpoint): void {
+  upsert(ip: string, endpoint: EndpointEntry): void {
     const flags =
       (endpoint.datapath === "netkit" ? EP_FLAG_NETKIT : 0) |
       (endpoint.sockBypass ? EP_FLAG_SOCK_BYPASS : 0) |
@@ -39,22 +40,22 @@ export class EndpointMap {
     return this.map.delete(endpointKey(ip));
   }
 
-  get(ip: string): Endpoint | undefined {
+  get(ip: string): EndpointEntry | undefined {
     const value = this.map.lookup(endpointKey(ip));
-    return value ? toEndpoint(value) : undefined;
+    return value ? toEndpointEntry(value) : undefined;
   }
 
-  list(): Map<string, Endpoint> {
-    const all = new Map<string, Endpoint>();
+  list(): Map<string, EndpointEntry> {
+    const all = new Map<string, EndpointEntry>();
     for (const key of [...this.map.keys()]) {
       const value = this.map.lookup(key);
-      if (value) all.set(decodeEndpointKey(key), toEndpoint(value));
+      if (value) all.set(decodeEndpointKey(key), toEndpointEntry(value));
     }
     return all;
   }
 }
 
-function toEndpoint(value: Buffer): Endpoint {
+function toEndpointEntry(value: Buffer): EndpointEntry {
   const v = decodeEndpointValue(value);
   return {
     hostIfindex: v.hostIfindex,

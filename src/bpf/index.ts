@@ -46,7 +46,7 @@ export {
   removeFlowTable,
 } from "./direct";
 export { type MapSpec, type ObjectSpec, type ProgramSpec, readObject } from "./elf";
-export { type Endpoint, EndpointMap } from "./endpoints";
+export { type EndpointEntry, EndpointMap } from "./endpoints";
 export {
   ENDPOINT_PINS,
   endpointDir,

@@ -11,9 +11,10 @@ import { CniError, ErrorCode, invalidConfig } from "./errors";
 import { parseResult, type Result } from "./result";
 import { type CniVersion, negotiateVersion } from "./version";
 
-/** "auto": netkit where the kernel has it, else veth. */
+/** What a network (or a pod's annotation) asks for; "auto": netkit where the kernel has it,
+ * else veth. The device a pod gets is a DeviceKind (datapath/types.ts). */
 export const DATAPATHS = ["auto", "netkit", "veth"] as const;
-export type DatapathKind = (typeof DATAPATHS)[number];
+export type DatapathChoice = (typeof DATAPATHS)[number];
 
 /**
  * A pod may ask for its own device kind over the network's `datapath` (an A/B of one
@@ -76,7 +77,7 @@ export interface NetConf {
   cniVersion: CniVersion;
   name: string;
   type: string;
-  datapath: DatapathKind;
+  datapath: DatapathChoice;
   /** netkit only: L3 (no ARP, zero MACs) or L2 (explicit MACs). */
   mode: NetkitMode;
   /** MTU for both ends of the pod's device; undefined = the host default route device's. */
@@ -221,7 +222,7 @@ function readDatapathAnnotation(raw: Record<string, unknown>): unknown {
  * The device kind a pod gets: its annotation when present ("veth" or "netkit", nothing
  * else: code 7 naming the annotation), else the network's `datapath`.
  */
-export function podDatapath(conf: Pick<NetConf, "datapath" | "datapathAnnotation">): DatapathKind {
+export function podDatapath(conf: Pick<NetConf, "datapath" | "datapathAnnotation">): DatapathChoice {
   const v = conf.datapathAnnotation;
   if (v === undefined || v === null) return conf.datapath;
   if (typeof v === "string" && (POD_DATAPATHS as readonly string[]).includes(v)) return v as PodDatapath;

@@ -3,7 +3,7 @@
  * asks for, with `auto` choosing netkit where the kernel has it. `netkit` on a kernel
  * without it is refused before anything is allocated, naming the missing feature.
  */
-import type { DatapathKind, NetConf } from "../cni/config";
+import type { DatapathChoice, NetConf } from "../cni/config";
 import { CniError, ErrorCode } from "../cni/errors";
 import { log } from "../log";
 import type { RtnlSocket } from "../netlink/socket";
@@ -12,7 +12,7 @@ import { kernelHasNetkit } from "./probe";
 import type { Datapath } from "./types";
 import { vethDatapath } from "./veth";
 
-export async function chooseDatapath(kind: DatapathKind, conf: NetConf, host: RtnlSocket): Promise<Datapath> {
+export async function chooseDatapath(kind: DatapathChoice, conf: NetConf, host: RtnlSocket): Promise<Datapath> {
   if (kind === "veth") return vethDatapath;
   if (await kernelHasNetkit(host)) {
     return netkitDatapath({ mode: conf.mode });
