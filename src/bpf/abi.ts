@@ -195,16 +195,6 @@ export interface SockKey {
 
 export const SOCK_KEY_SIZE = 40;
 
-export function sockKey(k: SockKey): Buffer {
-  const key = Buffer.alloc(SOCK_KEY_SIZE);
-  ipBytes(k.local.ip).copy(key, 0);
-  ipBytes(k.remote.ip).copy(key, 16);
-  key.writeUInt16LE(k.local.port, 32);
-  key.writeUInt16LE(k.remote.port, 34);
-  key.writeUInt32LE(familyOf(k.local.ip), 36);
-  return key;
-}
-
 export function decodeSockKey(key: Buffer): SockKey {
   const len = key.readUInt32LE(36) === AF_INET ? 4 : 16;
   const ip = (o: number) => ipString(Buffer.from(key.subarray(o, o + len)));

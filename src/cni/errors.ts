@@ -24,8 +24,6 @@ export const ErrorCode = {
   Internal: 999,
 } as const;
 
-export type ErrorCodeValue = (typeof ErrorCode)[keyof typeof ErrorCode];
-
 export class CniError extends Error {
   constructor(
     readonly code: number,

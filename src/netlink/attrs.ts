@@ -25,12 +25,6 @@ export const attrNested = (type: number, children: Attr[]): Attr => attr(type | 
 
 export const attrU8 = (type: number, v: number): Attr => attr(type, Buffer.from([v]));
 
-export function attrU16(type: number, v: number): Attr {
-  const b = Buffer.alloc(2);
-  b.writeUInt16LE(v);
-  return attr(type, b);
-}
-
 export function attrU32(type: number, v: number): Attr {
   const b = Buffer.alloc(4);
   b.writeUInt32LE(v >>> 0);

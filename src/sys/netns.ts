@@ -92,12 +92,6 @@ export function isOwnNetns(netnsFd: number): boolean {
   return theirs.dev === ours.dev && theirs.ino === ours.ino;
 }
 
-/** The inode identity of a netns file, to tell whether two paths name the same one. */
-export function netnsIdentity(netnsPath: string): string {
-  const st = fs.statSync(netnsPath);
-  return `${st.dev}:${st.ino}`;
-}
-
 const SOL_SOCKET = 1;
 const SO_NETNS_COOKIE = 71;
 
