@@ -84,11 +84,10 @@ export {
   type NodeObjects,
   type NodePrograms,
   type NodeProgramsOptions,
-  OBJECT_FILES,
+  nodeObjectsFrom,
   openNodeMaps,
   type ProgramSet,
   pinnedProgramSets,
-  readObjectsDir,
 } from "./node";
 export { type MapOccupancy, pinnedMapOccupancy } from "./occupancy";
 export { ensureBpffs, isBpffs, openPin, pinExists, pinObject, unmountBpffs, unpin } from "./pins";

@@ -61,15 +61,21 @@ export const EPOCH_FILE = "epoch";
 const CONNTRACK_KFUNCS = ["bpf_skb_ct_lookup", "bpf_ct_release"];
 const CONNTRACK_MODULE = "nf_conntrack";
 
-export function readObjectsDir(dir: string): NodeObjects {
-  const read = (name: string) => fs.readFileSync(path.join(dir, name));
-  const epochFile = path.join(dir, EPOCH_FILE);
+/** The node's objects, by their file names, from wherever the build put them (the
+ * executable's embedded assets; dist/bpf for the tests). `read` returns undefined for a
+ * file that is not there: a build without an epoch file is epoch 0. */
+export function nodeObjectsFrom(read: (file: string) => Buffer | undefined): NodeObjects {
+  const object = (file: string) => {
+    const bytes = read(file);
+    if (!bytes) throw new Error(`no eBPF object ${file} in this build`);
+    return bytes;
+  };
   return {
     variants: {
-      conntrack: { lxc: read(OBJECT_FILES.conntrack.lxc), host: read(OBJECT_FILES.conntrack.host) },
-      memory: { lxc: read(OBJECT_FILES.memory.lxc), host: read(OBJECT_FILES.memory.host) },
+      conntrack: { lxc: object(OBJECT_FILES.conntrack.lxc), host: object(OBJECT_FILES.conntrack.host) },
+      memory: { lxc: object(OBJECT_FILES.memory.lxc), host: object(OBJECT_FILES.memory.host) },
     },
-    epoch: fs.existsSync(epochFile) ? Number(fs.readFileSync(epochFile, "utf8").trim()) || 0 : 0,
+    epoch: Number(read(EPOCH_FILE)?.toString("utf8").trim()) || 0,
   };
 }
 

@@ -50,6 +50,7 @@ import {
   type NatCheck,
   type NodeObjects,
   type NodePrograms,
+  nodeObjectsFrom,
   openNodeMaps,
   openSockMaps,
   type PodLimits,
@@ -142,13 +143,7 @@ function ensureRoot(root: string): void {
 
 const asset = (file: string) => readAsset(file, `bpf/${file}`);
 
-export const embeddedObjects = (): NodeObjects => ({
-  variants: {
-    conntrack: { lxc: asset("bpf_lxc_ct.o"), host: asset("bpf_host_ct.o") },
-    memory: { lxc: asset("bpf_lxc.o"), host: asset("bpf_host.o") },
-  },
-  epoch: Number(asset("epoch").toString("utf8").trim()) || 0,
-});
+export const embeddedObjects = (): NodeObjects => nodeObjectsFrom(asset);
 
 export const embeddedSockObject = (): SockBypassObjects => ({
   object: asset("bpf_sock.o"),
