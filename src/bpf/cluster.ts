@@ -66,10 +66,6 @@ export function setNetworkClusterCidrs(bpffsRoot: string, trie: BpfMap, { networ
   }
 }
 
-export function listClusterCidrs(map: BpfMap): string[] {
-  return [...map.keys()].map(decodeCidrKey);
-}
-
 const networkId = (network: string) => sha256(network).subarray(0, NETWORK_ID_BYTES);
 
 /** Keys by their hex, so equal keys count once. */

@@ -32,7 +32,7 @@ export {
   podLimits,
   setPodLimits,
 } from "./bandwidth";
-export { listClusterCidrs, setNetworkClusterCidrs } from "./cluster";
+export { setNetworkClusterCidrs } from "./cluster";
 export { readCounters, readDrops } from "./counters";
 export {
   clearFlowTable,
@@ -90,7 +90,7 @@ export {
   pinnedProgramSets,
 } from "./node";
 export { type MapOccupancy, pinnedMapOccupancy } from "./occupancy";
-export { ensureBpffs, isBpffs, openPin, pinExists, pinObject, unmountBpffs, unpin } from "./pins";
+export { ensureBpffs, isBpffs, openPin, pinExists, pinObject, unpin } from "./pins";
 export { forgetPodState, POD_MAP_NAMES, podStateHolders } from "./pod-maps";
 export { BpfProgram, loadProgram, programName } from "./programs";
 export {

@@ -154,9 +154,6 @@ export function mapKind(type: number): string {
 }
 
 /** The kernel's id for the map behind `fd` (the same for every fd of one map). */
-export function mapId(fd: number): number {
-  return objGetInfo(fd, SIZEOF["struct bpf_map_info"]).readUInt32LE(ATTR.MAP_INFO.id);
-}
 
 /** Differences that make a pinned map unusable for a spec; empty when compatible. */
 export function specMismatches(want: MapSpec, have: MapSpec): string[] {

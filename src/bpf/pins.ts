@@ -7,7 +7,7 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { objGet, objPin } from "../sys/bpf-syscall";
-import { MNT_DETACH, mountBpffs, unmount } from "../sys/libc";
+import { mountBpffs } from "../sys/libc";
 import { mkdirs } from "../sys/mkdirs";
 
 const BPF_FS_MAGIC = 0xcafe4a11;
@@ -34,11 +34,6 @@ export function ensureBpffs(root: string): boolean {
   if (isBpffs(root)) return false; // a directory inside an existing bpffs
   mountBpffs(root, ROOT_MODE);
   return true;
-}
-
-/** Detaches a bpffs mount; pins inside it go away with it once unreferenced. */
-export function unmountBpffs(root: string): void {
-  unmount(root, MNT_DETACH);
 }
 
 /** Pins `fd` at `pinPath`, creating parent directories (0700) inside the bpffs. */

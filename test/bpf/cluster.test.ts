@@ -5,7 +5,8 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { listClusterCidrs, NETWORK_CIDRS_SPEC, setNetworkClusterCidrs } from "../../src/bpf/cluster";
+import { decodeCidrKey } from "../../src/bpf/abi";
+import { NETWORK_CIDRS_SPEC, setNetworkClusterCidrs } from "../../src/bpf/cluster";
 import { BpfMap } from "../../src/bpf/maps";
 import { BPF_MAP_TYPE } from "../../src/sys/bpf-uapi";
 import { TestBpffs } from "./helpers/bpffs";
@@ -41,7 +42,7 @@ function fixtures(): { root: string; map: BpfMap } {
   if (!bpffs || !trie) throw new Error("no bpffs or trie");
   return { root: bpffs.root, map: trie };
 }
-const trieCidrs = () => listClusterCidrs(fixtures().map).sort();
+const trieCidrs = () => [...fixtures().map.keys()].map(decodeCidrKey).sort();
 const set = (network: string | undefined, clusterCidrs: string[]) =>
   setNetworkClusterCidrs(fixtures().root, fixtures().map, { network, clusterCidrs });
 

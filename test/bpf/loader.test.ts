@@ -13,7 +13,7 @@ import { findFunctions } from "../../src/bpf/btf";
 import { NETWORK_CIDRS_SPEC } from "../../src/bpf/cluster";
 import { readObject } from "../../src/bpf/elf";
 import { mapPin, mapsDir } from "../../src/bpf/layout";
-import { BpfMap, mapId } from "../../src/bpf/maps";
+import { BpfMap } from "../../src/bpf/maps";
 import { loadNodePrograms, type NodeMaps, type NodeObjects, openNodeMaps } from "../../src/bpf/node";
 import { ensureBpffs, isBpffs, pinObject } from "../../src/bpf/pins";
 import { POD_MAP_NAMES } from "../../src/bpf/pod-maps";
@@ -31,6 +31,7 @@ import {
 } from "../../src/sys/bpf-uapi";
 import { NativeBuffer } from "../../src/sys/native-memory";
 import { TestBpffs } from "./helpers/bpffs";
+import { mapId } from "./helpers/flows";
 import { buildObjects, repoRoot } from "./helpers/objects";
 import { TEST_RUN_UAPI } from "./helpers/test-run";
 

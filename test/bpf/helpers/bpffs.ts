@@ -3,7 +3,8 @@
  * the node's /sys/fs/bpf. release() unmounts and removes the directory.
  */
 import * as fs from "node:fs";
-import { ensureBpffs, isBpffs, unmountBpffs } from "../../../src/bpf/pins";
+import { ensureBpffs, isBpffs } from "../../../src/bpf/pins";
+import { MNT_DETACH, unmount } from "../../../src/sys/libc";
 
 let counter = 0;
 
@@ -17,7 +18,7 @@ export class TestBpffs {
   }
 
   release(): void {
-    if (isBpffs(this.root)) unmountBpffs(this.root);
+    if (isBpffs(this.root)) unmount(this.root, MNT_DETACH); // pins inside go with it
     fs.rmSync(this.root, { recursive: true, force: true });
   }
 }

@@ -4,7 +4,8 @@
  * what a program of an earlier holder of the table would have.
  */
 import { type FlowTableMaps, withEndpointTable } from "../../../src/bpf/direct";
-import { mapId } from "../../../src/bpf/maps";
+import { objGetInfo } from "../../../src/sys/bpf-syscall";
+import { ATTR, SIZEOF } from "../../../src/sys/bpf-uapi";
 
 /** Moves the endpoint's entries `seconds` into the past (bpf_ktime_get_ns is
  * CLOCK_MONOTONIC, like process.hrtime), or to the clock's start on a machine that has
@@ -60,4 +61,9 @@ export function writeEntries(
 /** The kernel id of the table the endpoint holds (the same id: the same table). */
 export function tableId(maps: FlowTableMaps, hostIfindex: number): number | undefined {
   return withEndpointTable(maps, hostIfindex, (table) => mapId(table.fd));
+}
+
+/** The kernel's id of the map open on `fd`: tells whether two fds are one map. */
+export function mapId(fd: number): number {
+  return objGetInfo(fd, SIZEOF["struct bpf_map_info"]).readUInt32LE(ATTR.MAP_INFO.id);
 }
