@@ -20,6 +20,7 @@ import {
   type SockCounters,
   type SockPod,
 } from "../bpf/index";
+import { parseOwnerAlias } from "../datapath/naming";
 import {
   countersOf,
   dropsOf,
@@ -28,8 +29,7 @@ import {
   type FlowTableUsage,
   flowTableOf,
   limitsOf,
-} from "../datapath/fastpath";
-import { parseOwnerAlias } from "../datapath/naming";
+} from "../datapath/node-state";
 import { listLinks } from "../netlink/links";
 import { RtnlSocket } from "../netlink/socket";
 import { formatDrops } from "./status-format";

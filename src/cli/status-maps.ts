@@ -6,8 +6,8 @@
  * Read-only.
  */
 import { DIRECT_TABLE_SIZE, type MapOccupancy, pinnedMapOccupancy } from "../bpf/index";
-import { flowTableOf } from "../datapath/fastpath";
 import { parseOwnerAlias } from "../datapath/naming";
+import { flowTableOf } from "../datapath/node-state";
 import type { Link } from "../netlink/links";
 
 /** The per-endpoint direct-flow tables (LRU, one per pod interface). */

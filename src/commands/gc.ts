@@ -15,8 +15,9 @@
 import type { Attachment } from "../cni/config";
 import { CniError, ErrorCode, invalidConfig } from "../cni/errors";
 import { syncNeighbourProxies } from "../datapath/coexist";
-import { pinnedEndpointDevices, pruneDeadEndpoints, unpinEndpoint } from "../datapath/fastpath";
+import { pruneDeadEndpoints, unpinEndpoint } from "../datapath/fastpath";
 import { hostDeviceName, networkToken, type Owner, parseOwnerAlias } from "../datapath/naming";
+import { pinnedEndpointDevices } from "../datapath/node-state";
 import { releaseUnusedPacing } from "../datapath/shaping";
 import { liveIfindexes } from "../datapath/uplink";
 import { log } from "../log";

@@ -9,7 +9,8 @@
  * that ADDs on a fresh node agree, a build never swaps programs under another's feet, and
  * pruning dead entries cannot remove an entry an ADD has just written.
  *
- * The pin layout: bpf/layout.ts.
+ * The pin layout: bpf/layout.ts. Reading that state without changing it: node-state.ts;
+ * this build's objects: assets.ts.
  *
  * Longer than the ~350 lines other modules keep to: it is the verbs' one door to the
  * node's eBPF state, so that every change to it can be seen to happen under the lock.
@@ -23,23 +24,16 @@ import {
   attachTcx,
   BpfLink,
   type BpfProgram,
-  type Counters,
   createFlowTable,
-  DIRECT_TABLE_SIZE,
-  type Drops,
   deletePodLimits,
   deleteSockCounters,
   type EgressEnforcement,
-  ENDPOINT_PINS,
   type EndpointMaps,
   endpointDir,
   endpointPin,
-  endpointsRoot,
   ensureBpffs,
-  type FlowStats,
   FROM_POD_PIN,
   flowTableOwners,
-  flowTableSize,
   forgetPodState,
   forgetSocketsOf,
   forgetSockPod,
@@ -48,19 +42,11 @@ import {
   loadNodePrograms,
   mapsDir,
   type NatCheck,
-  type NodeObjects,
   type NodePrograms,
-  nodeObjectsFrom,
-  openNodeMaps,
   openSockMaps,
-  type PodLimits,
   PROGRAM_NAMES,
-  podLimits,
   podStateHolders,
   programName,
-  readCounters,
-  readDrops,
-  readFlowStats,
   recordSockPod,
   setPodLimits,
   uplinkPin,
@@ -70,12 +56,13 @@ import type { Bandwidth } from "../cni/bandwidth";
 import type { NatCheckChoice } from "../cni/config";
 import { CniError, ErrorCode } from "../cni/errors";
 import { log } from "../log";
-import { readAsset } from "../sys/embedded-assets";
 import { failpoint } from "../sys/failpoints";
 import { LockTimeoutError, withFileLock } from "../sys/file-lock";
 import { mkdirs } from "../sys/mkdirs";
 import { sha256Hex } from "../sys/sha256";
-import { clearSockBypassOff, ensureSockBypass, noteSockBypassOff, type SockBypassObjects } from "./sockbypass";
+import { embeddedObjects, embeddedSockObject } from "./assets";
+import { pinnedEndpointDevices, withNodeMaps } from "./node-state";
+import { clearSockBypassOff, ensureSockBypass, noteSockBypassOff } from "./sockbypass";
 import type { DeviceKind } from "./types";
 
 const LOCK_DIR = "/run/netkit-cni";
@@ -140,15 +127,6 @@ function ensureRoot(root: string): void {
   if (root.startsWith("/sys/fs/bpf/") && !isBpffs("/sys/fs/bpf")) ensureBpffs("/sys/fs/bpf");
   ensureBpffs(root);
 }
-
-const asset = (file: string) => readAsset(file, `bpf/${file}`);
-
-export const embeddedObjects = (): NodeObjects => nodeObjectsFrom(asset);
-
-export const embeddedSockObject = (): SockBypassObjects => ({
-  object: asset("bpf_sock.o"),
-  epoch: Number(asset("epoch").toString("utf8").trim()) || 0,
-});
 
 /**
  * Gives the endpoint its fast path, opening (or creating) the node's datapath first: maps,
@@ -454,67 +432,6 @@ function removeDead(root: string, maps: EndpointMaps, dead: DeadState): string[]
  * table and its statistics, rate limits. */
 function forgetIfindex(maps: EndpointMaps, hostIfindex: number): void {
   forgetPodState(maps.perPod, hostIfindex);
-}
-
-/** Runs `fn` with the pinned maps, or returns undefined when the node has none yet. */
-function withNodeMaps<T>(root: string, fn: (maps: EndpointMaps) => T): T | undefined {
-  if (!fs.existsSync(mapsDir(root))) return undefined;
-  const maps = openNodeMaps(root);
-  try {
-    return fn(maps);
-  } finally {
-    maps.close();
-  }
-}
-
-/** Which endpoint pins exist (for CHECK and GC): the pod's program, its ingress limit. */
-export function endpointState(root: string, hostDevice: string): { pinned: boolean; ingressLimit: boolean } {
-  return {
-    pinned: ENDPOINT_PINS.every((p) => fs.existsSync(endpointPin(root, hostDevice, p))),
-    ingressLimit: fs.existsSync(endpointPin(root, hostDevice, INGRESS_LIMIT_PIN)),
-  };
-}
-
-/** The pod's rate limits as the programs see them; undefined: none (or no map yet). */
-export function limitsOf(root: string, hostIfindex: number): PodLimits | undefined {
-  return withNodeMaps(root, (maps) => (maps.bandwidth ? podLimits(maps.bandwidth, hostIfindex) : undefined));
-}
-
-export function endpointMapEntries(root: string): Map<string, { hostIfindex: number; datapath: DeviceKind }> {
-  return withNodeMaps(root, (maps) => new EndpointMap(maps.endpoints).list()) ?? new Map();
-}
-
-export function pinnedEndpointDevices(root: string): string[] {
-  const dir = endpointsRoot(root);
-  return fs.existsSync(dir) ? fs.readdirSync(dir) : [];
-}
-
-export function countersOf(root: string, hostIfindex: number): Counters | undefined {
-  return withNodeMaps(root, (maps) => readCounters(maps.counters, hostIfindex));
-}
-
-/** Why the programs refused packets of this device (a pod's, or the uplink's own). */
-export function dropsOf(root: string, ifindex: number): Drops | undefined {
-  return withNodeMaps(root, (maps) => (maps.drops ? readDrops(maps.drops, ifindex) : undefined));
-}
-
-/** An endpoint's direct-flow table: how full it is and what went in and out. */
-export interface FlowTableUsage extends FlowStats {
-  entries: number;
-  capacity: number;
-  /** Taken out by the LRU to make room: remembered, minus forgotten, minus still held. */
-  evicted: bigint;
-}
-
-export function flowTableOf(root: string, hostIfindex: number): FlowTableUsage | undefined {
-  return withNodeMaps(root, (maps) => {
-    if (!maps.flows || !maps.flowStats) return undefined;
-    const entries = flowTableSize(maps.flows, hostIfindex);
-    if (entries === undefined) return undefined;
-    const stats = readFlowStats(maps.flowStats, hostIfindex);
-    const evicted = stats.remembered - stats.forgotten - BigInt(entries);
-    return { ...stats, entries, capacity: DIRECT_TABLE_SIZE, evicted: evicted > 0n ? evicted : 0n };
-  });
 }
 
 export type { NatCheck };

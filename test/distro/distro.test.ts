@@ -12,7 +12,7 @@ import * as os from "node:os";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { Counters } from "../../src/bpf/index";
 import type { NodeStatus } from "../../src/cli/status";
-import { countersOf } from "../../src/datapath/fastpath";
+import { countersOf } from "../../src/datapath/node-state";
 import { startServer, tcpRequest } from "../integration/tcp";
 import { BINARY, CNI_PATH, Fixture, inNs, TEST_DATAPATH } from "../support/harness";
 import { addPod, CLUSTER_CIDRS, type ClusterNode, ifindexOf, makeCluster, type Pod } from "../support/topology";

@@ -11,7 +11,7 @@
  */
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { countersOf } from "../../src/datapath/fastpath";
+import { countersOf } from "../../src/datapath/node-state";
 import { startServer, tcpRequest } from "../integration/tcp";
 import { Fixture, inNs } from "../support/harness";
 import { type ClusterNode, ifindexOf, makeCluster } from "../support/topology";

@@ -19,7 +19,7 @@ import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { limitsOf } from "../../src/datapath/fastpath";
+import { limitsOf } from "../../src/datapath/node-state";
 import { startServer, sustainedRate, tcpRequest } from "../integration/tcp";
 import { Fixture, inNs, kernelHasNetkit, TEST_DATAPATH, uniqueName } from "../support/harness";
 import { ifindexOf } from "../support/topology";

@@ -11,7 +11,7 @@
 import { type ChildProcess, execFileSync, spawn, spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { endpointMapEntries, pinnedEndpointDevices } from "../../src/datapath/fastpath";
+import { endpointMapEntries, pinnedEndpointDevices } from "../../src/datapath/node-state";
 import { BINARY, type Fixture, inNs, pluginLinks } from "../support/harness";
 
 export const REFERENCE_PLUGINS = "/usr/lib/cni";

@@ -10,7 +10,7 @@ import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { BpfLink } from "../../src/bpf/links";
 import { pinnedProgramSets } from "../../src/bpf/node";
-import { endpointMapEntries } from "../../src/datapath/fastpath";
+import { endpointMapEntries } from "../../src/datapath/node-state";
 import {
   Fixture,
   ping,

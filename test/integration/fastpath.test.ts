@@ -13,7 +13,7 @@ import { mapPin } from "../../src/bpf/layout";
 import { BpfMap } from "../../src/bpf/maps";
 import { openNodeMaps } from "../../src/bpf/node";
 import { POD_MAP_NAMES } from "../../src/bpf/pod-maps";
-import { countersOf, endpointMapEntries, pinnedEndpointDevices } from "../../src/datapath/fastpath";
+import { countersOf, endpointMapEntries, pinnedEndpointDevices } from "../../src/datapath/node-state";
 import { Fixture, inNs, ping, runPlugin, runPluginAsync, sh, TEST_DATAPATH } from "../support/harness";
 import { addPod, type ClusterNode, delPod, ifindexOf, makeCluster, type Pod } from "../support/topology";
 import { startServer, tcpRequest } from "./tcp";

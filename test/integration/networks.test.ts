@@ -9,7 +9,7 @@ import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { decodeCidrKey } from "../../src/bpf/abi";
 import { BpfMap } from "../../src/bpf/maps";
-import { endpointMapEntries, pinnedEndpointDevices } from "../../src/datapath/fastpath";
+import { endpointMapEntries, pinnedEndpointDevices } from "../../src/datapath/node-state";
 import {
   Fixture,
   inNs,

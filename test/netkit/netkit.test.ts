@@ -10,7 +10,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { attachNetkit, attachTcx, loadNodePrograms } from "../../src/bpf/index";
-import { countersOf } from "../../src/datapath/fastpath";
+import { countersOf } from "../../src/datapath/node-state";
 import { inNetns } from "../../src/sys/netns";
 import { readObjectsDir } from "../bpf/helpers/objects";
 import { countNetifRx, pingMany } from "../integration/netif-rx";
