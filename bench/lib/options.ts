@@ -56,6 +56,20 @@ const FLAG_ERRORS = {
   noValue: (flag: string) => new Error(`${flag} needs a value`),
 };
 
+/** The flags that set a count as given: the field each one sets. */
+const COUNTS = {
+  rounds: "rounds",
+  seconds: "seconds",
+  pings: "pings",
+  transactions: "transactions",
+  cycles: "cycles",
+  storm: "storm",
+  concurrency: "concurrency",
+  "sock-rounds": "sockRounds",
+  "app-rounds": "appRounds",
+  "bw-rounds": "bwRounds",
+} as const satisfies Partial<Record<keyof typeof FLAGS, keyof Options>>;
+
 /** A run's options: the kind's defaults, then the flags in the order given. */
 export function parseOptions(kind: "host" | "vm", argv: string[]): Options {
   const o = defaults(kind);
@@ -66,43 +80,18 @@ export function parseOptions(kind: "host" | "vm", argv: string[]): Options {
       if (!Number.isFinite(v) || v < 0) throw new Error(`${flag} needs a number`);
       return v;
     };
+    const field = COUNTS[name as keyof typeof COUNTS];
+    if (field) {
+      o[field] = value();
+      continue;
+    }
     switch (name) {
-      case "rounds":
-        o.rounds = value();
-        break;
-      case "seconds":
-        o.seconds = value();
-        break;
-      case "pings":
-        o.pings = value();
-        break;
-      case "transactions":
-        o.transactions = value();
-        break;
-      case "cycles":
-        o.cycles = value();
-        break;
-      case "storm":
-        o.storm = value();
-        break;
-      case "concurrency":
-        o.concurrency = value();
-        break;
       case "baseline":
         o.baseline = path.resolve(text);
         if (!fs.existsSync(o.baseline)) throw new Error(`--baseline: ${o.baseline} does not exist`);
         break;
-      case "sock-rounds":
-        o.sockRounds = value();
-        break;
-      case "app-rounds":
-        o.appRounds = value();
-        break;
       case "app-seconds":
         o.appSeconds = Math.max(1, Math.round(value()));
-        break;
-      case "bw-rounds":
-        o.bwRounds = value();
         break;
       case "bw-seconds":
         // iperf3 and netperf take whole seconds.
