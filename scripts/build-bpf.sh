@@ -3,7 +3,8 @@
 #   <name>.o      NAT safety from our own per-endpoint memory (any kernel)
 #   <name>_ct.o   NAT safety from the kernel's conntrack, through kfuncs (kernels with
 #                 a BPF JIT); the loader tries these first (src/bpf/node.ts).
-# bpf_sock.c (the socket bypass) asks nothing of conntrack: built once.
+# bpf_sock.c (the socket bypass) and bpf_svc.c (Service translation) ask nothing of
+# conntrack: built once.
 # Uses the uapi headers from linux-libc-dev and libbpf's bpf_helpers.h only;
 # no vmlinux.h. -mcpu=v3: the rate limits' compare-and-swap (bpf/lib/bandwidth.h),
 # Linux 5.12+ (every kernel with tcx has it). The asm/ headers that linux/types.h pulls in live in the
@@ -36,7 +37,10 @@ compile() { # <source> <object> [extra flags...]
 for src in "$root"/bpf/*.c; do
   name=$(basename "$src" .c)
   compile "$src" "$out/$name.o"
-  [ "$name" = bpf_sock ] || compile "$src" "$out/${name}_ct.o" -DNKC_CONNTRACK
+  case $name in
+  bpf_sock | bpf_svc) ;; # socket programs: no packets, no conntrack
+  *) compile "$src" "$out/${name}_ct.o" -DNKC_CONNTRACK ;;
+  esac
 done
 
 tmp=$(mktemp "$out/epoch.tmp.XXXXXX")

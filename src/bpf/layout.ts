@@ -10,6 +10,8 @@
  *   endpoints/<host device>/ingress_limit         a pod with an ingress limit
  *   sock/programs/<epoch>-<hash>/…                the socket bypass's programs (sock.ts)
  *   sock/sk_msg, sock/cgroup-<id>, sock/release-<id>   its links (sockbypass.ts)
+ *   svc/programs/<epoch>-<hash>/…                 Service translation's programs (svc.ts)
+ *   svc/<hook>-<id>                               its links, one per hook and cgroup
  */
 import * as path from "node:path";
 import { sha256Hex } from "../sys/sha256";
@@ -45,3 +47,9 @@ export const sockLinkPins = {
   cgroup: (root: string, cgroup: string) => path.join(sockRoot(root), `cgroup-${sha256Hex([cgroup], 12)}`),
   release: (root: string, cgroup: string) => path.join(sockRoot(root), `release-${sha256Hex([cgroup], 12)}`),
 };
+
+export const svcRoot = (root: string) => path.join(root, "svc");
+export const svcProgramsRoot = (root: string) => path.join(svcRoot(root), "programs");
+/** Service translation's link for one hook ("connect4", …) on one cgroup (a digest of its path). */
+export const svcLinkPin = (root: string, hook: string, cgroup: string) =>
+  path.join(svcRoot(root), `${hook}-${sha256Hex([cgroup], 12)}`);

@@ -90,3 +90,10 @@ export function attachSkMsg(program: BpfProgram, sockMapFd: number): BpfLink {
     linkCreate({ progFd: program.fd, targetFd: sockMapFd, attachType: BPF_ATTACH_TYPE.SK_MSG_VERDICT }),
   );
 }
+
+/** Attaches a cgroup program to the hook it was loaded for (`attachType`, its expected
+ * attach type) on the cgroup v2 directory open as `cgroupFd` and every cgroup below it.
+ * Other programs on that hook keep running: a link attaches beside them. */
+export function attachCgroup(program: BpfProgram, cgroupFd: number, attachType: number): BpfLink {
+  return new BpfLink(linkCreate({ progFd: program.fd, targetFd: cgroupFd, attachType }));
+}

@@ -67,21 +67,35 @@ export interface LoadOptions {
 
 /**
  * The program type an ELF section names, libbpf's way: "sockops", "sk_msg" and
- * "cgroup/sock_release" for the socket bypass, everything else of ours ("tc/...") is
- * SCHED_CLS.
+ * "cgroup/sock_release" for the socket bypass, "cgroup/connect4" and the other socket
+ * address hooks for Service translation; everything else of ours ("tc/...") is SCHED_CLS.
  */
 export function programType(section: string): number {
   if (section === "sockops") return BPF_PROG_TYPE.SOCK_OPS;
   if (section === "sk_msg") return BPF_PROG_TYPE.SK_MSG;
   if (section === RELEASE_SECTION) return BPF_PROG_TYPE.CGROUP_SOCK;
+  if (Object.hasOwn(SOCK_ADDR_SECTIONS, section)) return BPF_PROG_TYPE.CGROUP_SOCK_ADDR;
   return BPF_PROG_TYPE.SCHED_CLS;
 }
 
 const RELEASE_SECTION = "cgroup/sock_release";
 
-/** A cgroup sock program serves one hook, which the kernel wants named at load time. */
-function sectionAttachType(section: string): number | undefined {
-  return section === RELEASE_SECTION ? BPF_ATTACH_TYPE.CGROUP_INET_SOCK_RELEASE : undefined;
+/** The socket address hooks, by section: each program serves exactly one. */
+export const SOCK_ADDR_SECTIONS: Readonly<Record<string, number>> = {
+  "cgroup/connect4": BPF_ATTACH_TYPE.CGROUP_INET4_CONNECT,
+  "cgroup/connect6": BPF_ATTACH_TYPE.CGROUP_INET6_CONNECT,
+  "cgroup/sendmsg4": BPF_ATTACH_TYPE.CGROUP_UDP4_SENDMSG,
+  "cgroup/sendmsg6": BPF_ATTACH_TYPE.CGROUP_UDP6_SENDMSG,
+  "cgroup/recvmsg4": BPF_ATTACH_TYPE.CGROUP_UDP4_RECVMSG,
+  "cgroup/recvmsg6": BPF_ATTACH_TYPE.CGROUP_UDP6_RECVMSG,
+  "cgroup/getpeername4": BPF_ATTACH_TYPE.CGROUP_INET4_GETPEERNAME,
+  "cgroup/getpeername6": BPF_ATTACH_TYPE.CGROUP_INET6_GETPEERNAME,
+};
+
+/** A cgroup program serves one hook, which the kernel wants named at load time. */
+export function sectionAttachType(section: string): number | undefined {
+  if (section === RELEASE_SECTION) return BPF_ATTACH_TYPE.CGROUP_INET_SOCK_RELEASE;
+  return Object.hasOwn(SOCK_ADDR_SECTIONS, section) ? SOCK_ADDR_SECTIONS[section] : undefined;
 }
 
 export function loadProgram(spec: ProgramSpec, options: LoadOptions): BpfProgram {

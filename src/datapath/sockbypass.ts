@@ -21,9 +21,7 @@ import {
   attachCgroupSockOps,
   attachCgroupSockRelease,
   attachSkMsg,
-  BpfLink,
   BpfMap,
-  type BpfProgram,
   loadSockPrograms,
   sockLinkPins,
 } from "../bpf/index";
@@ -31,8 +29,10 @@ import { log } from "../log";
 import { BPF_MAP_TYPE } from "../sys/bpf-uapi";
 import { mkdirs } from "../sys/mkdirs";
 import { sha256Hex } from "../sys/sha256";
+import { ensurePinnedLink, onCgroup } from "./pinned-link";
 
 const CGROUP2_SUPER_MAGIC = 0x63677270;
+const LABEL = "socket bypass";
 
 /** Why the last ADD could not run the bypass: the node's bpffs root names it, as the node lock. */
 export const sockBypassNotePath = (root: string) =>
@@ -134,56 +134,24 @@ export function ensureSockBypass(
   try {
     if (sock.loaded) log.info(`socket bypass: loaded programs of build ${sock.build}`);
     const switchable = !sock.superseded;
-    ensureLink(sockLinkPins.skMsg(root), sock.programs.skMsg, switchable, () =>
+    ensurePinnedLink(LABEL, sockLinkPins.skMsg(root), sock.programs.skMsg, switchable, () =>
       attachSkMsg(sock.programs.skMsg, sock.maps.hash.fd),
     );
-    const onCgroup = (attach: (cgroupFd: number) => BpfLink) => () => {
-      const fd = fs.openSync(dir, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY);
-      try {
-        return attach(fd);
-      } finally {
-        fs.closeSync(fd);
-      }
-    };
-    ensureLink(
+    ensurePinnedLink(
+      LABEL,
       sockLinkPins.release(root, dir),
       sock.programs.release,
       switchable,
-      onCgroup((fd) => attachCgroupSockRelease(sock.programs.release, fd)),
+      onCgroup(dir, (fd) => attachCgroupSockRelease(sock.programs.release, fd)),
     );
-    ensureLink(
+    ensurePinnedLink(
+      LABEL,
       sockLinkPins.cgroup(root, dir),
       sock.programs.sockOps,
       switchable,
-      onCgroup((fd) => attachCgroupSockOps(sock.programs.sockOps, fd)),
+      onCgroup(dir, (fd) => attachCgroupSockOps(sock.programs.sockOps, fd)),
     );
   } finally {
     sock.close();
   }
-}
-
-/** The pinned link switched to `program` (when allowed), or a new one pinned. */
-function ensureLink(pin: string, program: BpfProgram, switchable: boolean, attach: () => BpfLink): void {
-  if (fs.existsSync(pin)) {
-    const link = BpfLink.openPinned(pin);
-    try {
-      if (link.programId() === program.id() || !switchable) return;
-      link.update(program);
-      log.info(`socket bypass: ${path.basename(pin)} switched to program ${program.id()}`);
-      return;
-    } catch (e) {
-      // A cgroup that was removed leaves a link that cannot be updated: attach anew.
-      log.warn(`socket bypass: pinned ${path.basename(pin)} unusable (${(e as Error).message}); re-attaching`);
-    } finally {
-      link.close();
-    }
-    fs.rmSync(pin, { force: true });
-  }
-  const link = attach();
-  try {
-    link.pin(pin);
-  } finally {
-    link.close();
-  }
-  log.info(`socket bypass: attached ${program.name} (${path.basename(pin)})`);
 }

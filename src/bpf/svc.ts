@@ -1,0 +1,166 @@
+/**
+ * Service translation's objects (bpf/bpf_svc.c): its maps, pinned with the node's under
+ * `<bpffsRoot>/maps/` (SVC_MAP_NAMES), and its eight programs, pinned per build under
+ * `<bpffsRoot>/svc/programs/<epoch>-<hash>/` (program-set.ts orders builds). Loaded only
+ * where a network asks for translation, apart from the node's other programs: a kernel
+ * that cannot run them must not cost a node its fast path. Never attaches
+ * (datapath/service-translation.ts does). The Service tables' writer is svc-table.ts;
+ * each pod's record is here.
+ */
+import * as fs from "node:fs";
+import { readObject } from "./elf";
+import { mapPin, svcProgramsRoot } from "./layout";
+import { BpfMap } from "./maps";
+import { openOrCreatePinnedMap } from "./pinned-map";
+import { loadProgramSet } from "./program-set";
+import type { BpfProgram } from "./programs";
+import {
+  cookieBytes,
+  SVC_MAP_NAMES,
+  SVC_PROGRAM_NAMES,
+  type SvcCounters,
+  type SvcHook,
+  sumSvcCounters,
+} from "./svc-abi";
+import type { SvcTables } from "./svc-table";
+
+export type SvcMaps = Record<keyof typeof SVC_MAP_NAMES, BpfMap>;
+
+export interface SvcPrograms {
+  maps: SvcMaps;
+  programs: Record<SvcHook, BpfProgram>;
+  build: string;
+  loaded: boolean;
+  superseded: boolean;
+  close(): void;
+}
+
+const HOOKS = Object.keys(SVC_PROGRAM_NAMES) as SvcHook[];
+
+/** The maps and programs: the newest pinned build's, or this build's, loaded and pinned
+ * now. Throws what the kernel said when it cannot. */
+export function loadSvcPrograms(bpffsRoot: string, object: Buffer, epoch: number): SvcPrograms {
+  const spec = readObject(object);
+  const opened: { close(): void }[] = [];
+  try {
+    const byName = new Map<string, BpfMap>();
+    for (const mapSpec of spec.maps) {
+      const map = openOrCreatePinnedMap(mapSpec, mapPin(bpffsRoot, mapSpec.name));
+      opened.push(map);
+      byName.set(mapSpec.name, map);
+    }
+    const maps = Object.fromEntries(
+      Object.entries(SVC_MAP_NAMES).map(([role, name]) => {
+        const map = byName.get(name);
+        if (!map) throw new Error(`map ${name} missing from bpf_svc.o`);
+        return [role, map];
+      }),
+    ) as SvcMaps;
+    const set = loadProgramSet({
+      setsDir: svcProgramsRoot(bpffsRoot),
+      object,
+      spec,
+      epoch,
+      names: Object.values(SVC_PROGRAM_NAMES),
+      maps: byName,
+    });
+    opened.push(set);
+    const programs = Object.fromEntries(
+      HOOKS.map((hook) => [hook, set.programs.get(SVC_PROGRAM_NAMES[hook]) as BpfProgram]),
+    ) as Record<SvcHook, BpfProgram>;
+    return {
+      maps,
+      programs,
+      build: set.build,
+      loaded: set.loaded,
+      superseded: set.superseded,
+      close: () => {
+        for (const o of opened) o.close();
+      },
+    };
+  } catch (e) {
+    for (const o of opened) o.close();
+    throw e;
+  }
+}
+
+/** The pinned maps, or undefined where no network ever asked for translation. */
+export function openSvcMaps(bpffsRoot: string): (SvcMaps & { close(): void }) | undefined {
+  const names = Object.entries(SVC_MAP_NAMES);
+  if (!names.every(([, name]) => fs.existsSync(mapPin(bpffsRoot, name)))) return undefined;
+  const opened: BpfMap[] = [];
+  try {
+    const maps = Object.fromEntries(
+      names.map(([role, name]) => {
+        const map = BpfMap.openPinned(mapPin(bpffsRoot, name));
+        opened.push(map);
+        return [role, map];
+      }),
+    ) as SvcMaps;
+    return {
+      ...maps,
+      close: () => {
+        for (const m of opened) m.close();
+      },
+    };
+  } catch (e) {
+    for (const m of opened) m.close();
+    throw e;
+  }
+}
+
+export const svcTables = (maps: SvcMaps): SvcTables => ({
+  services: maps.services,
+  slots: maps.slots,
+  backends: maps.backends,
+});
+
+/**
+ * Records that the pod on `hostIfindex` (in the namespace of `netnsCookie`) asks for
+ * translation; its namespace counts one attachment more. A repeated ADD changes nothing;
+ * a record of another namespace belongs to a device that held the ifindex before.
+ */
+export function recordSvcPod(maps: Pick<SvcMaps, "pods" | "netns">, hostIfindex: number, netnsCookie: bigint): void {
+  const key = ifindexBytes(hostIfindex);
+  const before = maps.pods.lookup(key)?.readBigUInt64LE(0);
+  if (before === netnsCookie) return;
+  maps.pods.update(key, cookieBytes(netnsCookie));
+  recountNetns(maps, netnsCookie);
+  if (before !== undefined) recountNetns(maps, before);
+}
+
+/** Forgets the pod on `hostIfindex`; its namespace stops being translated with its last
+ * recorded attachment. False when it had no record. */
+export function forgetSvcPod(maps: Pick<SvcMaps, "pods" | "netns">, hostIfindex: number): boolean {
+  const key = ifindexBytes(hostIfindex);
+  const cookie = maps.pods.lookup(key)?.readBigUInt64LE(0);
+  if (cookie === undefined) return false;
+  maps.pods.delete(key);
+  recountNetns(maps, cookie);
+  return true;
+}
+
+/** The ifindexes of the pods recorded (GC compares them with the node's devices). */
+export function svcPodIfindexes(maps: Pick<SvcMaps, "pods">): number[] {
+  return [...maps.pods.keys()].map((key) => key.readUInt32LE(0));
+}
+
+/** The namespace's entry says how many recorded attachments it has, counted from the pod
+ * records themselves, so that no sequence of ADDs and DELs can leave it wrong. */
+function recountNetns(maps: Pick<SvcMaps, "pods" | "netns">, cookie: bigint): void {
+  let count = 0;
+  for (const key of maps.pods.keys()) if (maps.pods.lookup(key)?.readBigUInt64LE(0) === cookie) count += 1;
+  const key = cookieBytes(cookie);
+  if (count === 0) maps.netns.delete(key);
+  else maps.netns.update(key, ifindexBytes(count));
+}
+
+function ifindexBytes(n: number): Buffer {
+  const b = Buffer.alloc(4);
+  b.writeUInt32LE(n);
+  return b;
+}
+
+export function readSvcCounters(stats: BpfMap): SvcCounters {
+  return sumSvcCounters(stats.lookupPerCpu(ifindexBytes(0)) ?? []);
+}

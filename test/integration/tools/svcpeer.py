@@ -1,0 +1,149 @@
+"""
+A peer for the Service translation tests: servers that say who they are, and clients
+that say which address they reached and which address the kernel shows them back.
+
+serve NAME PORT [HOST...]     TCP and UDP servers on PORT of each HOST (default: any IPv4
+                              and any IPv6) until killed. Each TCP connection is answered
+                              "NAME <peer>\n" and closed; each UDP datagram "NAME <peer>".
+tcp HOST PORT [N]             connects, prints "<reply> | peer <getpeername>"; N times
+                              (a line each) when N is given: one process start, not N.
+udp HOST PORT                 one datagram by sendto (unconnected): prints
+                              "<reply> | from <recvfrom's source>".
+udpc HOST PORT                the same on a connected UDP socket: "<reply> | peer <getpeername>".
+tcpv6 HOST PORT               tcp on an AF_INET6 socket (HOST may be ::ffff:a.b.c.d).
+udpv6 HOST PORT               udp on an AF_INET6 socket (HOST may be ::ffff:a.b.c.d).
+hold HOST PORT                connects, prints "connected <getpeername>", then each line on
+                              stdin is sent and the answer printed ("closed <errno name>" when
+                              the connection fails).
+cookie                        prints the SO_NETNS_COOKIE of a socket made in its namespace,
+                              as a decimal number.
+Errors print "error <errno name>" and exit 0: the tests judge them.
+"""
+import errno
+import select
+import socket
+import sys
+
+
+def fmt(addr):
+    return f"{addr[0]}:{addr[1]}"
+
+
+def fail(e):
+    print("error", errno.errorcode.get(e.errno, str(e.errno)) if e.errno else str(e), flush=True)
+    sys.exit(0)
+
+
+def serve(name, port, hosts):
+    socks = []
+    for host in hosts or ["0.0.0.0", "::"]:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM):
+            s = socket.socket(family, kind)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            s.bind((host, port))
+            if kind == socket.SOCK_STREAM:
+                s.listen(64)
+            socks.append(s)
+    print("ready", flush=True)
+    while True:
+        ready, _, _ = select.select(socks, [], [])
+        for s in ready:
+            if s.type == socket.SOCK_STREAM:
+                conn, peer = s.accept()
+                conn.settimeout(30)
+                try:
+                    # A held connection sends lines: answer each until it closes.
+                    conn.sendall(f"{name} {fmt(peer)}\n".encode())
+                    while True:
+                        data = conn.recv(4096)
+                        if not data:
+                            break
+                        conn.sendall(f"{name} {data.decode().strip()}\n".encode())
+                except OSError:
+                    pass
+                conn.close()
+            else:
+                data, peer = s.recvfrom(4096)
+                s.sendto(f"{name} {fmt(peer)}".encode(), peer)
+
+
+def tcp(host, port, family):
+    s = socket.socket(family, socket.SOCK_STREAM)
+    s.settimeout(10)
+    try:
+        s.connect((host, port))
+        reply = s.recv(4096).decode().strip()
+        print(f"{reply} | peer {fmt(s.getpeername())}", flush=True)
+    except OSError as e:
+        fail(e)
+
+
+def udp(host, port, family, connected):
+    s = socket.socket(family, socket.SOCK_DGRAM)
+    s.settimeout(5)
+    try:
+        if connected:
+            s.connect((host, port))
+            s.send(b"q")
+            reply = s.recv(4096).decode()
+            print(f"{reply} | peer {fmt(s.getpeername())}", flush=True)
+        else:
+            s.sendto(b"q", (host, port))
+            reply, source = s.recvfrom(4096)
+            print(f"{reply.decode()} | from {fmt(source)}", flush=True)
+    except OSError as e:
+        fail(e)
+
+
+def hold(host, port):
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    s = socket.socket(family, socket.SOCK_STREAM)
+    s.settimeout(10)
+    try:
+        s.connect((host, port))
+        s.recv(4096)
+        print(f"connected {fmt(s.getpeername())}", flush=True)
+    except OSError as e:
+        fail(e)
+    for line in sys.stdin:
+        try:
+            s.sendall(line.encode())
+            data = s.recv(4096)
+            if not data:
+                print("closed EOF", flush=True)
+                return
+            print(data.decode().strip(), flush=True)
+        except OSError as e:
+            print("closed", errno.errorcode.get(e.errno, str(e.errno)), flush=True)
+            return
+
+
+def main():
+    mode, args = sys.argv[1], sys.argv[2:]
+    if mode == "serve":
+        serve(args[0], int(args[1]), args[2:])
+    elif mode == "tcp":
+        for _ in range(int(args[2]) if len(args) > 2 else 1):
+            tcp(args[0], int(args[1]), socket.AF_INET6 if ":" in args[0] else socket.AF_INET)
+    elif mode == "tcpv6":
+        for _ in range(int(args[2]) if len(args) > 2 else 1):
+            tcp(args[0], int(args[1]), socket.AF_INET6)
+    elif mode == "udp":
+        udp(args[0], int(args[1]), socket.AF_INET6 if ":" in args[0] else socket.AF_INET, False)
+    elif mode == "udpv6":
+        udp(args[0], int(args[1]), socket.AF_INET6, False)
+    elif mode == "udpc":
+        udp(args[0], int(args[1]), socket.AF_INET6 if ":" in args[0] else socket.AF_INET, True)
+    elif mode == "cookie":
+        raw = socket.socket().getsockopt(socket.SOL_SOCKET, 71, 8)  # SO_NETNS_COOKIE
+        print(int.from_bytes(raw, "little"))
+    elif mode == "hold":
+        hold(args[0], int(args[1]))
+    else:
+        sys.exit(f"unknown mode {mode}")
+
+
+main()
