@@ -60,10 +60,12 @@ export {
   sockLinkPins,
   sockProgramsRoot,
   sockRoot,
+  svcLinkPin,
   uplinkPin,
   uplinkRoot,
 } from "./layout";
 export {
+  attachCgroup,
   attachCgroupSockOps,
   attachCgroupSockRelease,
   attachNetkit,
@@ -92,7 +94,7 @@ export {
 export { type MapOccupancy, pinnedMapOccupancy } from "./occupancy";
 export { ensureBpffs, isBpffs, openPin, pinExists, pinObject, unpin } from "./pins";
 export { forgetPodState, POD_MAP_NAMES, podStateHolders } from "./pod-maps";
-export { BpfProgram, loadProgram, programName } from "./programs";
+export { BpfProgram, loadProgram, programName, sectionAttachType } from "./programs";
 export {
   type BypassedSocket,
   deleteSockCounters,
@@ -108,3 +110,24 @@ export {
   sockBuildName,
 } from "./sock";
 export { forgetSockPod, readSockPod, recordSockPod, sockPodIfindexes } from "./sock-pods";
+export {
+  forgetSvcPod,
+  loadSvcPrograms,
+  openSvcMaps,
+  readSvcCounters,
+  recordSvcPod,
+  type SvcMaps,
+  type SvcPrograms,
+  svcPodIfindexes,
+  svcTables,
+} from "./svc";
+export {
+  SVC_MAP_NAMES,
+  SVC_PROGRAM_NAMES,
+  type SvcBackend,
+  type SvcCounters,
+  type SvcFrontend,
+  type SvcHook,
+  type SvcProtocol,
+} from "./svc-abi";
+export { type ServiceEntry, ServiceTable } from "./svc-table";

@@ -5,6 +5,7 @@
  */
 import type { MapOccupancy } from "../bpf/index";
 import type { NodeStatus } from "./status";
+import type { ServiceTranslationStatus } from "./status-services";
 
 /** How a pod's egress limit is enforced, in words. */
 const MODE_TEXT: Record<string, string> = {
@@ -63,6 +64,7 @@ export function formatStatus(s: NodeStatus): string {
   // Another network's cgroup may run it while this one could not.
   if (sb.links.length > 0 && sb.off)
     lines.push(`socket bypass   off for ${sb.off.cgroup ?? "the cgroup v2 root"}: ${sb.off.reason}`);
+  lines.push(formatServiceTranslation(s.serviceTranslation));
   const modes = Object.entries(s.bandwidth.modes).map(([m, n]) => `${n} ${MODE_TEXT[m] ?? m}`);
   lines.push(`rate limits     ${s.bandwidth.limited} pods${modes.length > 0 ? `: ${modes.join(", ")}` : ""}`);
   for (const off of s.bandwidth.pacingOff) lines.push(`pacing          off on ${off.uplink}: ${off.reason}`);
@@ -113,4 +115,13 @@ function sockRefusals(sb: NodeStatus["sockBypass"]): string {
     ...(sb.refusedNetns > 0 ? [`${sb.refusedNetns} from another network namespace`] : []),
   ];
   return parts.length > 0 ? `; refused: ${parts.join(", ")}` : "";
+}
+
+export function formatServiceTranslation(s: ServiceTranslationStatus): string {
+  if (s.links === 0) return `services        not translated (no pod of a network with "serviceTranslation": true yet)`;
+  const c = s.counters;
+  const counted = c
+    ? `; ${c.translated} translated, ${c.refused} refused (no backend), ${c.reversed} shown back, ${c.unsure} left to the stack`
+    : "";
+  return `services        translated at connect for ${s.pods} pods: ${s.services} Services, ${s.backends} backends${counted}`;
 }

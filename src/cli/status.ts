@@ -52,6 +52,7 @@ import { listProxyNeighbors, type ProxyNeighbor } from "../netlink/neighbors";
 import { RtnlSocket } from "../netlink/socket";
 import { objGetInfo } from "../sys/bpf-syscall";
 import { type FlowTablesStatus, mapsStatus } from "./status-maps";
+import { type ServiceTranslationStatus, serviceTranslationStatus } from "./status-services";
 
 export interface LinkStatus {
   /** Pin path relative to the bpffs root. */
@@ -106,6 +107,8 @@ export interface NodeStatus {
     /** Why the last ADD that asked for it on some cgroup could not run it (e.g. not cgroup v2). */
     off: SockBypassOff | undefined;
   };
+  /** Service translation ("serviceTranslation"): its links, pods, tables and counters. */
+  serviceTranslation: ServiceTranslationStatus;
   /** Pods with rate limits (the bandwidth capability), by how their egress is enforced
    * (edt: paced by fq on the uplink; police: token bucket), and why an uplink cannot pace. */
   bandwidth: { limited: number; modes: Record<string, number>; pacingOff: PacingOff[] };
@@ -327,6 +330,7 @@ export async function nodeStatus(bpffsRoot: string): Promise<NodeStatus> {
       unavailable: sockBypassUnavailable(undefined),
       off: readSockBypassOff(root),
     },
+    serviceTranslation: serviceTranslationStatus(root),
     bandwidth,
     drops,
     sharedSubnets: sharedSubnets(proxies, byIndex),

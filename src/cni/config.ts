@@ -66,6 +66,15 @@ export interface FastPathConf {
   sockBypass: boolean;
   /** The cgroup v2 directory whose sockets the bypass watches; undefined = the node's root. */
   sockBypassCgroup: string | undefined;
+  /**
+   * Service translation at connect time (bpf/bpf_svc.c): a pod's socket naming a
+   * ClusterIP gets a backend from tables the agent keeps. Off by default; where the kernel
+   * cannot run it, ADD fails (code 50) saying what it lacks, rather than leave the pod's
+   * Services to whatever else is there.
+   */
+  serviceTranslation: boolean;
+  /** The cgroup v2 directory whose sockets are translated; undefined = the node's root. */
+  serviceTranslationCgroup: string | undefined;
 }
 
 export const NAT_CHECK_CHOICES = ["auto", "conntrack", "memory"] as const;
@@ -192,13 +201,10 @@ function parseFastPath(raw: Record<string, unknown>): FastPathConf {
   }
   const sockBypass = raw.sockBypass ?? false;
   if (typeof sockBypass !== "boolean") throw invalidConfig(`"sockBypass" must be true or false`);
-  const sockBypassCgroup = stringField(raw, "sockBypassCgroup");
-  if (
-    sockBypassCgroup !== undefined &&
-    (!sockBypassCgroup.startsWith("/") || sockBypassCgroup.split("/").includes(".."))
-  ) {
-    throw invalidConfig(`"sockBypassCgroup" must be an absolute path without ".."; got "${sockBypassCgroup}"`);
-  }
+  const sockBypassCgroup = cgroupField(raw, "sockBypassCgroup");
+  const serviceTranslation = raw.serviceTranslation ?? false;
+  if (typeof serviceTranslation !== "boolean") throw invalidConfig(`"serviceTranslation" must be true or false`);
+  const serviceTranslationCgroup = cgroupField(raw, "serviceTranslationCgroup");
   return {
     enabled,
     bpffsRoot,
@@ -207,7 +213,18 @@ function parseFastPath(raw: Record<string, unknown>): FastPathConf {
     natCheck: natCheck as NatCheckChoice,
     sockBypass,
     sockBypassCgroup,
+    serviceTranslation,
+    serviceTranslationCgroup,
   };
+}
+
+/** A cgroup v2 directory named in the config: an absolute path that cannot climb out. */
+function cgroupField(raw: Record<string, unknown>, name: string): string | undefined {
+  const dir = stringField(raw, name);
+  if (dir !== undefined && (!dir.startsWith("/") || dir.split("/").includes(".."))) {
+    throw invalidConfig(`"${name}" must be an absolute path without ".."; got "${dir}"`);
+  }
+  return dir;
 }
 
 /** The annotation from runtimeConfig, if the runtime sent pod annotations at all. */

@@ -117,7 +117,7 @@ async function addPod(inv: Invocation): Promise<Result> {
       addresses,
       bandwidth,
       egress,
-      netnsCookie: conf.fastPath.sockBypass ? podNetnsCookie(ns) : undefined,
+      netnsCookie: conf.fastPath.sockBypass || conf.fastPath.serviceTranslation ? podNetnsCookie(ns) : undefined,
     });
     await failpoint("fastpath-attached");
 

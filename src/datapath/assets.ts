@@ -1,16 +1,18 @@
 /**
  * This build's eBPF objects, as the executable carries them (sys/embedded-assets.ts; from
- * dist/bpf when run from source): the node's programs and the socket bypass's.
+ * dist/bpf when run from source): the node's programs, the socket bypass's and Service translation's.
  */
 import { type NodeObjects, nodeObjectsFrom } from "../bpf/index";
 import { readAsset } from "../sys/embedded-assets";
+import type { ServiceTranslationObjects } from "./service-translation";
 import type { SockBypassObjects } from "./sockbypass";
 
 const asset = (file: string) => readAsset(file, `bpf/${file}`);
 
 export const embeddedObjects = (): NodeObjects => nodeObjectsFrom(asset);
 
-export const embeddedSockObject = (): SockBypassObjects => ({
-  object: asset("bpf_sock.o"),
-  epoch: Number(asset("epoch").toString("utf8").trim()) || 0,
-});
+const epoch = () => Number(asset("epoch").toString("utf8").trim()) || 0;
+
+export const embeddedSockObject = (): SockBypassObjects => ({ object: asset("bpf_sock.o"), epoch: epoch() });
+
+export const embeddedSvcObject = (): ServiceTranslationObjects => ({ object: asset("bpf_svc.o"), epoch: epoch() });

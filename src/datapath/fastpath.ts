@@ -60,8 +60,14 @@ import { failpoint } from "../sys/failpoints";
 import { LockTimeoutError, withFileLock } from "../sys/file-lock";
 import { mkdirs } from "../sys/mkdirs";
 import { sha256Hex } from "../sys/sha256";
-import { embeddedObjects, embeddedSockObject } from "./assets";
+import { embeddedObjects, embeddedSockObject, embeddedSvcObject } from "./assets";
 import { pinnedEndpointDevices, withNodeMaps } from "./node-state";
+import {
+  ensureServiceTranslation,
+  forgetServicePods,
+  recordServicePod,
+  servicePodIfindexes,
+} from "./service-translation";
 import { clearSockBypassOff, ensureSockBypass, noteSockBypassOff } from "./sockbypass";
 import type { DeviceKind } from "./types";
 
@@ -78,6 +84,9 @@ export interface FastPathSettings {
   /** Same-node socket bypass (sockbypass.ts); absent = off. */
   sockBypass?: boolean;
   sockBypassCgroup?: string | undefined;
+  /** Service translation (service-translation.ts); absent = off. */
+  serviceTranslation?: boolean;
+  serviceTranslationCgroup?: string | undefined;
 }
 
 export interface Uplink {
@@ -103,7 +112,8 @@ export interface FastPathEndpoint {
   /** How its egress limit is enforced (datapath/shaping.ts); absent: policed. */
   egress?: EgressEnforcement | undefined;
   /** Its network namespace's cookie (SO_NETNS_COOKIE): the socket bypass admits only
-   * sockets of that namespace. Absent: none of its sockets is spliced. */
+   * sockets of that namespace, and Service translation acts only for them. Absent: none
+   * of its sockets is spliced or translated. */
   netnsCookie?: bigint | undefined;
 }
 
@@ -168,8 +178,11 @@ export function attachEndpoint(settings: FastPathSettings, uplink: Uplink | unde
           noteSockBypassOff(root, { cgroup: settings.sockBypassCgroup, reason });
         }
       }
+      if (settings.serviceTranslation) {
+        ensureServiceTranslation(root, embeddedSvcObject(), settings.serviceTranslationCgroup);
+      }
       const program = settings.enabled ? node.programs.fromPod : node.programs.sourceCheck;
-      attachPod(root, node, ep, program, settings.sockBypass === true);
+      attachPod(root, node, ep, program, settings);
     } finally {
       node.close();
     }
@@ -188,7 +201,7 @@ function attachPod(
   node: NodePrograms,
   ep: FastPathEndpoint,
   program: BpfProgram,
-  sockBypass: boolean,
+  settings: Pick<FastPathSettings, "sockBypass" | "serviceTranslation">,
 ): void {
   createFlowTable(node.maps.flows, ep.hostIfindex);
   // An entry left by an earlier holder of the ifindex must not limit this pod.
@@ -210,8 +223,17 @@ function attachPod(
   }
   // The socket bypass splices TCP past every hook that enforces rate limits: a limited
   // pod's sockets stay on the packet path.
-  const bypass = sockBypass && !ep.bandwidth;
+  const bypass = settings.sockBypass === true && !ep.bandwidth;
   if (bypass) recordSockNamespace(root, ep);
+  if (settings.serviceTranslation) {
+    if (ep.netnsCookie === undefined) {
+      throw new CniError(
+        ErrorCode.PluginNotAvailable,
+        `"serviceTranslation" cannot run on this node: the kernel does not say a namespace's cookie (SO_NETNS_COOKIE, Linux 5.14)`,
+      );
+    }
+    recordServicePod(root, ep.hostIfindex, ep.netnsCookie);
+  }
   for (const cidr of ep.addresses) {
     node.endpoints.upsert(hostPrefix(cidr).address, {
       hostIfindex: ep.hostIfindex,
@@ -351,6 +373,7 @@ export async function removeEndpoint(
         forgetIfindex(maps, hostIfindex);
         // After the entries: from here on no new socket of the pod enters the sockhash.
         forgetSockets(root, removed, [hostIfindex]);
+        forgetServicePods(root, [hostIfindex]);
       }
       if (dead) removeDead(root, maps, dead);
     }),
@@ -405,7 +428,7 @@ export async function pruneDeadEndpoints(
 async function deadEndpointState(root: string, liveIfindexes: () => Promise<ReadonlySet<number>>): Promise<DeadState> {
   const listed = withNodeMaps(root, (maps) => ({
     entries: [...new EndpointMap(maps.endpoints).list()].map(([ip, e]): [string, number] => [ip, e.hostIfindex]),
-    ifindexes: podStateHolders(maps.perPod),
+    ifindexes: [...new Set([...podStateHolders(maps.perPod), ...servicePodIfindexes(root)])],
   })) ?? { entries: [], ifindexes: [] };
   // An ADD may create its device and write its entries right here: its entries are not in
   // `listed`, so they are safe however late its device shows in `live`.
@@ -425,6 +448,7 @@ function removeDead(root: string, maps: EndpointMaps, dead: DeadState): string[]
   }
   for (const ifindex of dead.ifindexes) forgetIfindex(maps, ifindex);
   forgetSockets(root, new Set(removed), dead.ifindexes);
+  forgetServicePods(root, dead.ifindexes);
   return removed;
 }
 

@@ -52,6 +52,17 @@ describe("parseNetConf", () => {
     expect(on.fastPath).toMatchObject({ sockBypass: true, sockBypassCgroup: "/sys/fs/cgroup/pods" });
   });
 
+  it("leaves Service translation off unless asked, on the node's cgroup v2 root unless told", () => {
+    expect(parseNetConf(JSON.stringify(good)).fastPath).toMatchObject({
+      serviceTranslation: false,
+      serviceTranslationCgroup: undefined,
+    });
+    const on = parseNetConf(
+      JSON.stringify({ ...good, serviceTranslation: true, serviceTranslationCgroup: "/sys/fs/cgroup/pods" }),
+    );
+    expect(on.fastPath).toMatchObject({ serviceTranslation: true, serviceTranslationCgroup: "/sys/fs/cgroup/pods" });
+  });
+
   it("picks the highest supported version from a conflist's cniVersions", () => {
     const { cniVersion, ...rest } = good;
     expect(parseNetConf(JSON.stringify({ ...rest, cniVersions: ["0.3.1", "1.0.0", "9.9.9"] })).cniVersion).toBe(
@@ -73,6 +84,9 @@ describe("parseNetConf", () => {
     ["unknown datapath", { ...good, datapath: "bridge" }, 7],
     ["unknown netkit mode", { ...good, mode: "l4" }, 7],
     ["fastPath not a boolean", { ...good, fastPath: "yes" }, 7],
+    ["serviceTranslation not a boolean", { ...good, serviceTranslation: 1 }, 7],
+    ["serviceTranslationCgroup relative", { ...good, serviceTranslationCgroup: "pods" }, 7],
+    ["serviceTranslationCgroup climbing out", { ...good, serviceTranslationCgroup: "/sys/fs/cgroup/../x" }, 7],
     ["relative bpffsRoot", { ...good, bpffsRoot: "bpf/x" }, 7],
     ["bpffsRoot escaping with ..", { ...good, bpffsRoot: "/sys/fs/bpf/../../etc" }, 7],
     ["hostInterface with a slash", { ...good, hostInterface: "eth0/1" }, 7],

@@ -50,6 +50,7 @@ const facts = (): NodeStatus => ({
     unavailable: undefined,
     off: undefined,
   },
+  serviceTranslation: { links: 0, pods: 0, services: 0, backends: 0, counters: undefined },
   bandwidth: { limited: 0, modes: {}, pacingOff: [] },
   drops: {
     pods: { spoofed: 3, tagged: 1, ethertype: 0, unparsable: 0, limit: 0, rewrite: 0 },
@@ -79,6 +80,7 @@ describe("formatStatus", () => {
       "                a full non-LRU map evicts nothing (inserts fail); the LRU flow tables evict their oldest",
       "uplink link     uplink/eth0/ingress: link 3, program 13, on eth0",
       `socket bypass   off (no pod of a network with "sockBypass": true yet)`,
+      `services        not translated (no pod of a network with "serviceTranslation": true yet)`,
       "rate limits     0 pods",
       "refused         by pods: spoofed:3,tagged:1",
       "refused         from the wire on eth0: none",
@@ -128,6 +130,20 @@ describe("formatStatus", () => {
     s.sockBypass.refusedNetns = 2;
     expect(formatStatus(s)).toMatch(
       /; 2 sockets spliced; refused: 104 over a pod's bound of 4096, 2 from another network namespace$/m,
+    );
+  });
+
+  it("says how many pods, Services and backends are translated, and what the programs counted", () => {
+    const s = facts();
+    s.serviceTranslation = {
+      links: 8,
+      pods: 3,
+      services: 2,
+      backends: 4,
+      counters: { translated: 10n, refused: 1n, reversed: 5n, unsure: 0n },
+    };
+    expect(formatStatus(s)).toMatch(
+      /^services +translated at connect for 3 pods: 2 Services, 4 backends; 10 translated, 1 refused \(no backend\), 5 shown back, 0 left to the stack$/m,
     );
   });
 

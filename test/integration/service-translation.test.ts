@@ -1,0 +1,213 @@
+/**
+ * Service translation through the real executable ("serviceTranslation": true): pods
+ * made by ADD on two nodes, Services written into the node's tables as their one writer
+ * does (bpf/svc-table.ts), clients (tools/svcpeer.py) run in a pod's namespace and in a
+ * cgroup of the test's own, which the network's "serviceTranslationCgroup" names.
+ *
+ * Nothing routes the ClusterIPs (no kube-proxy rules here): a connect that is not
+ * translated fails with ENETUNREACH, so only translation can reach a backend.
+ */
+import { spawn, spawnSync } from "node:child_process";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { openSvcMaps, type ServiceEntry, ServiceTable, svcTables } from "../../src/bpf/index";
+import { countersOf } from "../../src/datapath/node-state";
+import { cgroup2Root } from "../../src/datapath/sockbypass";
+import { ceiling } from "../support/ceiling";
+import { BINARY, Fixture, pluginLinks, runPlugin, uniqueName } from "../support/harness";
+import { addPod, type ClusterNode, delPod, ifindexOf, makeCluster, type Pod } from "../support/topology";
+
+const PEER = path.resolve(__dirname, "tools/svcpeer.py");
+
+let fx: Fixture;
+let nodes: [ClusterNode, ClusterNode];
+let cgroup: string;
+
+beforeEach(() => {
+  const root = cgroup2Root();
+  if (!root) throw new Error("no cgroup v2 hierarchy on this machine");
+  cgroup = path.join(root, uniqueName("nkt-svc"));
+  fs.mkdirSync(cgroup);
+  fx = new Fixture();
+  nodes = makeCluster(fx, { serviceTranslation: true, serviceTranslationCgroup: cgroup });
+});
+
+afterEach(() => {
+  fx.cleanup();
+  for (let i = 0; i < 100 && fs.existsSync(cgroup); i++) {
+    try {
+      fs.rmdirSync(cgroup);
+    } catch {
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 50);
+    }
+  }
+});
+
+/** svcpeer in `pod`'s namespace and the test's cgroup: what it printed. */
+function client(pod: Pod, ...args: string[]): string {
+  const r = spawnSync(
+    "sh",
+    [
+      "-c",
+      `echo $$ > ${cgroup}/cgroup.procs && exec nsenter --net=/run/netns/${pod.netns} python3 ${PEER} "$@"`,
+      "peer",
+      ...args,
+    ],
+    { encoding: "utf8", timeout: ceiling(60_000) },
+  );
+  if (r.status !== 0) throw new Error(`svcpeer ${args.join(" ")}: ${r.stderr}`);
+  return r.stdout.trim();
+}
+
+/** A backend pod answering as `name` on port 8080 of both its addresses. */
+async function backend(node: ClusterNode, name: string): Promise<Pod> {
+  const pod = addPod(fx, node, name);
+  const child = spawn("nsenter", [`--net=/run/netns/${pod.netns}`, "python3", PEER, "serve", name, "8080"], {
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  fx.processes.push({ kill: () => child.kill("SIGKILL") });
+  await new Promise<void>((resolve, reject) => {
+    child.stdout.once("data", () => resolve());
+    child.once("exit", (code) => reject(new Error(`server ${name} exited with ${code}`)));
+  });
+  return pod;
+}
+
+/** Writes Services into `node`'s tables, as the agent would. */
+function writeServices(node: ClusterNode, ...entries: ServiceEntry[]): void {
+  const maps = openSvcMaps(node.bpffsRoot);
+  if (!maps) throw new Error(`node ${node.name} has no Service tables`);
+  try {
+    const table = new ServiceTable(svcTables(maps));
+    for (const entry of entries) table.write(entry);
+  } finally {
+    maps.close();
+  }
+}
+
+const netnsEntries = (node: ClusterNode): number => {
+  const maps = openSvcMaps(node.bpffsRoot);
+  try {
+    return maps ? maps.netns.countKeys() : 0;
+  } finally {
+    maps?.close();
+  }
+};
+
+describe("Service translation, pods made by the plugin", () => {
+  it("takes a client pod to backends on both nodes, in both families, TCP and UDP, showing the ClusterIP", async () => {
+    const [a, b] = nodes;
+    const b1 = await backend(a, "b1");
+    const b2 = await backend(b, "b2");
+    const cli = addPod(fx, a, "cli");
+    for (const [ip, family] of [
+      ["10.96.0.10", "v4"],
+      ["fd00:96::10", "v6"],
+    ] as const) {
+      const backends = [b1, b2].map((p) => ({ ip: p[family], port: 8080 }));
+      for (const node of nodes) {
+        writeServices(
+          node,
+          { frontend: { ip, port: 80, protocol: "TCP" }, backends },
+          { frontend: { ip, port: 53, protocol: "UDP" }, backends },
+        );
+      }
+      const lines = client(cli, "tcp", ip, "80", "16").split("\n");
+      for (const line of lines) expect(line).toMatch(new RegExp(`^b[12] .* \\| peer ${ip}:80$`));
+      expect(new Set(lines.map((l) => l.split(" ")[0]))).toEqual(new Set(["b1", "b2"]));
+      // The backend saw the client pod's own address: no NAT on the way.
+      expect(lines[0]).toContain(` ${cli[family]}:`);
+      expect(client(cli, "udp", ip, "53")).toMatch(new RegExp(`^b[12] ${cli[family]}:\\d+ \\| from ${ip}:53$`));
+    }
+  });
+
+  it("takes the translated flow on the fast path: a pod-to-pod flow from its first packet", async () => {
+    const [a] = nodes;
+    const b1 = await backend(a, "b1");
+    const cli = addPod(fx, a, "cli");
+    writeServices(a, {
+      frontend: { ip: "10.96.0.10", port: 80, protocol: "TCP" },
+      backends: [{ ip: b1.v4, port: 8080 }],
+    });
+    const before = countersOf(a.bpffsRoot, ifindexOf(a.netns, cli.hostDevice));
+    expect(client(cli, "tcp", "10.96.0.10", "80", "4").split("\n")).toHaveLength(4);
+    const after = countersOf(a.bpffsRoot, ifindexOf(a.netns, cli.hostDevice));
+    if (!before || !after) throw new Error("no counters");
+    expect(after.redirectedLocal - before.redirectedLocal).toBeGreaterThan(0n);
+  });
+
+  it("leaves pods of a network without translation, and the node's own sockets, alone", async () => {
+    const [a] = nodes;
+    const b1 = await backend(a, "b1");
+    const ipam = a.conf.ipam as Record<string, unknown>;
+    const plain = addPod(fx, a, "plain", {
+      ...a.conf,
+      name: "plain",
+      serviceTranslation: false,
+      ipam: {
+        ...ipam,
+        ranges: [
+          [{ subnet: a.podSubnet4, rangeStart: "10.221.1.200", rangeEnd: "10.221.1.250" }],
+          [{ subnet: a.podSubnet6, rangeStart: "fd21:1::200", rangeEnd: "fd21:1::250" }],
+        ],
+      },
+    });
+    writeServices(a, {
+      frontend: { ip: "10.96.0.10", port: 80, protocol: "TCP" },
+      backends: [{ ip: b1.v4, port: 8080 }],
+    });
+    expect(client(plain, "tcp", "10.96.0.10", "80")).toBe("error ENETUNREACH");
+    const node = { netns: a.netns } as Pod;
+    expect(client(node, "tcp", "10.96.0.10", "80")).toMatch(/^error (ENETUNREACH|ECONNREFUSED|ETIMEDOUT)$/);
+  });
+
+  it("refuses a Service without ready backends with ECONNREFUSED", () => {
+    const [a] = nodes;
+    const cli = addPod(fx, a, "cli");
+    writeServices(a, { frontend: { ip: "10.96.0.20", port: 80, protocol: "TCP" }, backends: [] });
+    expect(client(cli, "tcp", "10.96.0.20", "80")).toBe("error ECONNREFUSED");
+    // status says so, as an admin reads it.
+    const status = spawnSync(
+      "nsenter",
+      [`--net=/run/netns/${a.netns}`, BINARY, "status", "--bpffs-root", a.bpffsRoot],
+      {
+        encoding: "utf8",
+      },
+    ).stdout;
+    expect(status).toMatch(
+      /^services +translated at connect for 1 pods: 1 Services, 0 backends; 0 translated, 1 refused/m,
+    );
+  });
+
+  it("forgets a pod's namespace at DEL, and GC forgets one whose DEL never came", () => {
+    const [a] = nodes;
+    const one = addPod(fx, a, "one");
+    const two = addPod(fx, a, "two");
+    expect(netnsEntries(a)).toBe(2);
+    expect(delPod(one).status).toBe(0);
+    expect(netnsEntries(a)).toBe(1);
+    // The runtime lost the pod: its namespace goes, its DEL never comes.
+    fx.deleteNetns(two.netns);
+    const gc = runPlugin(a.netns, "GC", {}, { ...a.conf, "cni.dev/valid-attachments": [] });
+    expect(gc.status).toBe(0);
+    expect(netnsEntries(a)).toBe(0);
+  });
+
+  it("fails an ADD it cannot serve with code 50, leaving nothing behind", () => {
+    const [a] = nodes;
+    const notCgroup = fx.tempDir("nkt-notcg-");
+    const conf = { ...a.conf, serviceTranslationCgroup: notCgroup };
+    const netns = fx.makeNetns("nkp");
+    const add = runPlugin(
+      a.netns,
+      "ADD",
+      { containerId: "refused", netns: `/run/netns/${netns}`, ifname: "eth0" },
+      conf,
+    );
+    expect(add.status).not.toBe(0);
+    expect(add.json).toMatchObject({ code: 50 });
+    expect(String(add.json?.msg)).toContain("not a cgroup v2 directory");
+    expect(pluginLinks(a.netns)).toEqual([]);
+  });
+});
