@@ -21,7 +21,7 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { sha256Hex } from "../sys/sha256";
-import { type Counters, MAP_NAMES, PROGRAM_NAMES, RETIRED_MAP_NAMES } from "./abi";
+import { type Counters, MAP_NAMES, PROGRAM_NAMES } from "./abi";
 import { resolveKernelFunctions } from "./btf";
 import { setNetworkClusterCidrs } from "./cluster";
 import { readCounters } from "./counters";
@@ -125,8 +125,7 @@ export interface NodeProgramsOptions {
   network?: string;
 }
 
-/** A pinned program set: `<epoch>-<hash>-<variant>` (bpffs refuses dots in names); older
- * builds pinned `<hash>` alone. */
+/** A pinned program set: `<epoch>-<hash>-<variant>` (bpffs refuses dots in names). */
 export interface ProgramSet {
   dir: string;
   epoch: number;
@@ -139,11 +138,10 @@ const SET_NAME = /^(\d+)-([0-9a-f]+)-(conntrack|memory)$/;
 export function pinnedProgramSets(bpffsRoot: string): ProgramSet[] {
   const root = programsRoot(bpffsRoot);
   if (!fs.existsSync(root)) return [];
-  return fs.readdirSync(root).map((name): ProgramSet => {
+  return fs.readdirSync(root).flatMap((name): ProgramSet[] => {
     const m = SET_NAME.exec(name);
-    // A set from before epochs existed is older than any build that has them.
-    if (!m) return { dir: path.join(root, name), epoch: -1, build: name, natCheck: "memory" };
-    return { dir: path.join(root, name), epoch: Number(m[1]), build: `${m[1]}-${m[2]}`, natCheck: m[3] as NatCheck };
+    if (!m) return [];
+    return [{ dir: path.join(root, name), epoch: Number(m[1]), build: `${m[1]}-${m[2]}`, natCheck: m[3] as NatCheck }];
   });
 }
 
@@ -173,7 +171,6 @@ export function loadNodePrograms(bpffsRoot: string, objects: NodeObjects, option
       node = loadAndPinNode(bpffsRoot, build, objects, options.natChecks ?? NAT_CHECKS, opened);
       loaded = true;
       removeOlderSets(bpffsRoot, objects.epoch, build);
-      removeRetiredMaps(bpffsRoot);
     }
     setNetworkClusterCidrs(bpffsRoot, node.maps.cluster, options);
     return {
@@ -367,11 +364,6 @@ function removeOlderSets(bpffsRoot: string, epoch: number, keep: string): void {
   for (const set of pinnedProgramSets(bpffsRoot)) {
     if (set.build !== keep && set.epoch <= epoch) fs.rmSync(set.dir, { recursive: true, force: true });
   }
-}
-
-/** Maps only older builds used: their programs hold them while still attached. */
-function removeRetiredMaps(bpffsRoot: string): void {
-  for (const name of RETIRED_MAP_NAMES) unpin(mapPin(bpffsRoot, name));
 }
 
 /**
