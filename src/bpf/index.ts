@@ -35,7 +35,6 @@ export {
 export { setNetworkClusterCidrs } from "./cluster";
 export { readCounters, readDrops } from "./counters";
 export {
-  clearFlowTable,
   createFlowTable,
   DIRECT_TABLE_SPEC,
   flowTableOwners,
