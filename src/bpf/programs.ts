@@ -84,6 +84,9 @@ function sectionAttachType(section: string): number | undefined {
   return section === RELEASE_SECTION ? BPF_ATTACH_TYPE.CGROUP_INET_SOCK_RELEASE : undefined;
 }
 
+/** An error's first line: a refused load's message goes on with the verifier's log. */
+export const firstLine = (e: unknown) => String((e as Error).message ?? e).split("\n")[0];
+
 export function loadProgram(spec: ProgramSpec, options: LoadOptions): BpfProgram {
   const insns = relocate(spec, options.maps);
   const fdArray = linkKernelFunctions(spec, insns, options.kernelFunctions ?? new Map());

@@ -29,7 +29,7 @@ import { readObject } from "./elf";
 import { mapPin, sockProgramsRoot } from "./layout";
 import { BpfMap } from "./maps";
 import { openOrCreatePinnedMap } from "./pinned-map";
-import { openPin, pinExists, pinObject, unpin } from "./pins";
+import { openPin, pinExists, replacePin } from "./pins";
 import { BpfProgram, loadProgram } from "./programs";
 
 export interface SockMaps {
@@ -139,10 +139,7 @@ export function loadSockPrograms(bpffsRoot: string, object: Buffer, epoch: numbe
         release: load(SOCK_PROGRAM_NAMES.release),
       };
       const dir = path.join(sockProgramsRoot(bpffsRoot), build);
-      for (const program of Object.values(programs)) {
-        unpin(path.join(dir, program.name));
-        pinObject(program.fd, path.join(dir, program.name));
-      }
+      for (const program of Object.values(programs)) replacePin(program.fd, path.join(dir, program.name));
       loaded = true;
       for (const set of pinnedSockSets(bpffsRoot)) {
         if (set.build !== build && set.epoch <= epoch) fs.rmSync(set.dir, { recursive: true, force: true });

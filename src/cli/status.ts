@@ -36,7 +36,7 @@ import {
   sockRoot,
   uplinkRoot,
 } from "../bpf/index";
-import { conntrackUnavailable } from "../bpf/node";
+import { conntrackUnavailable } from "../bpf/kernel-probe";
 import { listBypassedSockets, openSockMaps } from "../bpf/sock";
 import { readSockPod, sockPodIfindexes } from "../bpf/sock-pods";
 import { AF_INET, AF_INET6 } from "../cni/address";

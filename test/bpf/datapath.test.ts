@@ -19,7 +19,8 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { Counters } from "../../src/bpf/abi";
 import { createFlowTable, listEndpointFlows, readFlowStats, removeFlowTable } from "../../src/bpf/direct";
-import { conntrackUnavailable, loadNodePrograms, type NatCheck, type NodePrograms } from "../../src/bpf/node";
+import { conntrackUnavailable } from "../../src/bpf/kernel-probe";
+import { loadNodePrograms, type NatCheck, type NodePrograms } from "../../src/bpf/node";
 import type { BpfProgram } from "../../src/bpf/programs";
 import { inNetns } from "../../src/sys/netns";
 import { TestBpffs } from "./helpers/bpffs";
