@@ -46,6 +46,7 @@ export {
 } from "./direct";
 export { type MapSpec, type ObjectSpec, type ProgramSpec, readObject } from "./elf";
 export { type EndpointEntry, EndpointMap } from "./endpoints";
+export { conntrackUnavailable } from "./kernel-probe";
 export {
   ENDPOINT_PINS,
   endpointDir,

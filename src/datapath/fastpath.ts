@@ -18,7 +18,6 @@
 
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { EndpointMap } from "../bpf/endpoints";
 import {
   attachNetkit,
   attachTcx,
@@ -28,6 +27,7 @@ import {
   deletePodLimits,
   deleteSockCounters,
   type EgressEnforcement,
+  EndpointMap,
   type EndpointMaps,
   endpointDir,
   endpointPin,

@@ -1,7 +1,8 @@
 /**
  * The embedded IPAM, used when `ipam.type` is "netkit-cni": host-local's behaviour and
  * on-disk store without exec'ing another binary. The verbs' IPAM halves live here:
- * allocate (ADD), release (DEL), check (CHECK), gc (GC), status (STATUS).
+ * allocate (ADD), release (DEL), check (CHECK), gc (GC), status (STATUS). The folder's one
+ * face: its config and holders.ts are re-exported here for the rest of src/.
  * Everything is synchronous and every change happens under the store's lock, which every
  * ADD and DEL on the node waits for: a lookup that reads every reservation (what does this
  * attachment hold?) is done before taking it and confirmed under it. Errors carry
@@ -30,6 +31,7 @@ export {
   parseIpamConfig,
   type RangeSet,
 } from "./config";
+export { HOST_LOCAL, type Holder, hostLocalStoreDir, knownTo, listHolders } from "./holders";
 
 function storeOf(cfg: EmbeddedIpamConfig): IpStore {
   return new IpStore(cfg.storeDir, cfg.lockTimeoutMs);
