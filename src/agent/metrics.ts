@@ -10,7 +10,7 @@
  */
 import * as fs from "node:fs";
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
-import { pinnedMapOccupancy } from "../bpf/occupancy";
+import { pinnedMapOccupancy } from "../bpf/index";
 import { listEndpoints } from "../cli/endpoints";
 import { agentLog } from "./log";
 import type { PeerState } from "./route-plan";

@@ -17,9 +17,6 @@ export const MAP_NAMES = {
   bandwidth: "nkc_bandwidth",
 } as const;
 
-/** Maps that older builds pinned and this one no longer uses (removed after an upgrade). */
-export const RETIRED_MAP_NAMES = ["nkc_flows", "nkc_clients", "nkc_direct"] as const;
-
 export const PROGRAM_NAMES = {
   fromPod: "nkc_from_pod",
   sourceCheck: "nkc_src_check",
@@ -52,8 +49,6 @@ export const SOCK_MAP_NAMES = {
   admitted: "nkc_sock_admitted",
   cookies: "nkc_sock_cookies",
 } as const;
-/** Bypass maps older builds pinned and this one no longer uses (removed when it loads). */
-export const RETIRED_SOCK_MAP_NAMES = ["nkc_sock_state"] as const;
 export const SOCK_PROGRAM_NAMES = {
   sockOps: "nkc_sockops",
   skMsg: "nkc_sk_msg",

@@ -130,11 +130,6 @@ export function flowTableSize(maps: FlowTableMaps, hostIfindex: number): number 
   return listEndpointFlows(maps, hostIfindex)?.length;
 }
 
-/** Empties the endpoint's table (tests, and an admin resetting the memory). */
-export function clearFlowTable(maps: FlowTableMaps, hostIfindex: number): void {
-  withEndpointTable(maps, hostIfindex, (table) => drain(table));
-}
-
 /** Runs `fn` on the endpoint's table with the generation its entries must carry;
  * undefined when the endpoint holds none. */
 export function withEndpointTable<T>(

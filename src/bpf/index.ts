@@ -35,7 +35,6 @@ export {
 export { setNetworkClusterCidrs } from "./cluster";
 export { readCounters, readDrops } from "./counters";
 export {
-  clearFlowTable,
   createFlowTable,
   DIRECT_TABLE_SPEC,
   flowTableOwners,
@@ -47,6 +46,7 @@ export {
 } from "./direct";
 export { type MapSpec, type ObjectSpec, type ProgramSpec, readObject } from "./elf";
 export { type EndpointEntry, EndpointMap } from "./endpoints";
+export { conntrackUnavailable } from "./kernel-probe";
 export {
   ENDPOINT_PINS,
   endpointDir,

@@ -29,8 +29,7 @@ export const uplinkPin = (root: string, ifname: string, direction: "ingress" | "
 export const FROM_POD_PIN = "from_pod";
 /** A pod with an ingress limit also has nkc_pod_ingress on its host device's transmit. */
 export const INGRESS_LIMIT_PIN = "ingress_limit";
-/** The pins every endpoint has; pods added by older versions also have a to_pod pin, which
- * goes with the directory at DEL and GC. */
+/** The pins every endpoint has. */
 export const ENDPOINT_PINS = [FROM_POD_PIN] as const;
 
 export const endpointsRoot = (root: string) => path.join(root, "endpoints");

@@ -21,19 +21,19 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { sha256Hex } from "../sys/sha256";
-import { type Counters, MAP_NAMES, PROGRAM_NAMES, RETIRED_MAP_NAMES } from "./abi";
-import { resolveKernelFunctions } from "./btf";
+import { type Counters, MAP_NAMES, PROGRAM_NAMES } from "./abi";
 import { setNetworkClusterCidrs } from "./cluster";
 import { readCounters } from "./counters";
 import { DIRECT_TABLE_SPEC, type FlowTableMaps } from "./direct";
 import { type MapSpec, type ObjectSpec, readObject } from "./elf";
 import { EndpointMap } from "./endpoints";
+import { resolveConntrackFunctions } from "./kernel-probe";
 import { mapPin, programsRoot } from "./layout";
 import { BpfMap, specMismatches } from "./maps";
 import { openOrCreatePinnedMap } from "./pinned-map";
-import { ensureBpffs, openPin, pinObject, unpin } from "./pins";
+import { ensureBpffs, openPin, replacePin } from "./pins";
 import { POD_MAP_NAMES } from "./pod-maps";
-import { BpfProgram, loadProgram } from "./programs";
+import { BpfProgram, firstLine, loadProgram } from "./programs";
 
 /** How a variant keeps NAT'd flows on the stack; in order of preference. */
 export const NAT_CHECKS = ["conntrack", "memory"] as const;
@@ -56,10 +56,6 @@ export const OBJECT_FILES: Record<NatCheck, { lxc: string; host: string }> = {
   memory: { lxc: "bpf_lxc.o", host: "bpf_host.o" },
 };
 export const EPOCH_FILE = "epoch";
-
-/** The kfuncs the conntrack variant calls, and the module that has them when not built in. */
-const CONNTRACK_KFUNCS = ["bpf_skb_ct_lookup", "bpf_ct_release"];
-const CONNTRACK_MODULE = "nf_conntrack";
 
 /** The node's objects, by their file names, from wherever the build put them (the
  * executable's embedded assets; dist/bpf for the tests). `read` returns undefined for a
@@ -125,8 +121,7 @@ export interface NodeProgramsOptions {
   network?: string;
 }
 
-/** A pinned program set: `<epoch>-<hash>-<variant>` (bpffs refuses dots in names); older
- * builds pinned `<hash>` alone. */
+/** A pinned program set: `<epoch>-<hash>-<variant>` (bpffs refuses dots in names). */
 export interface ProgramSet {
   dir: string;
   epoch: number;
@@ -139,11 +134,10 @@ const SET_NAME = /^(\d+)-([0-9a-f]+)-(conntrack|memory)$/;
 export function pinnedProgramSets(bpffsRoot: string): ProgramSet[] {
   const root = programsRoot(bpffsRoot);
   if (!fs.existsSync(root)) return [];
-  return fs.readdirSync(root).map((name): ProgramSet => {
+  return fs.readdirSync(root).flatMap((name): ProgramSet[] => {
     const m = SET_NAME.exec(name);
-    // A set from before epochs existed is older than any build that has them.
-    if (!m) return { dir: path.join(root, name), epoch: -1, build: name, natCheck: "memory" };
-    return { dir: path.join(root, name), epoch: Number(m[1]), build: `${m[1]}-${m[2]}`, natCheck: m[3] as NatCheck };
+    if (!m) return [];
+    return [{ dir: path.join(root, name), epoch: Number(m[1]), build: `${m[1]}-${m[2]}`, natCheck: m[3] as NatCheck }];
   });
 }
 
@@ -173,7 +167,6 @@ export function loadNodePrograms(bpffsRoot: string, objects: NodeObjects, option
       node = loadAndPinNode(bpffsRoot, build, objects, options.natChecks ?? NAT_CHECKS, opened);
       loaded = true;
       removeOlderSets(bpffsRoot, objects.epoch, build);
-      removeRetiredMaps(bpffsRoot);
     }
     setNetworkClusterCidrs(bpffsRoot, node.maps.cluster, options);
     return {
@@ -264,6 +257,7 @@ function loadAndPinNode(
       const programs = loadVariant(natCheck, parsed[natCheck], byName, opened);
       const dir = path.join(programsRoot(bpffsRoot), `${build}-${natCheck}`);
       for (const [key, name] of Object.entries(PROGRAM_NAMES)) {
+        // Replaced: a half-pinned set from a crashed ADD may be there.
         replacePin(programs[key as keyof typeof PROGRAM_NAMES].fd, path.join(dir, name));
       }
       return { maps: nodeMaps(byName), programs, natCheck, skippedVariants: failures };
@@ -282,7 +276,7 @@ function loadVariant(
   maps: ReadonlyMap<string, BpfMap>,
   opened: { close(): void }[],
 ): LoadedNode["programs"] {
-  const kernel = natCheck === "conntrack" ? resolveKernelFunctions(CONNTRACK_KFUNCS, CONNTRACK_MODULE) : undefined;
+  const kernel = natCheck === "conntrack" ? resolveConntrackFunctions() : undefined;
   try {
     const load = (object: ObjectSpec, name: string) => {
       const spec = object.programs.find((p) => p.name === name);
@@ -308,54 +302,9 @@ export function buildName(objects: NodeObjects): string {
   return `${objects.epoch}-${sha256Hex(parts, 16)}`;
 }
 
-/**
- * Why this kernel cannot run the conntrack variant, or undefined when it looks able to
- * (for `status` and tests; loading is the real test). kfunc calls need a JIT: `jited`
- * says whether a program of ours was JIT-compiled, else a two-instruction program is
- * loaded to find out (net.core.bpf_jit_enable is visible only from the initial network
- * namespace, and absent where the kernel has no JIT). And the conntrack functions must be
- * in the kernel's BTF.
- */
-export function conntrackUnavailable(jited = probeJit()): string | undefined {
-  if (!jited) return "the kernel runs BPF programs without a JIT (kfunc calls need one)";
-  try {
-    resolveKernelFunctions(CONNTRACK_KFUNCS, CONNTRACK_MODULE).close();
-    return undefined;
-  } catch (e) {
-    return firstLine(e);
-  }
-}
-
-/** Does the kernel JIT-compile what we load? Asked of `r0 = 0; exit`. */
-function probeJit(): boolean {
-  const program = loadProgram(
-    {
-      name: "nkc_jit_probe",
-      section: "tc",
-      instructions: Buffer.from([0xb7, 0, 0, 0, 0, 0, 0, 0, 0x95, 0, 0, 0, 0, 0, 0, 0]),
-      relocations: [],
-      kfuncCalls: [],
-    },
-    { license: "GPL", maps: new Map() },
-  );
-  try {
-    return program.jited();
-  } finally {
-    program.close();
-  }
-}
-
-const firstLine = (e: unknown) => String((e as Error).message ?? e).split("\n")[0];
-
 /** The map of maps needs its inner maps' shape, which the ELF definition cannot carry. */
 function withInner(spec: MapSpec): MapSpec {
   return spec.name === MAP_NAMES.flowTables ? { ...spec, inner: DIRECT_TABLE_SPEC } : spec;
-}
-
-/** Pins `fd` at `pin`, replacing what is there (a half-pinned set from a crashed ADD). */
-function replacePin(fd: number, pin: string): void {
-  unpin(pin);
-  pinObject(fd, pin);
 }
 
 /**
@@ -367,11 +316,6 @@ function removeOlderSets(bpffsRoot: string, epoch: number, keep: string): void {
   for (const set of pinnedProgramSets(bpffsRoot)) {
     if (set.build !== keep && set.epoch <= epoch) fs.rmSync(set.dir, { recursive: true, force: true });
   }
-}
-
-/** Maps only older builds used: their programs hold them while still attached. */
-function removeRetiredMaps(bpffsRoot: string): void {
-  for (const name of RETIRED_MAP_NAMES) unpin(mapPin(bpffsRoot, name));
 }
 
 /**

@@ -42,6 +42,12 @@ export function pinObject(fd: number, pinPath: string): void {
   objPin(fd, pinPath);
 }
 
+/** Pins `fd` at `pinPath`, replacing whatever is pinned there. */
+export function replacePin(fd: number, pinPath: string): void {
+  unpin(pinPath);
+  pinObject(fd, pinPath);
+}
+
 /** A new fd for the pinned object. */
 export function openPin(pinPath: string): number {
   return objGet(pinPath);

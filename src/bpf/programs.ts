@@ -98,6 +98,9 @@ export function sectionAttachType(section: string): number | undefined {
   return Object.hasOwn(SOCK_ADDR_SECTIONS, section) ? SOCK_ADDR_SECTIONS[section] : undefined;
 }
 
+/** An error's first line: a refused load's message goes on with the verifier's log. */
+export const firstLine = (e: unknown) => String((e as Error).message ?? e).split("\n")[0];
+
 export function loadProgram(spec: ProgramSpec, options: LoadOptions): BpfProgram {
   const insns = relocate(spec, options.maps);
   const fdArray = linkKernelFunctions(spec, insns, options.kernelFunctions ?? new Map());

@@ -19,7 +19,6 @@ import {
   decodeSockAdmitted,
   decodeSockKey,
   ifindexKey,
-  RETIRED_SOCK_MAP_NAMES,
   SOCK_MAP_NAMES,
   SOCK_PROGRAM_NAMES,
   type SockCounters,
@@ -30,7 +29,7 @@ import { readObject } from "./elf";
 import { mapPin, sockProgramsRoot } from "./layout";
 import { BpfMap } from "./maps";
 import { openOrCreatePinnedMap } from "./pinned-map";
-import { openPin, pinExists, pinObject, unpin } from "./pins";
+import { openPin, pinExists, replacePin } from "./pins";
 import { BpfProgram, loadProgram } from "./programs";
 
 export interface SockMaps {
@@ -76,9 +75,9 @@ const SET_NAME = /^(\d+)-[0-9a-f]+$/;
 export function pinnedSockSets(bpffsRoot: string): SockSet[] {
   const root = sockProgramsRoot(bpffsRoot);
   if (!fs.existsSync(root)) return [];
-  return fs.readdirSync(root).map((build) => {
+  return fs.readdirSync(root).flatMap((build) => {
     const m = SET_NAME.exec(build);
-    return { dir: path.join(root, build), epoch: m ? Number(m[1]) : -1, build };
+    return m ? [{ dir: path.join(root, build), epoch: Number(m[1]), build }] : [];
   });
 }
 
@@ -140,16 +139,11 @@ export function loadSockPrograms(bpffsRoot: string, object: Buffer, epoch: numbe
         release: load(SOCK_PROGRAM_NAMES.release),
       };
       const dir = path.join(sockProgramsRoot(bpffsRoot), build);
-      for (const program of Object.values(programs)) {
-        unpin(path.join(dir, program.name));
-        pinObject(program.fd, path.join(dir, program.name));
-      }
+      for (const program of Object.values(programs)) replacePin(program.fd, path.join(dir, program.name));
       loaded = true;
       for (const set of pinnedSockSets(bpffsRoot)) {
         if (set.build !== build && set.epoch <= epoch) fs.rmSync(set.dir, { recursive: true, force: true });
       }
-      // Older programs still attached keep the maps they use alive until switched.
-      for (const name of RETIRED_SOCK_MAP_NAMES) unpin(mapPin(bpffsRoot, name));
     }
     return {
       maps,

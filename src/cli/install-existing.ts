@@ -9,7 +9,7 @@
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { DEFAULT_DATA_DIR } from "../ipam/config";
+import { DEFAULT_DATA_DIR } from "../ipam/index";
 
 /** Plugin types whose pods survive a swap to netkit-cni. */
 const REPLACEABLE = new Set(["bridge", "ptp"]);

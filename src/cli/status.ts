@@ -15,30 +15,32 @@
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { SOCK_PER_POD } from "../bpf/abi";
 import {
   BpfLink,
   BpfProgram,
   buildName,
+  conntrackUnavailable,
   DROP_REASONS,
   type Drops,
   endpointDir,
   isBpffs,
+  listBypassedSockets,
   MAP_NAMES,
   type MapOccupancy,
   mapPin,
   mapsDir,
   type NatCheck,
   openPin,
+  openSockMaps,
   PROGRAM_NAMES,
   pinnedProgramSets,
+  readSockPod,
+  SOCK_PER_POD,
+  sockPodIfindexes,
   sockProgramsRoot,
   sockRoot,
   uplinkRoot,
 } from "../bpf/index";
-import { conntrackUnavailable } from "../bpf/node";
-import { listBypassedSockets, openSockMaps } from "../bpf/sock";
-import { readSockPod, sockPodIfindexes } from "../bpf/sock-pods";
 import { AF_INET, AF_INET6 } from "../cni/address";
 import { embeddedObjects } from "../datapath/assets";
 import { isOurProxy } from "../datapath/coexist-plan";

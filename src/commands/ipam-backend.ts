@@ -8,8 +8,8 @@ import type { Attachment, IpamConf } from "../cni/config";
 import { type DelegateTarget, delegateAdd, delegateCheck, delegateDel, delegateSince110 } from "../cni/delegate";
 import { CniError, ErrorCode, invalidConfig } from "../cni/errors";
 import type { Result } from "../cni/result";
-import { HOST_LOCAL, type Holder, hostLocalStoreDir, knownTo, listHolders } from "../ipam/holders";
 import * as embedded from "../ipam/index";
+import { HOST_LOCAL, type Holder, hostLocalStoreDir, knownTo, listHolders } from "../ipam/index";
 import type { Invocation } from "./invocation";
 
 export interface IpamBackend {

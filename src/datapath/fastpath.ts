@@ -18,7 +18,6 @@
 
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { EndpointMap } from "../bpf/endpoints";
 import {
   attachNetkit,
   attachTcx,
@@ -28,6 +27,7 @@ import {
   deletePodLimits,
   deleteSockCounters,
   type EgressEnforcement,
+  EndpointMap,
   type EndpointMaps,
   endpointDir,
   endpointPin,
@@ -163,7 +163,6 @@ export function attachEndpoint(settings: FastPathSettings, uplink: Uplink | unde
         // A network without the fast path leaves the uplink to those that have it.
         if (uplink && settings.enabled) {
           attachUplink(root, uplink, "ingress", node.programs.hostIn);
-          retireUplinkEgress(root, uplink);
         }
         if (node.loaded) switchEndpoints(root, node);
       }
@@ -291,22 +290,11 @@ export function attachUplink(root: string, uplink: Uplink, direction: "ingress" 
   log.info(`uplink ${uplink.name} ${direction}: attached ${program.name}`);
 }
 
-/** Older builds watched the uplink's egress; nothing needs that any more. Unpinning the
- * link detaches its program, which only recorded flows into a map no program reads. */
-function retireUplinkEgress(root: string, uplink: Uplink): void {
-  const pin = uplinkPin(root, uplink.name, "egress");
-  if (fs.existsSync(pin)) {
-    fs.rmSync(pin, { force: true });
-    log.info(`uplink ${uplink.name} egress: removed the older build's observer`);
-  }
-}
-
 /**
  * Points every pod's pinned link at this build's program of the same kind (the fast
  * path's, or the source check's) with BPF_LINK_UPDATE: the program is replaced in place,
  * with no moment without one. Pods added by older builds get a flow table here (until
- * then they remember nothing: their flows take the stack). Pods of much older builds
- * also have a to_pod link; it only observes, and goes at DEL.
+ * then they remember nothing: their flows take the stack).
  */
 export function switchEndpoints(root: string, node: Pick<NodePrograms, "programs" | "maps">): void {
   const { fromPod, sourceCheck, podIngress } = node.programs;

@@ -4,12 +4,12 @@
  * themselves, all under the node lock, are fastpath.ts's.
  */
 import * as fs from "node:fs";
-import { EndpointMap } from "../bpf/endpoints";
 import {
   type Counters,
   DIRECT_TABLE_SIZE,
   type Drops,
   ENDPOINT_PINS,
+  EndpointMap,
   type EndpointMaps,
   endpointPin,
   endpointsRoot,

@@ -1,8 +1,8 @@
 /**
  * The embedded IPAM, used when `ipam.type` is "netkit-cni": host-local's behaviour and
  * on-disk store without exec'ing another binary. The verbs' IPAM halves live here:
- * allocate (ADD), release (DEL), check (CHECK), gc (GC), status (STATUS), plus
- * listAllocations for tools and tests.
+ * allocate (ADD), release (DEL), check (CHECK), gc (GC), status (STATUS). The folder's one
+ * face: its config and holders.ts are re-exported here for the rest of src/.
  * Everything is synchronous and every change happens under the store's lock, which every
  * ADD and DEL on the node waits for: a lookup that reads every reservation (what does this
  * attachment hold?) is done before taking it and confirmed under it. Errors carry
@@ -31,13 +31,7 @@ export {
   parseIpamConfig,
   type RangeSet,
 } from "./config";
-
-export interface Allocation {
-  ip: string;
-  containerId: string;
-  /** Undefined for legacy reservations that recorded only the container. */
-  ifname: string | undefined;
-}
+export { HOST_LOCAL, type Holder, hostLocalStoreDir, knownTo, listHolders } from "./holders";
 
 function storeOf(cfg: EmbeddedIpamConfig): IpStore {
   return new IpStore(cfg.storeDir, cfg.lockTimeoutMs);
@@ -281,22 +275,4 @@ function storeProblem(dir: string): string | undefined {
     }
     return undefined;
   }
-}
-
-/** Every reservation in the store, ordered by address. */
-export function listAllocations(cfg: EmbeddedIpamConfig): Allocation[] {
-  const store = storeOf(cfg);
-  if (!store.exists()) return [];
-  const all = store.withLock((locked) => [...locked.reservations().values()]);
-  return all
-    .map((r) => ({ ip: r.ip, containerId: r.owner.containerId, ifname: r.owner.ifname }))
-    .sort((a, b) => compareIps(a.ip, b.ip));
-}
-
-function compareIps(a: string, b: string): number {
-  const x = parseAddressOrCidr(a);
-  const y = parseAddressOrCidr(b);
-  if (!x || !y) return a.localeCompare(b);
-  if (x.family !== y.family) return x.family - y.family;
-  return x.value < y.value ? -1 : x.value > y.value ? 1 : 0;
 }

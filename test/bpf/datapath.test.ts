@@ -18,18 +18,13 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { Counters } from "../../src/bpf/abi";
-import {
-  clearFlowTable,
-  createFlowTable,
-  listEndpointFlows,
-  readFlowStats,
-  removeFlowTable,
-} from "../../src/bpf/direct";
-import { conntrackUnavailable, loadNodePrograms, type NatCheck, type NodePrograms } from "../../src/bpf/node";
+import { createFlowTable, listEndpointFlows, readFlowStats, removeFlowTable } from "../../src/bpf/direct";
+import { conntrackUnavailable } from "../../src/bpf/kernel-probe";
+import { loadNodePrograms, type NatCheck, type NodePrograms } from "../../src/bpf/node";
 import type { BpfProgram } from "../../src/bpf/programs";
 import { inNetns } from "../../src/sys/netns";
 import { TestBpffs } from "./helpers/bpffs";
-import { ageFlows, rawEntries, tableId, writeEntries } from "./helpers/flows";
+import { ageFlows, clearFlowTable, rawEntries, tableId, writeEntries } from "./helpers/flows";
 import type { TestNetns } from "./helpers/netns";
 import { DROP, GATEWAY_MAC, makeTestNode, NEXT, POD1, POD2, REDIRECT, REMOTE } from "./helpers/node";
 import { buildObjects } from "./helpers/objects";

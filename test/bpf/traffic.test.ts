@@ -12,11 +12,12 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { clearFlowTable, createFlowTable } from "../../src/bpf/direct";
+import { createFlowTable } from "../../src/bpf/direct";
 import { attachTcx, type BpfLink } from "../../src/bpf/links";
 import { loadNodePrograms, type NodePrograms } from "../../src/bpf/node";
 import { inNetns } from "../../src/sys/netns";
 import { TestBpffs } from "./helpers/bpffs";
+import { clearFlowTable } from "./helpers/flows";
 import { TestNetns } from "./helpers/netns";
 import { buildObjects } from "./helpers/objects";
 

@@ -8,14 +8,10 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { createFlowTable, DIRECT_TABLE_SPEC, flowTableOwners } from "../../src/bpf/direct";
-import { mapsDir } from "../../src/bpf/layout";
+import { flowTableOwners } from "../../src/bpf/direct";
 import { attachTcx, BpfLink } from "../../src/bpf/links";
-import { BpfMap } from "../../src/bpf/maps";
 import { buildName, loadNodePrograms, type NodeObjects } from "../../src/bpf/node";
-import { pinObject } from "../../src/bpf/pins";
 import { attachUplink, switchEndpoints } from "../../src/datapath/fastpath";
-import { BPF_MAP_TYPE } from "../../src/sys/bpf-uapi";
 import { inNetns } from "../../src/sys/netns";
 import { TestBpffs } from "./helpers/bpffs";
 import { TestNetns } from "./helpers/netns";
@@ -140,47 +136,5 @@ it("an older build running beside a newer one uses the newer programs and remove
     } finally {
       older.close();
       newer.close();
-    }
-  }));
-
-it("removes what older builds pinned and this one no longer uses", () =>
-  withBpffs((root) => {
-    // A node as a build from before epochs left it: programs/<hash>, and the path memory.
-    const oldPrograms = path.join(root, "programs", "0123456789abcdef");
-    fs.mkdirSync(oldPrograms, { recursive: true, mode: 0o700 });
-    // ... and the map of per-endpoint tables keyed by ifindex that the table pool replaced.
-    const retired = [
-      BpfMap.create({
-        name: "nkc_flows",
-        type: BPF_MAP_TYPE.LRU_HASH,
-        keySize: 40,
-        valueSize: 4,
-        maxEntries: 16,
-        flags: 0,
-      }),
-      BpfMap.create({
-        name: "nkc_direct",
-        type: BPF_MAP_TYPE.HASH_OF_MAPS,
-        keySize: 4,
-        valueSize: 4,
-        maxEntries: 16,
-        flags: 0,
-        inner: DIRECT_TABLE_SPEC,
-      }),
-    ];
-    try {
-      for (const map of retired) pinObject(map.fd, path.join(mapsDir(root), map.spec.name));
-    } finally {
-      for (const map of retired) map.close();
-    }
-    const node = loadNodePrograms(root, build(100, 1), { clusterCidrs: [] });
-    try {
-      expect(fs.existsSync(oldPrograms)).toBe(false);
-      expect(fs.existsSync(path.join(mapsDir(root), "nkc_flows"))).toBe(false);
-      expect(fs.existsSync(path.join(mapsDir(root), "nkc_direct"))).toBe(false);
-      createFlowTable(node.maps.flows, 1);
-      expect(flowTableOwners(node.maps.flows)).toEqual([1]);
-    } finally {
-      node.close();
     }
   }));

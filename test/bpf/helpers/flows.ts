@@ -36,6 +36,13 @@ export function rawEntries(maps: FlowTableMaps, hostIfindex: number): [Buffer, B
   );
 }
 
+/** Empties the endpoint's table, so that a test starts from a pod that remembers nothing. */
+export function clearFlowTable(maps: FlowTableMaps, hostIfindex: number): void {
+  withEndpointTable(maps, hostIfindex, (table) => {
+    for (const key of [...table.keys()]) table.delete(key);
+  });
+}
+
 /**
  * Writes entries into the endpoint's table as a program would: verbatim (a program that
  * looked the table up under an earlier generation), or with `asOwner` under the

@@ -2,8 +2,8 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { ErrorCode } from "../../../src/cni/errors";
-import { allocate, check, gc, listAllocations, release, status } from "../../../src/ipam/index";
-import { addressesOf, cleanupDirs, cniErrorOf, config, NETWORK, tempDataDir } from "./helpers";
+import { allocate, check, gc, release, status } from "../../../src/ipam/index";
+import { addressesOf, cleanupDirs, cniErrorOf, config, listAllocations, NETWORK, tempDataDir } from "./helpers";
 
 afterEach(cleanupDirs);
 

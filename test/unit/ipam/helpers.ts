@@ -2,8 +2,10 @@
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
+import { parseAddressOrCidr } from "../../../src/cni/address";
 import { CniError } from "../../../src/cni/errors";
 import { type EmbeddedIpamConfig, parseIpamConfig } from "../../../src/ipam/index";
+import { IpStore } from "../../../src/ipam/store";
 
 export const NETWORK = "testnet";
 
@@ -37,3 +39,28 @@ export function cniErrorOf(fn: () => unknown): CniError {
 
 /** The address part of each "ip/len" in a result. */
 export const addressesOf = (ips: { address: string }[]) => ips.map((ip) => ip.address.split("/")[0]);
+
+export interface Allocation {
+  ip: string;
+  containerId: string;
+  /** Undefined for legacy reservations that recorded only the container. */
+  ifname: string | undefined;
+}
+
+/** Every reservation in the store, ordered by address. */
+export function listAllocations(cfg: EmbeddedIpamConfig): Allocation[] {
+  const store = new IpStore(cfg.storeDir, cfg.lockTimeoutMs);
+  if (!store.exists()) return [];
+  const all = store.withLock((locked) => [...locked.reservations().values()]);
+  return all
+    .map((r) => ({ ip: r.ip, containerId: r.owner.containerId, ifname: r.owner.ifname }))
+    .sort((a, b) => compareIps(a.ip, b.ip));
+}
+
+function compareIps(a: string, b: string): number {
+  const x = parseAddressOrCidr(a);
+  const y = parseAddressOrCidr(b);
+  if (!x || !y) return a.localeCompare(b);
+  if (x.family !== y.family) return x.family - y.family;
+  return x.value < y.value ? -1 : x.value > y.value ? 1 : 0;
+}

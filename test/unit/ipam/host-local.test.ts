@@ -6,9 +6,9 @@
 import { spawnSync } from "node:child_process";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { allocate, check, listAllocations, release } from "../../../src/ipam/index";
+import { allocate, check, release } from "../../../src/ipam/index";
 import { IpStore } from "../../../src/ipam/store";
-import { addressesOf, cleanupDirs, config, NETWORK, tempDataDir } from "./helpers";
+import { addressesOf, cleanupDirs, config, listAllocations, NETWORK, tempDataDir } from "./helpers";
 
 const HOST_LOCAL = "/usr/lib/cni/host-local";
 

@@ -10,8 +10,8 @@ import * as path from "node:path";
 import { buildSync } from "esbuild";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { ErrorCode } from "../../../src/cni/errors";
-import { allocate, listAllocations } from "../../../src/ipam/index";
-import { addressesOf, cleanupDirs, cniErrorOf, config, NETWORK, tempDataDir } from "./helpers";
+import { allocate } from "../../../src/ipam/index";
+import { addressesOf, cleanupDirs, cniErrorOf, config, listAllocations, NETWORK, tempDataDir } from "./helpers";
 
 let bundleDir = "";
 let worker = "";
