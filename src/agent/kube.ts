@@ -1,25 +1,28 @@
 /**
- * The agent's view of the Kubernetes API: credentials, and every Node kept current by
+ * The agent's view of the Kubernetes API: credentials, and every object of a kind (Nodes;
+ * Services and EndpointSlices when it translates them) kept current by
  * @kubernetes/client-node's informer (ListWatch): a list, then a watch from the list's
  * resourceVersion; a watch that ends resumes from the last resourceVersion it saw; 410
  * Gone (an ERROR event, or the status of a list) clears it and the informer lists again.
  * Here, on top of the library: bookmarks asked for (so a resumed watch starts from a
  * recent version), watches ended by the server after a while (so a dead connection is
  * noticed), list in chunks, and retries with backoff while the API is unreachable, the
- * last known nodes kept meanwhile.
+ * last known objects kept meanwhile.
  *
  * Only the pieces of the library the agent uses are imported (config, watch, cache): its
  * index pulls in every generated API client, megabytes the agent never runs.
  */
 import * as http from "node:http";
 import * as https from "node:https";
-import type { V1Node, V1NodeList } from "@kubernetes/client-node";
+import type { KubernetesObject, V1EndpointSlice, V1Node, V1Service } from "@kubernetes/client-node";
 import { ListWatch } from "@kubernetes/client-node/dist/cache.js";
 import { KubeConfig } from "@kubernetes/client-node/dist/config.js";
 import { ADD, DELETE, ERROR, UPDATE } from "@kubernetes/client-node/dist/informer.js";
 import { Watch } from "@kubernetes/client-node/dist/watch.js";
 
 const NODES_PATH = "/api/v1/nodes";
+const SERVICES_PATH = "/api/v1/services";
+const ENDPOINT_SLICES_PATH = "/apis/discovery.k8s.io/v1/endpointslices";
 const LIST_CHUNK = 500;
 const MIN_WATCH_INTERVAL_MS = 1000;
 const EMPTY_WATCH_MS = 1000;
@@ -81,24 +84,29 @@ export class ApiError extends Error {
   }
 }
 
-/** Every Node, in chunks; the list's resourceVersion is the first chunk's. */
-export async function listNodes(kc: KubeConfig): Promise<V1NodeList> {
-  const items: V1Node[] = [];
+interface ObjectList<T> {
+  metadata?: { resourceVersion?: string; _continue?: string; continue?: string };
+  items: T[];
+}
+
+/** Every object at `apiPath`, in chunks; the list's resourceVersion is the first chunk's. */
+export async function listAll<T extends KubernetesObject>(kc: KubeConfig, apiPath: string): Promise<ObjectList<T>> {
+  const items: T[] = [];
   let resourceVersion: string | undefined;
   let next = "";
   do {
     const query = new URLSearchParams({ limit: String(LIST_CHUNK) });
     if (next) query.set("continue", next);
-    const page = (await getJson(kc, `${NODES_PATH}?${query}`)) as V1NodeList;
+    const page = (await getJson(kc, `${apiPath}?${query}`)) as ObjectList<T>;
     if (typeof page !== "object" || page === null || !Array.isArray(page.items)) {
-      throw new ApiError(`GET ${NODES_PATH}: not a NodeList`, undefined);
+      throw new ApiError(`GET ${apiPath}: not a list`, undefined);
     }
     resourceVersion ??= page.metadata?.resourceVersion;
     // An item without a name cannot be tracked (the informer keys by it): skipped here.
     items.push(...page.items.filter((n) => typeof n?.metadata?.name === "string"));
-    next = page.metadata?._continue ?? (page.metadata as { continue?: string } | undefined)?.continue ?? "";
+    next = page.metadata?._continue ?? page.metadata?.continue ?? "";
   } while (next);
-  return { apiVersion: "v1", kind: "NodeList", metadata: { resourceVersion }, items };
+  return { metadata: { resourceVersion }, items };
 }
 
 /**
@@ -139,19 +147,20 @@ class BookmarkingWatch extends Watch {
   }
 }
 
-export interface NodeWatchHandlers {
-  /** The set of nodes changed (or a list completed): the current nodes. */
-  changed(nodes: V1Node[]): void;
-  /** A list (first or re-) completed: every node the API has is known now. */
-  listed(nodes: V1Node[]): void;
+export interface WatchHandlers<T> {
+  /** The set of objects changed (or a list completed): the current objects. */
+  changed(objects: T[]): void;
+  /** A list (first or re-) completed: every object the API has is known now. */
+  listed(objects: T[]): void;
   /** A list or watch failed; the watcher retries by itself after `retryInMs`. */
   failed(error: Error, retryInMs: number): void;
 }
 
 export const BACKOFF_MS = { first: 500, max: 30_000 };
 
-export class NodeWatch {
-  private readonly informer: ListWatch<V1Node>;
+/** Every object at one API path, kept current; the handlers hear of each change. */
+export class ResourceWatch<T extends KubernetesObject> {
+  private readonly informer: ListWatch<T>;
   private readonly watch: BookmarkingWatch;
   private backoffMs = BACKOFF_MS.first;
   private retry: NodeJS.Timeout | undefined;
@@ -160,22 +169,23 @@ export class NodeWatch {
 
   constructor(
     kc: KubeConfig,
-    private readonly handlers: NodeWatchHandlers,
+    apiPath: string,
+    private readonly handlers: WatchHandlers<T>,
   ) {
     this.watch = new BookmarkingWatch(kc);
     const list = async () => {
       this.listing = true;
-      return listNodes(kc);
+      return listAll<T>(kc, apiPath);
     };
-    this.informer = new ListWatch<V1Node>(NODES_PATH, this.watch, list, false);
+    this.informer = new ListWatch<T>(apiPath, this.watch, list, false);
     // The informer starts its watch right after it has stored a list's items.
     this.watch.onWatchStart = () => {
       if (!this.listing) return;
       this.listing = false;
       this.backoffMs = BACKOFF_MS.first;
-      this.handlers.listed(this.nodes());
+      this.handlers.listed(this.objects());
     };
-    const changed = () => this.handlers.changed(this.nodes());
+    const changed = () => this.handlers.changed(this.objects());
     this.informer.on(ADD, changed);
     this.informer.on(UPDATE, changed);
     this.informer.on(DELETE, changed);
@@ -205,7 +215,7 @@ export class NodeWatch {
     void this.informer.stop();
   }
 
-  nodes(): V1Node[] {
+  objects(): T[] {
     return [...this.informer.list()];
   }
 
@@ -213,3 +223,19 @@ export class NodeWatch {
     return this.informer.latestResourceVersion();
   }
 }
+
+export class NodeWatch extends ResourceWatch<V1Node> {
+  constructor(kc: KubeConfig, handlers: WatchHandlers<V1Node>) {
+    super(kc, NODES_PATH, handlers);
+  }
+
+  nodes(): V1Node[] {
+    return this.objects();
+  }
+}
+
+export const serviceWatch = (kc: KubeConfig, handlers: WatchHandlers<V1Service>) =>
+  new ResourceWatch<V1Service>(kc, SERVICES_PATH, handlers);
+
+export const endpointSliceWatch = (kc: KubeConfig, handlers: WatchHandlers<V1EndpointSlice>) =>
+  new ResourceWatch<V1EndpointSlice>(kc, ENDPOINT_SLICES_PATH, handlers);

@@ -13,12 +13,14 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import { DEFAULT_BPFFS_ROOT } from "../cni/config";
 import { RtnlSocket } from "../netlink/socket";
-import { loadKubeConfig, NodeWatch } from "./kube";
+import { readAsset } from "../sys/embedded-assets";
+import { endpointSliceWatch, loadKubeConfig, NodeWatch, serviceWatch } from "./kube";
 import { agentLog } from "./log";
 import { AgentMetrics } from "./metrics";
 import { AGENT_USAGE, AgentUsageError, installOptionsFor, parseAgentOptions } from "./options";
 import { Reconciler } from "./reconcile";
 import { boundPort, serve } from "./server";
+import { ServiceSync } from "./services";
 
 /** The loop must get a turn at least this often, or /healthz says it is wedged. */
 const WEDGED_AFTER_MS = 30_000;
@@ -55,18 +57,44 @@ export async function runAgent(argv: string[]): Promise<number> {
     },
   });
 
+  // --service-translation: the Service tables from Services and EndpointSlices.
+  const services = opts.serviceTranslation
+    ? new ServiceSync(bpffsRoot, opts.nodeName, () => readAsset("bpf_svc.o", "bpf/bpf_svc.o"))
+    : undefined;
+  const serviceWatches: { start(): void; stop(): void }[] = [];
+  if (services) {
+    const failed = (what: string) => (e: Error, retryInMs: number) => {
+      metrics.apiErrors.inc();
+      agentLog.warn(`API (${what}): ${e.message}; keeping the last known, retrying in ${retryInMs} ms`);
+    };
+    serviceWatches.push(
+      serviceWatch(kc, {
+        changed: (list) => services.servicesChanged(list, false),
+        listed: (list) => services.servicesChanged(list, true),
+        failed: failed("Services"),
+      }),
+      endpointSliceWatch(kc, {
+        changed: (list) => services.slicesChanged(list, false),
+        listed: (list) => services.slicesChanged(list, true),
+        failed: failed("EndpointSlices"),
+      }),
+    );
+  }
+
   let lastTick = Date.now();
   const tick = setInterval(() => {
     lastTick = Date.now();
   }, 1000);
   const healthy = () =>
     Date.now() - lastTick > WEDGED_AFTER_MS ? `event loop blocked for ${Date.now() - lastTick} ms` : undefined;
-  const server = await serve(opts.metricsAddress, metrics, () => reconciler.status, healthy);
+  const status = () => (services ? { ...reconciler.status, services: services.status } : reconciler.status);
+  const server = await serve(opts.metricsAddress, metrics, status, healthy);
   agentLog.info(
     `netkit-cni agent on node ${opts.nodeName}: API ${kc.getCurrentCluster()?.server}, metrics on port ${boundPort(server)}`,
   );
 
   watch.start();
+  for (const w of serviceWatches) w.start();
   const resync = setInterval(() => reconciler.request(), opts.resyncSeconds * 1000);
 
   // SIGTERM (a rolling update, a node drain): stop watching and serving, leave what was
@@ -78,6 +106,7 @@ export async function runAgent(argv: string[]): Promise<number> {
   clearInterval(resync);
   clearInterval(tick);
   watch.stop();
+  for (const w of serviceWatches) w.stop();
   server.closeAllConnections();
   server.close();
   await reconciler.idle();

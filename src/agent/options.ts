@@ -30,6 +30,9 @@ export interface AgentOptions {
   installArgs: string[];
   /** Copy the executable into the CNI bin dir (once, at start). */
   installBinary: boolean;
+  /** Translate ClusterIP Services at connect time: the conflist asks for it, and the agent
+   * keeps the node's Service tables from the API's Services and EndpointSlices. */
+  serviceTranslation: boolean;
 }
 
 export class AgentUsageError extends Error {}
@@ -47,6 +50,8 @@ InternalIP, masquerades pod traffic leaving the cluster CIDRs, serves metrics.
   --state-dir DIR            the agent's files for the plugin (${DEFAULT_STATE_DIR})
   --resync-seconds N         check routes, masquerade and conflist this often (30)
   --skip-binary              do not copy this executable into the CNI bin dir
+  --service-translation      translate ClusterIP Services at connect time for this node's pods
+                             (watches Services and EndpointSlices; off by default)
 and the conflist options of \`netkit-cni install\`: --bin-dir, --conf-dir, --conf-name,
   --datapath, --network-name, --host-interface, --mtu, --no-portmap, --data-dir, --log-file,
   --bpffs-root, --binary, --force`;
@@ -63,6 +68,7 @@ const AGENT_FLAGS = {
   "state-dir": STRING,
   "resync-seconds": STRING,
   "skip-binary": BOOLEAN,
+  "service-translation": BOOLEAN,
   // Passed on to install:
   "bin-dir": STRING,
   "conf-dir": STRING,
@@ -98,6 +104,7 @@ export function parseAgentOptions(args: string[], env: NodeJS.ProcessEnv, hostna
     clusterCidrs: [],
     installArgs: [],
     installBinary: true,
+    serviceTranslation: false,
   };
   for (const { name, flag, value = "" } of readFlags(args, AGENT_FLAGS, FLAG_ERRORS)) {
     switch (name) {
@@ -132,6 +139,9 @@ export function parseAgentOptions(args: string[], env: NodeJS.ProcessEnv, hostna
       case "skip-binary":
         opts.installBinary = false;
         break;
+      case "service-translation":
+        opts.serviceTranslation = true;
+        break;
       default:
         opts.installArgs.push(value === "" ? `--${name}` : `--${name}=${value}`);
     }
@@ -164,5 +174,6 @@ export function installOptionsFor(opts: AgentOptions, podCidrs: string[]): Insta
   }
   install.skipBinary = !opts.installBinary;
   install.generate.agentStateDir = opts.stateDir;
+  if (opts.serviceTranslation) install.generate.serviceTranslation = true;
   return install;
 }

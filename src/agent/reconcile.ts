@@ -31,6 +31,7 @@ import { type NodeFacts, nodeFacts } from "./node-facts";
 import { type AgentOptions, installOptionsFor } from "./options";
 import { planRoutes, type RoutePlan } from "./route-plan";
 import { connectedRoutes, syncRoutes } from "./routes";
+import type { ServiceSyncStatus } from "./services";
 
 export interface AgentStatus {
   node: string;
@@ -48,6 +49,8 @@ export interface AgentStatus {
   /** Nodes the API sent that the agent could not read (no name), and malformed fields. */
   skipped: string[];
   lastRun: string | undefined;
+  /** With --service-translation: the Service tables' sync (services.ts). */
+  services?: ServiceSyncStatus;
 }
 
 export class Reconciler {

@@ -61,6 +61,8 @@ export {
   sockProgramsRoot,
   sockRoot,
   svcLinkPin,
+  svcProgramsRoot,
+  svcRoot,
   uplinkPin,
   uplinkRoot,
 } from "./layout";
@@ -92,7 +94,7 @@ export {
   pinnedProgramSets,
 } from "./node";
 export { type MapOccupancy, pinnedMapOccupancy } from "./occupancy";
-export { ensureBpffs, isBpffs, openPin, pinExists, pinObject, unpin } from "./pins";
+export { ensureBpffs, ensureBpffsRoot, isBpffs, openPin, pinExists, pinObject, unpin } from "./pins";
 export { forgetPodState, POD_MAP_NAMES, podStateHolders } from "./pod-maps";
 export { BpfProgram, loadProgram, programName, sectionAttachType } from "./programs";
 export {
@@ -113,6 +115,7 @@ export { forgetSockPod, readSockPod, recordSockPod, sockPodIfindexes } from "./s
 export {
   forgetSvcPod,
   loadSvcPrograms,
+  openOrCreateSvcMaps,
   openSvcMaps,
   readSvcCounters,
   recordSvcPod,
@@ -130,4 +133,4 @@ export {
   type SvcHook,
   type SvcProtocol,
 } from "./svc-abi";
-export { type ServiceEntry, ServiceTable } from "./svc-table";
+export { frontendText, type ServiceEntry, ServiceTable } from "./svc-table";

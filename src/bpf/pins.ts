@@ -36,6 +36,13 @@ export function ensureBpffs(root: string): boolean {
   return true;
 }
 
+/** A node's bpffs root made ready: /sys/fs/bpf itself may be unmounted (minimal hosts),
+ * and a root inside it needs it mounted. */
+export function ensureBpffsRoot(root: string): void {
+  if (root.startsWith("/sys/fs/bpf/") && !isBpffs("/sys/fs/bpf")) ensureBpffs("/sys/fs/bpf");
+  ensureBpffs(root);
+}
+
 /** Pins `fd` at `pinPath`, creating parent directories (0700) inside the bpffs. */
 export function pinObject(fd: number, pinPath: string): void {
   mkdirs(path.dirname(pinPath), ROOT_MODE);

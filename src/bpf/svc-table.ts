@@ -64,7 +64,8 @@ interface Held {
 }
 
 const endpointText = (b: SvcBackend) => `${b.ip}|${b.port}`;
-const frontendText = (f: SvcFrontend) => svcKey(f).toString("hex");
+/** A front end as text, for keying: its map key in hex. */
+export const frontendText = (f: SvcFrontend) => svcKey(f).toString("hex");
 
 class IdPool {
   private readonly used = new Set<number>();

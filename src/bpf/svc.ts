@@ -41,45 +41,33 @@ const HOOKS = Object.keys(SVC_PROGRAM_NAMES) as SvcHook[];
  * now. Throws what the kernel said when it cannot. */
 export function loadSvcPrograms(bpffsRoot: string, object: Buffer, epoch: number): SvcPrograms {
   const spec = readObject(object);
-  const opened: { close(): void }[] = [];
+  const maps = openOrCreateSvcMaps(bpffsRoot, object);
   try {
-    const byName = new Map<string, BpfMap>();
-    for (const mapSpec of spec.maps) {
-      const map = openOrCreatePinnedMap(mapSpec, mapPin(bpffsRoot, mapSpec.name));
-      opened.push(map);
-      byName.set(mapSpec.name, map);
-    }
-    const maps = Object.fromEntries(
-      Object.entries(SVC_MAP_NAMES).map(([role, name]) => {
-        const map = byName.get(name);
-        if (!map) throw new Error(`map ${name} missing from bpf_svc.o`);
-        return [role, map];
-      }),
-    ) as SvcMaps;
     const set = loadProgramSet({
       setsDir: svcProgramsRoot(bpffsRoot),
       object,
       spec,
       epoch,
       names: Object.values(SVC_PROGRAM_NAMES),
-      maps: byName,
+      maps: new Map(Object.entries(SVC_MAP_NAMES).map(([role, name]) => [name, maps[role as keyof SvcMaps]])),
     });
-    opened.push(set);
     const programs = Object.fromEntries(
       HOOKS.map((hook) => [hook, set.programs.get(SVC_PROGRAM_NAMES[hook]) as BpfProgram]),
     ) as Record<SvcHook, BpfProgram>;
+    const { close: _, ...justMaps } = maps;
     return {
-      maps,
+      maps: justMaps,
       programs,
       build: set.build,
       loaded: set.loaded,
       superseded: set.superseded,
       close: () => {
-        for (const o of opened) o.close();
+        set.close();
+        maps.close();
       },
     };
   } catch (e) {
-    for (const o of opened) o.close();
+    maps.close();
     throw e;
   }
 }
@@ -163,4 +151,36 @@ function ifindexBytes(n: number): Buffer {
 
 export function readSvcCounters(stats: BpfMap): SvcCounters {
   return sumSvcCounters(stats.lookupPerCpu(ifindexBytes(0)) ?? []);
+}
+
+/**
+ * The pinned maps, made now from the object's specs where no ADD made them yet (the agent
+ * fills the Service tables before the first translating pod arrives). Loads no program.
+ */
+export function openOrCreateSvcMaps(bpffsRoot: string, object: Buffer): SvcMaps & { close(): void } {
+  const opened: BpfMap[] = [];
+  try {
+    const byName = new Map<string, BpfMap>();
+    for (const mapSpec of readObject(object).maps) {
+      const map = openOrCreatePinnedMap(mapSpec, mapPin(bpffsRoot, mapSpec.name));
+      opened.push(map);
+      byName.set(mapSpec.name, map);
+    }
+    const maps = Object.fromEntries(
+      Object.entries(SVC_MAP_NAMES).map(([role, name]) => {
+        const map = byName.get(name);
+        if (!map) throw new Error(`map ${name} missing from bpf_svc.o`);
+        return [role, map];
+      }),
+    ) as SvcMaps;
+    return {
+      ...maps,
+      close: () => {
+        for (const m of opened) m.close();
+      },
+    };
+  } catch (e) {
+    for (const m of opened) m.close();
+    throw e;
+  }
 }

@@ -40,6 +40,8 @@ export interface InstallOptions {
     bpffsRoot: string | undefined;
     /** Set by `netkit-cni agent`: where its readiness and the plugin's verb timings live. */
     agentStateDir?: string;
+    /** Set by `netkit-cni agent --service-translation`, which keeps the Service tables. */
+    serviceTranslation?: boolean;
   };
 }
 export class InstallError extends Error {}

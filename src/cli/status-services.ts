@@ -4,8 +4,14 @@
  * hold, and what the programs counted. Read-only: the maps are opened, never changed.
  */
 import * as fs from "node:fs";
-import { openSvcMaps, readSvcCounters, type SvcCounters, svcPodIfindexes } from "../bpf/index";
-import { svcProgramsRoot, svcRoot } from "../bpf/layout";
+import {
+  openSvcMaps,
+  readSvcCounters,
+  type SvcCounters,
+  svcPodIfindexes,
+  svcProgramsRoot,
+  svcRoot,
+} from "../bpf/index";
 
 export interface ServiceTranslationStatus {
   /** Links pinned under svc/ (eight hooks per cgroup). */

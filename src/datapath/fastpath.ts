@@ -31,14 +31,13 @@ import {
   type EndpointMaps,
   endpointDir,
   endpointPin,
-  ensureBpffs,
+  ensureBpffsRoot,
   FROM_POD_PIN,
   flowTableOwners,
   forgetPodState,
   forgetSocketsOf,
   forgetSockPod,
   INGRESS_LIMIT_PIN,
-  isBpffs,
   loadNodePrograms,
   mapsDir,
   type NatCheck,
@@ -132,12 +131,6 @@ function underNodeLock<T>(root: string, fn: () => T): T {
   }
 }
 
-/** /sys/fs/bpf itself may be unmounted (minimal hosts); a root inside it needs it mounted. */
-function ensureRoot(root: string): void {
-  if (root.startsWith("/sys/fs/bpf/") && !isBpffs("/sys/fs/bpf")) ensureBpffs("/sys/fs/bpf");
-  ensureBpffs(root);
-}
-
 /**
  * Gives the endpoint its fast path, opening (or creating) the node's datapath first: maps,
  * programs, the uplink's link. The ADD that loads a new build also moves every existing
@@ -149,7 +142,7 @@ function ensureRoot(root: string): void {
 export function attachEndpoint(settings: FastPathSettings, uplink: Uplink | undefined, ep: FastPathEndpoint): void {
   const root = settings.bpffsRoot;
   underNodeLock(root, () => {
-    ensureRoot(root);
+    ensureBpffsRoot(root);
     const natChecks = settings.natCheck === "auto" ? undefined : [settings.natCheck];
     const node = loadNodePrograms(root, embeddedObjects(), { ...settings, natChecks });
     try {

@@ -1,7 +1,7 @@
 /**
  * The install kit for clusters, as far as a machine without Docker or Kubernetes can
- * take it: the manifests parse and say what they must (RBAC limited to reading nodes, a
- * privileged host-network agent with the node name from the downward API, hostPath
+ * take it: the manifests parse and say what they must (RBAC limited to reading nodes,
+ * Services and EndpointSlices, a privileged host-network agent with the node name from the downward API, hostPath
  * mounts of the CNI dirs, /run/netkit-cni and bpffs, probes on its port; kind with its
  * CNI off and 2+ nodes), the agent's command line is one the agent accepts, every script
  * passes shellcheck, and install/kind/up.sh and conformance.sh run against stand-ins for
@@ -66,6 +66,8 @@ describe("install kit for clusters", () => {
     ]);
     expect(byKind.get("ClusterRole")?.rules).toEqual([
       { apiGroups: [""], resources: ["nodes"], verbs: ["get", "list", "watch"] },
+      { apiGroups: [""], resources: ["services"], verbs: ["get", "list", "watch"] },
+      { apiGroups: ["discovery.k8s.io"], resources: ["endpointslices"], verbs: ["get", "list", "watch"] },
     ]);
     const binding = byKind.get("ClusterRoleBinding") as Doc;
     expect(binding.roleRef).toMatchObject({ kind: "ClusterRole", name: "netkit-cni" });

@@ -1,12 +1,13 @@
 /**
- * A stand-in for kube-apiserver that serves Nodes (cluster-scoped, core group v1) over
- * HTTPS with a bearer token, speaking the list/watch protocol as the Kubernetes API
+ * A stand-in for kube-apiserver that serves Nodes (cluster-scoped, core group v1), and
+ * Services and EndpointSlices (namespaced, listed and watched across all namespaces, as a
+ * node agent does) over HTTPS with a bearer token, speaking the list/watch protocol as the Kubernetes API
  * concepts page ("Efficient detection of changes", "Watch bookmarks", "Retrieving large
  * results sets in chunks") and the API conventions (Status objects, HTTP codes) describe:
  *
  * - Every write gets the next resourceVersion, global to the store (etcd's revision);
  *   objects carry the one of their last change, lists the store's at the time of the list.
- * - list: GET /api/v1/nodes, `limit` + `continue` for chunks (the continue token pins the
+ * - list: GET /api/v1/nodes (/api/v1/services, /apis/discovery.k8s.io/v1/endpointslices), `limit` + `continue` for chunks (the continue token pins the
  *   list's resourceVersion; one older than the history answers 410 with reason Expired).
  * - watch: GET /api/v1/nodes?watch=true. resourceVersion unset ("Get State and Start at
  *   Most Recent") or "0" ("Start at Any", served here as the most recent): synthetic ADDED
@@ -16,7 +17,7 @@
  *   Expired, code 410), and the stream ends, as the API server's watch cache does. The
  *   body is chunked JSON, one event per line. `timeoutSeconds` ends it.
  * - allowWatchBookmarks=true: BOOKMARK events now and then (and on bookmark()), whose
- *   object is a Node with only metadata.resourceVersion.
+ *   object is one of the watched kind with only metadata.resourceVersion.
  * - Not authenticated: 401 with a Status; unknown paths 404 with a Status.
  *
  * Faults for the tests: down()/up() (connections refused), garbage() (200 with a body that
@@ -42,11 +43,33 @@ export interface NodeSpec {
 type EventType = "ADDED" | "MODIFIED" | "DELETED";
 interface StoredEvent {
   rv: number;
+  resource: Resource;
   type: EventType;
   object: Record<string, unknown>;
 }
 
+/** The kinds served, by collection path. */
+const RESOURCES = {
+  nodes: { path: "/api/v1/nodes", kind: "Node", apiVersion: "v1" },
+  services: { path: "/api/v1/services", kind: "Service", apiVersion: "v1" },
+  endpointslices: {
+    path: "/apis/discovery.k8s.io/v1/endpointslices",
+    kind: "EndpointSlice",
+    apiVersion: "discovery.k8s.io/v1",
+  },
+} as const;
+export type Resource = keyof typeof RESOURCES;
+const resourceAt = (pathname: string): Resource | undefined =>
+  (Object.keys(RESOURCES) as Resource[]).find((r) => RESOURCES[r].path === pathname);
+
+/** A namespaced object's key is namespace/name, a cluster-scoped one's its name. */
+const keyOf = (object: Record<string, unknown>): string => {
+  const m = object.metadata as { name: string; namespace?: string };
+  return m.namespace ? `${m.namespace}/${m.name}` : m.name;
+};
+
 interface OpenWatch {
+  resource: Resource;
   res: http.ServerResponse;
   bookmarks: boolean;
   /** Last resourceVersion this watcher was sent. */
@@ -61,10 +84,15 @@ export interface RecordedRequest {
 
 export class StandInApiServer {
   readonly requests: RecordedRequest[] = [];
-  private readonly nodes = new Map<string, Record<string, unknown>>();
+  private readonly stores: Record<Resource, Map<string, Record<string, unknown>>> = {
+    nodes: new Map(),
+    services: new Map(),
+    endpointslices: new Map(),
+  };
+  private readonly nodes = this.stores.nodes;
   private readonly history: StoredEvent[] = [];
-  /** The store as of a paged list's resourceVersion, for its continue tokens. */
-  private readonly snapshots = new Map<number, Map<string, Record<string, unknown>>>();
+  /** A store as of a paged list's resourceVersion ("<resource>@<rv>"), for its continue tokens. */
+  private readonly snapshots = new Map<string, Map<string, Record<string, unknown>>>();
   /** The oldest resourceVersion a watch may still start from. */
   private oldestRv = 0;
   private rv = 1000;
@@ -196,14 +224,32 @@ export class StandInApiServer {
     this.write("DELETED", current);
   }
 
-  private write(type: EventType, object: Record<string, unknown>): void {
+  /** Creates or replaces a Service or EndpointSlice (metadata.namespace and name set). */
+  put(resource: Exclude<Resource, "nodes">, object: Record<string, unknown>): void {
+    const { kind, apiVersion } = RESOURCES[resource];
+    const full: Record<string, unknown> = { kind, apiVersion, ...structuredClone(object) };
+    const meta = full.metadata as Record<string, unknown>;
+    const before = this.stores[resource].get(keyOf(full));
+    meta.uid = before
+      ? (before.metadata as Record<string, unknown>).uid
+      : `00000000-0000-4000-8000-${String(++this.uid).padStart(12, "0")}`;
+    this.write(this.stores[resource].has(keyOf(full)) ? "MODIFIED" : "ADDED", full, resource);
+  }
+
+  remove(resource: Exclude<Resource, "nodes">, namespace: string, name: string): void {
+    const current = this.stores[resource].get(`${namespace}/${name}`);
+    if (!current) throw new Error(`no ${resource} ${namespace}/${name}`);
+    this.write("DELETED", current, resource);
+  }
+
+  private write(type: EventType, object: Record<string, unknown>, resource: Resource = "nodes"): void {
     this.rv++;
     const stored = structuredClone(object);
     (stored.metadata as Record<string, unknown>).resourceVersion = String(this.rv);
-    const name = (stored.metadata as { name: string }).name;
-    if (type === "DELETED") this.nodes.delete(name);
-    else this.nodes.set(name, stored);
-    const event = { rv: this.rv, type, object: stored };
+    const store = this.stores[resource];
+    if (type === "DELETED") store.delete(keyOf(stored));
+    else store.set(keyOf(stored), stored);
+    const event = { rv: this.rv, resource, type, object: stored };
     this.history.push(event);
     for (const w of this.watches) this.send(w, event);
   }
@@ -248,7 +294,7 @@ export class StandInApiServer {
       if (!w.bookmarks || w.res.writableEnded) continue;
       w.sentRv = this.rv;
       w.res.write(
-        `${JSON.stringify({ type: "BOOKMARK", object: { kind: "Node", apiVersion: "v1", metadata: { resourceVersion: String(this.rv) } } })}\n`,
+        `${JSON.stringify({ type: "BOOKMARK", object: { kind: RESOURCES[w.resource].kind, apiVersion: RESOURCES[w.resource].apiVersion, metadata: { resourceVersion: String(this.rv) } } })}\n`,
       );
     }
   }
@@ -283,23 +329,24 @@ export class StandInApiServer {
       else this.json(res, 200, node);
       return;
     }
-    if (url.pathname !== "/api/v1/nodes") {
+    const resource = resourceAt(url.pathname);
+    if (!resource) {
       this.status(res, 404, "NotFound", "the server could not find the requested resource");
       return;
     }
-    if (query.watch === "true" || query.watch === "1") this.watch(res, query);
-    else this.list(res, query);
+    if (query.watch === "true" || query.watch === "1") this.watch(res, query, resource);
+    else this.list(res, query, resource);
   }
 
-  private list(res: http.ServerResponse, query: Record<string, string>): void {
+  private list(res: http.ServerResponse, query: Record<string, string>, resource: Resource): void {
     let atRv = this.rv;
     let after = "";
-    let store = this.nodes;
+    let store = this.stores[resource];
     if (query.continue) {
       const token = JSON.parse(Buffer.from(query.continue, "base64").toString()) as { rv: number; after: string };
       // A continued list is served as of the first chunk's resourceVersion; once that left
       // the history the API answers 410 and the client starts over.
-      const snapshot = this.snapshots.get(token.rv);
+      const snapshot = this.snapshots.get(`${resource}@${token.rv}`);
       if (token.rv < this.oldestRv || !snapshot) {
         this.status(
           res,
@@ -319,7 +366,7 @@ export class StandInApiServer {
     const metadata: Record<string, unknown> = { resourceVersion: String(atRv) };
     const last = page.at(-1);
     if (limit > 0 && all.length > page.length && last !== undefined) {
-      if (!this.snapshots.has(atRv)) this.snapshots.set(atRv, new Map(store));
+      if (!this.snapshots.has(`${resource}@${atRv}`)) this.snapshots.set(`${resource}@${atRv}`, new Map(store));
       metadata.continue = Buffer.from(JSON.stringify({ rv: atRv, after: last })).toString("base64");
       metadata.remainingItemCount = all.length - page.length;
     }
@@ -328,16 +375,17 @@ export class StandInApiServer {
       const { kind: _k, apiVersion: _a, ...rest } = store.get(n) as Record<string, unknown>;
       return rest;
     });
-    this.json(res, 200, { kind: "NodeList", apiVersion: "v1", metadata, items });
+    const { kind, apiVersion } = RESOURCES[resource];
+    this.json(res, 200, { kind: `${kind}List`, apiVersion, metadata, items });
   }
 
-  private watch(res: http.ServerResponse, query: Record<string, string>): void {
+  private watch(res: http.ServerResponse, query: Record<string, string>, resource: Resource): void {
     // Chunked transfer (no content-length), one JSON event per line.
     res.writeHead(200, { "content-type": "application/json", "transfer-encoding": "chunked" });
-    const w: OpenWatch = { res, bookmarks: query.allowWatchBookmarks === "true", sentRv: 0 };
+    const w: OpenWatch = { resource, res, bookmarks: query.allowWatchBookmarks === "true", sentRv: 0 };
     const from = query.resourceVersion ?? "";
     if (from === "" || from === "0") {
-      for (const object of this.nodes.values()) res.write(`${JSON.stringify({ type: "ADDED", object })}\n`);
+      for (const object of this.stores[resource].values()) res.write(`${JSON.stringify({ type: "ADDED", object })}\n`);
       w.sentRv = this.rv;
     } else {
       const rv = Number(from);
@@ -346,7 +394,7 @@ export class StandInApiServer {
         res.end(`${JSON.stringify({ type: "ERROR", object: status })}\n`);
         return;
       }
-      for (const e of this.history) if (e.rv > rv) this.send(w, e);
+      for (const e of this.history) if (e.rv > rv && e.resource === resource) this.send(w, e);
       w.sentRv = Math.max(w.sentRv, rv);
     }
     this.watches.add(w);
@@ -365,7 +413,7 @@ export class StandInApiServer {
   }
 
   private send(w: OpenWatch, e: StoredEvent): void {
-    if (w.res.writableEnded) return;
+    if (w.res.writableEnded || e.resource !== w.resource) return;
     w.sentRv = e.rv;
     w.res.write(`${JSON.stringify({ type: e.type, object: e.object })}\n`);
   }

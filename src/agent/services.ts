@@ -1,0 +1,113 @@
+/**
+ * The agent's Service translation half (`--service-translation`): from the API's Services
+ * and EndpointSlices, keep the node's Service tables as service-plan.ts says they should
+ * be. Like the reconciler, it reconciles rather than replays: each run plans from the
+ * objects as they are now and writes the difference (bpf/svc-table.ts writes in an order
+ * that keeps every read of the programs consistent; a Service whose backends did not
+ * change costs no write).
+ *
+ * Nothing is written before both kinds have been listed completely: a table synced from a
+ * partial view would withdraw backends that exist. After that, a change of either kind
+ * schedules one run; runs are serialized, and a request during a run makes one more.
+ */
+import type { V1EndpointSlice, V1Service } from "@kubernetes/client-node";
+import { ensureBpffsRoot, frontendText, openOrCreateSvcMaps, ServiceTable, svcTables } from "../bpf/index";
+import { agentLog } from "./log";
+import { planServices, type SkipReason } from "./service-plan";
+
+export interface ServiceSyncStatus {
+  /** Both Services and EndpointSlices were listed, and the tables written since. */
+  synced: boolean;
+  services: number;
+  backends: number;
+  /** Service ports and endpoints left out of the last plan, by reason. */
+  skipped: Record<SkipReason, number>;
+  /** The last run's failure; cleared by a run that succeeds. */
+  error: string | undefined;
+}
+
+export class ServiceSync {
+  readonly status: ServiceSyncStatus = {
+    synced: false,
+    services: 0,
+    backends: 0,
+    skipped: { protocol: 0, port: 0, address: 0, affinity: 0 },
+    error: undefined,
+  };
+  private services: V1Service[] = [];
+  private slices: V1EndpointSlice[] = [];
+  private listed = { services: false, slices: false };
+  private running = false;
+  private again = false;
+
+  constructor(
+    private readonly bpffsRoot: string,
+    private readonly nodeName: string,
+    /** bpf_svc.o, whose map specs make the tables where no ADD made them yet. */
+    private readonly object: () => Buffer,
+  ) {}
+
+  servicesChanged(services: V1Service[], complete: boolean): void {
+    this.services = services;
+    if (complete) this.listed.services = true;
+    this.request();
+  }
+
+  slicesChanged(slices: V1EndpointSlice[], complete: boolean): void {
+    this.slices = slices;
+    if (complete) this.listed.slices = true;
+    this.request();
+  }
+
+  request(): void {
+    if (!this.listed.services || !this.listed.slices) return;
+    if (this.running) {
+      this.again = true;
+      return;
+    }
+    this.running = true;
+    // Off the event that asked: many changes in one turn of the loop make one run.
+    setImmediate(() => {
+      try {
+        do {
+          this.again = false;
+          this.run();
+        } while (this.again);
+      } finally {
+        this.running = false;
+      }
+    });
+  }
+
+  private run(): void {
+    try {
+      const plan = planServices(this.services, this.slices, this.nodeName);
+      ensureBpffsRoot(this.bpffsRoot);
+      const maps = openOrCreateSvcMaps(this.bpffsRoot, this.object());
+      try {
+        const table = new ServiceTable(svcTables(maps));
+        const wanted = new Set(plan.entries.map((e) => frontendText(e.frontend)));
+        for (const held of table.entries()) {
+          if (!wanted.has(frontendText(held.frontend))) table.remove(held.frontend);
+        }
+        for (const entry of plan.entries) table.write(entry);
+      } finally {
+        maps.close();
+      }
+      const skippedBefore = JSON.stringify(this.status.skipped);
+      Object.assign(this.status, {
+        synced: true,
+        services: plan.entries.length,
+        backends: plan.entries.reduce((n, e) => n + e.backends.length, 0),
+        skipped: plan.skipped,
+        error: undefined,
+      });
+      if (JSON.stringify(plan.skipped) !== skippedBefore) {
+        agentLog.warn(`services: left out of the tables, by reason: ${JSON.stringify(plan.skipped)}`);
+      }
+    } catch (e) {
+      this.status.error = (e as Error).message;
+      agentLog.warn(`services: ${(e as Error).message}`);
+    }
+  }
+}

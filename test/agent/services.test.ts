@@ -1,0 +1,284 @@
+/**
+ * `netkit-cni agent --service-translation` in a node's namespace against the stand-in API
+ * server: the node's Service tables follow the API's Services and EndpointSlices (ready
+ * endpoints, withdrawn ones, a deleted Service, internalTrafficPolicy Local, named ports),
+ * nothing is written before both kinds are listed, bad objects are skipped and counted in
+ * /status, and a pod made with the agent's conflist reaches a Service's backend pods
+ * through translation alone (no kube-proxy rules exist here).
+ */
+import { spawn, spawnSync } from "node:child_process";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { openSvcMaps, ServiceTable, svcTables } from "../../src/bpf/index";
+import { cgroup2Root } from "../../src/datapath/sockbypass";
+import { Fixture, inNs, runPlugin, uniqueName } from "../support/harness";
+import { StandInApiServer } from "../support/kube-apiserver";
+import { AgentProcess, agentNode, eventually, readJson, scrape } from "./harness";
+
+const CLUSTER = ["10.40.0.0/16", "fd40::/48"];
+const SELF = "node-a";
+const PEER = path.resolve(__dirname, "../integration/tools/svcpeer.py");
+
+function makeNode(fx: Fixture): string {
+  const netns = fx.makeNetns("nkas");
+  inNs(netns, "ip", ["link", "set", "lo", "up"]);
+  inNs(netns, "ip", ["link", "add", "uplink0", "type", "veth", "peer", "name", "uplink0p"]);
+  inNs(netns, "ip", ["addr", "add", "10.30.0.1/24", "dev", "uplink0"]);
+  inNs(netns, "ip", ["-6", "addr", "add", "fd30::1/64", "dev", "uplink0", "nodad"]);
+  inNs(netns, "ip", ["link", "set", "uplink0p", "up"]);
+  inNs(netns, "ip", ["link", "set", "uplink0", "up"]);
+  return netns;
+}
+
+const service = (
+  name: string,
+  clusterIP: string,
+  ports: Record<string, unknown>[],
+  extra: Record<string, unknown> = {},
+) => ({
+  metadata: { namespace: "default", name },
+  spec: { type: "ClusterIP", clusterIP, clusterIPs: [clusterIP], ports, ...extra },
+});
+
+const slice = (
+  name: string,
+  svc: string,
+  addressType: string,
+  ports: Record<string, unknown>[],
+  endpoints: Record<string, unknown>[],
+) => ({
+  metadata: { namespace: "default", name, labels: { "kubernetes.io/service-name": svc } },
+  addressType,
+  ports,
+  endpoints,
+});
+
+describe("netkit-cni agent --service-translation", () => {
+  let fx: Fixture;
+  let api: StandInApiServer;
+  beforeEach(async () => {
+    fx = new Fixture();
+    api = new StandInApiServer(fx.tempDir("nkt-api-"), "agent-token", 500);
+    await api.start();
+  });
+  afterEach(async () => {
+    await api.stop();
+    fx.cleanup();
+  });
+
+  const agentArgs = (ipamDir: string) => [
+    "--service-translation",
+    "--skip-binary",
+    "--cluster-cidr",
+    CLUSTER.join(","),
+    "--host-interface",
+    "uplink0",
+    "--bpffs-root",
+    fx.bpffsRoot,
+    "--data-dir",
+    ipamDir,
+    "--resync-seconds",
+    "1",
+  ];
+
+  /** The tables as the programs would read them: "ip:port/proto -> backends" sorted. */
+  const tables = (): string[] => {
+    const maps = openSvcMaps(fx.bpffsRoot);
+    if (!maps) return [];
+    try {
+      return new ServiceTable(svcTables(maps))
+        .entries()
+        .map(
+          (e) =>
+            `${e.frontend.ip}:${e.frontend.port}/${e.frontend.protocol} -> ${e.backends
+              .map((b) => `${b.ip}:${b.port}`)
+              .sort()
+              .join(",")}${e.affinitySeconds ? ` affinity ${e.affinitySeconds}` : ""}`,
+        )
+        .sort();
+    } finally {
+      maps.close();
+    }
+  };
+
+  it("keeps the tables as the Services and EndpointSlices say, and counts what it cannot read", async () => {
+    const netns = makeNode(fx);
+    const node = agentNode(fx, api, netns, SELF);
+    api.addNode({ name: SELF, podCIDRs: ["10.40.1.0/24", "fd40:0:0:1::/64"], internalIPs: ["10.30.0.1", "fd30::1"] });
+    api.put("services", service("web", "10.96.0.10", [{ name: "http", port: 80, targetPort: "web", protocol: "TCP" }]));
+    api.put(
+      "endpointslices",
+      slice(
+        "web-1",
+        "web",
+        "IPv4",
+        [{ name: "http", port: 8080, protocol: "TCP" }],
+        [
+          { addresses: ["10.40.1.5"], conditions: { ready: true }, nodeName: SELF },
+          { addresses: ["10.40.2.5"], conditions: { ready: true }, nodeName: "node-b" },
+          { addresses: ["10.40.2.6"], conditions: { ready: false }, nodeName: "node-b" },
+        ],
+      ),
+    );
+    api.put(
+      "services",
+      service("dns", "fd00:96::a", [{ name: "dns", port: 53, protocol: "UDP" }], {
+        internalTrafficPolicy: "Local",
+        sessionAffinity: "ClientIP",
+        sessionAffinityConfig: { clientIP: { timeoutSeconds: 60 } },
+      }),
+    );
+    api.put(
+      "endpointslices",
+      slice(
+        "dns-1",
+        "dns",
+        "IPv6",
+        [{ name: "dns", port: 5353, protocol: "UDP" }],
+        [
+          { addresses: ["fd40:0:0:1::7"], nodeName: SELF },
+          { addresses: ["fd40:0:0:2::7"], nodeName: "node-b" },
+        ],
+      ),
+    );
+    // Bad input: an SCTP port, a port without a number, and a slice address of the wrong family.
+    api.put(
+      "services",
+      service("odd", "10.96.0.30", [
+        { name: "s", port: 9, protocol: "SCTP" },
+        { name: "x", protocol: "TCP" },
+        { name: "ok", port: 81, protocol: "TCP" },
+      ]),
+    );
+    api.put(
+      "endpointslices",
+      slice("odd-1", "odd", "IPv4", [{ name: "ok", port: 81, protocol: "TCP" }], [{ addresses: ["fd40::9"] }]),
+    );
+    api.put("services", {
+      metadata: { namespace: "default", name: "ext" },
+      spec: { type: "ExternalName", externalName: "x.example" },
+    });
+
+    const agent = AgentProcess.start(fx, node, agentArgs(fx.tempDir("nkt-ipam-")));
+    const expected = [
+      "10.96.0.10:80/TCP -> 10.40.1.5:8080,10.40.2.5:8080",
+      "10.96.0.30:81/TCP -> ",
+      "fd00:96::a:53/UDP -> fd40:0:0:1::7:5353 affinity 60",
+    ];
+    await eventually(
+      "the tables",
+      () => tables().join("|") === expected.join("|"),
+      20_000,
+      () => agent.log,
+    );
+    const status = JSON.parse(scrape(node, "/status")[1]);
+    expect(status.services).toMatchObject({ synced: true, services: 3, skipped: { protocol: 1, port: 1, address: 1 } });
+    const conflist = readJson(path.join(node.confDir, "10-netkit-cni.conflist"));
+    expect(conflist.plugins[0]).toMatchObject({ serviceTranslation: true });
+
+    // An endpoint stops being ready, another becomes ready; dns loses its Service.
+    api.put(
+      "endpointslices",
+      slice(
+        "web-1",
+        "web",
+        "IPv4",
+        [{ name: "http", port: 8080, protocol: "TCP" }],
+        [
+          { addresses: ["10.40.1.5"], conditions: { ready: false }, nodeName: SELF },
+          { addresses: ["10.40.2.5"], conditions: { ready: true }, nodeName: "node-b" },
+          { addresses: ["10.40.2.6"], conditions: { ready: true }, nodeName: "node-b" },
+        ],
+      ),
+    );
+    api.remove("services", "default", "dns");
+    const after = ["10.96.0.10:80/TCP -> 10.40.2.5:8080,10.40.2.6:8080", "10.96.0.30:81/TCP -> "];
+    await eventually(
+      "the tables after the changes",
+      () => tables().join("|") === after.join("|"),
+      20_000,
+      () => agent.log,
+    );
+    // Every endpoint gone: serving-and-terminating ones stand in, as kube-proxy does.
+    api.put(
+      "endpointslices",
+      slice(
+        "web-1",
+        "web",
+        "IPv4",
+        [{ name: "http", port: 8080, protocol: "TCP" }],
+        [{ addresses: ["10.40.2.5"], conditions: { ready: false, serving: true, terminating: true } }],
+      ),
+    );
+    await eventually("terminating backends", () => tables()[0] === "10.96.0.10:80/TCP -> 10.40.2.5:8080", 20_000);
+    await agent.kill("SIGTERM");
+  });
+
+  it("takes a pod made with its conflist to the Service's backend pod by translation alone", async () => {
+    const netns = makeNode(fx);
+    const node = agentNode(fx, api, netns, SELF);
+    api.addNode({ name: SELF, podCIDRs: ["10.40.1.0/24", "fd40:0:0:1::/64"], internalIPs: ["10.30.0.1", "fd30::1"] });
+    const agent = AgentProcess.start(fx, node, agentArgs(fx.tempDir("nkt-ipam-")));
+    const file = path.join(node.confDir, "10-netkit-cni.conflist");
+    await eventually(
+      "the conflist",
+      () => fs.existsSync(file),
+      20_000,
+      () => agent.log,
+    );
+    // The test's pods run in a cgroup of its own; the conflist's is the node's root.
+    const root = cgroup2Root();
+    if (!root) throw new Error("no cgroup v2 hierarchy on this machine");
+    const cgroup = path.join(root, uniqueName("nkt-svca"));
+    fs.mkdirSync(cgroup);
+    fx.processes.push({
+      kill: () => {
+        try {
+          fs.rmdirSync(cgroup);
+        } catch {
+          // a client still leaving: the next run's cleanup of its own cgroup is unaffected
+        }
+      },
+    });
+    const conflist = readJson(file);
+    const conf = { ...conflist.plugins[0], cniVersion: "1.1.0", name: conflist.name, serviceTranslationCgroup: cgroup };
+    const add = (id: string) => {
+      const pod = fx.makeNetns("nkp");
+      const r = runPlugin(netns, "ADD", { containerId: id, netns: `/run/netns/${pod}`, ifname: "eth0" }, conf);
+      if (r.status !== 0) throw new Error(`ADD ${id}: ${r.stdout}`);
+      const ip = ((r.json?.ips ?? []) as { address: string }[]).find((i) => !i.address.includes(":"))?.address;
+      return { netns: pod, ip: ip?.split("/")[0] ?? "" };
+    };
+    const backend = add("backend");
+    const client = add("client");
+    const server = spawn("nsenter", [`--net=/run/netns/${backend.netns}`, "python3", PEER, "serve", "web", "8080"], {
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    fx.processes.push({ kill: () => server.kill("SIGKILL") });
+    await new Promise<void>((resolve) => server.stdout.once("data", () => resolve()));
+    api.put("services", service("web", "10.96.0.10", [{ port: 80, protocol: "TCP" }]));
+    api.put(
+      "endpointslices",
+      slice("web-1", "web", "IPv4", [{ port: 8080, protocol: "TCP" }], [{ addresses: [backend.ip], nodeName: SELF }]),
+    );
+    const run = () =>
+      spawnSync(
+        "sh",
+        [
+          "-c",
+          `echo $$ > ${cgroup}/cgroup.procs && exec nsenter --net=/run/netns/${client.netns} python3 ${PEER} tcp 10.96.0.10 80`,
+        ],
+        { encoding: "utf8" },
+      ).stdout.trim();
+    await eventually(
+      "the Service to answer",
+      () => run().startsWith("web "),
+      20_000,
+      () => agent.log,
+    );
+    // The backend saw the client's own address; the client sees the ClusterIP.
+    expect(run()).toMatch(new RegExp(`^web ${client.ip.replace(/\./g, "\\.")}:\\d+ \\| peer 10\\.96\\.0\\.10:80$`));
+    await agent.kill("SIGTERM");
+  });
+});
