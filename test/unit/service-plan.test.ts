@@ -12,7 +12,7 @@ const slice = (svcName: string, body: Record<string, unknown>, namespace = "ns")
   ({
     metadata: { name: `${svcName}-x`, namespace, labels: { "kubernetes.io/service-name": svcName } },
     ...body,
-  }) as V1EndpointSlice;
+  }) as unknown as V1EndpointSlice;
 const text = (plan: ReturnType<typeof planServices>) =>
   plan.entries.map(
     (e) =>
