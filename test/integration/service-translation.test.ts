@@ -15,7 +15,7 @@ import { openSvcMaps, type ServiceEntry, ServiceTable, svcTables } from "../../s
 import { countersOf } from "../../src/datapath/node-state";
 import { cgroup2Root } from "../../src/datapath/sockbypass";
 import { ceiling } from "../support/ceiling";
-import { BINARY, Fixture, pluginLinks, runPlugin, uniqueName } from "../support/harness";
+import { BINARY, Fixture, inNs, pluginLinks, runPlugin, uniqueName } from "../support/harness";
 import { addPod, type ClusterNode, delPod, ifindexOf, makeCluster, type Pod } from "../support/topology";
 
 const PEER = path.resolve(__dirname, "tools/svcpeer.py");
@@ -72,6 +72,24 @@ async function backend(node: ClusterNode, name: string): Promise<Pod> {
     child.once("exit", (code) => reject(new Error(`server ${name} exited with ${code}`)));
   });
   return pod;
+}
+
+/** A pod of a second network on `node`, one that does not ask for translation. */
+function plainPod(node: ClusterNode): Pod {
+  const ipam = node.conf.ipam as Record<string, unknown>;
+  const n = node.name === "a" ? 1 : 2;
+  return addPod(fx, node, "plain", {
+    ...node.conf,
+    name: "plain",
+    serviceTranslation: false,
+    ipam: {
+      ...ipam,
+      ranges: [
+        [{ subnet: node.podSubnet4, rangeStart: `10.221.${n}.200`, rangeEnd: `10.221.${n}.250` }],
+        [{ subnet: node.podSubnet6, rangeStart: `fd21:${n}::200`, rangeEnd: `fd21:${n}::250` }],
+      ],
+    },
+  });
 }
 
 /** Writes Services into `node`'s tables, as the agent would. */
@@ -140,19 +158,7 @@ describe("Service translation, pods made by the plugin", () => {
   it("leaves pods of a network without translation, and the node's own sockets, alone", async () => {
     const [a] = nodes;
     const b1 = await backend(a, "b1");
-    const ipam = a.conf.ipam as Record<string, unknown>;
-    const plain = addPod(fx, a, "plain", {
-      ...a.conf,
-      name: "plain",
-      serviceTranslation: false,
-      ipam: {
-        ...ipam,
-        ranges: [
-          [{ subnet: a.podSubnet4, rangeStart: "10.221.1.200", rangeEnd: "10.221.1.250" }],
-          [{ subnet: a.podSubnet6, rangeStart: "fd21:1::200", rangeEnd: "fd21:1::250" }],
-        ],
-      },
-    });
+    const plain = plainPod(a);
     writeServices(a, {
       frontend: { ip: "10.96.0.10", port: 80, protocol: "TCP" },
       backends: [{ ip: b1.v4, port: 8080 }],
@@ -160,6 +166,45 @@ describe("Service translation, pods made by the plugin", () => {
     expect(client(plain, "tcp", "10.96.0.10", "80")).toBe("error ENETUNREACH");
     const node = { netns: a.netns } as Pod;
     expect(client(node, "tcp", "10.96.0.10", "80")).toMatch(/^error (ENETUNREACH|ECONNREFUSED|ETIMEDOUT)$/);
+  });
+
+  it("agrees with kube-proxy's rules where they exist: the translated flow never meets them", async () => {
+    const [a] = nodes;
+    const b1 = await backend(a, "b1");
+    const cli = addPod(fx, a, "cli");
+    const plain = plainPod(a);
+    // kube-proxy's part, as its nftables mode writes it: DNAT of the ClusterIP in the node.
+    const nft = (...args: string[]) => inNs(a.netns, "nft", args);
+    nft("add", "table", "ip", "kp");
+    nft("add", "chain", "ip", "kp", "pre", "{ type nat hook prerouting priority -100; }");
+    nft(
+      "add",
+      "rule",
+      "ip",
+      "kp",
+      "pre",
+      "ip",
+      "daddr",
+      "10.96.0.10",
+      "tcp",
+      "dport",
+      "80",
+      "counter",
+      "dnat",
+      "to",
+      `${b1.v4}:8080`,
+    );
+    const dnatted = () => Number(/packets (\d+)/.exec(nft("list", "chain", "ip", "kp", "pre"))?.[1]);
+    writeServices(a, {
+      frontend: { ip: "10.96.0.10", port: 80, protocol: "TCP" },
+      backends: [{ ip: b1.v4, port: 8080 }],
+    });
+    expect(client(cli, "tcp", "10.96.0.10", "80", "3").split("\n")).toEqual(
+      Array(3).fill(expect.stringMatching(/^b1 .* \| peer 10\.96\.0\.10:80$/)),
+    );
+    expect(dnatted()).toBe(0);
+    expect(client(plain, "tcp", "10.96.0.10", "80")).toMatch(/^b1 .* \| peer 10\.96\.0\.10:80$/);
+    expect(dnatted()).toBe(1);
   });
 
   it("refuses a Service without ready backends with ECONNREFUSED", () => {
