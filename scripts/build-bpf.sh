@@ -38,7 +38,7 @@ for src in "$root"/bpf/*.c; do
   name=$(basename "$src" .c)
   compile "$src" "$out/$name.o"
   case $name in
-  bpf_sock | bpf_svc) ;; # socket programs: no packets, no conntrack
+  bpf_sock | bpf_svc | bpf_svc_destroy) ;; # socket programs: no packets, no conntrack
   *) compile "$src" "$out/${name}_ct.o" -DNKC_CONNTRACK ;;
   esac
 done

@@ -25,7 +25,16 @@ const require = createRequire(import.meta.url);
 
 const ffiAddon = require.resolve("@yuuang/ffi-rs-linux-x64-gnu/ffi-rs.linux-x64-gnu.node");
 const bunBinary = path.join(path.dirname(require.resolve("@oven/bun-linux-x64/package.json")), "bin/bun");
-const BPF_ASSETS = ["bpf_lxc.o", "bpf_host.o", "bpf_lxc_ct.o", "bpf_host_ct.o", "bpf_sock.o", "bpf_svc.o", "epoch"];
+const BPF_ASSETS = [
+  "bpf_lxc.o",
+  "bpf_host.o",
+  "bpf_lxc_ct.o",
+  "bpf_host_ct.o",
+  "bpf_sock.o",
+  "bpf_svc.o",
+  "bpf_svc_destroy.o",
+  "epoch",
+];
 
 /** Points ffi-rs's require of its platform package at `addonSource` (a module's text). */
 function nativeAddonPlugin(addonSource) {

@@ -11,6 +11,7 @@
  */
 import * as fs from "node:fs";
 import * as os from "node:os";
+import { SocketCloser } from "../bpf/index";
 import { DEFAULT_BPFFS_ROOT } from "../cni/config";
 import { RtnlSocket } from "../netlink/socket";
 import { readAsset } from "../sys/embedded-assets";
@@ -58,9 +59,21 @@ export async function runAgent(argv: string[]): Promise<number> {
   });
 
   // --service-translation: the Service tables from Services and EndpointSlices.
-  const services = opts.serviceTranslation
-    ? new ServiceSync(bpffsRoot, opts.nodeName, () => readAsset("bpf_svc.o", "bpf/bpf_svc.o"))
-    : undefined;
+  let services: ServiceSync | undefined;
+  if (opts.serviceTranslation) {
+    // Without closing a withdrawn backend's sockets, clients would stick to it: a kernel
+    // that cannot (Linux 6.5+, BTF and a JIT) is refused the option, saying why.
+    let closer: SocketCloser;
+    try {
+      closer = SocketCloser.load(readAsset("bpf_svc_destroy.o", "bpf/bpf_svc_destroy.o"));
+    } catch (e) {
+      process.stderr.write(
+        `netkit-cni agent: --service-translation needs the kernel to close sockets of withdrawn backends (bpf_sock_destroy, Linux 6.5+, with BTF and a BPF JIT): ${(e as Error).message.split("\n")[0]}\n`,
+      );
+      return 2;
+    }
+    services = new ServiceSync(bpffsRoot, opts.nodeName, () => readAsset("bpf_svc.o", "bpf/bpf_svc.o"), closer);
+  }
   const serviceWatches: { start(): void; stop(): void }[] = [];
   if (services) {
     const failed = (what: string) => (e: Error, retryInMs: number) => {

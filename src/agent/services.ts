@@ -9,10 +9,27 @@
  * Nothing is written before both kinds have been listed completely: a table synced from a
  * partial view would withdraw backends that exist. After that, a change of either kind
  * schedules one run; runs are serialized, and a request during a run makes one more.
+ *
+ * After the tables, the sockets translated to a backend that is no longer one of its
+ * Service's are closed (bpf/svc-destroy.ts), in the pods' namespaces that asked for
+ * translation: a connected client would otherwise keep talking to it (kube-proxy flushes
+ * conntrack for the same reason). Their entries in nkc_svc_rev go with them.
  */
 import type { V1EndpointSlice, V1Service } from "@kubernetes/client-node";
-import { ensureBpffsRoot, frontendText, openOrCreateSvcMaps, ServiceTable, svcTables } from "../bpf/index";
+import {
+  decodeOrigin,
+  decodeRevKey,
+  ensureBpffsRoot,
+  frontendText,
+  openOrCreateSvcMaps,
+  type ServiceEntry,
+  ServiceTable,
+  type SocketCloser,
+  type SvcMaps,
+  svcTables,
+} from "../bpf/index";
 import { agentLog } from "./log";
+import { namespacesWithCookies } from "./pod-namespaces";
 import { planServices, type SkipReason } from "./service-plan";
 
 export interface ServiceSyncStatus {
@@ -24,6 +41,8 @@ export interface ServiceSyncStatus {
   skipped: Record<SkipReason, number>;
   /** The last run's failure; cleared by a run that succeeds. */
   error: string | undefined;
+  /** Sockets closed because their backend was withdrawn, since the agent started. */
+  closedSockets: number;
 }
 
 export class ServiceSync {
@@ -33,6 +52,7 @@ export class ServiceSync {
     backends: 0,
     skipped: { protocol: 0, port: 0, address: 0, affinity: 0 },
     error: undefined,
+    closedSockets: 0,
   };
   private services: V1Service[] = [];
   private slices: V1EndpointSlice[] = [];
@@ -45,6 +65,7 @@ export class ServiceSync {
     private readonly nodeName: string,
     /** bpf_svc.o, whose map specs make the tables where no ADD made them yet. */
     private readonly object: () => Buffer,
+    private readonly closer: SocketCloser,
   ) {}
 
   servicesChanged(services: V1Service[], complete: boolean): void {
@@ -91,6 +112,7 @@ export class ServiceSync {
           if (!wanted.has(frontendText(held.frontend))) table.remove(held.frontend);
         }
         for (const entry of plan.entries) table.write(entry);
+        this.closeWithdrawn(maps, plan.entries);
       } finally {
         maps.close();
       }
@@ -109,5 +131,35 @@ export class ServiceSync {
       this.status.error = (e as Error).message;
       agentLog.warn(`services: ${(e as Error).message}`);
     }
+  }
+
+  /** Closes the sockets whose backend is no longer one of the Service they named. */
+  private closeWithdrawn(maps: SvcMaps, entries: readonly ServiceEntry[]): void {
+    const serving = new Map<string, Set<string>>();
+    for (const e of entries) {
+      const key = `${e.frontend.ip}|${e.frontend.port}`;
+      const set = serving.get(key) ?? new Set<string>();
+      for (const b of e.backends) set.add(`${b.ip}|${b.port}`);
+      serving.set(key, set);
+    }
+    const doomed: { key: Buffer; cookie: bigint }[] = [];
+    for (const key of [...maps.rev.keys()]) {
+      const value = maps.rev.lookup(key);
+      if (!value) continue;
+      const rev = decodeRevKey(key);
+      const origin = decodeOrigin(value);
+      if (!serving.get(`${origin.ip}|${origin.port}`)?.has(`${rev.ip}|${rev.port}`)) {
+        doomed.push({ key, cookie: rev.socketCookie });
+      }
+    }
+    if (doomed.length === 0) return;
+    const cookies = new Set([...maps.netns.keys()].map((k) => k.readBigUInt64LE(0)));
+    const closed = this.closer.closeSockets(
+      doomed.map((d) => d.cookie),
+      namespacesWithCookies(cookies),
+    );
+    for (const d of doomed) maps.rev.delete(d.key);
+    this.status.closedSockets += closed.length;
+    if (closed.length > 0) agentLog.info(`services: closed ${closed.length} sockets of withdrawn backends`);
   }
 }

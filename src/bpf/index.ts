@@ -125,6 +125,8 @@ export {
   svcTables,
 } from "./svc";
 export {
+  decodeOrigin,
+  decodeRevKey,
   SVC_MAP_NAMES,
   SVC_PROGRAM_NAMES,
   type SvcBackend,
@@ -133,4 +135,5 @@ export {
   type SvcHook,
   type SvcProtocol,
 } from "./svc-abi";
+export { SocketCloser } from "./svc-destroy";
 export { frontendText, type ServiceEntry, ServiceTable } from "./svc-table";

@@ -34,7 +34,7 @@ export function conntrackUnavailable(jited = probeJit()): string | undefined {
 }
 
 /** Does the kernel JIT-compile what we load? Asked of `r0 = 0; exit`. */
-function probeJit(): boolean {
+export function probeJit(): boolean {
   const program = loadProgram(
     {
       name: "nkc_jit_probe",

@@ -97,3 +97,8 @@ export function attachSkMsg(program: BpfProgram, sockMapFd: number): BpfLink {
 export function attachCgroup(program: BpfProgram, cgroupFd: number, attachType: number): BpfLink {
   return new BpfLink(linkCreate({ progFd: program.fd, targetFd: cgroupFd, attachType }));
 }
+
+/** An iterator link for a tracing program loaded as BPF_TRACE_ITER (iterCreate runs it). */
+export function attachIterator(program: BpfProgram): BpfLink {
+  return new BpfLink(linkCreate({ progFd: program.fd, targetFd: 0, attachType: BPF_ATTACH_TYPE.TRACE_ITER }));
+}

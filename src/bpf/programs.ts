@@ -63,22 +63,32 @@ export interface LoadOptions {
   /** Left 0 (none) by default: tcx and netkit both accept SCHED_CLS programs without one,
    * so one program can serve either hook. */
   expectedAttachType?: number;
+  /** A tracing program's target (an iterator's bpf_iter_<name>), by vmlinux BTF id. */
+  attachBtfId?: number;
 }
 
 /**
  * The program type an ELF section names, libbpf's way: "sockops", "sk_msg" and
  * "cgroup/sock_release" for the socket bypass, "cgroup/connect4" and the other socket
- * address hooks for Service translation; everything else of ours ("tc/...") is SCHED_CLS.
+ * address hooks for Service translation, "iter/tcp" and "iter/udp" (tracing programs,
+ * socket iterators) for closing a withdrawn backend's sockets; everything else of ours
+ * ("tc/...") is SCHED_CLS.
  */
 export function programType(section: string): number {
   if (section === "sockops") return BPF_PROG_TYPE.SOCK_OPS;
   if (section === "sk_msg") return BPF_PROG_TYPE.SK_MSG;
   if (section === RELEASE_SECTION) return BPF_PROG_TYPE.CGROUP_SOCK;
   if (Object.hasOwn(SOCK_ADDR_SECTIONS, section)) return BPF_PROG_TYPE.CGROUP_SOCK_ADDR;
+  if (section.startsWith(ITER_SECTION)) return BPF_PROG_TYPE.TRACING;
   return BPF_PROG_TYPE.SCHED_CLS;
 }
 
 const RELEASE_SECTION = "cgroup/sock_release";
+const ITER_SECTION = "iter/";
+
+/** The kernel function an iterator program ("iter/<name>") attaches to, by name. */
+export const iteratorTarget = (section: string): string | undefined =>
+  section.startsWith(ITER_SECTION) ? `bpf_iter_${section.slice(ITER_SECTION.length)}` : undefined;
 
 /** The socket address hooks, by section: each program serves exactly one. */
 export const SOCK_ADDR_SECTIONS: Readonly<Record<string, number>> = {
@@ -95,6 +105,7 @@ export const SOCK_ADDR_SECTIONS: Readonly<Record<string, number>> = {
 /** A cgroup program serves one hook, which the kernel wants named at load time. */
 export function sectionAttachType(section: string): number | undefined {
   if (section === RELEASE_SECTION) return BPF_ATTACH_TYPE.CGROUP_INET_SOCK_RELEASE;
+  if (section.startsWith(ITER_SECTION)) return BPF_ATTACH_TYPE.TRACE_ITER;
   return Object.hasOwn(SOCK_ADDR_SECTIONS, section) ? SOCK_ADDR_SECTIONS[section] : undefined;
 }
 
@@ -110,6 +121,7 @@ export function loadProgram(spec: ProgramSpec, options: LoadOptions): BpfProgram
     license: options.license,
     name: spec.name,
     expectedAttachType: options.expectedAttachType ?? sectionAttachType(spec.section),
+    attachBtfId: options.attachBtfId,
     fdArray,
   };
   try {

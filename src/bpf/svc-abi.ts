@@ -168,3 +168,17 @@ export function sumSvcCounters(perCpu: readonly Buffer[]): SvcCounters {
   }
   return sum;
 }
+
+/** struct nkc_svc_rev_key: u64 sock_cookie, u32 family, u8 addr[16], be16 port, pad. */
+export function decodeRevKey(key: Buffer): { socketCookie: bigint } & SvcBackend {
+  return {
+    socketCookie: key.readBigUInt64LE(0),
+    ip: ipOf(key.readUInt32LE(8), key.subarray(12, 28)),
+    port: key.readUInt16BE(28),
+  };
+}
+
+/** struct nkc_svc_origin: u32 family, u8 addr[16], be16 port, pad: the Service a socket named. */
+export function decodeOrigin(value: Buffer): { ip: string; port: number } {
+  return { ip: ipOf(value.readUInt32LE(0), value.subarray(4, 20)), port: value.readUInt16BE(20) };
+}

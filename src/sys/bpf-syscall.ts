@@ -213,6 +213,9 @@ export interface ProgLoadAttr {
   logSize: number;
   /** fds that instructions refer to by index: kernel module BTF for kfunc calls. */
   fdArray?: readonly number[];
+  /** A tracing program's target: the BTF id of the kernel function it attaches to (an
+   * iterator's bpf_iter_<name>), in vmlinux. */
+  attachBtfId?: number;
 }
 
 export class ProgLoadError extends BpfError {
@@ -245,6 +248,7 @@ export function progLoad(a: ProgLoadAttr): number {
     }
     writeName(b, o.prog_name, a.name);
     b.writeUInt32LE(a.expectedAttachType ?? 0, o.expected_attach_type);
+    b.writeUInt32LE(a.attachBtfId ?? 0, o.attach_btf_id);
     if (a.fdArray && a.fdArray.length > 0) {
       const fds = Buffer.alloc(a.fdArray.length * 4);
       for (const [i, fd] of a.fdArray.entries()) fds.writeInt32LE(fd, i * 4);
@@ -380,5 +384,15 @@ export function linkDetach(linkFd: number): void {
     const attr = newAttr(mem);
     attr.bytes.writeUInt32LE(linkFd, ATTR.LINK_DETACH.link_fd);
     bpf("LINK_DETACH", attr);
+  });
+}
+
+/** An fd that runs the iterator link's program over its objects as it is read (the
+ * sockets of the caller's network namespace, for the socket iterators). */
+export function iterCreate(linkFd: number): number {
+  return withNative((mem) => {
+    const attr = newAttr(mem);
+    attr.bytes.writeUInt32LE(linkFd, ATTR.ITER_CREATE.link_fd);
+    return bpf("ITER_CREATE", attr);
   });
 }

@@ -28,6 +28,7 @@ export const BPF_CMD = {
   MAP_UPDATE_BATCH: 26,
   LINK_CREATE: 28,
   LINK_UPDATE: 29,
+  ITER_CREATE: 33,
   LINK_DETACH: 34,
 } as const;
 export type BpfCmd = keyof typeof BPF_CMD;
@@ -44,7 +45,14 @@ export const BPF_MAP_TYPE = {
   SOCKHASH: 18,
 } as const;
 
-export const BPF_PROG_TYPE = { SCHED_CLS: 3, CGROUP_SOCK: 9, SOCK_OPS: 13, SK_MSG: 16, CGROUP_SOCK_ADDR: 18 } as const;
+export const BPF_PROG_TYPE = {
+  SCHED_CLS: 3,
+  CGROUP_SOCK: 9,
+  SOCK_OPS: 13,
+  SK_MSG: 16,
+  CGROUP_SOCK_ADDR: 18,
+  TRACING: 26,
+} as const;
 
 export const BPF_ATTACH_TYPE = {
   CGROUP_SOCK_OPS: 3,
@@ -55,6 +63,7 @@ export const BPF_ATTACH_TYPE = {
   CGROUP_UDP6_SENDMSG: 15,
   CGROUP_UDP4_RECVMSG: 19,
   CGROUP_UDP6_RECVMSG: 20,
+  TRACE_ITER: 28,
   CGROUP_INET4_GETPEERNAME: 29,
   CGROUP_INET6_GETPEERNAME: 30,
   CGROUP_INET_SOCK_RELEASE: 34,
@@ -105,6 +114,7 @@ export const ATTR = {
     log_buf: 32,
     prog_name: 48,
     expected_attach_type: 68,
+    attach_btf_id: 108,
     fd_array: 120,
     log_true_size: 140,
   },
@@ -125,6 +135,7 @@ export const ATTR = {
   },
   LINK_UPDATE: { link_fd: 0, new_prog_fd: 4, flags: 8, old_prog_fd: 12 },
   LINK_DETACH: { link_fd: 0 },
+  ITER_CREATE: { link_fd: 0, flags: 4 },
   MAP_INFO: { type: 0, id: 4, key_size: 8, value_size: 12, max_entries: 16, map_flags: 20, name: 24 },
 } as const;
 

@@ -215,7 +215,7 @@ describe("netkit-cni agent --service-translation", () => {
     await agent.kill("SIGTERM");
   });
 
-  it("takes a pod made with its conflist to the Service's backend pod by translation alone", async () => {
+  it("takes a pod made with its conflist to the Service's backend pod by translation alone, and closes its connection when the backend is withdrawn", async () => {
     const netns = makeNode(fx);
     const node = agentNode(fx, api, netns, SELF);
     api.addNode({ name: SELF, podCIDRs: ["10.40.1.0/24", "fd40:0:0:1::/64"], internalIPs: ["10.30.0.1", "fd30::1"] });
@@ -251,12 +251,18 @@ describe("netkit-cni agent --service-translation", () => {
       return { netns: pod, ip: ip?.split("/")[0] ?? "" };
     };
     const backend = add("backend");
+    const backend2 = add("backend2");
     const client = add("client");
-    const server = spawn("nsenter", [`--net=/run/netns/${backend.netns}`, "python3", PEER, "serve", "web", "8080"], {
-      stdio: ["ignore", "pipe", "inherit"],
-    });
-    fx.processes.push({ kill: () => server.kill("SIGKILL") });
-    await new Promise<void>((resolve) => server.stdout.once("data", () => resolve()));
+    for (const [pod, name] of [
+      [backend, "web"],
+      [backend2, "web2"],
+    ] as const) {
+      const server = spawn("nsenter", [`--net=/run/netns/${pod.netns}`, "python3", PEER, "serve", name, "8080"], {
+        stdio: ["ignore", "pipe", "inherit"],
+      });
+      fx.processes.push({ kill: () => server.kill("SIGKILL") });
+      await new Promise<void>((resolve) => server.stdout.once("data", () => resolve()));
+    }
     api.put("services", service("web", "10.96.0.10", [{ port: 80, protocol: "TCP" }]));
     api.put(
       "endpointslices",
@@ -279,6 +285,40 @@ describe("netkit-cni agent --service-translation", () => {
     );
     // The backend saw the client's own address; the client sees the ClusterIP.
     expect(run()).toMatch(new RegExp(`^web ${client.ip.replace(/\./g, "\\.")}:\\d+ \\| peer 10\\.96\\.0\\.10:80$`));
+
+    // A connection held open to the backend, which is then withdrawn for another.
+    const held = spawn(
+      "sh",
+      [
+        "-c",
+        `echo $$ > ${cgroup}/cgroup.procs && exec nsenter --net=/run/netns/${client.netns} python3 ${PEER} hold 10.96.0.10 80`,
+      ],
+      { stdio: ["pipe", "pipe", "inherit"] },
+    );
+    fx.processes.push({ kill: () => held.kill("SIGKILL") });
+    let said = "";
+    held.stdout.on("data", (d: Buffer) => {
+      said += d.toString();
+    });
+    await eventually("the held connection", () => said.startsWith("connected 10.96.0.10:80 cookie "), 20_000);
+    api.put(
+      "endpointslices",
+      slice("web-1", "web", "IPv4", [{ port: 8080, protocol: "TCP" }], [{ addresses: [backend2.ip], nodeName: SELF }]),
+    );
+    await eventually(
+      "new connections to the other backend",
+      () => run().startsWith("web2 "),
+      20_000,
+      () => agent.log,
+    );
+    held.stdin.write("still there?\n");
+    await eventually(
+      "the held connection closed",
+      () => said.includes("closed ECONNABORTED"),
+      20_000,
+      () => said,
+    );
+    expect(JSON.parse(scrape(node, "/status")[1]).services.closedSockets).toBe(1);
     await agent.kill("SIGTERM");
   });
 });

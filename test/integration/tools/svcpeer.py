@@ -12,9 +12,9 @@ udp HOST PORT                 one datagram by sendto (unconnected): prints
 udpc HOST PORT                the same on a connected UDP socket: "<reply> | peer <getpeername>".
 tcpv6 HOST PORT               tcp on an AF_INET6 socket (HOST may be ::ffff:a.b.c.d).
 udpv6 HOST PORT               udp on an AF_INET6 socket (HOST may be ::ffff:a.b.c.d).
-hold HOST PORT                connects, prints "connected <getpeername>", then each line on
-                              stdin is sent and the answer printed ("closed <errno name>" when
-                              the connection fails).
+hold HOST PORT [udp]          connects (TCP, or UDP), prints "connected <getpeername> cookie
+                              <SO_COOKIE>", then each line on stdin is sent and the answer
+                              printed ("closed <errno name>" when the socket fails).
 cookie                        prints the SO_NETNS_COOKIE of a socket made in its namespace,
                               as a decimal number.
 Errors print "error <errno name>" and exit 0: the tests judge them.
@@ -23,6 +23,7 @@ import errno
 import select
 import socket
 import sys
+import threading
 
 
 def fmt(addr):
@@ -32,6 +33,21 @@ def fmt(addr):
 def fail(e):
     print("error", errno.errorcode.get(e.errno, str(e.errno)) if e.errno else str(e), flush=True)
     sys.exit(0)
+
+
+def answer(name, conn, peer):
+    """Says who it is, then answers each line until the connection closes."""
+    conn.settimeout(30)
+    try:
+        conn.sendall(f"{name} {fmt(peer)}\n".encode())
+        while True:
+            data = conn.recv(4096)
+            if not data:
+                break
+            conn.sendall(f"{name} {data.decode().strip()}\n".encode())
+    except OSError:
+        pass
+    conn.close()
 
 
 def serve(name, port, hosts):
@@ -53,18 +69,8 @@ def serve(name, port, hosts):
         for s in ready:
             if s.type == socket.SOCK_STREAM:
                 conn, peer = s.accept()
-                conn.settimeout(30)
-                try:
-                    # A held connection sends lines: answer each until it closes.
-                    conn.sendall(f"{name} {fmt(peer)}\n".encode())
-                    while True:
-                        data = conn.recv(4096)
-                        if not data:
-                            break
-                        conn.sendall(f"{name} {data.decode().strip()}\n".encode())
-                except OSError:
-                    pass
-                conn.close()
+                # A connection held open must not stop the others: one thread each.
+                threading.Thread(target=answer, args=(name, conn, peer), daemon=True).start()
             else:
                 data, peer = s.recvfrom(4096)
                 s.sendto(f"{name} {fmt(peer)}".encode(), peer)
@@ -98,19 +104,22 @@ def udp(host, port, family, connected):
         fail(e)
 
 
-def hold(host, port):
+def hold(host, port, udp):
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    s = socket.socket(family, socket.SOCK_STREAM)
+    s = socket.socket(family, socket.SOCK_DGRAM if udp else socket.SOCK_STREAM)
     s.settimeout(10)
     try:
         s.connect((host, port))
+        if udp:
+            s.send(b"hello")
         s.recv(4096)
-        print(f"connected {fmt(s.getpeername())}", flush=True)
+        cookie = int.from_bytes(s.getsockopt(socket.SOL_SOCKET, 57, 8), "little")  # SO_COOKIE
+        print(f"connected {fmt(s.getpeername())} cookie {cookie}", flush=True)
     except OSError as e:
         fail(e)
     for line in sys.stdin:
         try:
-            s.sendall(line.encode())
+            s.send(line.encode())
             data = s.recv(4096)
             if not data:
                 print("closed EOF", flush=True)
@@ -141,7 +150,7 @@ def main():
         raw = socket.socket().getsockopt(socket.SOL_SOCKET, 71, 8)  # SO_NETNS_COOKIE
         print(int.from_bytes(raw, "little"))
     elif mode == "hold":
-        hold(args[0], int(args[1]))
+        hold(args[0], int(args[1]), len(args) > 2 and args[2] == "udp")
     else:
         sys.exit(f"unknown mode {mode}")
 
