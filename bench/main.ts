@@ -18,7 +18,7 @@
  *          --concurrency N --sock-rounds N --quick (a smoke run: few rounds, small counts)
  *          --app-rounds N --app-seconds S --bw-rounds N --bw-seconds S (rate limits)
  *          --smoke (the applications once, one path, results not kept: make test's check)
- *          --skip netperf,control,startup,crossings,sockbypass,apps,bandwidth   --only (the same, inverted)
+ *          --skip netperf,control,startup,crossings,sockbypass,apps,bandwidth,services   --only (the same, inverted)
  *          --baseline PATH (another build of the executable, measured side by side in the
  *          data plane and the control plane: before/after figures for a change, from one run)
  * Writes bench/results/<UTC date and time>-<kernel release>.json, then the report.
@@ -42,6 +42,7 @@ import { type Options, parseOptions, SECTIONS } from "./lib/options";
 import { type BenchPath, buildPath, checkPath, type PathId } from "./lib/paths";
 import { renderReport } from "./lib/report";
 import type { BenchResult } from "./lib/result";
+import { measureServices } from "./lib/services";
 import { measureSockBypass } from "./lib/sockbypass";
 import { measureStartup } from "./lib/startup";
 
@@ -96,6 +97,7 @@ const SECTION_TOOLS: Record<string, { tools: string[]; install: string }> = {
   sockbypass: { tools: ["netperf", "netserver", "sockperf"], install: "scripts/deps.sh bench" },
   apps: { tools: APP_TOOLS, install: "scripts/deps.sh apps" },
   bandwidth: { tools: ["iperf3", "netperf", "netserver"], install: "scripts/deps.sh bench" },
+  services: { tools: ["netperf", "netserver", "nft"], install: "scripts/deps.sh" },
 };
 
 /** Only the sections that run need their tools: make test's smoke round needs no sockperf. */
@@ -282,6 +284,19 @@ async function run(kind: "host" | "vm", argv: string[]): Promise<string> {
     for (const [v, modes] of Object.entries(result.bandwidth.modes))
       log(`  rate limits: ${v} egress ${JSON.stringify(modes)}`);
     for (const e of result.bandwidth.errors) log(`  rate limits: ${e}`);
+  }
+
+  // Service traffic on this kernel only: the guest's kernel has no JIT for what the agent
+  // runs beside translation, and its figures cannot tell paths apart.
+  if (!o.skip.has("services") && kind === "host" && o.rounds > 0) {
+    log(`services: translated vs kube-proxy DNAT vs pod to pod, ${o.rounds} rounds of TCP_RR and TCP_CRR`);
+    const counter = new NetifRxCounter(`netkit-cni-bench-svc-${process.pid}`);
+    result.services = await measureServices(counter, {
+      rounds: o.rounds,
+      seconds: o.seconds,
+      transactions: o.transactions,
+    });
+    for (const e of result.services.errors) log(`  services: ${e}`);
   }
 
   result.finishedAt = new Date().toISOString();

@@ -28,7 +28,7 @@ export interface Options
   baseline?: string;
 }
 
-export const SECTIONS = ["crossings", "netperf", "control", "startup", "sockbypass", "apps", "bandwidth"];
+export const SECTIONS = ["crossings", "netperf", "control", "startup", "sockbypass", "apps", "bandwidth", "services"];
 
 /** The flags (bench/main.ts's header lists them), read by the CLI's own parser. */
 const FLAGS = {

@@ -4,6 +4,7 @@
  * between its result markers, and SVG charts into bench/results/. Uses the newest JSON of
  * each kind (this kernel, the UML guest) in bench/results/.
  */
+
 import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
@@ -15,6 +16,7 @@ import type { CrossingResult } from "./dataplane";
 import { num, ratioCell, x2 } from "./format";
 import { PATH_LABELS, type PathId, PLACEMENT_LABELS, type Placement } from "./paths";
 import type { BenchResult } from "./result";
+import { servicesSection } from "./services-report";
 import { SOCK_VARIANT_LABELS, type SockSizeSamples, type SockVariant } from "./sockbypass";
 import { pairedRatio, quantile, type Summary, summarize } from "./stats";
 import { barChart, type Group, PALETTE, stackedChart } from "./svg";
@@ -952,7 +954,8 @@ export function renderReport(resultsDir: string, readme: string): void {
   const hn = latest(resultsDir, "host", (r) => r.netperf?.order.includes("veth-memory") === true);
   const hb = latest(resultsDir, "host", (r) => r.bandwidth !== undefined);
   const vb = latest(resultsDir, "vm", (r) => r.bandwidth !== undefined);
-  if (!h && !v && !hs && !vs && !ha && !hb && !vb) throw new Error(`no results in ${resultsDir}`);
+  const hv = latest(resultsDir, "host", (r) => r.services !== undefined);
+  if (!h && !v && !hs && !vs && !ha && !hb && !vb && !hv) throw new Error(`no results in ${resultsDir}`);
   const host = h?.r;
   const vm = v?.r;
   const charts: [string, string | undefined][] = [
@@ -974,7 +977,7 @@ export function renderReport(resultsDir: string, readme: string): void {
     "",
     machineLine(host, vm),
     "",
-    `Sources: ${[...new Set([h?.file, v?.file, hs?.file, vs?.file, ha?.file, va?.file, hb?.file, vb?.file])]
+    `Sources: ${[...new Set([h?.file, v?.file, hs?.file, vs?.file, ha?.file, va?.file, hb?.file, vb?.file, hv?.file])]
       .filter(Boolean)
       .map((f) => `[\`results/${f}\`](results/${f})`)
       .join(", ")}.`,
@@ -1027,6 +1030,10 @@ export function renderReport(resultsDir: string, readme: string): void {
     "### Rate limits: this plugin against ptp + bandwidth (the bandwidth capability)",
     "",
     bandwidthSection(hb && { name: runName(hb), r: hb.r }, vb && { name: runName(vb), r: vb.r }),
+    "",
+    `### Service traffic: translated at connect against kube-proxy's DNAT (Linux ${hv?.r.machine.kernel ?? "?"})`,
+    "",
+    hv ? `From ${runName(hv)}.\n\n${servicesSection(hv.r)}` : "_no Service traffic run on this kernel yet._",
     "",
     "### In the UML guest: netperf as measured",
     "",

@@ -5,6 +5,7 @@ import type { CpId, CycleResult, RssResult, StormResult } from "./control-plane"
 import type { CrossingResult, NetperfRun } from "./dataplane";
 import type { KernelFloor } from "./kernel-floor";
 import type { PathId } from "./paths";
+import type { ServicesRun } from "./services";
 import type { SockBypassRun } from "./sockbypass";
 import type { StartupReport } from "./startup";
 
@@ -44,6 +45,8 @@ export interface BenchResult {
   sockBypass?: SockBypassRun;
   apps?: AppsRun;
   bandwidth?: BandwidthRun;
+  /** Service traffic: translated at connect, kube-proxy's DNAT, and pod to pod. */
+  services?: ServicesRun;
 }
 
 /** The counts a run was made with (bench/main.ts's options, as a results file keeps them). */

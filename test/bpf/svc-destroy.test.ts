@@ -11,6 +11,7 @@ import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { probeJit } from "../../src/bpf/kernel-probe";
 import { SocketCloser } from "../../src/bpf/svc-destroy";
+import { ceiling } from "../support/ceiling";
 import { TestNetns } from "./helpers/netns";
 import { buildObjects, objectsDir } from "./helpers/objects";
 
@@ -89,7 +90,8 @@ beforeAll(async () => {
   serve(ns);
   serve(other);
   await new Promise((r) => setTimeout(r, 1500));
-}, 60_000);
+  // Compiling every object takes minutes in the emulated qemu guest (the distro lane).
+}, ceiling(300_000));
 
 afterAll(() => {
   for (const c of children) c.kill("SIGKILL");

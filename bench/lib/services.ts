@@ -1,0 +1,174 @@
+/**
+ * Service traffic: a client pod reaching a ClusterIP, three ways side by side on one
+ * two-node cluster (veth pods, the fast path on):
+ *
+ *   translated   a pod of a network with "serviceTranslation": the socket is given the
+ *                backend at connect (bpf_svc.c), so the flow is pod to pod
+ *   kube-proxy   a pod of a network without it, through DNAT rules in the node as
+ *                kube-proxy's nftables mode writes them: the flow is NAT'd, so the fast
+ *                path rightly leaves it to the stack
+ *   pod          the same client to the backend pod's own address: what translation
+ *                should equal
+ *
+ * Measured: backlog-queue crossings per TCP_RR packet (exact) and netperf TCP_RR and
+ * TCP_CRR, interleaved round by round, across nodes and on one node. netperf's control
+ * connection (12865) and its data connection (12866, fixed with -P) both go through the
+ * Service.
+ */
+
+import { openSvcMaps, ServiceTable, svcTables } from "../../src/bpf/index";
+import { inNs } from "../../test/support/harness";
+import { netperf, startNetserver } from "../../test/support/netperf";
+import { addPod, makeCluster } from "../../test/support/topology";
+import { newFixture, tick } from "./cleanup";
+import {
+  type NetifRxCounter,
+  type PerPacket,
+  perPacket,
+  RR_REQUEST,
+  RR_REQUEST_LEN,
+  RR_RESPONSE,
+  RR_RESPONSE_LEN,
+} from "./crossings";
+import type { Placement } from "./paths";
+
+export const SERVICE_MODES = ["translated", "kube-proxy", "pod"] as const;
+export type ServiceMode = (typeof SERVICE_MODES)[number];
+export const SERVICE_TESTS = ["TCP_RR", "TCP_CRR"] as const;
+export type ServiceTest = (typeof SERVICE_TESTS)[number];
+
+const CONTROL_PORT = 12865;
+const DATA_PORT = 12866;
+const CLUSTER_IP: Record<Placement, string> = { across: "10.96.0.11", same: "10.96.0.12" };
+/** TCP_CRR runs a fixed number of connections: with a time limit netperf waits out
+ * netserver's 4 s padding timer after each test. */
+const CRR_CONNECTIONS = 4000;
+
+export interface ServiceCrossing {
+  mode: ServiceMode;
+  placement: Placement;
+  rrRequest: PerPacket;
+  rrResponse: PerPacket;
+}
+
+export interface ServicesRun {
+  rounds: number;
+  seconds: number;
+  crossings: ServiceCrossing[];
+  /** mode → placement → test → per-round rates (transactions or connections per second). */
+  samples: Record<ServiceMode, Record<Placement, Record<ServiceTest, number[]>>>;
+  errors: string[];
+}
+
+export async function measureServices(
+  counter: NetifRxCounter,
+  opts: { rounds: number; seconds: number; transactions: number },
+): Promise<ServicesRun> {
+  const fx = newFixture("services");
+  // Translation on the node's cgroup v2 root: only the recorded pods' sockets are touched.
+  const [a, b] = makeCluster(fx, { logLevel: "info", serviceTranslation: true });
+  const backends: Record<Placement, ReturnType<typeof addPod>> = {
+    across: addPod(fx, b, "srv-b"),
+    same: addPod(fx, a, "srv-a"),
+  };
+  const translated = addPod(fx, a, "cli");
+  const ipam = a.conf.ipam as Record<string, unknown>;
+  const plain = addPod(fx, a, "plain", {
+    ...a.conf,
+    name: "plain",
+    serviceTranslation: false,
+    ipam: { ...ipam, ranges: [[{ subnet: a.podSubnet4, rangeStart: "10.221.1.200", rangeEnd: "10.221.1.250" }]] },
+  });
+  for (const pod of Object.values(backends)) startNetserver(fx, pod.netns);
+
+  // The Services, in the node's tables and as kube-proxy's DNAT rules.
+  const maps = openSvcMaps(a.bpffsRoot);
+  if (!maps) throw new Error("services: no Service tables on node a");
+  try {
+    const table = new ServiceTable(svcTables(maps));
+    for (const placement of ["across", "same"] as const) {
+      for (const port of [CONTROL_PORT, DATA_PORT]) {
+        table.write({
+          frontend: { ip: CLUSTER_IP[placement], port, protocol: "TCP" },
+          backends: [{ ip: backends[placement].v4, port }],
+        });
+      }
+    }
+  } finally {
+    maps.close();
+  }
+  const nft = (...args: string[]) => inNs(a.netns, "nft", args);
+  nft("add", "table", "ip", "kube-proxy-stand-in");
+  nft("add", "chain", "ip", "kube-proxy-stand-in", "pre", "{ type nat hook prerouting priority -100; }");
+  for (const placement of ["across", "same"] as const) {
+    nft(
+      "add",
+      "rule",
+      "ip",
+      "kube-proxy-stand-in",
+      "pre",
+      "ip",
+      "daddr",
+      CLUSTER_IP[placement],
+      "tcp",
+      "dport",
+      `{ ${CONTROL_PORT}, ${DATA_PORT} }`,
+      "dnat",
+      "to",
+      backends[placement].v4,
+    );
+  }
+
+  const route = (mode: ServiceMode, placement: Placement) => ({
+    client: mode === "kube-proxy" ? plain.netns : translated.netns,
+    server: mode === "pod" ? backends[placement].v4 : CLUSTER_IP[placement],
+  });
+  const rr = (mode: ServiceMode, placement: Placement, test: ServiceTest, length: number) => {
+    const { client, server } = route(mode, placement);
+    return netperf(client, server, test, length, ["-r", `${RR_REQUEST},${RR_RESPONSE}`, "-P", `,${DATA_PORT}`]);
+  };
+
+  const crossings: ServiceCrossing[] = [];
+  for (const placement of ["across", "same"] as const) {
+    for (const mode of SERVICE_MODES) {
+      await tick();
+      const warm = rr(mode, placement, "TCP_RR", -50);
+      if (warm.error) throw new Error(`services, ${mode} ${placement}: ${warm.error}`);
+      const events = counter.count(() => {
+        const r = rr(mode, placement, "TCP_RR", -opts.transactions);
+        if (r.error) throw new Error(`services, ${mode} ${placement}: ${r.error}`);
+      });
+      const c: ServiceCrossing = {
+        mode,
+        placement,
+        rrRequest: perPacket(events.byLen.get(RR_REQUEST_LEN), opts.transactions),
+        rrResponse: perPacket(events.byLen.get(RR_RESPONSE_LEN), opts.transactions),
+      };
+      crossings.push(c);
+      process.stderr.write(
+        `  services crossings ${mode.padEnd(10)} ${placement.padEnd(6)} request ${c.rrRequest.total.toFixed(3)}, response ${c.rrResponse.total.toFixed(3)}\n`,
+      );
+    }
+  }
+
+  const empty = () => ({ TCP_RR: [] as number[], TCP_CRR: [] as number[] });
+  const samples = Object.fromEntries(
+    SERVICE_MODES.map((m) => [m, { across: empty(), same: empty() }]),
+  ) as ServicesRun["samples"];
+  const errors: string[] = [];
+  for (let round = 0; round < opts.rounds; round++) {
+    for (const test of SERVICE_TESTS) {
+      for (const placement of ["across", "same"] as const) {
+        for (const mode of SERVICE_MODES) {
+          await tick();
+          const r = rr(mode, placement, test, test === "TCP_CRR" ? -CRR_CONNECTIONS : opts.seconds);
+          if (r.error) errors.push(`round ${round + 1} ${mode} ${placement} ${test}: ${r.error}`);
+          samples[mode][placement][test].push(r.value);
+        }
+      }
+    }
+    process.stderr.write(`  services round ${round + 1}/${opts.rounds}\n`);
+  }
+  fx.cleanup();
+  return { rounds: opts.rounds, seconds: opts.seconds, crossings, samples, errors };
+}
