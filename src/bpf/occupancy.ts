@@ -5,6 +5,7 @@
  * The flow tables inside nkc_flow_tables are not here (direct.ts reads those); that map
  * counts the pool's filled slots, and nkc_flow_owner the endpoints that hold one.
  */
+
 import * as fs from "node:fs";
 import { BpfError } from "../sys/bpf-syscall";
 import { BPF_MAP_TYPE } from "../sys/bpf-uapi";
@@ -12,6 +13,7 @@ import { MAP_NAMES, SOCK_MAP_NAMES } from "./abi";
 import { filledSlots } from "./direct";
 import { mapPin } from "./layout";
 import { BpfMap, mapKind } from "./maps";
+import { SVC_MAP_NAMES } from "./svc-abi";
 
 export interface MapOccupancy {
   name: string;
@@ -23,8 +25,8 @@ export interface MapOccupancy {
   capacity: number;
 }
 
-/** The node's maps, then the socket bypass's, in a fixed order. */
-const NAMES = [...Object.values(MAP_NAMES), ...Object.values(SOCK_MAP_NAMES)];
+/** The node's maps, then the socket bypass's, then Service translation's, in a fixed order. */
+const NAMES = [...Object.values(MAP_NAMES), ...Object.values(SOCK_MAP_NAMES), ...Object.values(SVC_MAP_NAMES)];
 
 export function pinnedMapOccupancy(bpffsRoot: string): MapOccupancy[] {
   const all: MapOccupancy[] = [];

@@ -223,6 +223,9 @@ describe("Service translation, pods made by the plugin", () => {
     expect(status).toMatch(
       /^services +translated at connect for 1 pods: 1 Services, 0 backends; 0 translated, 1 refused/m,
     );
+    // The tables are bounded, and status shows how full they are.
+    expect(status).toMatch(/^ +nkc_svc_services +hash +1 +16384$/m);
+    expect(status).toMatch(/^ +nkc_svc_backends +hash +0 +65536$/m);
   });
 
   it("forgets a pod's namespace at DEL, and GC forgets one whose DEL never came", () => {
