@@ -13,8 +13,8 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import { SocketCloser } from "../bpf/index";
 import { DEFAULT_BPFFS_ROOT } from "../cni/config";
+import { embeddedSvcDestroyObject, embeddedSvcObject } from "../datapath/assets";
 import { RtnlSocket } from "../netlink/socket";
-import { readAsset } from "../sys/embedded-assets";
 import { endpointSliceWatch, loadKubeConfig, NodeWatch, serviceWatch } from "./kube";
 import { agentLog } from "./log";
 import { AgentMetrics } from "./metrics";
@@ -65,14 +65,14 @@ export async function runAgent(argv: string[]): Promise<number> {
     // that cannot (Linux 6.5+, BTF and a JIT) is refused the option, saying why.
     let closer: SocketCloser;
     try {
-      closer = SocketCloser.load(readAsset("bpf_svc_destroy.o", "bpf/bpf_svc_destroy.o"));
+      closer = SocketCloser.load(embeddedSvcDestroyObject());
     } catch (e) {
       process.stderr.write(
         `netkit-cni agent: --service-translation needs the kernel to close sockets of withdrawn backends (bpf_sock_destroy, Linux 6.5+, with BTF and a BPF JIT): ${(e as Error).message.split("\n")[0]}\n`,
       );
       return 2;
     }
-    services = new ServiceSync(bpffsRoot, opts.nodeName, () => readAsset("bpf_svc.o", "bpf/bpf_svc.o"), closer);
+    services = new ServiceSync(bpffsRoot, opts.nodeName, () => embeddedSvcObject().object, closer);
   }
   const serviceWatches: { start(): void; stop(): void }[] = [];
   if (services) {

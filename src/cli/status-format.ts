@@ -123,5 +123,8 @@ export function formatServiceTranslation(s: ServiceTranslationStatus): string {
   const counted = c
     ? `; ${c.translated} translated, ${c.refused} refused (no backend), ${c.reversed} shown back, ${c.unsure} left to the stack`
     : "";
-  return `services        translated at connect for ${s.pods} pods: ${s.services} Services, ${s.backends} backends${counted}`;
+  const line = `services        translated at connect for ${s.pods} pods: ${s.services} Services, ${s.backends} backends${counted}`;
+  return s.socketClosing
+    ? `${line}\nservices        cannot close a withdrawn backend's sockets (the agent refuses --service-translation): ${s.socketClosing}`
+    : line;
 }

@@ -7,11 +7,13 @@ import * as fs from "node:fs";
 import {
   openSvcMaps,
   readSvcCounters,
+  SocketCloser,
   type SvcCounters,
   svcPodIfindexes,
   svcProgramsRoot,
   svcRoot,
 } from "../bpf/index";
+import { embeddedSvcDestroyObject } from "../datapath/assets";
 
 export interface ServiceTranslationStatus {
   /** Links pinned under svc/ (eight hooks per cgroup). */
@@ -21,6 +23,9 @@ export interface ServiceTranslationStatus {
   services: number;
   backends: number;
   counters: SvcCounters | undefined;
+  /** Why this kernel cannot close a withdrawn backend's sockets (so the agent refuses
+   * --service-translation); asked only where translation runs. Absent: it can. */
+  socketClosing: string | undefined;
 }
 
 export function serviceTranslationStatus(root: string): ServiceTranslationStatus {
@@ -29,7 +34,8 @@ export function serviceTranslationStatus(root: string): ServiceTranslationStatus
     ? fs.readdirSync(dir).filter((name) => `${dir}/${name}` !== svcProgramsRoot(root)).length
     : 0;
   const maps = openSvcMaps(root);
-  if (!maps) return { links, pods: 0, services: 0, backends: 0, counters: undefined };
+  const socketClosing = links > 0 ? socketClosingUnavailable() : undefined;
+  if (!maps) return { links, pods: 0, services: 0, backends: 0, counters: undefined, socketClosing };
   try {
     return {
       links,
@@ -37,8 +43,19 @@ export function serviceTranslationStatus(root: string): ServiceTranslationStatus
       services: maps.services.countKeys(),
       backends: maps.backends.countKeys(),
       counters: readSvcCounters(maps.stats),
+      socketClosing,
     };
   } finally {
     maps.close();
+  }
+}
+
+/** Loading the socket iterators is the test: the kernel's own reason when it refuses. */
+function socketClosingUnavailable(): string | undefined {
+  try {
+    SocketCloser.load(embeddedSvcDestroyObject()).dispose();
+    return undefined;
+  } catch (e) {
+    return (e as Error).message.split("\n")[0];
   }
 }

@@ -16,3 +16,6 @@ const epoch = () => Number(asset("epoch").toString("utf8").trim()) || 0;
 export const embeddedSockObject = (): SockBypassObjects => ({ object: asset("bpf_sock.o"), epoch: epoch() });
 
 export const embeddedSvcObject = (): ServiceTranslationObjects => ({ object: asset("bpf_svc.o"), epoch: epoch() });
+
+/** The socket iterators that close a withdrawn backend's sockets (the agent loads them). */
+export const embeddedSvcDestroyObject = (): Buffer => asset("bpf_svc_destroy.o");

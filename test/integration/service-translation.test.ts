@@ -12,6 +12,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { openSvcMaps, type ServiceEntry, ServiceTable, svcTables } from "../../src/bpf/index";
+import { probeJit } from "../../src/bpf/kernel-probe";
 import { countersOf } from "../../src/datapath/node-state";
 import { cgroup2Root } from "../../src/datapath/sockbypass";
 import { ceiling } from "../support/ceiling";
@@ -226,6 +227,8 @@ describe("Service translation, pods made by the plugin", () => {
     // The tables are bounded, and status shows how full they are.
     expect(status).toMatch(/^ +nkc_svc_services +hash +1 +16384$/m);
     expect(status).toMatch(/^ +nkc_svc_backends +hash +0 +65536$/m);
+    // Where the kernel cannot close a withdrawn backend's sockets (no JIT: the UML guest), it says so.
+    expect(/^services +cannot close a withdrawn backend's sockets/m.test(status)).toBe(!probeJit());
   });
 
   it("forgets a pod's namespace at DEL, and GC forgets one whose DEL never came", () => {

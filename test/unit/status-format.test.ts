@@ -50,7 +50,7 @@ const facts = (): NodeStatus => ({
     unavailable: undefined,
     off: undefined,
   },
-  serviceTranslation: { links: 0, pods: 0, services: 0, backends: 0, counters: undefined },
+  serviceTranslation: { links: 0, pods: 0, services: 0, backends: 0, counters: undefined, socketClosing: undefined },
   bandwidth: { limited: 0, modes: {}, pacingOff: [] },
   drops: {
     pods: { spoofed: 3, tagged: 1, ethertype: 0, unparsable: 0, limit: 0, rewrite: 0 },
@@ -141,9 +141,25 @@ describe("formatStatus", () => {
       services: 2,
       backends: 4,
       counters: { translated: 10n, refused: 1n, reversed: 5n, unsure: 0n },
+      socketClosing: undefined,
     };
     expect(formatStatus(s)).toMatch(
       /^services +translated at connect for 3 pods: 2 Services, 4 backends; 10 translated, 1 refused \(no backend\), 5 shown back, 0 left to the stack$/m,
+    );
+  });
+
+  it("says when the kernel cannot close a withdrawn backend's sockets, and why", () => {
+    const s = facts();
+    s.serviceTranslation = {
+      links: 8,
+      pods: 1,
+      services: 0,
+      backends: 0,
+      counters: undefined,
+      socketClosing: "kernel functions bpf_sock_destroy not found in BTF",
+    };
+    expect(formatStatus(s)).toMatch(
+      /^services +cannot close a withdrawn backend's sockets \(the agent refuses --service-translation\): kernel functions bpf_sock_destroy not found in BTF$/m,
     );
   });
 
