@@ -74,25 +74,27 @@ export function loadSvcPrograms(bpffsRoot: string, object: Buffer, epoch: number
 
 /** The pinned maps, or undefined where no network ever asked for translation. */
 export function openSvcMaps(bpffsRoot: string): (SvcMaps & { close(): void }) | undefined {
-  const names = Object.entries(SVC_MAP_NAMES);
-  if (!names.every(([, name]) => fs.existsSync(mapPin(bpffsRoot, name)))) return undefined;
+  if (!Object.values(SVC_MAP_NAMES).every((name) => fs.existsSync(mapPin(bpffsRoot, name)))) return undefined;
+  return mapsByRole((name) => BpfMap.openPinned(mapPin(bpffsRoot, name)));
+}
+
+/** Each role's map, from `open` by the map's name; all closed again if one cannot be had. */
+function mapsByRole(open: (name: string) => BpfMap): SvcMaps & { close(): void } {
   const opened: BpfMap[] = [];
+  const close = () => {
+    for (const m of opened) m.close();
+  };
   try {
     const maps = Object.fromEntries(
-      names.map(([role, name]) => {
-        const map = BpfMap.openPinned(mapPin(bpffsRoot, name));
+      Object.entries(SVC_MAP_NAMES).map(([role, name]) => {
+        const map = open(name);
         opened.push(map);
         return [role, map];
       }),
     ) as SvcMaps;
-    return {
-      ...maps,
-      close: () => {
-        for (const m of opened) m.close();
-      },
-    };
+    return { ...maps, close };
   } catch (e) {
-    for (const m of opened) m.close();
+    close();
     throw e;
   }
 }
@@ -158,29 +160,10 @@ export function readSvcCounters(stats: BpfMap): SvcCounters {
  * fills the Service tables before the first translating pod arrives). Loads no program.
  */
 export function openOrCreateSvcMaps(bpffsRoot: string, object: Buffer): SvcMaps & { close(): void } {
-  const opened: BpfMap[] = [];
-  try {
-    const byName = new Map<string, BpfMap>();
-    for (const mapSpec of readObject(object).maps) {
-      const map = openOrCreatePinnedMap(mapSpec, mapPin(bpffsRoot, mapSpec.name));
-      opened.push(map);
-      byName.set(mapSpec.name, map);
-    }
-    const maps = Object.fromEntries(
-      Object.entries(SVC_MAP_NAMES).map(([role, name]) => {
-        const map = byName.get(name);
-        if (!map) throw new Error(`map ${name} missing from bpf_svc.o`);
-        return [role, map];
-      }),
-    ) as SvcMaps;
-    return {
-      ...maps,
-      close: () => {
-        for (const m of opened) m.close();
-      },
-    };
-  } catch (e) {
-    for (const m of opened) m.close();
-    throw e;
-  }
+  const specs = new Map(readObject(object).maps.map((spec) => [spec.name, spec]));
+  return mapsByRole((name) => {
+    const spec = specs.get(name);
+    if (!spec) throw new Error(`map ${name} missing from bpf_svc.o`);
+    return openOrCreatePinnedMap(spec, mapPin(bpffsRoot, name));
+  });
 }

@@ -12,22 +12,10 @@ import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { Fixture, inNs, runPlugin } from "../support/harness";
 import { StandInApiServer } from "../support/kube-apiserver";
-import { AgentProcess, agentNode, agentRoutes, eventually, readJson, scrape } from "./harness";
+import { AgentProcess, agentNode, agentRoutes, eventually, makeNode, readJson, scrape } from "./harness";
 
 const CLUSTER = ["10.40.0.0/16", "fd40::/48"];
 const SELF = "node-a";
-
-/** A node netns with an uplink on 10.30.0.0/24 and fd30::/64 (both ends inside: no host device). */
-function makeNode(fx: Fixture): string {
-  const netns = fx.makeNetns("nkag");
-  inNs(netns, "ip", ["link", "set", "lo", "up"]);
-  inNs(netns, "ip", ["link", "add", "uplink0", "type", "veth", "peer", "name", "uplink0p"]);
-  inNs(netns, "ip", ["addr", "add", "10.30.0.1/24", "dev", "uplink0"]);
-  inNs(netns, "ip", ["-6", "addr", "add", "fd30::1/64", "dev", "uplink0", "nodad"]);
-  inNs(netns, "ip", ["link", "set", "uplink0p", "up"]);
-  inNs(netns, "ip", ["link", "set", "uplink0", "up"]);
-  return netns;
-}
 
 function statusVerb(netns: string, conflistFile: string) {
   const conflist = readJson(conflistFile);
@@ -62,7 +50,7 @@ describe("netkit-cni agent", () => {
   ];
 
   it("routes other nodes' pod CIDRs via their InternalIPs, follows changes, reports and skips what it cannot route", async () => {
-    const netns = makeNode(fx);
+    const netns = makeNode(fx, "nkag");
     const node = agentNode(fx, api, netns, SELF);
     // Someone else's routes: one to a peer's pod CIDR, one elsewhere.
     inNs(netns, "ip", ["route", "add", "10.40.9.0/24", "via", "10.30.0.9"]);
@@ -148,7 +136,7 @@ describe("netkit-cni agent", () => {
   });
 
   it("holds STATUS at code 50 until synced; SIGTERM leaves routes, masquerade and conflist; a restart cleans up", async () => {
-    const netns = makeNode(fx);
+    const netns = makeNode(fx, "nkag");
     const node = agentNode(fx, api, netns, SELF);
     api.addNode({ name: SELF, internalIPs: ["10.30.0.1"] }); // no pod CIDR yet
     api.addNode({ name: "node-b", podCIDRs: ["10.40.2.0/24"], internalIPs: ["10.30.0.2"] });
@@ -227,7 +215,7 @@ describe("netkit-cni agent", () => {
   }, 180_000);
 
   it("a restarted agent keeps every route while it lists the nodes again (none removed, then added back)", async () => {
-    const netns = makeNode(fx);
+    const netns = makeNode(fx, "nkag");
     const node = agentNode(fx, api, netns, SELF);
     api.addNode({ name: SELF, podCIDRs: ["10.40.1.0/24"], internalIPs: ["10.30.0.1"] });
     const N = 120;
@@ -259,7 +247,7 @@ describe("netkit-cni agent", () => {
   }, 120_000);
 
   it("serves /healthz, /readyz and Prometheus metrics, with the plugin's verb timings", async () => {
-    const netns = makeNode(fx);
+    const netns = makeNode(fx, "nkag");
     const node = agentNode(fx, api, netns, SELF);
     api.addNode({ name: SELF, podCIDRs: ["10.40.1.0/24"], internalIPs: ["10.30.0.1"] });
     api.addNode({ name: "node-b", podCIDRs: ["10.40.2.0/24"], internalIPs: ["10.30.0.2"] });

@@ -7,7 +7,7 @@
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { BINARY, type Fixture } from "../support/harness";
+import { BINARY, type Fixture, inNs } from "../support/harness";
 import { netnsForwarder, type StandInApiServer } from "../support/kube-apiserver";
 
 export const API_PORT = 6443;
@@ -136,3 +136,15 @@ export async function eventually(what: string, ok: () => boolean, ms = 15_000, l
 }
 
 export const readJson = (file: string) => JSON.parse(fs.readFileSync(file, "utf8"));
+
+/** A node netns with an uplink on 10.30.0.0/24 and fd30::/64 (both ends inside: no host device). */
+export function makeNode(fx: Fixture, prefix: string): string {
+  const netns = fx.makeNetns(prefix);
+  inNs(netns, "ip", ["link", "set", "lo", "up"]);
+  inNs(netns, "ip", ["link", "add", "uplink0", "type", "veth", "peer", "name", "uplink0p"]);
+  inNs(netns, "ip", ["addr", "add", "10.30.0.1/24", "dev", "uplink0"]);
+  inNs(netns, "ip", ["-6", "addr", "add", "fd30::1/64", "dev", "uplink0", "nodad"]);
+  inNs(netns, "ip", ["link", "set", "uplink0p", "up"]);
+  inNs(netns, "ip", ["link", "set", "uplink0", "up"]);
+  return netns;
+}

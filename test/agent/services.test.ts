@@ -12,24 +12,13 @@ import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { openSvcMaps, ServiceTable, svcTables } from "../../src/bpf/index";
 import { cgroup2Root } from "../../src/datapath/sockbypass";
-import { Fixture, inNs, runPlugin, uniqueName } from "../support/harness";
+import { Fixture, runPlugin, uniqueName } from "../support/harness";
 import { StandInApiServer } from "../support/kube-apiserver";
-import { AgentProcess, agentNode, eventually, readJson, scrape } from "./harness";
+import { AgentProcess, agentNode, eventually, makeNode, readJson, scrape } from "./harness";
 
 const CLUSTER = ["10.40.0.0/16", "fd40::/48"];
 const SELF = "node-a";
 const PEER = path.resolve(__dirname, "../integration/tools/svcpeer.py");
-
-function makeNode(fx: Fixture): string {
-  const netns = fx.makeNetns("nkas");
-  inNs(netns, "ip", ["link", "set", "lo", "up"]);
-  inNs(netns, "ip", ["link", "add", "uplink0", "type", "veth", "peer", "name", "uplink0p"]);
-  inNs(netns, "ip", ["addr", "add", "10.30.0.1/24", "dev", "uplink0"]);
-  inNs(netns, "ip", ["-6", "addr", "add", "fd30::1/64", "dev", "uplink0", "nodad"]);
-  inNs(netns, "ip", ["link", "set", "uplink0p", "up"]);
-  inNs(netns, "ip", ["link", "set", "uplink0", "up"]);
-  return netns;
-}
 
 const service = (
   name: string,
@@ -103,7 +92,7 @@ describe("netkit-cni agent --service-translation", () => {
   };
 
   it("keeps the tables as the Services and EndpointSlices say, and counts what it cannot read", async () => {
-    const netns = makeNode(fx);
+    const netns = makeNode(fx, "nkas");
     const node = agentNode(fx, api, netns, SELF);
     api.addNode({ name: SELF, podCIDRs: ["10.40.1.0/24", "fd40:0:0:1::/64"], internalIPs: ["10.30.0.1", "fd30::1"] });
     api.put("services", service("web", "10.96.0.10", [{ name: "http", port: 80, targetPort: "web", protocol: "TCP" }]));
@@ -216,7 +205,7 @@ describe("netkit-cni agent --service-translation", () => {
   });
 
   it("takes a pod made with its conflist to the Service's backend pod by translation alone, and closes its connection when the backend is withdrawn", async () => {
-    const netns = makeNode(fx);
+    const netns = makeNode(fx, "nkas");
     const node = agentNode(fx, api, netns, SELF);
     api.addNode({ name: SELF, podCIDRs: ["10.40.1.0/24", "fd40:0:0:1::/64"], internalIPs: ["10.30.0.1", "fd30::1"] });
     const agent = AgentProcess.start(fx, node, agentArgs(fx.tempDir("nkt-ipam-")));
