@@ -10,7 +10,7 @@ import * as path from "node:path";
 import { sha256Hex } from "../sys/sha256";
 import type { ObjectSpec } from "./elf";
 import type { BpfMap } from "./maps";
-import { openPin, pinObject, unpin } from "./pins";
+import { openPin, replacePin } from "./pins";
 import { BpfProgram, loadProgram } from "./programs";
 
 export interface ProgramSetRequest {
@@ -38,17 +38,18 @@ export interface ProgramSet {
 
 const SET_NAME = /^(\d+)-[0-9a-f]+$/;
 
-interface PinnedSet {
+export interface PinnedSet {
   dir: string;
   epoch: number;
   build: string;
 }
 
+/** The builds' sets pinned under `setsDir` (a directory not named <epoch>-<hash> is none). */
 export function pinnedSets(setsDir: string): PinnedSet[] {
   if (!fs.existsSync(setsDir)) return [];
-  return fs.readdirSync(setsDir).map((build) => {
+  return fs.readdirSync(setsDir).flatMap((build) => {
     const m = SET_NAME.exec(build);
-    return { dir: path.join(setsDir, build), epoch: m ? Number(m[1]) : -1, build };
+    return m ? [{ dir: path.join(setsDir, build), epoch: Number(m[1]), build }] : [];
   });
 }
 
@@ -79,10 +80,7 @@ export function loadProgramSet(request: ProgramSetRequest): ProgramSet {
       programs.set(name, loadProgram(spec, { license: request.spec.license, maps: request.maps }));
     }
     const dir = path.join(setsDir, build);
-    for (const program of programs.values()) {
-      unpin(path.join(dir, program.name));
-      pinObject(program.fd, path.join(dir, program.name));
-    }
+    for (const program of programs.values()) replacePin(program.fd, path.join(dir, program.name));
     for (const set of pinnedSets(setsDir)) {
       if (set.build !== build && set.epoch <= epoch) fs.rmSync(set.dir, { recursive: true, force: true });
     }

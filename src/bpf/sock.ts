@@ -8,13 +8,11 @@
  * without sockmap support must not cost a node its fast path. Never attaches
  * (datapath/sockbypass.ts does). Each pod's record is sock-pods.ts's.
  *
- * Builds are ordered by epoch as in node.ts: a newer build's pinned programs are used,
+ * Builds are ordered by epoch (program-set.ts): a newer build's pinned programs are used,
  * never replaced; an older build's pins go once this build's are pinned.
  */
 
 import * as fs from "node:fs";
-import * as path from "node:path";
-import { sha256Hex } from "../sys/sha256";
 import {
   decodeSockAdmitted,
   decodeSockKey,
@@ -29,8 +27,9 @@ import { readObject } from "./elf";
 import { mapPin, sockProgramsRoot } from "./layout";
 import { BpfMap } from "./maps";
 import { openOrCreatePinnedMap } from "./pinned-map";
-import { openPin, pinExists, replacePin } from "./pins";
-import { BpfProgram, loadProgram } from "./programs";
+import { pinExists } from "./pins";
+import { loadProgramSet, type PinnedSet, pinnedSets, programSetBuild } from "./program-set";
+import type { BpfProgram } from "./programs";
 
 export interface SockMaps {
   hash: BpfMap;
@@ -60,29 +59,9 @@ export interface SockPrograms {
   close(): void;
 }
 
-export function sockBuildName(object: Buffer, epoch: number): string {
-  return `${epoch}-${sha256Hex([object], 16)}`;
-}
+export const sockBuildName = programSetBuild;
 
-interface SockSet {
-  dir: string;
-  epoch: number;
-  build: string;
-}
-
-const SET_NAME = /^(\d+)-[0-9a-f]+$/;
-
-export function pinnedSockSets(bpffsRoot: string): SockSet[] {
-  const root = sockProgramsRoot(bpffsRoot);
-  if (!fs.existsSync(root)) return [];
-  return fs.readdirSync(root).flatMap((build) => {
-    const m = SET_NAME.exec(build);
-    return m ? [{ dir: path.join(root, build), epoch: Number(m[1]), build }] : [];
-  });
-}
-
-const complete = (set: SockSet) =>
-  Object.values(SOCK_PROGRAM_NAMES).every((name) => fs.existsSync(path.join(set.dir, name)));
+export const pinnedSockSets = (bpffsRoot: string): PinnedSet[] => pinnedSets(sockProgramsRoot(bpffsRoot));
 
 /**
  * The bypass's maps and programs: the newest pinned build's, or this build's, loaded and
@@ -90,10 +69,6 @@ const complete = (set: SockSet) =>
  * the kernel said when it cannot (no sockhash, no sock_ops or sk_msg programs).
  */
 export function loadSockPrograms(bpffsRoot: string, object: Buffer, epoch: number, endpoints: BpfMap): SockPrograms {
-  const build = sockBuildName(object, epoch);
-  const sets = pinnedSockSets(bpffsRoot).filter(complete);
-  const newer = sets.filter((s) => s.epoch > epoch);
-  const own = sets.find((s) => s.build === build);
   const opened: { close(): void }[] = [];
   try {
     const spec = readObject(object);
@@ -111,46 +86,26 @@ export function loadSockPrograms(bpffsRoot: string, object: Buffer, epoch: numbe
       admitted: required(byName, SOCK_MAP_NAMES.admitted),
       cookies: required(byName, SOCK_MAP_NAMES.cookies),
     };
-    const use = newer.length > 0 ? newer.reduce((a, b) => (b.epoch > a.epoch ? b : a)) : own;
-    let programs: SockPrograms["programs"];
-    let loaded = false;
-    if (use) {
-      const open = (name: string) => {
-        const program = new BpfProgram(openPin(path.join(use.dir, name)), name);
-        opened.push(program);
-        return program;
-      };
-      programs = {
-        sockOps: open(SOCK_PROGRAM_NAMES.sockOps),
-        skMsg: open(SOCK_PROGRAM_NAMES.skMsg),
-        release: open(SOCK_PROGRAM_NAMES.release),
-      };
-    } else {
-      const load = (name: string) => {
-        const programSpec = spec.programs.find((p) => p.name === name);
-        if (!programSpec) throw new Error(`program ${name} not found in bpf_sock.o`);
-        const program = loadProgram(programSpec, { license: spec.license, maps: byName });
-        opened.push(program);
-        return program;
-      };
-      programs = {
-        sockOps: load(SOCK_PROGRAM_NAMES.sockOps),
-        skMsg: load(SOCK_PROGRAM_NAMES.skMsg),
-        release: load(SOCK_PROGRAM_NAMES.release),
-      };
-      const dir = path.join(sockProgramsRoot(bpffsRoot), build);
-      for (const program of Object.values(programs)) replacePin(program.fd, path.join(dir, program.name));
-      loaded = true;
-      for (const set of pinnedSockSets(bpffsRoot)) {
-        if (set.build !== build && set.epoch <= epoch) fs.rmSync(set.dir, { recursive: true, force: true });
-      }
-    }
+    const set = loadProgramSet({
+      setsDir: sockProgramsRoot(bpffsRoot),
+      object,
+      spec,
+      epoch,
+      names: Object.values(SOCK_PROGRAM_NAMES),
+      maps: byName,
+    });
+    opened.push(set);
+    const program = (name: string) => set.programs.get(name) as BpfProgram;
     return {
       maps,
-      programs,
-      build: use?.build ?? build,
-      loaded,
-      superseded: newer.length > 0,
+      programs: {
+        sockOps: program(SOCK_PROGRAM_NAMES.sockOps),
+        skMsg: program(SOCK_PROGRAM_NAMES.skMsg),
+        release: program(SOCK_PROGRAM_NAMES.release),
+      },
+      build: set.build,
+      loaded: set.loaded,
+      superseded: set.superseded,
       close: () => {
         for (const o of opened) o.close();
       },
