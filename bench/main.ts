@@ -97,7 +97,10 @@ const SECTION_TOOLS: Record<string, { tools: string[]; install: string }> = {
   sockbypass: { tools: ["netperf", "netserver", "sockperf"], install: "scripts/deps.sh bench" },
   apps: { tools: APP_TOOLS, install: "scripts/deps.sh apps" },
   bandwidth: { tools: ["iperf3", "netperf", "netserver"], install: "scripts/deps.sh bench" },
-  services: { tools: ["netperf", "netserver", "nft"], install: "scripts/deps.sh" },
+  services: {
+    tools: ["netperf", "netserver", "nft", "nginx", "wrk", "redis-server", "redis-benchmark"],
+    install: "scripts/deps.sh apps",
+  },
 };
 
 /** Only the sections that run need their tools: make test's smoke round needs no sockperf. */

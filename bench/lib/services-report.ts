@@ -5,7 +5,7 @@
  */
 import type { Placement } from "./paths";
 import type { BenchResult } from "./result";
-import { SERVICE_MODES, SERVICE_TESTS, type ServiceMode, type ServicesRun } from "./services";
+import { SERVICE_APPS, SERVICE_MODES, SERVICE_TESTS, type ServiceMode, type ServicesRun } from "./services";
 import { median, pairedRatio } from "./stats";
 
 const MODE_LABELS: Record<ServiceMode, string> = {
@@ -50,6 +50,27 @@ export function servicesRatioTable(s: ServicesRun): string {
   ].join("\n");
 }
 
+const APP_LABELS = { nginx: "nginx, wrk (small page)", redis: "Redis, redis-benchmark GET" } as const;
+
+export function servicesAppsTable(s: ServicesRun): string {
+  const apps = s.apps;
+  if (!apps) return "";
+  const ratio = (num: ServiceMode, den: ServiceMode, app: (typeof SERVICE_APPS)[number]) => {
+    const r = pairedRatio(apps[num][app], apps[den][app]);
+    return r.n === 0 ? "n/a" : `${n2(r.median)}× (${n2(r.min)}–${n2(r.max)})`;
+  };
+  const rate = (m: ServiceMode, app: (typeof SERVICE_APPS)[number]) =>
+    Math.round(median(apps[m][app])).toLocaleString("en-US");
+  return [
+    "| application (across nodes) | translated /s | kube-proxy /s | pod /s | translated ÷ kube-proxy | translated ÷ pod |",
+    "|---|---:|---:|---:|---:|---:|",
+    ...SERVICE_APPS.map(
+      (a) =>
+        `| ${APP_LABELS[a]} | ${rate("translated", a)} | ${rate("kube-proxy", a)} | ${rate("pod", a)} | ${ratio("translated", "kube-proxy", a)} | ${ratio("translated", "pod", a)} |`,
+    ),
+  ].join("\n");
+}
+
 export function servicesSection(r: BenchResult): string {
   const s = r.services;
   if (!s) return "_no Service traffic run on this kernel yet._";
@@ -63,6 +84,14 @@ export function servicesSection(r: BenchResult): string {
     `netperf medians over ${s.rounds} interleaved rounds (TCP_RR ${s.seconds} s, TCP_CRR a fixed number of connections); ratios are medians of per-round ratios with their min–max:`,
     "",
     servicesRatioTable(s),
+    ...(s.apps
+      ? [
+          "",
+          `Applications across nodes through a ClusterIP each, the same ${s.rounds} rounds (${s.seconds} s each), medians and per-round ratios:`,
+          "",
+          servicesAppsTable(s),
+        ]
+      : []),
     ...(s.errors.length > 0 ? ["", `Errors: ${s.errors.length} (${s.errors.slice(0, 3).join("; ")}).`] : []),
   ].join("\n");
 }

@@ -13,14 +13,21 @@
  * Measured: backlog-queue crossings per TCP_RR packet (exact) and netperf TCP_RR and
  * TCP_CRR, interleaved round by round, across nodes and on one node. netperf's control
  * connection (12865) and its data connection (12866, fixed with -P) both go through the
- * Service.
+ * Service. Then real applications across nodes, through a ClusterIP each: nginx with wrk
+ * (the small page) and Redis with redis-benchmark (GET), the same rounds.
  */
 
+import * as fs from "node:fs";
+import * as path from "node:path";
 import { openSvcMaps, ServiceTable, svcTables } from "../../src/bpf/index";
+import { cgroup2Root } from "../../src/datapath/sockbypass";
 import { inNs } from "../../test/support/harness";
 import { netperf, startNetserver } from "../../test/support/netperf";
 import { addPod, makeCluster } from "../../test/support/topology";
-import { newFixture, tick } from "./cleanup";
+import { redisBench, wrk } from "./apps/clients";
+import type { Place } from "./apps/exec";
+import { FILES, PORTS, startNginx, startRedis } from "./apps/servers";
+import { newFixture, onCleanup, tick } from "./cleanup";
 import {
   type NetifRxCounter,
   type PerPacket,
@@ -35,6 +42,8 @@ import type { Placement } from "./paths";
 export const SERVICE_MODES = ["translated", "kube-proxy", "pod"] as const;
 export type ServiceMode = (typeof SERVICE_MODES)[number];
 export const SERVICE_TESTS = ["TCP_RR", "TCP_CRR"] as const;
+export const SERVICE_APPS = ["nginx", "redis"] as const;
+export type ServiceApp = (typeof SERVICE_APPS)[number];
 export type ServiceTest = (typeof SERVICE_TESTS)[number];
 
 const CONTROL_PORT = 12865;
@@ -57,6 +66,8 @@ export interface ServicesRun {
   crossings: ServiceCrossing[];
   /** mode → placement → test → per-round rates (transactions or connections per second). */
   samples: Record<ServiceMode, Record<Placement, Record<ServiceTest, number[]>>>;
+  /** Across nodes: mode → application → per-round rates (requests or GETs per second). */
+  apps?: Record<ServiceMode, Record<ServiceApp, number[]>>;
   errors: string[];
 }
 
@@ -87,7 +98,7 @@ export async function measureServices(
   try {
     const table = new ServiceTable(svcTables(maps));
     for (const placement of ["across", "same"] as const) {
-      for (const port of [CONTROL_PORT, DATA_PORT]) {
+      for (const port of [CONTROL_PORT, DATA_PORT, PORTS.nginx, PORTS.redis]) {
         table.write({
           frontend: { ip: CLUSTER_IP[placement], port, protocol: "TCP" },
           backends: [{ ip: backends[placement].v4, port }],
@@ -112,7 +123,7 @@ export async function measureServices(
       CLUSTER_IP[placement],
       "tcp",
       "dport",
-      `{ ${CONTROL_PORT}, ${DATA_PORT} }`,
+      `{ ${CONTROL_PORT}, ${DATA_PORT}, ${PORTS.nginx}, ${PORTS.redis} }`,
       "dnat",
       "to",
       backends[placement].v4,
@@ -169,6 +180,46 @@ export async function measureServices(
     }
     process.stderr.write(`  services round ${round + 1}/${opts.rounds}\n`);
   }
+  const apps = await measureApps(fx, backends.across.netns, route, opts, errors);
   fx.cleanup();
-  return { rounds: opts.rounds, seconds: opts.seconds, crossings, samples, errors };
+  return { rounds: opts.rounds, seconds: opts.seconds, crossings, samples, apps, errors };
+}
+
+/** nginx and Redis in the backend pod across nodes, reached each way in turn, round by round. */
+async function measureApps(
+  fx: ReturnType<typeof newFixture>,
+  serverNetns: string,
+  route: (mode: ServiceMode, placement: Placement) => { client: string; server: string },
+  opts: { rounds: number; seconds: number },
+  errors: string[],
+): Promise<ServicesRun["apps"]> {
+  const root = cgroup2Root();
+  if (!root) throw new Error("services: no cgroup v2 hierarchy on this machine");
+  // The applications' tools run each process in a cgroup (for their CPU counts elsewhere).
+  const cgroup = path.join(root, `netkit-cni-bench-${process.pid}-svc`);
+  fs.mkdirSync(cgroup);
+  onCleanup(() => fs.rmdirSync(cgroup));
+  const dir = fs.mkdtempSync("/dev/shm/netkit-cni-bench-svc-");
+  onCleanup(() => fs.rmSync(dir, { recursive: true, force: true }));
+  fs.chmodSync(dir, 0o755);
+  const place = (netns: string): Place => ({ netns, cgroup });
+  startNginx(fx, place(serverNetns), path.join(dir, "nginx"), path.join(dir, "nginx.log"));
+  startRedis(fx, place(serverNetns), path.join(dir, "redis"), path.join(dir, "redis.log"));
+  const out = Object.fromEntries(SERVICE_MODES.map((m) => [m, { nginx: [], redis: [] }])) as unknown as NonNullable<
+    ServicesRun["apps"]
+  >;
+  for (let round = 0; round < opts.rounds; round++) {
+    for (const mode of SERVICE_MODES) {
+      await tick();
+      const { client, server } = route(mode, "across");
+      const web = wrk(place(client), server, FILES.small, opts.seconds);
+      if (web.error) errors.push(`apps round ${round + 1} ${mode}: ${web.error}`);
+      out[mode].nginx.push(web.rate);
+      const kv = redisBench(place(client), server, opts.seconds, 1).GET;
+      if (kv?.error) errors.push(`apps round ${round + 1} ${mode}: ${kv.error}`);
+      out[mode].redis.push(kv?.rate ?? Number.NaN);
+    }
+    process.stderr.write(`  services applications round ${round + 1}/${opts.rounds}\n`);
+  }
+  return out;
 }

@@ -1,7 +1,7 @@
 /** The Service traffic section's tables (bench/lib/services-report.ts), from a made-up run. */
 import { describe, expect, it } from "vitest";
 import type { ServicesRun } from "../../bench/lib/services";
-import { servicesCrossingsTable, servicesRatioTable } from "../../bench/lib/services-report";
+import { servicesAppsTable, servicesCrossingsTable, servicesRatioTable } from "../../bench/lib/services-report";
 
 const hops = { wire: 0, loopback: 0, intoPod: 0, outOfPod: 0 };
 const per = (total: number) => ({ packets: 1000, total, hops });
@@ -20,6 +20,11 @@ const run: ServicesRun = {
     "kube-proxy": { across: rates([100, 100, 100], [40, 50, 25]), same: rates([1, 1, 1], [1, 1, 1]) },
     pod: { across: rates([110, 120, 130], [50, 50, 50]), same: rates([1, 1, 1], [1, 1, 1]) },
   },
+  apps: {
+    translated: { nginx: [1100, 1200], redis: [500, 500] },
+    "kube-proxy": { nginx: [1000, 1000], redis: [400, 500] },
+    pod: { nginx: [1100, 1200], redis: [500, 500] },
+  },
   errors: [],
 };
 
@@ -34,5 +39,11 @@ describe("the Service traffic section", () => {
     const t = servicesRatioTable(run);
     expect(t).toContain("| TCP_RR | across nodes | 120 | 100 | 120 | 1.20× (1.10–1.30) | 1.00× (1.00–1.00) |");
     expect(t).toContain("| TCP_CRR | across nodes | 50 | 40 | 50 | 1.25× (1.00–2.00) | 1.00× (1.00–1.00) |");
+  });
+
+  it("gives the applications' rates and ratios across nodes", () => {
+    const t = servicesAppsTable(run);
+    expect(t).toContain("| nginx, wrk (small page) | 1,150 | 1,000 | 1,150 | 1.15× (1.10–1.20) | 1.00× (1.00–1.00) |");
+    expect(t).toContain("| Redis, redis-benchmark GET | 500 | 450 | 500 | 1.13× (1.00–1.25) | 1.00× (1.00–1.00) |");
   });
 });

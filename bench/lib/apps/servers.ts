@@ -153,41 +153,8 @@ export function startServers(fx: Fixture, place: Place, ip: string, dir: string,
   };
   const logOf = (name: string) => path.join(dir, `${name}.log`);
 
-  const ng = sub("nginx");
-  fs.mkdirSync(path.join(ng, "www"));
-  fs.writeFileSync(path.join(ng, "www", FILES.small), "x".repeat(SMALL_BYTES));
-  fs.writeFileSync(path.join(ng, "www", FILES.large), Buffer.alloc(LARGE_BYTES, 7));
-  fs.writeFileSync(path.join(ng, "nginx.conf"), nginxConf(ng));
-  startDaemon(
-    fx,
-    place,
-    ["nginx", "-p", ng, "-e", `${ng}/error.log`, "-c", `${ng}/nginx.conf`],
-    PORTS.nginx,
-    logOf("nginx"),
-  );
-
-  const rd = sub("redis");
-  startDaemon(
-    fx,
-    place,
-    [
-      "redis-server",
-      "--port",
-      String(PORTS.redis),
-      "--bind",
-      "0.0.0.0",
-      "--protected-mode",
-      "no",
-      "--save",
-      "",
-      "--appendonly",
-      "no",
-      "--dir",
-      rd,
-    ],
-    PORTS.redis,
-    logOf("redis"),
-  );
+  startNginx(fx, place, sub("nginx"), logOf("nginx"));
+  startRedis(fx, place, sub("redis"), logOf("redis"));
 
   startDaemon(
     fx,
@@ -239,4 +206,39 @@ export function startServers(fx: Fixture, place: Place, ip: string, dir: string,
     }
   }
   return { place, ip, pgDir: pg };
+}
+
+/** nginx serving FILES from `ng` on PORTS.nginx, in `place`. */
+export function startNginx(fx: Fixture, place: Place, ng: string, log: string): void {
+  fs.mkdirSync(path.join(ng, "www"), { recursive: true });
+  fs.writeFileSync(path.join(ng, "www", FILES.small), "x".repeat(SMALL_BYTES));
+  fs.writeFileSync(path.join(ng, "www", FILES.large), Buffer.alloc(LARGE_BYTES, 7));
+  fs.writeFileSync(path.join(ng, "nginx.conf"), nginxConf(ng));
+  startDaemon(fx, place, ["nginx", "-p", ng, "-e", `${ng}/error.log`, "-c", `${ng}/nginx.conf`], PORTS.nginx, log);
+}
+
+/** Redis without persistence on PORTS.redis, its folder `rd`, in `place`. */
+export function startRedis(fx: Fixture, place: Place, rd: string, log: string): void {
+  fs.mkdirSync(rd, { recursive: true });
+  startDaemon(
+    fx,
+    place,
+    [
+      "redis-server",
+      "--port",
+      String(PORTS.redis),
+      "--bind",
+      "0.0.0.0",
+      "--protected-mode",
+      "no",
+      "--save",
+      "",
+      "--appendonly",
+      "no",
+      "--dir",
+      rd,
+    ],
+    PORTS.redis,
+    log,
+  );
 }
