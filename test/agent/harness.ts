@@ -148,3 +148,28 @@ export function makeNode(fx: Fixture, prefix: string): string {
   inNs(netns, "ip", ["link", "set", "uplink0", "up"]);
   return netns;
 }
+
+/** A ClusterIP Service as the API would hold it (namespace "default"). */
+export const service = (
+  name: string,
+  clusterIP: string,
+  ports: Record<string, unknown>[],
+  extra: Record<string, unknown> = {},
+) => ({
+  metadata: { namespace: "default", name },
+  spec: { type: "ClusterIP", clusterIP, clusterIPs: [clusterIP], ports, ...extra },
+});
+
+/** An EndpointSlice of Service `svc` (namespace "default"). */
+export const slice = (
+  name: string,
+  svc: string,
+  addressType: string,
+  ports: Record<string, unknown>[],
+  endpoints: Record<string, unknown>[],
+) => ({
+  metadata: { namespace: "default", name, labels: { "kubernetes.io/service-name": svc } },
+  addressType,
+  ports,
+  endpoints,
+});

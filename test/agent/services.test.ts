@@ -14,34 +14,11 @@ import { openSvcMaps, ServiceTable, svcTables } from "../../src/bpf/index";
 import { cgroup2Root } from "../../src/datapath/sockbypass";
 import { Fixture, runPlugin, uniqueName } from "../support/harness";
 import { StandInApiServer } from "../support/kube-apiserver";
-import { AgentProcess, agentNode, eventually, makeNode, readJson, scrape } from "./harness";
+import { AgentProcess, agentNode, eventually, makeNode, readJson, scrape, service, slice } from "./harness";
 
 const CLUSTER = ["10.40.0.0/16", "fd40::/48"];
 const SELF = "node-a";
 const PEER = path.resolve(__dirname, "../integration/tools/svcpeer.py");
-
-const service = (
-  name: string,
-  clusterIP: string,
-  ports: Record<string, unknown>[],
-  extra: Record<string, unknown> = {},
-) => ({
-  metadata: { namespace: "default", name },
-  spec: { type: "ClusterIP", clusterIP, clusterIPs: [clusterIP], ports, ...extra },
-});
-
-const slice = (
-  name: string,
-  svc: string,
-  addressType: string,
-  ports: Record<string, unknown>[],
-  endpoints: Record<string, unknown>[],
-) => ({
-  metadata: { namespace: "default", name, labels: { "kubernetes.io/service-name": svc } },
-  addressType,
-  ports,
-  endpoints,
-});
 
 describe("netkit-cni agent --service-translation", () => {
   let fx: Fixture;
