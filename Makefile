@@ -83,7 +83,9 @@ test-integration: build build-older
 # - VM_VETH (UML): the veth datapath on the guest's kernel: the eBPF programs (interpreted
 #   there: no JIT) and the files whose outcome depends on the datapath and the kernel;
 # - VM_DISTRO (qemu): test/distro, NAT safety, rate limits with fq, the socket bypass,
-#   netkit's crossings and the frame corpus, every node held to the conntrack NAT check.
+#   netkit's crossings and the frame corpus, every node held to the conntrack NAT check;
+#   Service translation and the socket iterators that close a withdrawn backend's
+#   sockets (they need the JIT the UML guest lacks).
 # Guards: about three times what each took in a quiet `make test` on a 2-CPU machine (the
 # README's "Tests" has the figures). A CPU hog on each core halves what each guest gets,
 # and a guest driven by ptrace loses more than its share; the guard must leave room for
