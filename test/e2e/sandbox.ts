@@ -259,7 +259,7 @@ export class Sandbox {
       for (const dir of cgroupDirs(rel)) removeCgroupTree(dir);
     }
     for (const dir of this.runDirs.splice(0)) fs.rmSync(dir, { recursive: true, force: true });
-    for (const file of ours) fs.rmSync(file, { force: true });
+    for (const file of ours) removeNetnsFile(file);
   }
 
   /** Mount points under /run/netns that exist in the sandbox but not outside it. */
@@ -389,4 +389,20 @@ export function addressOf(netns: string, dev: string): string | undefined {
     addr_info: { local: string }[];
   }[];
   return link?.addr_info[0]?.local;
+}
+
+/**
+ * Removes a netns file a client left in /run/netns. Its bind mount lived in the sandbox's
+ * mount namespace, yet once in a `make test` run the file was still a mount point here
+ * when the sandbox had been torn down, and unlink said EBUSY (cnitool's test): then the
+ * mount is detached first, and the file goes.
+ */
+function removeNetnsFile(file: string): void {
+  try {
+    fs.rmSync(file, { force: true });
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== "EBUSY") throw e;
+    spawnSync("umount", ["--lazy", file]);
+    fs.rmSync(file, { force: true });
+  }
 }
