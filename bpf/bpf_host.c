@@ -72,7 +72,15 @@ int nkc_host_in(struct __sk_buff *skb)
 		nkc_count(pod, NKC_CNT_PASSED_STACK_UNPROVEN);
 		return NKC_NEXT;
 	}
-	/* The pod's ingress limit: bpf_redirect_peer skips its host device's transmit,
+	/* A pod whose ingress is paced or shaped gets it through its host device's
+	 * transmit, where the qdisc is (bandwidth.h); the peer redirect would skip both. */
+	if (nkc_bw_ingress_via_host(pod)) {
+		if (nkc_dec_ttl(skb, p.family))
+			return nkc_refuse(pod, NKC_DROP_REWRITE);
+		nkc_count(pod, NKC_CNT_REDIRECTED_NEIGH);
+		return nkc_redirect_via_host(ep);
+	}
+	/* A policed ingress limit: bpf_redirect_peer skips the host device's transmit,
 	 * where nkc_pod_ingress limits what the stack delivers. */
 	if (!nkc_bw_ingress_ok(skb, pod, p.family))
 		return nkc_refuse(pod, NKC_DROP_LIMIT);

@@ -11,9 +11,10 @@
  *   the pod needs no watching for NAT safety (see direct.h).
  *
  * nkc_pod_ingress - what the host device transmits into a pod with an ingress
- *   limit (bandwidth.h): the stack's deliveries, and on netkit the plain
- *   redirects of local pods to its primary. veth: tcx egress of the host-side
- *   device. netkit: the primary hook. Attached only to limited pods.
+ *   limit (bandwidth.h): the stack's deliveries, and the plain redirects of
+ *   local pods and the uplink to it. tcx egress of the host-side device; a
+ *   policed netkit pod's on the primary hook instead. Attached only to pods
+ *   whose ingress is policed or paced (a tbf alone shapes the rest).
  *
  * The datapath kind is read at run time from the source endpoint's flags, so
  * one object serves both:
@@ -89,6 +90,14 @@ static __always_inline int deliver_local(struct __sk_buff *skb, const struct nkc
 			return drop_other(ifindex);
 		nkc_count(ifindex, NKC_CNT_REDIRECTED_LOCAL);
 		return bpf_redirect(target, 0);
+	}
+	/* A paced or shaped target takes it through its host device's transmit, which
+	 * charges it there (bandwidth.h). */
+	if (nkc_bw_ingress_via_host(target)) {
+		if (nkc_dec_ttl(skb, p->family))
+			return drop_other(ifindex);
+		nkc_count(ifindex, NKC_CNT_REDIRECTED_LOCAL);
+		return nkc_redirect_via_host(dst_ep);
 	}
 	/* bpf_redirect_peer skips the target's host device, and nkc_pod_ingress with it. */
 	if (!nkc_bw_ingress_ok(skb, target, p->family))
@@ -201,10 +210,11 @@ int nkc_src_check(struct __sk_buff *skb)
 }
 
 /*
- * nkc_pod_ingress - the ingress limit on the host device's transmit into the pod. The
- * pod is found by the destination address: in netkit's primary hook skb->ifindex is
- * already the peer's (inside the pod's namespace), not the host ifindex that keys
- * nkc_bandwidth. A packet for no local endpoint (NDP to a link-local address, say) is
+ * nkc_pod_ingress - the ingress limit on the host device's transmit into the pod: a
+ * policed packet passes or is dropped, a paced one leaves stamped with its departure for
+ * the fq behind this hook. The pod is found by the destination address: in netkit's
+ * primary hook skb->ifindex is already the peer's (inside the pod's namespace), not the
+ * host ifindex that keys nkc_bandwidth. A packet for no local endpoint (NDP to a link-local address, say) is
  * not limited.
  */
 SEC("tc/pod_ingress")

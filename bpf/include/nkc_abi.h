@@ -245,8 +245,15 @@ _Static_assert(sizeof(struct nkc_sock_admitted) == 24, "nkc_sock_admitted is 24 
  * Userspace writes an entry at ADD for a pod that has limits and removes it at DEL;
  * the programs move the clocks and count drops. No entry: no limit.
  */
-#define NKC_BW_MODE_POLICE 1 /* token bucket in the programs: drop what exceeds it */
+#define NKC_BW_MODE_POLICE 1 /* egress: token bucket in the programs: drop what exceeds it */
 #define NKC_BW_MODE_EDT    2 /* egress: departure times, released by fq on paced_ifindex */
+
+/* How the ingress limit is enforced. 0 is what every entry held before the field had a
+ * name (the high half of a u32 mode): policing. An older build's programs read mode as a
+ * u32 and take an entry with another ingress mode for no limit at all. */
+#define NKC_BW_IN_POLICE 0 /* token bucket before each delivery: drop what exceeds it */
+#define NKC_BW_IN_EDT    1 /* departure times, released by fq on the pod's host device */
+#define NKC_BW_IN_QDISC  2 /* the host device's shaping qdisc (tbf) alone */
 
 struct nkc_bw_bucket {
 	__u64 rate;     /* bits per second; 0: this direction is not limited */
@@ -260,7 +267,8 @@ _Static_assert(sizeof(struct nkc_bw_bucket) == 40, "nkc_bw_bucket is 40 bytes");
 struct nkc_bandwidth {
 	struct nkc_bw_bucket egress;  /* what the pod sends */
 	struct nkc_bw_bucket ingress; /* what is delivered to the pod */
-	__u32 mode;                   /* NKC_BW_MODE_* */
+	__u16 mode;                   /* NKC_BW_MODE_*: egress */
+	__u16 ingress_mode;           /* NKC_BW_IN_* */
 	__u32 paced_ifindex;          /* EDT: the uplink whose fq releases the departures; 0 */
 };
 _Static_assert(sizeof(struct nkc_bandwidth) == 88, "nkc_bandwidth is 88 bytes");

@@ -18,11 +18,18 @@
  * being spent as fast as it fills.
  *
  * Where it runs: egress in the pod's own program (nkc_from_pod, nkc_src_check), once it
- * knows where the packet goes (pacing applies only on the way to the uplink); ingress
- * on every path into the pod: before each bpf_redirect_peer into a pod (nkc_host_in,
- * deliver_local), which skips the host device's transmit, and in nkc_pod_ingress on the
- * host device's transmit (veth: tcx egress; netkit: the primary hook) for what the stack
- * delivers and, netkit, what a local pod redirects to the primary.
+ * knows where the packet goes (pacing applies only on the way to the uplink). Ingress
+ * depends on its mode (ingress_mode):
+ *  - policed: on every path into the pod: before each bpf_redirect_peer into it
+ *    (nkc_host_in, deliver_local), which skips the host device's transmit, and in
+ *    nkc_pod_ingress on the host device's transmit (veth: tcx egress; netkit: the primary
+ *    hook) for what the stack delivers and, netkit, what a local pod redirects there;
+ *  - paced (EDT) or shaped by a qdisc: every path into the pod goes through its host
+ *    device's transmit and the qdisc there (fq, or tbf): the redirects to it take
+ *    bpf_redirect or bpf_redirect_neigh to the host device instead of the peer
+ *    (nkc_bw_ingress_via_host). Paced, nkc_pod_ingress on tcx egress (either kind: it
+ *    must run before the qdisc, and netkit's primary hook runs after it) stamps the
+ *    departure; shaped, the qdisc does it all and no program takes part.
  *
  * Fail safe: no entry, rate 0 or an unknown mode is no limit, the right default for the
  * unlimited pods that have no entry at all.
@@ -104,8 +111,10 @@ static __always_inline int nkc_bw_admit(struct nkc_bw_bucket *b, __u64 bytes)
 /*
  * EDT: the packet leaves when the pod's rate allows, as a departure time in skb->tstamp
  * (CLOCK_MONOTONIC, typed as such so that crossing namespaces and forwarding keep it) that
- * the fq qdisc on the uplink honours. A later departure the sender chose itself (TCP's
- * pacing stamps its packets too) stands.
+ * the fq qdisc honours. A later departure the sender chose itself (TCP's pacing stamps
+ * its packets too) stands. Any other time in tstamp (a receive time, which a packet from
+ * the wire may still carry) would read to fq as a departure in the far future: it is
+ * cleared.
  */
 static __always_inline int nkc_bw_pace(struct __sk_buff *skb, struct nkc_bw_bucket *b, __u64 bytes)
 {
@@ -113,10 +122,14 @@ static __always_inline int nkc_bw_pace(struct __sk_buff *skb, struct nkc_bw_buck
 
 	if (!nkc_bw_take(b, bytes, NKC_BW_HORIZON_NS, &depart))
 		return 0;
-	if (!depart)
-		return 1;
 	/* Reading tstamp_type also makes the kernel show tstamp as it is, mono or not. */
-	if (skb->tstamp_type == BPF_SKB_TSTAMP_DELIVERY_MONO && skb->tstamp >= depart)
+	int mono = skb->tstamp_type == BPF_SKB_TSTAMP_DELIVERY_MONO;
+	if (!depart) {
+		if (!mono && skb->tstamp)
+			bpf_skb_set_tstamp(skb, 0, BPF_SKB_TSTAMP_UNSPEC);
+		return 1;
+	}
+	if (mono && skb->tstamp >= depart)
 		return 1;
 	bpf_skb_set_tstamp(skb, depart, BPF_SKB_TSTAMP_DELIVERY_MONO);
 	return 1;
@@ -126,7 +139,9 @@ static __always_inline struct nkc_bandwidth *nkc_bw_lookup(__u32 host_ifindex)
 {
 	struct nkc_bandwidth *bw = bpf_map_lookup_elem(&nkc_bandwidth, &host_ifindex);
 
-	return bw && (bw->mode == NKC_BW_MODE_POLICE || bw->mode == NKC_BW_MODE_EDT) ? bw : NULL;
+	if (!bw || (bw->mode != NKC_BW_MODE_POLICE && bw->mode != NKC_BW_MODE_EDT))
+		return NULL;
+	return bw->ingress_mode <= NKC_BW_IN_QDISC ? bw : NULL;
 }
 
 /* Where a packet the pod sends goes next, for nkc_bw_egress_ok: the device it leaves
@@ -151,13 +166,44 @@ static __always_inline int nkc_bw_egress_ok(struct __sk_buff *skb, __u32 host_if
 	return nkc_bw_admit(&bw->egress, bytes);
 }
 
-/* May this packet be delivered to the pod behind `host_ifindex`? Policed in every mode:
- * nothing paces on the way into a pod. */
+/* May this packet be delivered to the pod behind `host_ifindex`? Policed, paced for the
+ * fq on its host device, or left to the qdisc there. */
 static __always_inline int nkc_bw_ingress_ok(struct __sk_buff *skb, __u32 host_ifindex, __u32 family)
 {
 	struct nkc_bandwidth *bw = nkc_bw_lookup(host_ifindex);
 
-	return !bw || nkc_bw_admit(&bw->ingress, nkc_wire_len(skb, family));
+	if (!bw || bw->ingress_mode == NKC_BW_IN_QDISC)
+		return 1;
+	__u64 bytes = nkc_wire_len(skb, family);
+	if (bw->ingress_mode == NKC_BW_IN_EDT)
+		return nkc_bw_pace(skb, &bw->ingress, bytes);
+	return nkc_bw_admit(&bw->ingress, bytes);
+}
+
+/*
+ * Must what is redirected to the pod behind `host_ifindex` go through its host device's
+ * transmit, where its ingress qdisc paces or shapes it? Then nothing may take
+ * bpf_redirect_peer into it, which skips that device, and whoever redirects charges
+ * nothing: the host device's transmit does, once.
+ */
+static __always_inline int nkc_bw_ingress_via_host(__u32 host_ifindex)
+{
+	struct nkc_bandwidth *bw = nkc_bw_lookup(host_ifindex);
+
+	return bw && bw->ingress.rate && bw->ingress_mode != NKC_BW_IN_POLICE;
+}
+
+/*
+ * Into the pod behind `ep` through its host device's transmit (nkc_bw_ingress_via_host):
+ * a netkit primary takes the packet as it is (no link-layer header), and its transmit
+ * hands it to the peer; a veth pod speaks Ethernet and needs its own MAC as the
+ * destination, which the neighbour entry of the host route gives.
+ */
+static __always_inline long nkc_redirect_via_host(const struct nkc_endpoint *ep)
+{
+	if (ep->flags & NKC_EP_F_NETKIT)
+		return bpf_redirect(ep->host_ifindex, 0);
+	return bpf_redirect_neigh(ep->host_ifindex, NULL, 0, 0);
 }
 
 #endif

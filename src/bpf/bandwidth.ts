@@ -8,12 +8,23 @@
  * no entry.
  */
 import type { Bandwidth, RateLimit } from "../cni/bandwidth";
-import { type BandwidthMode, type BucketValue, bandwidthValue, burstNs, decodeBandwidthValue, ifindexKey } from "./abi";
+import {
+  type BandwidthMode,
+  type BucketValue,
+  bandwidthValue,
+  burstNs,
+  decodeBandwidthValue,
+  type IngressMode,
+  ifindexKey,
+} from "./abi";
 import type { BpfMap } from "./maps";
 
 /** A pod's limits as the map holds them, with what the programs dropped. */
 export interface PodLimits {
+  /** How egress is enforced. */
   mode: BandwidthMode | undefined;
+  /** How ingress is enforced. */
+  ingressMode: IngressMode | undefined;
   /** EDT: the uplink whose fq releases the pod's departures; 0 otherwise. */
   pacedIfindex: number;
   ingress: (RateLimit & { dropped: number }) | undefined;
@@ -32,15 +43,26 @@ const limitOf = (b: BucketValue) =>
 /** How a pod's egress is limited: paced through `pacedIfindex`'s fq, or policed. */
 export type EgressEnforcement = { mode: "edt"; pacedIfindex: number } | { mode: "police" };
 
+/** How a pod's ingress is limited: paced by the fq on its host device, shaped by the
+ * qdisc there alone, or policed. */
+export type IngressEnforcement = { mode: IngressMode };
+
 /** Gives the pod a fresh entry: full buckets, nothing dropped. */
-export function setPodLimits(map: BpfMap, hostIfindex: number, bw: Bandwidth, how: EgressEnforcement): void {
+export function setPodLimits(
+  map: BpfMap,
+  hostIfindex: number,
+  bw: Bandwidth,
+  egress: EgressEnforcement,
+  ingress: IngressEnforcement = { mode: "police" },
+): void {
   map.update(
     ifindexKey(hostIfindex),
     bandwidthValue({
       egress: bucket(bw.egress),
       ingress: bucket(bw.ingress),
-      mode: how.mode,
-      pacedIfindex: how.mode === "edt" ? how.pacedIfindex : 0,
+      mode: egress.mode,
+      ingressMode: ingress.mode,
+      pacedIfindex: egress.mode === "edt" ? egress.pacedIfindex : 0,
     }),
   );
 }
@@ -49,7 +71,13 @@ export function podLimits(map: BpfMap, hostIfindex: number): PodLimits | undefin
   const value = map.lookup(ifindexKey(hostIfindex));
   if (!value) return undefined;
   const v = decodeBandwidthValue(value);
-  return { mode: v.mode, pacedIfindex: v.pacedIfindex, ingress: limitOf(v.ingress), egress: limitOf(v.egress) };
+  return {
+    mode: v.mode,
+    ingressMode: v.ingressMode,
+    pacedIfindex: v.pacedIfindex,
+    ingress: limitOf(v.ingress),
+    egress: limitOf(v.egress),
+  };
 }
 
 export function deletePodLimits(map: BpfMap, hostIfindex: number): boolean {

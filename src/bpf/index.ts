@@ -10,6 +10,7 @@ export type {
   Drops,
   FlowKey,
   FlowStats,
+  IngressMode,
   SockCounters,
   SockPod,
 } from "./abi";
@@ -26,6 +27,7 @@ export {
 export {
   deletePodLimits,
   type EgressEnforcement,
+  type IngressEnforcement,
   limitedIfindexes,
   limitMismatches,
   type PodLimits,

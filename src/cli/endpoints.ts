@@ -182,11 +182,12 @@ export function formatEndpoints(rows: EndpointRow[]): string {
     .join("\n");
 }
 
-/** "police in 10M out -": the mode, then each direction's rate in bits per second. */
+/** "in 10M edt out -": each direction's rate in bits per second and how it is enforced. */
 function formatLimits(limits: PodLimits | undefined): string {
   if (!limits) return "-";
-  const rate = (l: { rate: number } | undefined) => (l ? bits(l.rate) : "-");
-  return `${limits.mode ?? "?"} in ${rate(limits.ingress)} out ${rate(limits.egress)}`;
+  const dir = (l: { rate: number } | undefined, mode: string | undefined) =>
+    l ? `${bits(l.rate)} ${mode ?? "?"}` : "-";
+  return `in ${dir(limits.ingress, limits.ingressMode)} out ${dir(limits.egress, limits.mode)}`;
 }
 
 function bits(n: number): string {

@@ -13,6 +13,13 @@ const MODE_TEXT: Record<string, string> = {
   edt: "paced (departure times, released by fq on the uplink)",
 };
 
+/** How a pod's ingress limit is enforced, in words. */
+const INGRESS_MODE_TEXT: Record<string, string> = {
+  police: "policed (token bucket in the programs)",
+  edt: "paced (departure times, released by fq on its host device)",
+  qdisc: "shaped (tbf on its host device)",
+};
+
 export function formatStatus(s: NodeStatus): string {
   const yes = (b: boolean) => (b ? "yes" : "no");
   const lines = [
@@ -65,9 +72,16 @@ export function formatStatus(s: NodeStatus): string {
   if (sb.links.length > 0 && sb.off)
     lines.push(`socket bypass   off for ${sb.off.cgroup ?? "the cgroup v2 root"}: ${sb.off.reason}`);
   lines.push(formatServiceTranslation(s.serviceTranslation));
-  const modes = Object.entries(s.bandwidth.modes).map(([m, n]) => `${n} ${MODE_TEXT[m] ?? m}`);
-  lines.push(`rate limits     ${s.bandwidth.limited} pods${modes.length > 0 ? `: ${modes.join(", ")}` : ""}`);
-  for (const off of s.bandwidth.pacingOff) lines.push(`pacing          off on ${off.uplink}: ${off.reason}`);
+  const bw = s.bandwidth;
+  const modes = (counts: Record<string, number>, text: Record<string, string>) =>
+    Object.entries(counts).map(([m, n]) => `${n} ${text[m] ?? m}`);
+  lines.push(`rate limits     ${bw.limited} pods`);
+  const egress = modes(bw.modes, MODE_TEXT);
+  if (egress.length > 0) lines.push(`  egress        ${egress.join(", ")}`);
+  const ingress = modes(bw.ingressModes, INGRESS_MODE_TEXT);
+  if (ingress.length > 0) lines.push(`  ingress       ${ingress.join(", ")}`);
+  for (const off of bw.pacingOff) lines.push(`pacing          egress off on ${off.uplink}: ${off.reason}`);
+  if (bw.ingressPacingOff && ingress.length > 0) lines.push(`pacing          ingress off: ${bw.ingressPacingOff}`);
   if (s.drops) {
     lines.push(`refused         by pods: ${formatDrops(s.drops.pods, "none")}`);
     for (const u of s.drops.uplinks) {

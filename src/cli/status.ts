@@ -46,6 +46,7 @@ import { embeddedObjects } from "../datapath/assets";
 import { isOurProxy } from "../datapath/coexist-plan";
 import { parseOwnerAlias } from "../datapath/naming";
 import { dropsOf, endpointMapEntries, limitsOf, pinnedEndpointDevices } from "../datapath/node-state";
+import { readIngressShapingOff } from "../datapath/pod-shaping";
 import { kernelHasNetkit } from "../datapath/probe";
 import { type PacingOff, readPacingOff } from "../datapath/shaping";
 import { readSockBypassOff, type SockBypassOff, sockBypassUnavailable } from "../datapath/sockbypass";
@@ -112,8 +113,16 @@ export interface NodeStatus {
   /** Service translation ("serviceTranslation"): its links, pods, tables and counters. */
   serviceTranslation: ServiceTranslationStatus;
   /** Pods with rate limits (the bandwidth capability), by how their egress is enforced
-   * (edt: paced by fq on the uplink; police: token bucket), and why an uplink cannot pace. */
-  bandwidth: { limited: number; modes: Record<string, number>; pacingOff: PacingOff[] };
+   * (edt: paced by fq on the uplink; police: token bucket) and why an uplink cannot pace,
+   * and by how their ingress is (edt: paced by fq on the pod's host device; qdisc: a tbf
+   * there; police) and why it is not paced. */
+  bandwidth: {
+    limited: number;
+    modes: Record<string, number>;
+    pacingOff: PacingOff[];
+    ingressModes: Record<string, number>;
+    ingressPacingOff: string | undefined;
+  };
   /** What the programs refused, by reason (bpf/lib/frame.h): summed over our pods, and per
    * uplink for frames from the wire that no pod owns. Absent: maps of an older build. */
   drops:
@@ -259,13 +268,25 @@ export async function nodeStatus(bpffsRoot: string): Promise<NodeStatus> {
     byIndex,
   );
 
-  const bandwidth = { limited: 0, modes: {} as Record<string, number>, pacingOff: readPacingOff() };
+  const bandwidth = {
+    limited: 0,
+    modes: {} as Record<string, number>,
+    pacingOff: readPacingOff(),
+    ingressModes: {} as Record<string, number>,
+    ingressPacingOff: readIngressShapingOff(),
+  };
   for (const l of owned) {
     const limits = limitsOf(root, l.index);
     if (!limits) continue;
     bandwidth.limited += 1;
-    const mode = limits.mode ?? "unknown";
-    bandwidth.modes[mode] = (bandwidth.modes[mode] ?? 0) + 1;
+    if (limits.egress) {
+      const mode = limits.mode ?? "unknown";
+      bandwidth.modes[mode] = (bandwidth.modes[mode] ?? 0) + 1;
+    }
+    if (limits.ingress) {
+      const mode = limits.ingressMode ?? "unknown";
+      bandwidth.ingressModes[mode] = (bandwidth.ingressModes[mode] ?? 0) + 1;
+    }
   }
 
   const drops = refusals(

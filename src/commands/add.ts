@@ -20,6 +20,7 @@ import { chooseDatapath, podEndUsesNeighbours } from "../datapath/index";
 import { closeNamespaces, openNamespaces, podNetnsCookie } from "../datapath/namespaces";
 import { hostDeviceMac, hostDeviceName, ownerAlias, podDeviceMac } from "../datapath/naming";
 import { configurePodEnd, removeSourceRules } from "../datapath/pod-end";
+import { shapePodIngress } from "../datapath/pod-shaping";
 import { paceUplink, releasePacing } from "../datapath/shaping";
 import type { Endpoint } from "../datapath/types";
 import { FALLBACK_MTU, liveIfindexes, resolveUplink } from "../datapath/uplink";
@@ -105,6 +106,12 @@ async function addPod(inv: Invocation): Promise<Result> {
       rollback.onFailure("release uplink pacing", () => releasePacing(ns.host, hostDevice));
       egress = await paceUplink(ns.host, uplink, hostDevice);
     }
+    // An ingress limit is paced by departure times through an fq on the pod's host
+    // device, or shaped by a tbf there, or policed (datapath/pod-shaping.ts). The qdisc
+    // goes with the device: the undo above removes it.
+    const ingress = bandwidth?.ingress
+      ? await shapePodIngress(ns.host, pair.hostLink.index, bandwidth.ingress, endpoint.mtu)
+      : undefined;
     const gone = { hostIfindex: pair.hostLink.index, addresses };
     rollback.onFailure("remove fast path state", () =>
       removeEndpoint(conf.fastPath.bpffsRoot, hostDevice, gone, () => liveIfindexes(ns.host)),
@@ -117,6 +124,7 @@ async function addPod(inv: Invocation): Promise<Result> {
       addresses,
       bandwidth,
       egress,
+      ingress,
       netnsCookie: conf.fastPath.sockBypass || conf.fastPath.serviceTranslation ? podNetnsCookie(ns) : undefined,
     });
     await failpoint("fastpath-attached");

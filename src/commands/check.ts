@@ -14,6 +14,7 @@ import type { IpConfig, Result } from "../cni/result";
 import { closeNamespaces, openNamespaces } from "../datapath/namespaces";
 import { aliasClaims, hostDeviceName } from "../datapath/naming";
 import { endpointMapEntries, endpointState, limitsOf } from "../datapath/node-state";
+import { ingressQdiscProblem } from "../datapath/pod-shaping";
 import { pacingProblem } from "../datapath/shaping";
 import { listAddresses } from "../netlink/addrs";
 import { getLinkByName, isUp, type Link } from "../netlink/links";
@@ -92,8 +93,8 @@ function checkFastPath(root: string, hostDevice: string, hostIfindex: number, ad
   }
 }
 
-/** The pod's rate limits in the map are the config's, an ingress limit has its program,
- * and a paced egress limit still has an uplink that paces. */
+/** The pod's rate limits in the map are the config's, an ingress limit has its program
+ * and its qdisc, and a paced egress limit still has an uplink that paces. */
 async function checkLimits(
   host: RtnlSocket,
   root: string,
@@ -104,8 +105,13 @@ async function checkLimits(
   const have = limitsOf(root, hostIfindex);
   const problems = limitMismatches(want, have);
   if (problems.length > 0) throw mismatch(`rate limits of ${hostDevice}: ${problems.join("; ")}`);
-  if (want?.ingress && !endpointState(root, hostDevice).ingressLimit) {
+  // A tbf shapes alone; policing and pacing need the program on the host device.
+  if (want?.ingress && have?.ingressMode !== "qdisc" && !endpointState(root, hostDevice).ingressLimit) {
     throw mismatch(`ingress limit of ${hostDevice} is not attached (no ${root}/endpoints/${hostDevice}/ingress_limit)`);
+  }
+  if (have?.ingress && have.ingressMode) {
+    const problem = await ingressQdiscProblem(host, hostIfindex, have.ingressMode);
+    if (problem) throw mismatch(`rate limits of ${hostDevice}: ${problem}`);
   }
   if (have?.egress && have.mode === "edt") {
     const problem = await pacingProblem(host, have.pacedIfindex);

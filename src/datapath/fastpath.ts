@@ -38,6 +38,7 @@ import {
   forgetSocketsOf,
   forgetSockPod,
   INGRESS_LIMIT_PIN,
+  type IngressEnforcement,
   loadNodePrograms,
   mapsDir,
   type NatCheck,
@@ -110,6 +111,8 @@ export interface FastPathEndpoint {
   bandwidth?: Bandwidth | undefined;
   /** How its egress limit is enforced (datapath/shaping.ts); absent: policed. */
   egress?: EgressEnforcement | undefined;
+  /** How its ingress limit is enforced (datapath/pod-shaping.ts); absent: policed. */
+  ingress?: IngressEnforcement | undefined;
   /** Its network namespace's cookie (SO_NETNS_COOKIE): the socket bypass admits only
    * sockets of that namespace, and Service translation acts only for them. Absent: none
    * of its sockets is spliced or translated. */
@@ -197,8 +200,10 @@ function attachPod(
 ): void {
   createFlowTable(node.maps.flows, ep.hostIfindex);
   // An entry left by an earlier holder of the ifindex must not limit this pod.
-  if (ep.bandwidth) setPodLimits(node.maps.bandwidth, ep.hostIfindex, ep.bandwidth, ep.egress ?? { mode: "police" });
-  else deletePodLimits(node.maps.bandwidth, ep.hostIfindex);
+  const ingress = ep.ingress ?? { mode: "police" };
+  if (ep.bandwidth) {
+    setPodLimits(node.maps.bandwidth, ep.hostIfindex, ep.bandwidth, ep.egress ?? { mode: "police" }, ingress);
+  } else deletePodLimits(node.maps.bandwidth, ep.hostIfindex);
   // Pins left by an ADD that was killed before it could clean up name a dead device.
   unpinEndpoint(root, ep.hostDevice);
   const link =
@@ -206,9 +211,12 @@ function attachPod(
       ? attachNetkit(program, ep.hostIfindex, "peer")
       : attachTcx(program, ep.hostIfindex, "ingress");
   pinAndClose(link, endpointPin(root, ep.hostDevice, FROM_POD_PIN));
-  if (ep.bandwidth?.ingress) {
+  // The ingress limit's program on the host device's transmit: before the qdisc when it
+  // paces (netkit's primary hook runs after it), anywhere when it polices; a tbf alone
+  // needs none.
+  if (ep.bandwidth?.ingress && ingress.mode !== "qdisc") {
     const limit =
-      ep.kind === "netkit"
+      ep.kind === "netkit" && ingress.mode === "police"
         ? attachNetkit(node.programs.podIngress, ep.hostIfindex, "primary")
         : attachTcx(node.programs.podIngress, ep.hostIfindex, "egress");
     pinAndClose(limit, endpointPin(root, ep.hostDevice, INGRESS_LIMIT_PIN));

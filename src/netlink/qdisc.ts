@@ -1,15 +1,22 @@
 /**
  * Queueing disciplines (struct tcmsg + TCA_* attributes): list a device's, add one, delete
- * one. Only what pacing needs (datapath/shaping.ts): qdiscs without options, such as fq
- * and mq with their defaults.
+ * one. Only what rate limits need (datapath/shaping.ts, datapath/pod-shaping.ts): fq and
+ * mq with their defaults, and tbf with a rate, a burst and a queue bound.
  */
-import { attrString, parseAttrs, readString } from "./attrs";
+import { type Attr, attr, attrNested, attrString, parseAttrs, readString } from "./attrs";
 import { NetlinkError, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REPLACE, type RtnlSocket } from "./socket";
 
 const RTM_NEWQDISC = 36;
 const RTM_DELQDISC = 37;
 const RTM_GETQDISC = 38;
 const TCA_KIND = 1;
+const TCA_OPTIONS = 2;
+// include/uapi/linux/pkt_sched.h: TCA_TBF_*, struct tc_tbf_qopt, TC_LINKLAYER_ETHERNET.
+const TCA_TBF_PARMS = 1;
+const TCA_TBF_RATE64 = 4;
+const TCA_TBF_BURST = 6;
+const TC_TBF_QOPT_SIZE = 36;
+const TC_LINKLAYER_ETHERNET = 1;
 const TCMSG_SIZE = 20;
 const ENOENT = 2;
 const EINVAL = 22;
@@ -62,10 +69,41 @@ export interface NewQdisc {
   /** 0: the kernel picks one. */
   handle: number;
   kind: string;
+  /** TCA_OPTIONS' contents; absent: the kind's defaults. */
+  options?: Attr[];
+}
+
+/** A token bucket filter's settings, in bytes: what `tc qdisc add ... tbf rate R burst B
+ * limit L` sets. */
+export interface TbfSettings {
+  /** Bytes per second. */
+  rate: number;
+  /** Bytes that may leave at once after a pause; also the largest packet it sends whole
+   * (a larger GSO packet is segmented first). */
+  burst: number;
+  /** Bytes that may wait; more are dropped. */
+  limit: number;
 }
 
 /**
- * Adds a qdisc without options at `parent`. The device's default qdisc there (handle 0) is
+ * TCA_OPTIONS for tbf: struct tc_tbf_qopt with the rate (its link layer named, so the
+ * kernel wants no rate table) and the queue bound, the rate again as a u64 (the struct
+ * holds 32 bits), and the burst in bytes (the struct holds it as time, in scheduler ticks).
+ */
+export function tbfOptions(t: TbfSettings): Attr[] {
+  const qopt = Buffer.alloc(TC_TBF_QOPT_SIZE);
+  qopt.writeUInt8(TC_LINKLAYER_ETHERNET, 1);
+  qopt.writeUInt32LE(Math.min(t.rate, 0xffffffff), 8);
+  qopt.writeUInt32LE(Math.min(t.limit, 0xffffffff), 24);
+  const rate64 = Buffer.alloc(8);
+  rate64.writeBigUInt64LE(BigInt(t.rate));
+  const burst = Buffer.alloc(4);
+  burst.writeUInt32LE(Math.min(t.burst, 0xffffffff));
+  return [attr(TCA_TBF_PARMS, qopt), attr(TCA_TBF_RATE64, rate64), attr(TCA_TBF_BURST, burst)];
+}
+
+/**
+ * Adds a qdisc at `parent`. The device's default qdisc there (handle 0) is
  * replaced; with `replaceAny`, so is any other (an mq's default children are grafted over).
  */
 export async function addQdisc(sock: RtnlSocket, q: NewQdisc, replaceAny = false): Promise<void> {
@@ -73,7 +111,11 @@ export async function addQdisc(sock: RtnlSocket, q: NewQdisc, replaceAny = false
     `add qdisc ${q.kind} on ifindex ${q.ifindex}`,
     RTM_NEWQDISC,
     NLM_F_CREATE | (replaceAny ? NLM_F_REPLACE : NLM_F_EXCL),
-    Buffer.concat([tcmsg(q.ifindex, q.handle, q.parent), attrString(TCA_KIND, q.kind)]),
+    Buffer.concat([
+      tcmsg(q.ifindex, q.handle, q.parent),
+      attrString(TCA_KIND, q.kind),
+      ...(q.options ? [attrNested(TCA_OPTIONS, q.options)] : []),
+    ]),
   );
 }
 

@@ -9,7 +9,14 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { ifindexKey } from "../../src/bpf/abi";
-import { deletePodLimits, type EgressEnforcement, podLimits, setPodLimits } from "../../src/bpf/bandwidth";
+import {
+  deletePodLimits,
+  type EgressEnforcement,
+  type IngressEnforcement,
+  podLimits,
+  setPodLimits,
+} from "../../src/bpf/bandwidth";
+import { readCounters } from "../../src/bpf/counters";
 import { createFlowTable } from "../../src/bpf/direct";
 import { loadNodePrograms, type NodePrograms } from "../../src/bpf/node";
 import type { BpfProgram } from "../../src/bpf/programs";
@@ -243,5 +250,92 @@ describe("ingress: every path into the pod", () => {
       sized({ src: POD2.v4, dst: REMOTE.v4, proto: "tcp", tcpFlags: TCP.SYN }),
     );
     expect(fromPod2).toBe(REDIRECT);
+  });
+});
+
+/*
+ * An ingress limit paced (EDT, the fq on the pod's host device) or shaped (a tbf there):
+ * everything into the pod must take the host device's transmit, where the qdisc is, so the
+ * redirects go there instead of to the peer and charge nothing; nkc_pod_ingress on that
+ * transmit charges each packet once, stamping its departure when paced.
+ */
+describe("ingress paced or shaped on the pod's host device", () => {
+  const SLOW = { rate: 200_000, burst: 8_000 };
+  const SLOW_COST_NS = 40_000_000n;
+  const EDT_IN: IngressEnforcement = { mode: "edt" };
+  const QDISC_IN: IngressEnforcement = { mode: "qdisc" };
+  const toPod2 = (tstamp?: bigint) => {
+    const frame = sized({ src: REMOTE.v4, dst: POD2.v4, proto: "tcp", tcpFlags: TCP.SYN });
+    const before = monotonicNs();
+    const r = inNetns(ns.path, () => testRun(node.programs.podIngress, { packet: frame, ifindex: h2, tstamp }));
+    return { verdict: r.verdict, tstamp: r.tstamp, before, after: monotonicNs() };
+  };
+  const fromWire = () =>
+    run(
+      node.programs.hostIn,
+      up.ifindex,
+      sized({ src: REMOTE.v4, dst: POD2.v4, proto: "tcp", tcpFlags: TCP.SYN, dstMac: up.mac }),
+    );
+  const fromPod1 = () =>
+    run(node.programs.fromPod, h1, sized({ src: POD1.v4, dst: POD2.v4, proto: "tcp", tcpFlags: TCP.SYN }));
+
+  it("nkc_pod_ingress stamps departures a packet's cost apart instead of dropping", () => {
+    // Judged only on a burst sent within one cost (see the egress tests).
+    const burst = () => {
+      setPodLimits(node.maps.bandwidth, h2, { ingress: SLOW }, POLICE, EDT_IN);
+      return Array.from({ length: 3 }, () => toPod2());
+    };
+    let sent = burst();
+    const slow = (s: typeof sent) => (s.at(-1)?.after ?? 0n) - (s[0]?.before ?? 0n) >= SLOW_COST_NS;
+    for (let tries = 1; tries < 5 && slow(sent); tries++) sent = burst();
+    expect(slow(sent)).toBe(false);
+    expect(sent.map((s) => s.verdict)).toEqual([NEXT, NEXT, NEXT]);
+    expect(sent[0]?.tstamp).toBe(0n);
+    expect(sent[1]?.tstamp).toBeGreaterThan(sent[1]?.before ?? 0n);
+    expect((sent[2]?.tstamp ?? 0n) - (sent[1]?.tstamp ?? 0n)).toBe(SLOW_COST_NS);
+    expect(dropped(h2)).toEqual({ ingress: 0, egress: undefined });
+  });
+
+  it("clears a receive time that fq would read as a departure far ahead", () => {
+    setPodLimits(node.maps.bandwidth, h2, { ingress: SLOW }, POLICE, EDT_IN);
+    const realtime = BigInt(Date.now()) * 1_000_000n;
+    expect(toPod2(realtime)).toMatchObject({ verdict: NEXT, tstamp: 0n });
+    // Policed, the same packet keeps its time: nothing paces it.
+    setPodLimits(node.maps.bandwidth, h2, { ingress: SLOW }, POLICE);
+    expect(toPod2(realtime)).toMatchObject({ verdict: NEXT, tstamp: realtime });
+  });
+
+  it("leaves a packet to the qdisc alone when a tbf shapes", () => {
+    setPodLimits(node.maps.bandwidth, h2, { ingress: LIMIT }, POLICE, QDISC_IN);
+    expect(Array.from({ length: 3 }, () => toPod2()).map((s) => [s.verdict, s.tstamp])).toEqual([
+      [NEXT, 0n],
+      [NEXT, 0n],
+      [NEXT, 0n],
+    ]);
+    expect(dropped(h2)).toEqual({ ingress: 0, egress: undefined });
+  });
+
+  it.each([
+    ["paced", EDT_IN],
+    ["shaped", QDISC_IN],
+  ])("%s: nkc_host_in and a local pod redirect to the host device, never to the peer, charging nothing", (_, how) => {
+    setPodLimits(node.maps.bandwidth, h2, { ingress: LIMIT }, POLICE, how);
+    const before = readCounters(node.maps.counters, h2);
+    const sender = readCounters(node.maps.counters, h1);
+    expect(verdicts(3, fromWire)).toEqual([REDIRECT, REDIRECT, REDIRECT]);
+    expect(verdicts(3, fromPod1)).toEqual([REDIRECT, REDIRECT, REDIRECT]);
+    const after = readCounters(node.maps.counters, h2);
+    expect(after.redirectedNeigh - before.redirectedNeigh).toBe(3n);
+    expect(after.redirectedPeer - before.redirectedPeer).toBe(0n);
+    expect(readCounters(node.maps.counters, h1).redirectedLocal - sender.redirectedLocal).toBe(3n);
+    // The bucket is untouched: the host device's transmit charges.
+    expect(dropped(h2)).toEqual({ ingress: 0, egress: undefined });
+  });
+
+  it("keeps the peer redirect for a policed pod", () => {
+    setPodLimits(node.maps.bandwidth, h2, { ingress: { rate: 1e9, burst: 1e9 } }, POLICE);
+    const before = readCounters(node.maps.counters, h2);
+    expect(fromWire()).toBe(REDIRECT);
+    expect(readCounters(node.maps.counters, h2).redirectedPeer - before.redirectedPeer).toBe(1n);
   });
 });

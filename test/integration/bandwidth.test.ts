@@ -57,6 +57,10 @@ function kernelHasFq(): boolean {
 const FQ = kernelHasFq();
 /** How egress limits are enforced on this kernel. */
 const EGRESS_MODE = FQ ? "edt" : "police";
+/** How ingress limits are enforced on this kernel: paced by an fq on the pod's host device,
+ * or shaped by a tbf there. */
+const INGRESS_MODE = FQ ? "edt" : "qdisc";
+const INGRESS_QDISC = FQ ? "fq 4e4b: root" : "tbf 4e4b: root";
 
 let fx: Fixture;
 let a: ClusterNode;
@@ -110,10 +114,12 @@ interface TcQdisc {
   root?: boolean;
   parent?: string;
 }
-const uplinkQdiscs = (node: ClusterNode) =>
-  (JSON.parse(inNs(node.netns, "tc", ["-j", "qdisc", "show", "dev", node.wire])) as TcQdisc[]).map((q) =>
+const qdiscsOf = (netns: string, device: string) =>
+  (JSON.parse(inNs(netns, "tc", ["-j", "qdisc", "show", "dev", device])) as TcQdisc[]).map((q) =>
     q.root ? `${q.kind} ${q.handle} root` : `${q.kind} parent ${q.parent}`,
   );
+const uplinkQdiscs = (node: ClusterNode) => qdiscsOf(node.netns, node.wire);
+const hostQdiscs = (pod: Pod) => qdiscsOf(pod.node.netns, pod.hostDevice);
 
 function limitsOn(node: ClusterNode, hostIfindex: number) {
   const maps = openNodeMaps(node.bpffsRoot);
@@ -221,6 +227,83 @@ describe("rate limits (veth here, netkit in the VM)", () => {
   });
 });
 
+/*
+ * Bursts of 50 ms of the rate, as admins set them in a network config: a policer with so
+ * small a bucket lets TCP reach a fraction of the rate, a shaper the whole of it. Ingress
+ * is shaped on every kernel (fq where it exists, else tbf, on the pod's host device);
+ * egress is paced where the kernel has fq and policed where it has not, so there only the
+ * bound is held.
+ */
+describe("small bursts (50 ms of the rate)", () => {
+  const SMALL_MS = 50;
+  /** Shaped: at least 90% of the limit over the run, and after the burst (which leaves at
+   * once) the limit within 5%; never more than the limit over the run plus the burst. */
+  function expectShaped(measured: number, limitMbit: number): void {
+    const wire = measured * WIRE_PER_PAYLOAD;
+    const burstMbit = (limitMbit * SMALL_MS) / 1000;
+    expect(wire).toBeGreaterThan(limitMbit * 0.9);
+    const sustained = (wire * SECONDS - burstMbit) / SECONDS;
+    expect(sustained).toBeGreaterThan(limitMbit * PACED_UNDER);
+    expectBounded(measured, limitMbit);
+  }
+  /** Never more than rate × time + burst on the wire. netperf times the run itself, a
+   * little apart from the kernel's clock: 2% of room for that. */
+  function expectBounded(measured: number, limitMbit: number): void {
+    const burstMbit = (limitMbit * SMALL_MS) / 1000;
+    expect(measured * WIRE_PER_PAYLOAD * SECONDS).toBeLessThan((limitMbit * SECONDS + burstMbit) * 1.02);
+  }
+
+  it.each(CROSS_NODE_LIMITS)(
+    "reaches %i Mbit/s into a pod across nodes, and holds it out of the pod; a pod beside it is not slowed",
+    (limit) => {
+      const rate = limit * 1e6;
+      const burst = burstOf(rate, SMALL_MS);
+      const bw = { ingressRate: rate, ingressBurst: burst, egressRate: rate, egressBurst: burst };
+      const limited = addPod(fx, a, `bw-small-${limit}`, limitedConf(a, bw));
+      const free = addPod(fx, a, `bw-small-free-${limit}`);
+      const server = addPod(fx, b, `bw-small-server-${limit}`);
+      startNetserver(fx, server.netns);
+      startNetserver(fx, free.netns);
+
+      expect(hostQdiscs(limited)).toEqual([INGRESS_QDISC]);
+      const ingress = mbits(limited, server, "TCP_MAERTS");
+      const egress = mbits(limited, server, "TCP_STREAM");
+      const beside = mbits(free, server, "TCP_MAERTS");
+      console.log(
+        `limit ${limit} Mbit/s, 50 ms bursts: ingress ${ingress} (${INGRESS_MODE}), egress ${egress} (${EGRESS_MODE}), unlimited pod ${beside}`,
+      );
+      expectShaped(ingress, limit);
+      if (FQ) expectShaped(egress, limit);
+      else expectBounded(egress, limit);
+      expect(beside).toBeGreaterThan(limit * 1.5);
+      expect(limitsOn(a, ifindex(limited))).toMatchObject({ mode: EGRESS_MODE, ingressMode: INGRESS_MODE });
+      // The unlimited pod keeps the peer redirect, and no qdisc.
+      expect(hostQdiscs(free)).toEqual(["noqueue 0: root"]);
+    },
+  );
+
+  it("reaches the limit from a pod on the same node, through the host device's qdisc", () => {
+    const rate = 20e6;
+    const limited = addPod(
+      fx,
+      a,
+      "bw-small-local",
+      limitedConf(a, { ingressRate: rate, ingressBurst: burstOf(rate, SMALL_MS) }),
+    );
+    const sender = addPod(fx, a, "bw-small-sender");
+    startNetserver(fx, limited.netns);
+    const got = mbits(sender, limited, "TCP_STREAM");
+    console.log(`same node, limit 20 Mbit/s, 50 ms bursts: ${got} (${INGRESS_MODE})`);
+    expectShaped(got, 20);
+    const maps = openNodeMaps(a.bpffsRoot);
+    try {
+      expect(readCounters(maps.counters, ifindex(sender)).redirectedLocal).toBeGreaterThan(100n);
+    } finally {
+      maps.close();
+    }
+  });
+});
+
 describe("rate limits in the pod's lifecycle", () => {
   const bw = { ingressRate: 5e6, ingressBurst: 1e6, egressRate: 8e6, egressBurst: 2e6 };
 
@@ -251,6 +334,36 @@ describe("rate limits in the pod's lifecycle", () => {
 
     expect(delPod({ ...pod, add: { ...pod.add } }).status).toBe(0);
     expect(limitedCount(a)).toBe(0);
+  });
+
+  it("CHECK notices the host device's qdisc gone; DEL and GC take it with the device", () => {
+    const conf = limitedConf(a, bw);
+    const pod = addPod(fx, a, "bw-qdisc", conf);
+    const stale = addPod(fx, a, "bw-qdisc-stale", conf);
+    expect(hostQdiscs(pod)).toEqual([INGRESS_QDISC]);
+    const check = () => runPlugin(a.netns, "CHECK", attachment(pod), { ...conf, prevResult: pod.add.json });
+    expect(check().status).toBe(0);
+    inNs(a.netns, "tc", ["qdisc", "del", "dev", pod.hostDevice, "root"]);
+    const r = check();
+    expect(r.status).not.toBe(0);
+    expect(String(r.json?.msg)).toContain(`by ${INGRESS_QDISC.split(" ")[0]} 4e4b: on the host device, which has`);
+
+    const gc = runPlugin(
+      a.netns,
+      "GC",
+      {},
+      { ...a.conf, "cni.dev/valid-attachments": [{ containerID: pod.containerId, ifname: "eth0" }] },
+    );
+    expect(gc.status).toBe(0);
+    expect(trySh("nsenter", [`--net=/run/netns/${a.netns}`, "tc", "qdisc", "show", "dev", stale.hostDevice]).ok).toBe(
+      false,
+    );
+    expect(delPod(pod).status).toBe(0);
+    expect(trySh("nsenter", [`--net=/run/netns/${a.netns}`, "tc", "qdisc", "show", "dev", pod.hostDevice]).ok).toBe(
+      false,
+    );
+    // Nothing of ours is left on any device of the node.
+    expect(inNs(a.netns, "tc", ["qdisc", "show"])).not.toContain("4e4b:");
   });
 
   it("DEL and GC leave no entry behind", () => {
@@ -305,25 +418,45 @@ describe("rate limits in the pod's lifecycle", () => {
       limits?: { mode: string; ingress?: { rate: number; burst: number }; egress?: { rate: number } };
     }[];
     const row = rows.find((r) => r.hostDevice === pod.hostDevice);
-    expect(row?.limits).toMatchObject({ mode: EGRESS_MODE, ingress: { rate: 5e6, burst: 1e6 }, egress: { rate: 8e6 } });
+    expect(row?.limits).toMatchObject({
+      mode: EGRESS_MODE,
+      ingressMode: INGRESS_MODE,
+      ingress: { rate: 5e6, burst: 1e6 },
+      egress: { rate: 8e6 },
+    });
     expect(rows.filter((r) => r.limits).length).toBe(1);
     const table = inNs(a.netns, BINARY, ["endpoints", "--bpffs-root", a.bpffsRoot]);
-    expect(table).toContain(`${EGRESS_MODE} in 5M out 8M`);
+    expect(table).toContain(`in 5M ${INGRESS_MODE} out 8M ${EGRESS_MODE}`);
     const status = JSON.parse(inNs(a.netns, BINARY, ["status", "--bpffs-root", a.bpffsRoot, "--json"])) as {
-      bandwidth: { limited: number; modes: Record<string, number>; pacingOff: { uplink: string; reason: string }[] };
+      bandwidth: {
+        limited: number;
+        modes: Record<string, number>;
+        pacingOff: { uplink: string; reason: string }[];
+        ingressModes: Record<string, number>;
+        ingressPacingOff?: string;
+      };
     };
-    expect(status.bandwidth).toMatchObject({ limited: 1, modes: { [EGRESS_MODE]: 1 } });
+    expect(status.bandwidth).toMatchObject({
+      limited: 1,
+      modes: { [EGRESS_MODE]: 1 },
+      ingressModes: { [INGRESS_MODE]: 1 },
+    });
     const text = inNs(a.netns, BINARY, ["status", "--bpffs-root", a.bpffsRoot]);
     if (FQ) {
       expect(status.bandwidth.pacingOff).toEqual([]);
-      expect(text).toContain("1 paced (departure times, released by fq on the uplink)");
+      expect(status.bandwidth.ingressPacingOff).toBeUndefined();
+      expect(text).toMatch(/egress +1 paced \(departure times, released by fq on the uplink\)/);
+      expect(text).toMatch(/ingress +1 paced \(departure times, released by fq on its host device\)/);
     } else {
       // Why: this kernel has no fq, in the kernel's words.
       expect(status.bandwidth.pacingOff).toEqual([
         { uplink: "wire0", reason: expect.stringMatching(/cannot attach fq to wire0: .*qdisc kind is unknown/) },
       ]);
-      expect(text).toContain("1 policed (token bucket in the programs)");
-      expect(text).toMatch(/pacing +off on wire0: cannot attach fq/);
+      expect(status.bandwidth.ingressPacingOff).toMatch(/^shaped by tbf: no fq \(.*qdisc kind is unknown/);
+      expect(text).toMatch(/egress +1 policed \(token bucket in the programs\)/);
+      expect(text).toMatch(/ingress +1 shaped \(tbf on its host device\)/);
+      expect(text).toMatch(/pacing +egress off on wire0: cannot attach fq/);
+      expect(text).toMatch(/pacing +ingress off: shaped by tbf: no fq/);
     }
   });
 

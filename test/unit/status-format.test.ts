@@ -51,7 +51,7 @@ const facts = (): NodeStatus => ({
     off: undefined,
   },
   serviceTranslation: { links: 0, pods: 0, services: 0, backends: 0, counters: undefined, socketClosing: undefined },
-  bandwidth: { limited: 0, modes: {}, pacingOff: [] },
+  bandwidth: { limited: 0, modes: {}, pacingOff: [], ingressModes: {}, ingressPacingOff: undefined },
   drops: {
     pods: { spoofed: 3, tagged: 1, ethertype: 0, unparsable: 0, limit: 0, rewrite: 0 },
     uplinks: [{ device: "eth0", drops: { spoofed: 0, tagged: 0, ethertype: 0, unparsable: 0, limit: 0, rewrite: 0 } }],

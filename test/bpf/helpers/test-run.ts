@@ -96,6 +96,8 @@ export interface TestRunInput {
   /** skb->ifindex during the run (0: the loopback device). */
   ifindex?: number;
   mark?: number;
+  /** skb->tstamp on the way in, untyped (as a receive time is); absent: none. */
+  tstamp?: bigint;
 }
 
 export interface TestRunOutput {
@@ -114,6 +116,7 @@ export function testRun(program: BpfProgram, input: TestRunInput): TestRunOutput
   const ctx = Buffer.alloc(SIZEOF["struct __sk_buff"]);
   ctx.writeUInt32LE(input.ifindex ?? 0, ATTR.SK_BUFF.ifindex);
   ctx.writeUInt32LE(input.mark ?? 0, ATTR.SK_BUFF.mark);
+  ctx.writeBigUInt64LE(input.tstamp ?? 0n, ATTR.SK_BUFF.tstamp);
   const r = progTestRun({
     progFd: program.fd,
     dataIn: input.packet,
