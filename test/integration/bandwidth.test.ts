@@ -3,11 +3,12 @@
  * with runtimeConfig.bandwidth as a runtime passes it, TCP throughput measured with
  * netperf between namespaces, and the pinned map read back by CHECK, DEL and GC.
  *
- * Ingress is policed (a token bucket in the programs): TCP backs off on each drop, so
- * what it achieves sits a little under the limit, never above it. Egress is paced (EDT:
- * departure times released by fq on the uplink) where the kernel has sch_fq, as the guest
- * kernel does, and policed where it has not, as on this machine: each test expects what
- * the kernel it runs on allows, and the guest must have fq. netperf reports goodput
+ * Ingress is paced (EDT: departure times released by an fq on the pod's host device) where
+ * the kernel has sch_fq, as the guests' kernels do, and shaped by a tbf there where it has
+ * not, as on this machine. Egress is paced by the fq on the uplink where the kernel has
+ * sch_fq, and policed (a token bucket in the programs: TCP backs off on each drop, so what
+ * it achieves sits under the limit, never above it) where it has not. Each test expects
+ * what the kernel it runs on allows, and the guests must have fq. netperf reports goodput
  * (payload); the limits charge every segment's headers too.
  */
 import * as fs from "node:fs";
