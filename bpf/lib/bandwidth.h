@@ -195,13 +195,13 @@ static __always_inline int nkc_bw_ingress_via_host(__u32 host_ifindex)
 
 /*
  * Into the pod behind `ep` through its host device's transmit (nkc_bw_ingress_via_host):
- * a netkit primary takes the packet as it is (no link-layer header), and its transmit
- * hands it to the peer; a veth pod speaks Ethernet and needs its own MAC as the
- * destination, which the neighbour entry of the host route gives.
+ * an L3 netkit primary takes the packet as it is (no link-layer header), and its transmit
+ * hands it to the peer; a pod that speaks Ethernet (veth, netkit L2) needs its own MAC as
+ * the destination, which the neighbour entry of the host route gives.
  */
 static __always_inline long nkc_redirect_via_host(const struct nkc_endpoint *ep)
 {
-	if (ep->flags & NKC_EP_F_NETKIT)
+	if (ep->flags & NKC_EP_F_NO_ARP)
 		return bpf_redirect(ep->host_ifindex, 0);
 	return bpf_redirect_neigh(ep->host_ifindex, NULL, 0, 0);
 }

@@ -89,6 +89,29 @@ describe("formatStatus", () => {
     ]);
   });
 
+  it("counts limited pods by mode per direction, and says why a direction is not paced", () => {
+    const s = facts();
+    s.bandwidth = {
+      limited: 3,
+      modes: { police: 2 },
+      pacingOff: [{ uplink: "eth0", reason: "cannot attach fq to eth0: Specified qdisc kind is unknown." }],
+      ingressModes: { qdisc: 1, police: 1 },
+      ingressPacingOff: "shaped by tbf: no fq (Specified qdisc kind is unknown.)",
+    };
+    const lines = formatStatus(s).split("\n");
+    const from = lines.indexOf("rate limits     3 pods");
+    expect(lines.slice(from, from + 5)).toEqual([
+      "rate limits     3 pods",
+      "  egress        2 policed (token bucket in the programs)",
+      "  ingress       1 shaped (tbf on its host device), 1 policed (token bucket in the programs)",
+      "pacing          egress off on eth0: cannot attach fq to eth0: Specified qdisc kind is unknown.",
+      "pacing          ingress off: shaped by tbf: no fq (Specified qdisc kind is unknown.)",
+    ]);
+    // No pod's ingress limited: a stale reason about ingress is not shown.
+    s.bandwidth.ingressModes = {};
+    expect(formatStatus(s)).not.toMatch(/ingress off/);
+  });
+
   it("names a fullest table whose device is gone by its ifindex, and says when no map is pinned", () => {
     const s = facts();
     s.initialized = false;
