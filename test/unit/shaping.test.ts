@@ -1,12 +1,14 @@
 /**
  * What the uplink's qdiscs mean for pacing (datapath/shaping.ts pacingOf), and the tcmsg
- * those qdiscs are read from (netlink/qdisc.ts). The qdiscs themselves are made and
+ * those qdiscs are read from (netlink/qdisc.ts), and the tbf an ingress limit gets where
+ * the kernel has no fq (datapath/pod-shaping.ts). The qdiscs themselves are made and
  * restored through the executable in test/integration/bandwidth.test.ts.
  */
 import { describe, expect, it } from "vitest";
+import { tbfSettings } from "../../src/datapath/pod-shaping";
 import { OUR_MAJOR, pacingOf } from "../../src/datapath/shaping";
 import { attrString } from "../../src/netlink/attrs";
-import { parseQdisc, type Qdisc, TC_H_ROOT, tcHandle, tcmsg } from "../../src/netlink/qdisc";
+import { parseQdisc, type Qdisc, TC_H_ROOT, tbfOptions, tcHandle, tcmsg } from "../../src/netlink/qdisc";
 
 const q = (kind: string, handle: number, parent: number): Qdisc => ({ ifindex: 3, handle, parent, kind });
 const ours = tcHandle(OUR_MAJOR, 0);
@@ -55,5 +57,35 @@ describe("tcmsg", () => {
     ]);
     const reply = Buffer.concat([msg, attrString(1, "fq")]);
     expect(parseQdisc(reply)).toEqual({ ifindex: 7, handle: 0x4e4b0000, parent: TC_H_ROOT, kind: "fq" });
+  });
+});
+
+describe("tbfSettings: an ingress limit where the kernel has no fq", () => {
+  it("is the limit in bytes, with a queue of the burst and 100 ms at the rate", () => {
+    expect(tbfSettings({ rate: 10_000_000, burst: 500_000 }, 1500)).toEqual({
+      rate: 1_250_000,
+      burst: 62_500,
+      limit: 62_500 + 125_000,
+    });
+  });
+
+  it("makes the burst at least one full frame, which tbf would otherwise never send", () => {
+    expect(tbfSettings({ rate: 1_000_000, burst: 8_000 }, 9000).burst).toBe(9014);
+  });
+});
+
+describe("tbfOptions", () => {
+  it("carries the rate in the struct and as a u64, the burst in bytes, the queue bound", () => {
+    const [parms, rate64, burst] = tbfOptions({ rate: 5_000_000_000, burst: 70_000, limit: 1_000_000 });
+    // struct tc_tbf_qopt after the 4-byte attribute header: the rate's link layer named
+    // (Ethernet: no rate table needed), its 32-bit rate saturated, then limit at 24.
+    expect(parms?.readUInt16LE(2)).toBe(1);
+    expect(parms?.readUInt8(4 + 1)).toBe(1);
+    expect(parms?.readUInt32LE(4 + 8)).toBe(0xffffffff);
+    expect(parms?.readUInt32LE(4 + 24)).toBe(1_000_000);
+    expect(rate64?.readUInt16LE(2)).toBe(4);
+    expect(rate64?.readBigUInt64LE(4)).toBe(5_000_000_000n);
+    expect(burst?.readUInt16LE(2)).toBe(6);
+    expect(burst?.readUInt32LE(4)).toBe(70_000);
   });
 });
