@@ -60,10 +60,15 @@ export function iperf3(client: string, server: string, seconds: number, reverse:
 }
 
 /** One run in the background (the load under a latency test); resolves when it ends. */
-export function iperf3Background(client: string, server: string, seconds: number): Promise<Iperf3Result> {
-  const what = `iperf3 ${client} → ${server} (background)`;
+export function iperf3Background(
+  client: string,
+  server: string,
+  seconds: number,
+  reverse = false,
+): Promise<Iperf3Result> {
+  const what = `iperf3 ${client} ${reverse ? "←" : "→"} ${server} (background)`;
   return new Promise((resolve) => {
-    const child = spawn("nsenter", clientArgs(client, server, seconds, false), { stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn("nsenter", clientArgs(client, server, seconds, reverse), { stdio: ["ignore", "pipe", "pipe"] });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (d: Buffer) => {
