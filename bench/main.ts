@@ -31,7 +31,7 @@ import * as path from "node:path";
 import type { NetperfTest } from "../test/support/netperf";
 import { type AppPathId, measureApps } from "./lib/apps/index";
 import { LATENCY_LIMITS, measureBandwidth, RATE_LIMITS } from "./lib/bandwidth";
-import type { BwVariant } from "./lib/bandwidth-pods";
+import { BURSTS_MS, type BwVariant } from "./lib/bandwidth-pods";
 import { cleanupAll, newFixture, tick } from "./lib/cleanup";
 import { OUR_PLUGIN } from "./lib/cni";
 import { CP_LABELS, type CpId, makeConfig, measureCycles, measureRss, storm } from "./lib/control-plane";
@@ -281,12 +281,13 @@ async function run(kind: "host" | "vm", argv: string[]): Promise<string> {
     // The reference plugins run on this kernel only; the guest has netkit for ours.
     const variants: BwVariant[] = kind === "vm" ? ["ours-netkit", "ours-veth"] : ["ours-veth", "reference"];
     log(
-      `rate limits: ${o.bwRounds} rounds × ${variants.join(", ")} × ${RATE_LIMITS.join(", ")} Mbit/s both ways, then TCP_RR at ${LATENCY_LIMITS.join(" and ")} Mbit/s unloaded and loaded, ${o.bwSeconds} s each`,
+      `rate limits: ${o.bwRounds} rounds × ${variants.join(", ")} × ${RATE_LIMITS.join(", ")} Mbit/s × bursts of ${BURSTS_MS.join(" and ")} ms both ways, then TCP_RR at ${LATENCY_LIMITS.join(" and ")} Mbit/s unloaded and beside a bulk flow each way, ${o.bwSeconds} s each`,
     );
-    result.bandwidth = await measureBandwidth({ variants, rounds: o.bwRounds, seconds: o.bwSeconds });
-    for (const [v, modes] of Object.entries(result.bandwidth.modes))
-      log(`  rate limits: ${v} egress ${JSON.stringify(modes)}`);
-    for (const e of result.bandwidth.errors) log(`  rate limits: ${e}`);
+    const bandwidth = await measureBandwidth({ variants, rounds: o.bwRounds, seconds: o.bwSeconds });
+    result.bandwidth = bandwidth;
+    for (const [v, modes] of Object.entries(bandwidth.modes))
+      log(`  rate limits: ${v} modes (egress/ingress) ${JSON.stringify(modes)}`);
+    for (const e of bandwidth.errors) log(`  rate limits: ${e}`);
   }
 
   // Service traffic on this kernel only: the guest's kernel has no JIT for what the agent

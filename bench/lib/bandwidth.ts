@@ -5,14 +5,16 @@
  * Variants (bench/lib/bandwidth-pods.ts), each on a two-node cluster of its own: this
  * plugin (veth; in the guest also netkit) against the reference plugins chained as a
  * conflist chains them (ptp, then bandwidth). The client pods on node A are limited, the
- * server b1 on node B is not, so each figure is the client's limit at work:
+ * server b1 on node B is not, so each figure is the client's limit at work. Every limit
+ * is measured with each burst (BURSTS_MS), a pod each:
  *
  *   rate       iperf3 a1 → b1 (the pod's egress) and a1 ← b1 (`-R`, its ingress) at
  *              10, 100 and 1000 Mbit/s; the receiver's rate
  *   latency    netperf TCP_RR a1 → b1 at 10 and 100 Mbit/s, p50/p90/p99 and
- *              transactions/s: alone (unloaded), and 1 s into an iperf3 bulk flow
- *              a1 → b1 that outlasts it (loaded): the RR's requests queue, or are
- *              dropped, behind the bulk flow's packets at the same limit
+ *              transactions/s: alone (unloaded), and 1 s into an iperf3 bulk flow that
+ *              outlasts it (loaded), a1 → b1 and then b1 → a1: the RR's requests queue,
+ *              or are dropped, behind the bulk flow's packets in the pod's egress limit,
+ *              its responses in its ingress limit
  *
  * Rounds interleave the variants (every variant and limit, then the next round; the
  * variants' order turns each round), so a noisy stretch of the machine hits all alike;
@@ -21,7 +23,16 @@
 
 import { spawnSync } from "node:child_process";
 import { netperfFields, startNetserver } from "../../test/support/netperf";
-import { BURST_SECONDS, type BwCluster, type BwVariant, buildBwCluster } from "./bandwidth-pods";
+import {
+  BURSTS_MS,
+  type BwCluster,
+  type BwVariant,
+  buildBwCluster,
+  type PodModes,
+  type Shape,
+  shapeKey,
+  shapesOf,
+} from "./bandwidth-pods";
 import { tick } from "./cleanup";
 import { iperf3, iperf3Background, startIperf3Server } from "./iperf3";
 import { turnedBy } from "./stats";
@@ -29,6 +40,10 @@ import { turnedBy } from "./stats";
 /** Limits, Mbit/s each way: the rate test's, and the latency test's. */
 export const RATE_LIMITS = [10, 100, 1000];
 export const LATENCY_LIMITS = [10, 100];
+
+/** Which way a bulk flow crosses the pod's limits: a1 → b1 is its egress, b1 → a1 its ingress. */
+export const DIRECTIONS = ["egress", "ingress"] as const;
+export type Direction = (typeof DIRECTIONS)[number];
 
 /** netperf's output selectors for TCP_RR: latencies in µs, then transactions/s. */
 const RR_FIELDS = ["P50_LATENCY", "P90_LATENCY", "P99_LATENCY", "THROUGHPUT"];
@@ -55,21 +70,29 @@ export interface LatencySamples {
   tps: number[];
 }
 
+/** TCP_RR beside a bulk flow, and what the bulk flow's receiver counted, Mbit/s. */
+export type LoadedSamples = LatencySamples & { bulk: number[] };
+
+export interface LatencySet {
+  unloaded: LatencySamples;
+  /** Beside a bulk flow through the pod's egress limit (a1 → b1) and through its ingress limit (b1 → a1). */
+  loaded: Record<Direction, LoadedSamples>;
+}
+
+/** Sample records are keyed by shapeKey (bandwidth-pods.ts): "10-300ms". */
 export interface BandwidthRun {
   rounds: number;
   seconds: number;
-  /** Each limit's burst, in seconds at its rate. */
-  burstSeconds: number;
+  /** The buckets' depths, ms at the rate: every limit ran with each. */
+  burstsMs: number[];
   limits: number[];
   latencyLimits: number[];
   /** The variants, in round 1's order. */
   variants: BwVariant[];
-  /** How our plugin enforced each pod's egress ("edt": paced; "police"), by variant and limit. */
-  modes: Partial<Record<BwVariant, Record<string, string>>>;
+  /** How our plugin enforced each pod's limits, each way, by variant and shape. */
+  modes: Partial<Record<BwVariant, Record<string, PodModes>>>;
   rate: Partial<Record<BwVariant, Record<string, RateSamples>>>;
-  latency: Partial<
-    Record<BwVariant, Record<string, { unloaded: LatencySamples; loaded: LatencySamples & { bulk: number[] } }>>
-  >;
+  latency: Partial<Record<BwVariant, Record<string, LatencySet>>>;
   /** Debian's containernetworking-plugins version, when the reference ran. */
   referencePackage?: string;
   errors: string[];
@@ -77,6 +100,7 @@ export interface BandwidthRun {
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 const latencySamples = (): LatencySamples => ({ p50: [], p90: [], p99: [], tps: [] });
+const loadedSamples = (): LoadedSamples => ({ ...latencySamples(), bulk: [] });
 
 /** A Debian package's installed version ("" when unknown): `dpkg-query -W` prints "name\tversion". */
 function packageVersion(name: string): string {
@@ -84,12 +108,12 @@ function packageVersion(name: string): string {
   return r.status === 0 ? (r.stdout.trim().split("\t")[1] ?? "") : "";
 }
 
-/** The run's sample arrays, every variant and limit, empty. */
+/** The run's sample arrays, every variant and shape, empty. */
 function emptyRun(variants: BwVariant[], rounds: number, seconds: number): BandwidthRun {
   const run: BandwidthRun = {
     rounds,
     seconds,
-    burstSeconds: BURST_SECONDS,
+    burstsMs: BURSTS_MS,
     limits: RATE_LIMITS,
     latencyLimits: LATENCY_LIMITS,
     variants,
@@ -100,21 +124,29 @@ function emptyRun(variants: BwVariant[], rounds: number, seconds: number): Bandw
   };
   for (const v of variants) {
     run.rate[v] = Object.fromEntries(
-      RATE_LIMITS.map((l) => [l, { egress: [], ingress: [], egressRetransmits: [], ingressRetransmits: [] }]),
+      shapesOf(RATE_LIMITS, BURSTS_MS).map((s) => [
+        shapeKey(s),
+        { egress: [], ingress: [], egressRetransmits: [], ingressRetransmits: [] },
+      ]),
     );
     run.latency[v] = Object.fromEntries(
-      LATENCY_LIMITS.map((l) => [l, { unloaded: latencySamples(), loaded: { ...latencySamples(), bulk: [] } }]),
+      shapesOf(LATENCY_LIMITS, BURSTS_MS).map((s) => [
+        shapeKey(s),
+        { unloaded: latencySamples(), loaded: { egress: loadedSamples(), ingress: loadedSamples() } },
+      ]),
     );
   }
   if (variants.includes("reference")) run.referencePackage = packageVersion("containernetworking-plugins");
   return run;
 }
 
-function client(c: BwCluster, mbit: number) {
-  const pod = c.clients.get(mbit);
-  if (!pod) throw new Error(`${c.variant}: no client pod for ${mbit} Mbit/s`);
+function client(c: BwCluster, s: Shape) {
+  const pod = c.clients.get(shapeKey(s));
+  if (!pod) throw new Error(`${c.variant}: no client pod for ${shapeKey(s)}`);
   return pod;
 }
+
+const what = (c: BwCluster, s: Shape) => `${c.variant} ${s.mbit} Mbit/s, ${s.burstMs} ms burst`;
 
 function pushRr(s: LatencySamples, values: number[]): void {
   const [p50, p90, p99, tps] = values.length === RR_FIELDS.length ? values : RR_FIELDS.map(() => Number.NaN);
@@ -124,30 +156,30 @@ function pushRr(s: LatencySamples, values: number[]): void {
   s.tps.push(tps as number);
 }
 
-/** TCP_RR from the limit's client pod to b1, with or without the bulk flow beside it. */
-async function latencyRun(c: BwCluster, mbit: number, seconds: number, loaded: boolean, run: BandwidthRun) {
-  const pod = client(c, mbit);
-  const slot = run.latency[c.variant]?.[String(mbit)];
-  if (!slot) return;
-  const bulk = loaded ? iperf3Background(pod.netns, c.server.ip, seconds + 2 * LEAD_S) : undefined;
+/** TCP_RR from the shape's client pod to b1, alone or beside a bulk flow one way. */
+async function latencyRun(c: BwCluster, s: Shape, seconds: number, load: Direction | undefined, run: BandwidthRun) {
+  const pod = client(c, s);
+  const set = run.latency[c.variant]?.[shapeKey(s)];
+  if (!set) return;
+  const bulk = load ? iperf3Background(pod.netns, c.server.ip, seconds + 2 * LEAD_S, load === "ingress") : undefined;
   if (bulk) await sleep(LEAD_S * 1000);
   const rr = netperfFields(pod.netns, c.server.ip, "TCP_RR", seconds, RR_FIELDS);
-  if (rr.error) run.errors.push(`${c.variant} ${mbit} Mbit/s ${loaded ? "loaded" : "unloaded"}: ${rr.error}`);
-  pushRr(loaded ? slot.loaded : slot.unloaded, rr.values);
-  if (bulk) {
+  if (rr.error) run.errors.push(`${what(c, s)} ${load ? `loaded (${load})` : "unloaded"}: ${rr.error}`);
+  pushRr(load ? set.loaded[load] : set.unloaded, rr.values);
+  if (load && bulk) {
     const b = await bulk;
-    if (b.error) run.errors.push(`${c.variant} ${mbit} Mbit/s bulk flow: ${b.error}`);
-    slot.loaded.bulk.push(b.mbits);
+    if (b.error) run.errors.push(`${what(c, s)} bulk flow (${load}): ${b.error}`);
+    set.loaded[load].bulk.push(b.mbits);
   }
 }
 
-function rateRun(c: BwCluster, mbit: number, seconds: number, run: BandwidthRun): void {
-  const pod = client(c, mbit);
-  const slot = run.rate[c.variant]?.[String(mbit)];
+function rateRun(c: BwCluster, s: Shape, seconds: number, run: BandwidthRun): void {
+  const pod = client(c, s);
+  const slot = run.rate[c.variant]?.[shapeKey(s)];
   if (!slot) return;
   for (const reverse of [false, true]) {
     const r = iperf3(pod.netns, c.server.ip, seconds, reverse);
-    if (r.error) run.errors.push(`${c.variant} ${mbit} Mbit/s: ${r.error}`);
+    if (r.error) run.errors.push(`${what(c, s)}: ${r.error}`);
     (reverse ? slot.ingress : slot.egress).push(r.mbits);
     (reverse ? slot.ingressRetransmits : slot.egressRetransmits).push(r.retransmits);
   }
@@ -156,12 +188,12 @@ function rateRun(c: BwCluster, mbit: number, seconds: number, run: BandwidthRun)
 /** Every client pod reaches b1's servers: a short untimed run each, which also settles
  * neighbours and the servers' first fork. A failure here is a broken setup, not a figure. */
 function warmUp(c: BwCluster): void {
-  for (const [mbit, pod] of c.clients) {
+  for (const [key, pod] of c.clients) {
     const rr = netperfFields(pod.netns, c.server.ip, "TCP_RR", 1, RR_FIELDS);
-    if (rr.error) throw new Error(`rate limits, ${c.variant} ${mbit} Mbit/s warm-up: ${rr.error}`);
+    if (rr.error) throw new Error(`rate limits, ${c.variant} ${key} warm-up: ${rr.error}`);
   }
-  const [mbit, pod] = [...c.clients][0] ?? [];
-  if (mbit === undefined || !pod) return;
+  const [, pod] = [...c.clients][0] ?? [];
+  if (!pod) return;
   const r = iperf3(pod.netns, c.server.ip, 1, false);
   if (r.error) throw new Error(`rate limits, ${c.variant} warm-up: ${r.error}`);
 }
@@ -172,9 +204,12 @@ export async function measureBandwidth(opts: {
   seconds: number;
 }): Promise<BandwidthRun> {
   const run = emptyRun(opts.variants, opts.rounds, opts.seconds);
+  const rateShapes = shapesOf(RATE_LIMITS, BURSTS_MS);
+  const latencyShapes = shapesOf(LATENCY_LIMITS, BURSTS_MS);
   const clusters: BwCluster[] = [];
   for (const v of opts.variants) {
-    const c = buildBwCluster(v, RATE_LIMITS);
+    // The latency limits are among the rate limits: one pod per limit and burst serves both tests.
+    const c = buildBwCluster(v, rateShapes);
     clusters.push(c);
     if (v !== "reference") run.modes[v] = c.modes;
     startIperf3Server(c.fx, c.server.netns);
@@ -189,19 +224,19 @@ export async function measureBandwidth(opts: {
   for (let round = 0; round < opts.rounds; round++) {
     const t0 = Date.now();
     const order = turnedBy(clusters, round);
-    for (const mbit of RATE_LIMITS) {
+    for (const s of rateShapes) {
       for (const c of order) {
         await tick();
-        rateRun(c, mbit, opts.seconds, run);
+        rateRun(c, s, opts.seconds, run);
       }
     }
     // Unloaded before loaded: what a bulk flow leaves queued never meets its own pod's unloaded run.
-    for (const mbit of LATENCY_LIMITS) {
+    for (const s of latencyShapes) {
       for (const c of order) {
-        await tick();
-        await latencyRun(c, mbit, opts.seconds, false, run);
-        await tick();
-        await latencyRun(c, mbit, opts.seconds, true, run);
+        for (const load of [undefined, ...DIRECTIONS]) {
+          await tick();
+          await latencyRun(c, s, opts.seconds, load, run);
+        }
       }
     }
     process.stderr.write(

@@ -1,6 +1,7 @@
 /** The JSON document one benchmark run writes (bench/results/<date>-<kernel>.json). */
 import type { AppsRun } from "./apps/index";
 import type { BandwidthRun } from "./bandwidth";
+import type { OlderRun } from "./bandwidth-older";
 import type { CpId, CycleResult, RssResult, StormResult } from "./control-plane";
 import type { CrossingResult, NetperfRun } from "./dataplane";
 import type { KernelFloor } from "./kernel-floor";
@@ -44,7 +45,8 @@ export interface BenchResult {
   startup?: StartupReport;
   sockBypass?: SockBypassRun;
   apps?: AppsRun;
-  bandwidth?: BandwidthRun;
+  /** Runs before two bursts and both loaded directions have the older shape (bandwidth-older.ts). */
+  bandwidth?: BandwidthRun | OlderRun;
   /** Service traffic: translated at connect, kube-proxy's DNAT, and pod to pod. */
   services?: ServicesRun;
 }
