@@ -194,15 +194,15 @@ static __always_inline int nkc_bw_ingress_via_host(__u32 host_ifindex)
 }
 
 /*
- * Into the pod behind `ep` through its host device's transmit (nkc_bw_ingress_via_host):
- * an L3 netkit primary takes the packet as it is (no link-layer header), and its transmit
- * hands it to the peer; a pod that speaks Ethernet (veth, netkit L2) needs its own MAC as
- * the destination, which the neighbour entry of the host route gives.
+ * Into the pod behind `ep` through its host device's transmit (nkc_bw_ingress_via_host),
+ * with the link-layer header the pod's device takes for its own: both kinds are Ethernet
+ * devices to the kernel (netkit in L3 mode with all-zero addresses), and a frame whose
+ * destination is not the peer's address reaches the pod as PACKET_OTHERHOST, which IP
+ * drops. A packet from the wire or a veth pod carries another device's addresses; the
+ * neighbour entry of the host route has the pod's (netkit L3: NOARP, the zero address).
  */
 static __always_inline long nkc_redirect_via_host(const struct nkc_endpoint *ep)
 {
-	if (ep->flags & NKC_EP_F_NO_ARP)
-		return bpf_redirect(ep->host_ifindex, 0);
 	return bpf_redirect_neigh(ep->host_ifindex, NULL, 0, 0);
 }
 
