@@ -34,7 +34,7 @@ import {
   shapesOf,
 } from "./bandwidth-pods";
 import { tick } from "./cleanup";
-import { iperf3, iperf3Background, startIperf3Server } from "./iperf3";
+import { iperf3, iperf3Background, startIperf3Server, waitIperf3Idle } from "./iperf3";
 import { turnedBy } from "./stats";
 
 /** Limits, Mbit/s each way: the rate test's, and the latency test's. */
@@ -161,16 +161,29 @@ async function latencyRun(c: BwCluster, s: Shape, seconds: number, load: Directi
   const pod = client(c, s);
   const set = run.latency[c.variant]?.[shapeKey(s)];
   if (!set) return;
-  const bulk = load ? iperf3Background(pod.netns, c.server.ip, seconds + 2 * LEAD_S, load === "ingress") : undefined;
-  if (bulk) await sleep(LEAD_S * 1000);
-  const rr = netperfFields(pod.netns, c.server.ip, "TCP_RR", seconds, RR_FIELDS);
-  if (rr.error) run.errors.push(`${what(c, s)} ${load ? `loaded (${load})` : "unloaded"}: ${rr.error}`);
-  pushRr(load ? set.loaded[load] : set.unloaded, rr.values);
-  if (load && bulk) {
-    const b = await bulk;
-    if (b.error) run.errors.push(`${what(c, s)} bulk flow (${load}): ${b.error}`);
-    set.loaded[load].bulk.push(b.mbits);
+  const rrRun = () => {
+    const rr = netperfFields(pod.netns, c.server.ip, "TCP_RR", seconds, RR_FIELDS);
+    if (rr.error) run.errors.push(`${what(c, s)} ${load ? `loaded (${load})` : "unloaded"}: ${rr.error}`);
+    return rr.values;
+  };
+  if (!load) {
+    pushRr(set.unloaded, rrRun());
+    return;
   }
+  serverIdle(c, s, run);
+  const bulk = iperf3Background(pod.netns, c.server.ip, seconds + 2 * LEAD_S, load === "ingress");
+  await sleep(LEAD_S * 1000);
+  const values = rrRun();
+  const b = await bulk;
+  if (b.error) run.errors.push(`${what(c, s)} bulk flow (${load}): ${b.error}`);
+  // Without its bulk flow the run was not loaded: no figure rather than an unloaded one filed as loaded.
+  pushRr(set.loaded[load], b.error ? [] : values);
+  set.loaded[load].bulk.push(b.mbits);
+}
+
+/** iperf3's server between tests before the next one starts (iperf3.ts, waitIperf3Idle). */
+function serverIdle(c: BwCluster, s: Shape, run: BandwidthRun): void {
+  if (!waitIperf3Idle(c.server.netns)) run.errors.push(`${what(c, s)}: iperf3's server still busy after 5 s`);
 }
 
 function rateRun(c: BwCluster, s: Shape, seconds: number, run: BandwidthRun): void {
@@ -178,6 +191,7 @@ function rateRun(c: BwCluster, s: Shape, seconds: number, run: BandwidthRun): vo
   const slot = run.rate[c.variant]?.[shapeKey(s)];
   if (!slot) return;
   for (const reverse of [false, true]) {
+    serverIdle(c, s, run);
     const r = iperf3(pod.netns, c.server.ip, seconds, reverse);
     if (r.error) run.errors.push(`${what(c, s)}: ${r.error}`);
     (reverse ? slot.ingress : slot.egress).push(r.mbits);

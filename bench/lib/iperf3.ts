@@ -31,6 +31,29 @@ export function startIperf3Server(fx: Fixture, netns: string): void {
   );
 }
 
+const sleepMs = (ms: number) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+
+/**
+ * Waits up to `ms` until the server in `netns` is between tests: listening, and nothing
+ * of the last test left but TIME-WAITs; false if it never was. iperf3 serves one test at
+ * a time and opens its listening socket anew after each, so a client started the moment
+ * the last one exits can find no listener ("Connection refused") or one closing under it
+ * ("reset by peer"): seen after a bulk flow through a queueing limit, whose last messages
+ * reach the server late.
+ */
+export function waitIperf3Idle(netns: string, ms = 5000): boolean {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const r = spawnSync("nsenter", [`--net=/run/netns/${netns}`, "ss", "-Htan", `sport = :${IPERF3_PORT}`], {
+      encoding: "utf8",
+    });
+    const states = r.status === 0 ? r.stdout.split("\n").flatMap((l) => l.trim().split(/\s+/, 1).filter(Boolean)) : [];
+    if (states.includes("LISTEN") && states.every((st) => st === "LISTEN" || st === "TIME-WAIT")) return true;
+    if (Date.now() > deadline) return false;
+    sleepMs(20);
+  }
+}
+
 /** `reverse`: the server sends (the client pod receives). */
 function clientArgs(client: string, server: string, seconds: number, reverse: boolean): string[] {
   return [
