@@ -29,9 +29,13 @@ import type { RtnlSocket } from "../netlink/socket";
 import { mkdirs } from "../sys/mkdirs";
 import { OUR_MAJOR } from "./shaping";
 
-/** The bound on what waits in the tbf, beyond the burst: the programs' EDT horizon
- * (NKC_BW_HORIZON_NS), so both ways of shaping hold the same queue. */
+/** The bound on what waits in the tbf: the programs' EDT horizon (NKC_BW_HORIZON_NS), so
+ * both ways of shaping hold the same queue. Not the burst as well: runtimes pass bursts
+ * of 512 MiB, which would let that much wait on the node. */
 const QUEUE_MS = 100;
+/** ... but room for two of the largest GSO packets, which tbf sends whole when they fit
+ * the burst: a queue smaller than one would drop every one of them. */
+const MIN_QUEUE_BYTES = 2 * 65_536;
 /** A full Ethernet frame's header beyond the MTU: tbf sends no packet larger than its
  * burst whole, so the burst is at least one frame. */
 const ETH_HLEN = 14;
@@ -78,11 +82,11 @@ export async function shapePodIngress(
 }
 
 /** tbf's settings for a limit in bits: the rate and burst in bytes, the burst at least
- * one full frame, and a queue of the burst and QUEUE_MS at the rate. */
+ * one full frame, and a queue of QUEUE_MS at the rate. */
 export function tbfSettings(limit: RateLimit, mtu: number) {
   const rate = Math.floor(limit.rate / 8);
   const burst = Math.max(Math.floor(limit.burst / 8), mtu + ETH_HLEN);
-  return { rate, burst, limit: burst + Math.floor((rate * QUEUE_MS) / 1000) };
+  return { rate, burst, limit: Math.max(Math.floor((rate * QUEUE_MS) / 1000), MIN_QUEUE_BYTES) };
 }
 
 function noted(shaping: IngressShaping): IngressShaping {

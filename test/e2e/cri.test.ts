@@ -314,13 +314,19 @@ describe("containerd's CRI runs pods through the conflist netkit-cni install wri
     expect(hostDevice).toMatch(/^nk/);
     const hostIfindex = ifindexOf(n.node, hostDevice);
     expect(limitsOf(n.bpffsRoot, hostIfindex)).toMatchObject({
-      // Egress is paced where the kernel has fq (the guest's), policed where not (here).
+      // Egress is paced where the kernel has fq (the guest's), policed where not (here);
+      // ingress paced by an fq on the pod's host device, or shaped by a tbf there.
       mode: process.env.NETKIT_VM ? "edt" : "police",
+      ingressMode: process.env.NETKIT_VM ? "edt" : "qdisc",
       ingress: { rate: 10_000_000, burst: 4294967295 },
       egress: { rate: 20_000_000, burst: 4294967295 },
     });
-    // No reference bandwidth plugin in the chain: no qdisc, no ifb device.
-    expect(inNs(n.node, "tc", ["qdisc", "show"])).not.toMatch(/tbf|htb/);
+    // No reference bandwidth plugin in the chain: no ifb device, and no qdisc but ours on
+    // the pod's host device.
+    const qdiscs = inNs(n.node, "tc", ["qdisc", "show"]).split("\n");
+    expect(qdiscs.filter((q) => /tbf|htb|fq /.test(q))).toEqual([
+      expect.stringMatching(new RegExp(`^qdisc ${process.env.NETKIT_VM ? "fq" : "tbf"} 4e4b: dev ${hostDevice} root`)),
+    ]);
     expect(inNs(n.node, "ip", ["-o", "link", "show"])).not.toMatch(/bwp/);
     const peer = await runPod(n, "peer");
     if (!process.env.NETKIT_VM) {

@@ -61,11 +61,20 @@ describe("tcmsg", () => {
 });
 
 describe("tbfSettings: an ingress limit where the kernel has no fq", () => {
-  it("is the limit in bytes, with a queue of the burst and 100 ms at the rate", () => {
-    expect(tbfSettings({ rate: 10_000_000, burst: 500_000 }, 1500)).toEqual({
-      rate: 1_250_000,
+  it("is the limit in bytes, with a queue of 100 ms at the rate", () => {
+    expect(tbfSettings({ rate: 100_000_000, burst: 500_000 }, 1500)).toEqual({
+      rate: 12_500_000,
       burst: 62_500,
-      limit: 62_500 + 125_000,
+      limit: 1_250_000,
+    });
+  });
+
+  it("bounds the queue by the rate, not by a runtime's huge burst, with room for two GSO packets", () => {
+    // containerd's burst: 2^32 - 1 bits, 512 MiB.
+    expect(tbfSettings({ rate: 10_000_000, burst: 4294967295 }, 1500)).toEqual({
+      rate: 1_250_000,
+      burst: 536_870_911,
+      limit: 131_072,
     });
   });
 
