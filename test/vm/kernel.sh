@@ -134,13 +134,14 @@ build_kernel() {
   # DWARF is needed for pahole to generate BTF; the compiler's default version.
   args+=(--enable DEBUG_INFO_DWARF_TOOLCHAIN_DEFAULT)
   # The patched FP state (uml-xstate.patch) makes task_struct larger than the default
-  # 16 kB the init task's stack area holds: 32 kB stacks.
-  args+=(--set-val KERNEL_STACK_ORDER 3)
+  # 16 kB the init task's stack area holds, and every signal handler's frame (it keeps
+  # the registers on the stack) larger too: 64 kB stacks.
+  args+=(--set-val KERNEL_STACK_ORDER 4)
   "$workdir/src/scripts/config" --file "$workdir/src/.config" "${args[@]}"
   "${make[@]}" olddefconfig >&2
 
   local config=$workdir/src/.config missing=()
-  grep -qx "CONFIG_KERNEL_STACK_ORDER=3" "$config" || missing+=("KERNEL_STACK_ORDER=3")
+  grep -qx "CONFIG_KERNEL_STACK_ORDER=4" "$config" || missing+=("KERNEL_STACK_ORDER=4")
   for opt in "${REQUIRED[@]}"; do
     grep -qx "CONFIG_$opt=y" "$config" || missing+=("$opt")
   done
