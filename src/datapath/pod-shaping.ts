@@ -10,7 +10,7 @@
  *    horizon, as egress is. TCP sees a slower link, not a policer's losses.
  *  - tbf, where the kernel has no sch_fq: the qdisc alone shapes to the rate and burst,
  *    the reference bandwidth plugin's way. With a burst of 50 ms of the rate, TCP
- *    reaches the rate through it; a policer with the same burst lets it reach a fifth
+ *    reaches the rate through it; a policer with the same burst lets it reach a quarter
  *    (bench/README.md, "Rate limits").
  *  - the programs' policer, as before, where neither qdisc can be attached.
  *
