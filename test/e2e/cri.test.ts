@@ -321,10 +321,13 @@ describe("containerd's CRI runs pods through the conflist netkit-cni install wri
       ingress: { rate: 10_000_000, burst: 4294967295 },
       egress: { rate: 20_000_000, burst: 4294967295 },
     });
-    // No reference bandwidth plugin in the chain: no ifb device, and no qdisc but ours on
-    // the pod's host device.
-    const qdiscs = inNs(n.node, "tc", ["qdisc", "show"]).split("\n");
-    expect(qdiscs.filter((q) => /tbf|htb|fq /.test(q))).toEqual([
+    // No reference bandwidth plugin in the chain: no ifb device, and every shaping qdisc
+    // is ours (4e4b:): the pod's host device's, and in the guest the uplink's fq.
+    const shaping = inNs(n.node, "tc", ["qdisc", "show"])
+      .split("\n")
+      .filter((q) => /tbf|htb|fq /.test(q));
+    expect(shaping.every((q) => / 4e4b: /.test(q))).toBe(true);
+    expect(shaping.filter((q) => q.includes(`dev ${hostDevice} `))).toEqual([
       expect.stringMatching(new RegExp(`^qdisc ${process.env.NETKIT_VM ? "fq" : "tbf"} 4e4b: dev ${hostDevice} root`)),
     ]);
     expect(inNs(n.node, "ip", ["-o", "link", "show"])).not.toMatch(/bwp/);
