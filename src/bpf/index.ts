@@ -106,7 +106,6 @@ export {
   listBypassedSockets,
   loadSockPrograms,
   openSockMaps,
-  type PinnedSockMaps,
   pinnedSockSets,
   readSockCounters,
   type SockMaps,

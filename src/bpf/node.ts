@@ -87,11 +87,9 @@ export interface NodeMaps {
   bandwidth: BpfMap;
 }
 
-/** The maps DEL, CHECK and GC use: which pod is where, its counters, flow table and limits.
- * The optional ones are absent on a node whose maps an older build pinned. `perPod`: those
- * of pod-maps.ts's list that are pinned, through which a pod's state is forgotten. */
-export type EndpointMaps = Pick<NodeMaps, "endpoints" | "counters"> &
-  Partial<Pick<NodeMaps, "drops" | "flows" | "flowStats" | "bandwidth">> & { perPod: BpfMap[] };
+/** The pinned maps as DEL, CHECK and GC open them. `perPod`: pod-maps.ts's list, through
+ * which a pod's state is forgotten. */
+export type EndpointMaps = NodeMaps & { perPod: BpfMap[] };
 
 export interface NodePrograms {
   maps: NodeMaps;
@@ -318,44 +316,17 @@ function removeOlderSets(bpffsRoot: string, epoch: number, keep: string): void {
   }
 }
 
-/**
- * The pinned endpoint maps alone (DEL, CHECK, GC need no programs, and must work on a
- * node whose maps an older build pinned, before this build's first ADD adds the flow
- * tables and the rate limits: those are then absent). Throws if the endpoint or counter map is not pinned.
- */
+/** The pinned node maps alone (DEL, CHECK and GC need no programs). Throws if one is not pinned. */
 export function openNodeMaps(bpffsRoot: string): EndpointMaps & { close(): void } {
   const opened = new Map<string, BpfMap>();
-  const open = (name: string, optional: boolean) => {
-    const pin = mapPin(bpffsRoot, name);
-    if (optional && !fs.existsSync(pin)) return undefined;
-    const map = opened.get(name) ?? BpfMap.openPinned(pin);
-    opened.set(name, map);
-    return map;
-  };
-  // The pool counts only when all three of its maps are there.
-  const pool = [MAP_NAMES.flowTables, MAP_NAMES.flowOwner, MAP_NAMES.flowPool];
-  const hasPool = pool.every((name) => fs.existsSync(mapPin(bpffsRoot, name)));
-  try {
-    return {
-      endpoints: open(MAP_NAMES.endpoints, false) as BpfMap,
-      counters: open(MAP_NAMES.counters, false) as BpfMap,
-      drops: open(MAP_NAMES.drops, true),
-      flows: hasPool
-        ? {
-            tables: open(MAP_NAMES.flowTables, false) as BpfMap,
-            owners: open(MAP_NAMES.flowOwner, false) as BpfMap,
-            pool: open(MAP_NAMES.flowPool, false) as BpfMap,
-          }
-        : undefined,
-      flowStats: open(MAP_NAMES.flowStats, true),
-      bandwidth: open(MAP_NAMES.bandwidth, true),
-      perPod: POD_MAP_NAMES.flatMap((name) => open(name, true) ?? []),
-      close: () => {
-        for (const m of opened.values()) m.close();
-      },
-    };
-  } catch (e) {
+  const close = () => {
     for (const m of opened.values()) m.close();
+  };
+  try {
+    for (const name of Object.values(MAP_NAMES)) opened.set(name, BpfMap.openPinned(mapPin(bpffsRoot, name)));
+    return { ...nodeMaps(opened), perPod: POD_MAP_NAMES.map((name) => opened.get(name) as BpfMap), close };
+  } catch (e) {
+    close();
     throw e;
   }
 }

@@ -12,7 +12,6 @@
  * never replaced; an older build's pins go once this build's are pinned.
  */
 
-import * as fs from "node:fs";
 import {
   decodeSockAdmitted,
   decodeSockKey,
@@ -41,11 +40,6 @@ export interface SockMaps {
   /** Socket cookie -> key of an admitted socket (for the release hook). */
   cookies: BpfMap;
 }
-
-/** The pinned maps as DEL, GC and the commands for people find them: a node whose
- * bypass an older build set up has no pods, admitted or cookies map yet. */
-export type PinnedSockMaps = Pick<SockMaps, "hash" | "stats"> &
-  Partial<Pick<SockMaps, "pods" | "admitted" | "cookies">> & { close(): void };
 
 export interface SockPrograms {
   maps: SockMaps;
@@ -123,29 +117,29 @@ function required(byName: ReadonlyMap<string, BpfMap>, name: string): BpfMap {
 }
 
 /** The pinned bypass maps, or undefined where no network ever asked for the bypass. */
-export function openSockMaps(bpffsRoot: string): PinnedSockMaps | undefined {
+export function openSockMaps(bpffsRoot: string): (SockMaps & { close(): void }) | undefined {
   const pin = (name: string) => mapPin(bpffsRoot, name);
-  if (![SOCK_MAP_NAMES.hash, SOCK_MAP_NAMES.stats].every((name) => fs.existsSync(pin(name)))) return undefined;
+  if (!Object.values(SOCK_MAP_NAMES).every((name) => pinExists(pin(name)))) return undefined;
   const opened: BpfMap[] = [];
-  const open = (name: string, optional: boolean) => {
-    if (optional && !pinExists(pin(name))) return undefined;
+  const close = () => {
+    for (const m of opened) m.close();
+  };
+  const open = (name: string) => {
     const map = BpfMap.openPinned(pin(name));
     opened.push(map);
     return map;
   };
   try {
     return {
-      hash: open(SOCK_MAP_NAMES.hash, false) as BpfMap,
-      stats: open(SOCK_MAP_NAMES.stats, false) as BpfMap,
-      pods: open(SOCK_MAP_NAMES.pods, true),
-      admitted: open(SOCK_MAP_NAMES.admitted, true),
-      cookies: open(SOCK_MAP_NAMES.cookies, true),
-      close: () => {
-        for (const m of opened) m.close();
-      },
+      hash: open(SOCK_MAP_NAMES.hash),
+      stats: open(SOCK_MAP_NAMES.stats),
+      pods: open(SOCK_MAP_NAMES.pods),
+      admitted: open(SOCK_MAP_NAMES.admitted),
+      cookies: open(SOCK_MAP_NAMES.cookies),
+      close,
     };
   } catch (e) {
-    for (const m of opened) m.close();
+    close();
     throw e;
   }
 }
@@ -170,20 +164,18 @@ export function listBypassedSockets(maps: Pick<SockMaps, "hash">): BypassedSocke
  * (sock-pods.ts). Returns how many sockets were taken out.
  */
 export function forgetSocketsOf(
-  maps: Pick<PinnedSockMaps, "hash" | "admitted" | "cookies">,
+  maps: Pick<SockMaps, "hash" | "admitted" | "cookies">,
   ips: ReadonlySet<string>,
 ): number {
   const ours = (key: Buffer) => ips.has(decodeSockKey(key).local.ip);
   let removed = 0;
   for (const key of [...maps.hash.keys()]) if (ours(key) && maps.hash.delete(key)) removed += 1;
   const { admitted, cookies } = maps;
-  if (admitted) {
-    for (const key of [...admitted.keys()]) {
-      if (!ours(key)) continue;
-      const value = admitted.lookup(key);
-      if (value && cookies) cookies.delete(socketCookieKey(decodeSockAdmitted(value).socketCookie));
-      admitted.delete(key);
-    }
+  for (const key of [...admitted.keys()]) {
+    if (!ours(key)) continue;
+    const value = admitted.lookup(key);
+    if (value) cookies.delete(socketCookieKey(decodeSockAdmitted(value).socketCookie));
+    admitted.delete(key);
   }
   return removed;
 }

@@ -124,7 +124,7 @@ export interface NodeStatus {
     ingressPacingOff: string | undefined;
   };
   /** What the programs refused, by reason (bpf/lib/frame.h): summed over our pods, and per
-   * uplink for frames from the wire that no pod owns. Absent: maps of an older build. */
+   * uplink for frames from the wire that no pod owns. Absent: no maps pinned yet. */
   drops:
     | { pods: Record<keyof Drops, number>; uplinks: { device: string; drops: Record<keyof Drops, number> }[] }
     | undefined;
@@ -314,12 +314,13 @@ export async function nodeStatus(bpffsRoot: string): Promise<NodeStatus> {
   let refusedBound = 0;
   let refusedNetns = 0;
   try {
-    sockets = sockMaps ? listBypassedSockets(sockMaps).length : 0;
-    const pods = sockMaps?.pods;
-    for (const ifindex of pods ? sockPodIfindexes(pods) : []) {
-      const pod = pods ? readSockPod(pods, ifindex) : undefined;
-      refusedBound += Number(pod?.refusedBound ?? 0n);
-      refusedNetns += Number(pod?.refusedNetns ?? 0n);
+    if (sockMaps) {
+      sockets = listBypassedSockets(sockMaps).length;
+      for (const ifindex of sockPodIfindexes(sockMaps.pods)) {
+        const pod = readSockPod(sockMaps.pods, ifindex);
+        refusedBound += Number(pod?.refusedBound ?? 0n);
+        refusedNetns += Number(pod?.refusedNetns ?? 0n);
+      }
     }
   } finally {
     sockMaps?.close();
@@ -362,8 +363,8 @@ export async function nodeStatus(bpffsRoot: string): Promise<NodeStatus> {
   };
 }
 
-/** Refusals by reason: the pods' summed, each uplink's own; undefined before a build with
- * the map has run on the node. */
+/** Refusals by reason: the pods' summed, each uplink's own; undefined before the first ADD
+ * pinned the maps. */
 function refusals(root: string, pods: number[], uplinks: { device: string; ifindex: number }[]): NodeStatus["drops"] {
   if (!fs.existsSync(mapPin(root, MAP_NAMES.drops))) return undefined;
   const counts = (ifindexes: number[]) => {

@@ -245,12 +245,12 @@ function attachPod(
 }
 
 /** The pod's namespace for the bypass's programs, before its addresses can lead to it.
- * Without the map (the bypass could not run here) or the cookie, nothing is admitted. */
+ * Without the maps (the bypass could not run here) or the cookie, nothing is admitted. */
 function recordSockNamespace(root: string, ep: FastPathEndpoint): void {
   if (ep.netnsCookie === undefined) return;
   const sock = openSockMaps(root);
   try {
-    if (sock?.pods) recordSockPod(sock.pods, ep.hostIfindex, ep.netnsCookie);
+    if (sock) recordSockPod(sock.pods, ep.hostIfindex, ep.netnsCookie);
   } finally {
     sock?.close();
   }
@@ -378,7 +378,7 @@ function forgetSockets(root: string, ips: ReadonlySet<string>, ifindexes: number
   const sock = openSockMaps(root);
   if (!sock) return;
   try {
-    for (const ifindex of ifindexes) if (sock.pods) forgetSockPod(sock.pods, ifindex);
+    for (const ifindex of ifindexes) forgetSockPod(sock.pods, ifindex);
     const n = ips.size > 0 ? forgetSocketsOf(sock, ips) : 0;
     if (n > 0) log.info(`socket bypass: took ${n} sockets of ${[...ips].join(", ")} out of the sockhash`);
     for (const ifindex of ifindexes) deleteSockCounters(sock.stats, ifindex);

@@ -47,7 +47,7 @@ export function endpointState(root: string, hostDevice: string): { pinned: boole
 
 /** The pod's rate limits as the programs see them; undefined: none (or no map yet). */
 export function limitsOf(root: string, hostIfindex: number): PodLimits | undefined {
-  return withNodeMaps(root, (maps) => (maps.bandwidth ? podLimits(maps.bandwidth, hostIfindex) : undefined));
+  return withNodeMaps(root, (maps) => podLimits(maps.bandwidth, hostIfindex));
 }
 
 export function endpointMapEntries(root: string): Map<string, { hostIfindex: number; datapath: DeviceKind }> {
@@ -65,7 +65,7 @@ export function countersOf(root: string, hostIfindex: number): Counters | undefi
 
 /** Why the programs refused packets of this device (a pod's, or the uplink's own). */
 export function dropsOf(root: string, ifindex: number): Drops | undefined {
-  return withNodeMaps(root, (maps) => (maps.drops ? readDrops(maps.drops, ifindex) : undefined));
+  return withNodeMaps(root, (maps) => readDrops(maps.drops, ifindex));
 }
 
 /** An endpoint's direct-flow table: how full it is and what went in and out. */
@@ -78,7 +78,6 @@ export interface FlowTableUsage extends FlowStats {
 
 export function flowTableOf(root: string, hostIfindex: number): FlowTableUsage | undefined {
   return withNodeMaps(root, (maps) => {
-    if (!maps.flows || !maps.flowStats) return undefined;
     const entries = flowTableSize(maps.flows, hostIfindex);
     if (entries === undefined) return undefined;
     const stats = readFlowStats(maps.flowStats, hostIfindex);

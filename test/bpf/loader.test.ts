@@ -300,23 +300,6 @@ describe("maps and programs in a private bpffs", () => {
     }
   });
 
-  it("opens the endpoint maps for DEL and GC where a map this version adds is not pinned yet", () => {
-    bpffs = TestBpffs.mount();
-    const first = loadNodePrograms(bpffs.root, objects, { clusterCidrs: ["10.244.0.0/16"] });
-    first.endpoints.upsert("10.244.1.10", { hostIfindex: 7, datapath: "veth" });
-    first.close();
-    // A node whose maps an older build pinned: no flow tables yet.
-    fs.unlinkSync(path.join(mapsDir(bpffs.root), MAP_NAMES.flowTables));
-    fs.unlinkSync(path.join(mapsDir(bpffs.root), MAP_NAMES.flowStats));
-    const maps = openNodeMaps(bpffs.root);
-    try {
-      expect([...maps.endpoints.keys()].length).toBe(1);
-      expect(maps.flows).toBeUndefined();
-    } finally {
-      maps.close();
-    }
-  });
-
   it("refuses a pinned map whose layout differs", () => {
     bpffs = TestBpffs.mount();
     const wrong = BpfMap.create({
