@@ -66,19 +66,16 @@ export async function cmdCheck(inv: Invocation): Promise<void> {
         throw mismatch(`route ${dst} dev ${hostDevice} is missing on the host`);
       }
     }
-    // Pods of a network without the fast path that an older build made have no program
-    // (it attached none then): only pods with any state of ours are held to it.
     const root = conf.fastPath.bpffsRoot;
-    if (conf.fastPath.enabled || endpointState(root, hostDevice).pinned || hasEndpointEntry(root, hostLink.index)) {
-      checkFastPath(root, hostDevice, hostLink.index, addresses);
-    }
+    checkFastPath(root, hostDevice, hostLink.index, addresses);
     await checkLimits(ns.host, root, hostDevice, hostLink.index, bandwidth);
   } finally {
     closeNamespaces(ns);
   }
 }
 
-/** The pod's programs are pinned and the endpoint map sends each address to its device. */
+/** The pod's program is pinned (the fast path's, or with `"fastPath": false` the source
+ * check) and the endpoint map sends each address to its device. */
 function checkFastPath(root: string, hostDevice: string, hostIfindex: number, addresses: string[]): void {
   if (!endpointState(root, hostDevice).pinned) {
     throw mismatch(`eBPF programs of ${hostDevice} are not attached (no pins under ${root}/endpoints/${hostDevice})`);
@@ -117,10 +114,6 @@ async function checkLimits(
     const problem = await pacingProblem(host, have.pacedIfindex);
     if (problem) throw mismatch(`rate limits of ${hostDevice}: ${problem}`);
   }
-}
-
-function hasEndpointEntry(root: string, hostIfindex: number): boolean {
-  return [...endpointMapEntries(root).values()].some((e) => e.hostIfindex === hostIfindex);
 }
 
 function requireUp(link: Link | undefined, what: string): Link {

@@ -7,11 +7,10 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { endpointKey, ifindexKey, MAP_NAMES } from "../../src/bpf/abi";
+import { ifindexKey, MAP_NAMES } from "../../src/bpf/abi";
 import type { Counters } from "../../src/bpf/index";
 import { mapPin } from "../../src/bpf/layout";
 import { BpfMap } from "../../src/bpf/maps";
-import { openNodeMaps } from "../../src/bpf/node";
 import { POD_MAP_NAMES } from "../../src/bpf/pod-maps";
 import { countersOf, endpointMapEntries, pinnedEndpointDevices } from "../../src/datapath/node-state";
 import { Fixture, inNs, ping, runPlugin, runPluginAsync, sh, TEST_DATAPATH } from "../support/harness";
@@ -141,7 +140,7 @@ describe("fast path", () => {
     expect(String(r.json?.msg)).toContain(`eBPF programs of ${pod.hostDevice} are not attached`);
   });
 
-  it("CHECK holds a fastPath false pod to its source check, unless an older build made it without one", () => {
+  it("CHECK holds a fastPath false pod to its source check", () => {
     const conf = { ...a.conf, fastPath: false };
     const pod = addPod(fx, a, "plain", conf);
     const att = { containerId: "plain", netns: `/run/netns/${pod.netns}`, ifname: "eth0" };
@@ -149,14 +148,6 @@ describe("fast path", () => {
     expect(runPlugin(a.netns, "CHECK", att, withPrev).status).toBe(0);
     fs.rmSync(path.join(a.bpffsRoot, "endpoints", pod.hostDevice), { recursive: true });
     expect(runPlugin(a.netns, "CHECK", att, withPrev).json).toMatchObject({ code: 101 });
-    // As an older build left such a pod: no program, no endpoint entries.
-    const maps = openNodeMaps(a.bpffsRoot);
-    try {
-      for (const ip of [pod.v4, pod.v6]) maps.endpoints.delete(endpointKey(ip));
-    } finally {
-      maps.close();
-    }
-    expect(runPlugin(a.netns, "CHECK", att, withPrev).status).toBe(0);
   });
 
   it("concurrent ADDs on a fresh node agree on one set of maps and programs", async () => {
