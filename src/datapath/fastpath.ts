@@ -33,7 +33,6 @@ import {
   endpointPin,
   ensureBpffsRoot,
   FROM_POD_PIN,
-  flowTableOwners,
   forgetPodState,
   forgetSocketsOf,
   forgetSockPod,
@@ -293,11 +292,10 @@ export function attachUplink(root: string, uplink: Uplink, direction: "ingress" 
 
 /**
  * Points every pod's pinned link at this build's program of the same kind (the fast
- * path's, or the source check's) with BPF_LINK_UPDATE: the program is replaced in place,
- * with no moment without one. Pods added by older builds get a flow table here (until
- * then they remember nothing: their flows take the stack).
+ * path's, the source check's, the ingress limit's) with BPF_LINK_UPDATE: the program is
+ * replaced in place, with no moment without one.
  */
-export function switchEndpoints(root: string, node: Pick<NodePrograms, "programs" | "maps">): void {
+export function switchEndpoints(root: string, node: Pick<NodePrograms, "programs">): void {
   const { fromPod, sourceCheck, podIngress } = node.programs;
   const ours = new Set([fromPod.id(), sourceCheck.id(), podIngress.id()]);
   for (const dev of pinnedEndpointDevices(root)) {
@@ -319,12 +317,6 @@ export function switchEndpoints(root: string, node: Pick<NodePrograms, "programs
         link.close();
       }
     }
-  }
-  const withTable = new Set(flowTableOwners(node.maps.flows));
-  for (const { hostIfindex } of new EndpointMap(node.maps.endpoints).list().values()) {
-    if (withTable.has(hostIfindex)) continue;
-    createFlowTable(node.maps.flows, hostIfindex);
-    withTable.add(hostIfindex);
   }
 }
 

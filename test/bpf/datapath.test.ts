@@ -534,7 +534,7 @@ describe.each(VARIANTS)("%s NAT check", (natCheck) => {
       expect(counted(h1)).toEqual({ redirectedLocal: 1n, passedStack: 1n });
     });
 
-    it("an endpoint without a table (an older build's pod) remembers nothing and stays correct", () => {
+    it("an endpoint without a table (its DEL under way) remembers nothing and stays correct", () => {
       removeFlowTable(node.maps.flows, h2);
       try {
         const syn = {
