@@ -186,8 +186,6 @@ export interface SockKey {
   remote: { ip: string; port: number };
 }
 
-export const SOCK_KEY_SIZE = 40;
-
 export function decodeSockKey(key: Buffer): SockKey {
   const len = key.readUInt32LE(36) === AF_INET ? 4 : 16;
   const ip = (o: number) => ipString(Buffer.from(key.subarray(o, o + len)));
@@ -256,8 +254,6 @@ export interface SockAdmitted {
   hostIfindex: number;
   state: number;
 }
-
-export const SOCK_ADMITTED_SIZE = 24;
 
 export function decodeSockAdmitted(value: Buffer): SockAdmitted {
   return {

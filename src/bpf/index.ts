@@ -106,11 +106,9 @@ export {
   listBypassedSockets,
   loadSockPrograms,
   openSockMaps,
-  pinnedSockSets,
   readSockCounters,
   type SockMaps,
   type SockPrograms,
-  sockBuildName,
 } from "./sock";
 export { forgetSockPod, readSockPod, recordSockPod, sockPodIfindexes } from "./sock-pods";
 export {

@@ -27,7 +27,7 @@ import { mapPin, sockProgramsRoot } from "./layout";
 import { BpfMap } from "./maps";
 import { openOrCreatePinnedMap } from "./pinned-map";
 import { pinExists } from "./pins";
-import { loadProgramSet, type PinnedSet, pinnedSets, programSetBuild } from "./program-set";
+import { loadProgramSet } from "./program-set";
 import type { BpfProgram } from "./programs";
 
 export interface SockMaps {
@@ -52,10 +52,6 @@ export interface SockPrograms {
   superseded: boolean;
   close(): void;
 }
-
-export const sockBuildName = programSetBuild;
-
-export const pinnedSockSets = (bpffsRoot: string): PinnedSet[] => pinnedSets(sockProgramsRoot(bpffsRoot));
 
 /**
  * The bypass's maps and programs: the newest pinned build's, or this build's, loaded and

@@ -43,10 +43,6 @@ const attachTypeOf = (hook: SvcHook): number => {
   return type;
 };
 
-/** The links' pins on `cgroup` (status lists them; a node that never translated has none). */
-export const serviceLinkPins = (root: string, cgroup: string): string[] =>
-  HOOKS.map((hook) => svcLinkPin(root, hook, cgroup));
-
 /**
  * Makes sure the programs run on `cgroup` (undefined: the node's cgroup v2 root): loads or
  * opens them, then each hook's link, created and pinned or switched to these programs.
