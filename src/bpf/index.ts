@@ -28,7 +28,6 @@ export {
   deletePodLimits,
   type EgressEnforcement,
   type IngressEnforcement,
-  limitedIfindexes,
   limitMismatches,
   type PodLimits,
   podLimits,
@@ -39,12 +38,10 @@ export { readCounters, readDrops } from "./counters";
 export {
   createFlowTable,
   DIRECT_TABLE_SPEC,
-  flowTableOwners,
   flowTableSize,
   listEndpointFlows,
   type RememberedFlow,
   readFlowStats,
-  removeFlowTable,
 } from "./direct";
 export { type MapSpec, type ObjectSpec, type ProgramSpec, readObject } from "./elf";
 export { type EndpointEntry, EndpointMap } from "./endpoints";
@@ -82,7 +79,6 @@ export {
 export { BpfMap } from "./maps";
 export {
   buildName,
-  type EndpointMaps,
   loadNodePrograms,
   NAT_CHECKS,
   type NatCheck,
@@ -97,11 +93,21 @@ export {
 } from "./node";
 export { type MapOccupancy, pinnedMapOccupancy } from "./occupancy";
 export { ensureBpffs, ensureBpffsRoot, isBpffs, openPin, pinExists, pinObject, unpin } from "./pins";
-export { forgetPodState, POD_MAP_NAMES, podStateHolders } from "./pod-maps";
+export {
+  forgetPodState,
+  type GonePod,
+  ifindexHolders,
+  makePodState,
+  POD_STATE,
+  type PodSpec,
+  type PodStateMaps,
+  podStateHolders,
+  podStateMismatches,
+  withPodStateMaps,
+} from "./pod-state";
 export { BpfProgram, loadProgram, programName, sectionAttachType } from "./programs";
 export {
   type BypassedSocket,
-  deleteSockCounters,
   forgetSocketsOf,
   listBypassedSockets,
   loadSockPrograms,
@@ -110,7 +116,7 @@ export {
   type SockMaps,
   type SockPrograms,
 } from "./sock";
-export { forgetSockPod, readSockPod, recordSockPod, sockPodIfindexes } from "./sock-pods";
+export { readSockPod, recordSockPod, sockPodIfindexes } from "./sock-pods";
 export {
   forgetSvcPod,
   loadSvcPrograms,

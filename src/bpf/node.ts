@@ -32,7 +32,6 @@ import { mapPin, programsRoot } from "./layout";
 import { BpfMap, specMismatches } from "./maps";
 import { openOrCreatePinnedMap } from "./pinned-map";
 import { ensureBpffs, openPin, replacePin } from "./pins";
-import { POD_MAP_NAMES } from "./pod-maps";
 import { BpfProgram, firstLine, loadProgram } from "./programs";
 
 /** How a variant keeps NAT'd flows on the stack; in order of preference. */
@@ -75,21 +74,9 @@ export function nodeObjectsFrom(read: (file: string) => Buffer | undefined): Nod
   };
 }
 
-export interface NodeMaps {
-  endpoints: BpfMap;
-  cluster: BpfMap;
-  counters: BpfMap;
-  /** Refusals by reason, per endpoint (and the uplink's own). */
-  drops: BpfMap;
-  /** The pool of per-endpoint flow tables (direct.ts). */
-  flows: FlowTableMaps;
-  flowStats: BpfMap;
-  bandwidth: BpfMap;
-}
-
-/** The pinned maps as DEL, CHECK and GC open them. `perPod`: pod-maps.ts's list, through
- * which a pod's state is forgotten. */
-export type EndpointMaps = NodeMaps & { perPod: BpfMap[] };
+/** Every node map by its role in MAP_NAMES, and the pool of per-endpoint flow tables
+ * (its three maps) as direct.ts takes it. */
+export type NodeMaps = Record<keyof typeof MAP_NAMES, BpfMap> & { flows: FlowTableMaps };
 
 export interface NodePrograms {
   maps: NodeMaps;
@@ -317,14 +304,14 @@ function removeOlderSets(bpffsRoot: string, epoch: number, keep: string): void {
 }
 
 /** The pinned node maps alone (DEL, CHECK and GC need no programs). Throws if one is not pinned. */
-export function openNodeMaps(bpffsRoot: string): EndpointMaps & { close(): void } {
+export function openNodeMaps(bpffsRoot: string): NodeMaps & { close(): void } {
   const opened = new Map<string, BpfMap>();
   const close = () => {
     for (const m of opened.values()) m.close();
   };
   try {
     for (const name of Object.values(MAP_NAMES)) opened.set(name, BpfMap.openPinned(mapPin(bpffsRoot, name)));
-    return { ...nodeMaps(opened), perPod: POD_MAP_NAMES.map((name) => opened.get(name) as BpfMap), close };
+    return { ...nodeMaps(opened), close };
   } catch (e) {
     close();
     throw e;
@@ -349,13 +336,9 @@ function nodeMaps(byName: ReadonlyMap<string, BpfMap>): NodeMaps {
     if (!map) throw new Error(`map ${name} missing from the objects`);
     return map;
   };
-  return {
-    endpoints: get(MAP_NAMES.endpoints),
-    cluster: get(MAP_NAMES.cluster),
-    counters: get(MAP_NAMES.counters),
-    drops: get(MAP_NAMES.drops),
-    flows: { tables: get(MAP_NAMES.flowTables), owners: get(MAP_NAMES.flowOwner), pool: get(MAP_NAMES.flowPool) },
-    flowStats: get(MAP_NAMES.flowStats),
-    bandwidth: get(MAP_NAMES.bandwidth),
-  };
+  const maps = Object.fromEntries(Object.entries(MAP_NAMES).map(([role, name]) => [role, get(name)])) as Record<
+    keyof typeof MAP_NAMES,
+    BpfMap
+  >;
+  return { ...maps, flows: { tables: maps.flowTables, owners: maps.flowOwner, pool: maps.flowPool } };
 }

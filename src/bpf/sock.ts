@@ -180,7 +180,3 @@ export function readSockCounters(stats: BpfMap, hostIfindex: number): SockCounte
   const perCpu = stats.lookupPerCpu(ifindexKey(hostIfindex));
   return perCpu ? sumSockCounters(perCpu) : undefined;
 }
-
-export function deleteSockCounters(stats: BpfMap, hostIfindex: number): boolean {
-  return stats.delete(ifindexKey(hostIfindex));
-}

@@ -45,7 +45,13 @@ import { AF_INET, AF_INET6 } from "../cni/address";
 import { embeddedObjects } from "../datapath/assets";
 import { isOurProxy } from "../datapath/coexist-plan";
 import { parseOwnerAlias } from "../datapath/naming";
-import { dropsOf, endpointMapEntries, limitsOf, pinnedEndpointDevices } from "../datapath/node-state";
+import {
+  dropsOf,
+  endpointMapEntries,
+  limitsOf,
+  pinnedEndpointDevices,
+  podStateHoldersOf,
+} from "../datapath/node-state";
 import { readIngressShapingOff } from "../datapath/pod-shaping";
 import { kernelHasNetkit } from "../datapath/probe";
 import { type PacingOff, readPacingOff } from "../datapath/shaping";
@@ -261,6 +267,9 @@ export async function nodeStatus(bpffsRoot: string): Promise<NodeStatus> {
   for (const [ip, e] of entries) {
     if (!byIndex.has(e.hostIfindex))
       problems.push(`endpoint map: ${ip} points at ifindex ${e.hostIfindex}, which is gone`);
+  }
+  for (const [ifindex, held] of podStateHoldersOf(root)) {
+    if (!byIndex.has(ifindex)) problems.push(`pod state of ifindex ${ifindex}, which is gone: ${held.join(", ")}`);
   }
   const { maps, flowTables } = mapsStatus(
     root,

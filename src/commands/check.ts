@@ -6,14 +6,13 @@
  * message that says what is missing and where.
  */
 
-import { limitMismatches } from "../bpf/index";
 import { formatCidr, hostPrefix } from "../cni/address";
 import { type Bandwidth, podBandwidth } from "../cni/bandwidth";
 import { CniError, ErrorCode, invalidConfig } from "../cni/errors";
 import type { IpConfig, Result } from "../cni/result";
 import { closeNamespaces, openNamespaces } from "../datapath/namespaces";
 import { aliasClaims, hostDeviceName } from "../datapath/naming";
-import { endpointMapEntries, endpointState, limitsOf } from "../datapath/node-state";
+import { endpointMapEntries, endpointState, limitsOf, podStateMismatchesOf } from "../datapath/node-state";
 import { ingressQdiscProblem } from "../datapath/pod-shaping";
 import { pacingProblem } from "../datapath/shaping";
 import { listAddresses } from "../netlink/addrs";
@@ -68,6 +67,10 @@ export async function cmdCheck(inv: Invocation): Promise<void> {
     }
     const root = conf.fastPath.bpffsRoot;
     checkFastPath(root, hostDevice, hostLink.index, addresses);
+    // Its state in the node's maps (bpf/pod-state.ts), as the config asks for it now.
+    const pod = { hostIfindex: hostLink.index, bandwidth, serviceTranslation: conf.fastPath.serviceTranslation };
+    const problems = podStateMismatchesOf(root, pod);
+    if (problems.length > 0) throw mismatch(`${hostDevice}: ${problems.join("; ")}`);
     await checkLimits(ns.host, root, hostDevice, hostLink.index, bandwidth);
   } finally {
     closeNamespaces(ns);
@@ -90,8 +93,8 @@ function checkFastPath(root: string, hostDevice: string, hostIfindex: number, ad
   }
 }
 
-/** The pod's rate limits in the map are the config's, an ingress limit has its program
- * and its qdisc, and a paced egress limit still has an uplink that paces. */
+/** An ingress limit has its program and its qdisc, and a paced egress limit still has an
+ * uplink that paces. */
 async function checkLimits(
   host: RtnlSocket,
   root: string,
@@ -100,8 +103,6 @@ async function checkLimits(
   want: Bandwidth | undefined,
 ): Promise<void> {
   const have = limitsOf(root, hostIfindex);
-  const problems = limitMismatches(want, have);
-  if (problems.length > 0) throw mismatch(`rate limits of ${hostDevice}: ${problems.join("; ")}`);
   // A tbf shapes alone; policing and pacing need the program on the host device.
   if (want?.ingress && have?.ingressMode !== "qdisc" && !endpointState(root, hostDevice).ingressLimit) {
     throw mismatch(`ingress limit of ${hostDevice} is not attached (no ${root}/endpoints/${hostDevice}/ingress_limit)`);

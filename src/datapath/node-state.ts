@@ -10,24 +10,29 @@ import {
   type Drops,
   ENDPOINT_PINS,
   EndpointMap,
-  type EndpointMaps,
   endpointPin,
   endpointsRoot,
   type FlowStats,
   flowTableSize,
   INGRESS_LIMIT_PIN,
   mapsDir,
+  type NodeMaps,
   openNodeMaps,
   type PodLimits,
+  type PodSpec,
+  type PodStateMaps,
   podLimits,
+  podStateHolders,
+  podStateMismatches,
   readCounters,
   readDrops,
   readFlowStats,
+  withPodStateMaps,
 } from "../bpf/index";
 import type { DeviceKind } from "./types";
 
 /** Runs `fn` with the pinned maps, or returns undefined when the node has none yet. */
-export function withNodeMaps<T>(root: string, fn: (maps: EndpointMaps) => T): T | undefined {
+export function withNodeMaps<T>(root: string, fn: (maps: NodeMaps) => T): T | undefined {
   if (!fs.existsSync(mapsDir(root))) return undefined;
   const maps = openNodeMaps(root);
   try {
@@ -37,12 +42,28 @@ export function withNodeMaps<T>(root: string, fn: (maps: EndpointMaps) => T): T 
   }
 }
 
+/** Runs `fn` with every map that can hold a pod's state (bpf/pod-state.ts), or returns
+ * undefined when the node has no maps yet. */
+export function withPodState<T>(root: string, fn: (maps: PodStateMaps) => T): T | undefined {
+  return withNodeMaps(root, (node) => withPodStateMaps(root, node, fn));
+}
+
 /** Which endpoint pins exist (for CHECK and GC): the pod's program, its ingress limit. */
 export function endpointState(root: string, hostDevice: string): { pinned: boolean; ingressLimit: boolean } {
   return {
     pinned: ENDPOINT_PINS.every((p) => fs.existsSync(endpointPin(root, hostDevice, p))),
     ingressLimit: fs.existsSync(endpointPin(root, hostDevice, INGRESS_LIMIT_PIN)),
   };
+}
+
+/** What differs between the pod's state in the maps and `pod` (CHECK); nothing without maps. */
+export function podStateMismatchesOf(root: string, pod: PodSpec): string[] {
+  return withPodState(root, (maps) => podStateMismatches(maps, pod)) ?? [];
+}
+
+/** Each ifindex holding state of a pod, with the maps that hold it (status). */
+export function podStateHoldersOf(root: string): Map<number, string[]> {
+  return withPodState(root, podStateHolders) ?? new Map();
 }
 
 /** The pod's rate limits as the programs see them; undefined: none (or no map yet). */

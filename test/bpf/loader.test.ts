@@ -16,8 +16,9 @@ import { mapPin, mapsDir } from "../../src/bpf/layout";
 import { BpfMap } from "../../src/bpf/maps";
 import { loadNodePrograms, type NodeMaps, type NodeObjects, openNodeMaps } from "../../src/bpf/node";
 import { ensureBpffs, isBpffs, pinObject } from "../../src/bpf/pins";
-import { POD_MAP_NAMES } from "../../src/bpf/pod-maps";
+import { POD_STATE } from "../../src/bpf/pod-state";
 import { loadProgram } from "../../src/bpf/programs";
+import { SVC_MAP_NAMES } from "../../src/bpf/svc-abi";
 import { ProgLoadError } from "../../src/sys/bpf-syscall";
 import {
   ATTR,
@@ -111,11 +112,11 @@ describe("NativeBuffer", () => {
 });
 
 describe("ELF objects", () => {
-  it("pod-maps.ts names every node map keyed by a pod's host ifindex, so DEL and GC forget a pod everywhere", () => {
-    // Every hash map keyed by a u32 is keyed by a host ifindex. The socket bypass's go
-    // their own way (sock-pods.ts, forgotten in an order of their own).
+  it("pod-state.ts names every map keyed by a pod's host ifindex, so DEL and GC forget a pod everywhere", () => {
+    // In the node's objects and the socket bypass's, every hash map keyed by a u32 is
+    // keyed by a host ifindex (Service translation's are not: a backend's id is a u32).
     const object = (file: string) => readObject(fs.readFileSync(path.join(repoRoot, "dist/bpf", file)));
-    const files = ["bpf_lxc.o", "bpf_lxc_ct.o", "bpf_host.o", "bpf_host_ct.o"];
+    const files = ["bpf_lxc.o", "bpf_lxc_ct.o", "bpf_host.o", "bpf_host_ct.o", "bpf_sock.o"];
     const hashes: number[] = [BPF_MAP_TYPE.HASH, BPF_MAP_TYPE.PERCPU_HASH];
     const byIfindex = new Set(
       files.flatMap((file) =>
@@ -124,9 +125,10 @@ describe("ELF objects", () => {
           .map((m) => m.name),
       ),
     );
-    expect([...byIfindex].sort()).toEqual([...POD_MAP_NAMES].sort());
-    const sock = object("bpf_sock.o").maps.filter((m) => hashes.includes(m.type) && m.keySize === 4);
-    expect(sock.map((m) => m.name).sort()).toEqual([SOCK_MAP_NAMES.pods, SOCK_MAP_NAMES.stats].sort());
+    const listed = POD_STATE.filter((s) => s.byIfindex).map((s) => s.map);
+    expect(listed).toContain(SVC_MAP_NAMES.pods);
+    expect(listed.filter((name) => name !== SVC_MAP_NAMES.pods).sort()).toEqual([...byIfindex].sort());
+    expect([...byIfindex]).toEqual(expect.arrayContaining([SOCK_MAP_NAMES.pods, SOCK_MAP_NAMES.stats]));
   });
 
   it("bpf_lxc.o has from_pod and src_check (a pod runs one of them), pod_ingress, the shared maps and a GPL license", () => {

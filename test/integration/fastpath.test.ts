@@ -11,7 +11,7 @@ import { ifindexKey, MAP_NAMES } from "../../src/bpf/abi";
 import type { Counters } from "../../src/bpf/index";
 import { mapPin } from "../../src/bpf/layout";
 import { BpfMap } from "../../src/bpf/maps";
-import { POD_MAP_NAMES } from "../../src/bpf/pod-maps";
+import { POD_STATE } from "../../src/bpf/pod-state";
 import { countersOf, endpointMapEntries, pinnedEndpointDevices } from "../../src/datapath/node-state";
 import { Fixture, inNs, ping, runPlugin, runPluginAsync, sh, TEST_DATAPATH } from "../support/harness";
 import { addPod, type ClusterNode, delPod, ifindexOf, makeCluster, type Pod } from "../support/topology";
@@ -188,7 +188,7 @@ describe("fast path", () => {
     ].join("\n");
     inNs(p.netns, "python3", ["-c", refused]);
     const lost = ifindexOf(a.netns, p.hostDevice);
-    expect(holdersOf(lost)).toEqual([...POD_MAP_NAMES].sort());
+    expect(holdersOf(lost)).toEqual([...NODE_POD_MAPS].sort());
     // The runtime lost the pod: its netns vanished (taking the veth), no DEL followed.
     fx.deleteNetns(p.netns);
     const gc = runPlugin(
@@ -205,9 +205,14 @@ describe("fast path", () => {
   });
 });
 
+/** The node maps that hold pods' state (the bypass and translation are off here). */
+const NODE_POD_MAPS = POD_STATE.map((s) => s.map).filter((name) =>
+  (Object.values(MAP_NAMES) as string[]).includes(name),
+);
+
 /** The per-pod maps on node A that hold state of `ifindex`. */
 function holdersOf(ifindex: number): string[] {
-  return POD_MAP_NAMES.filter((name) => {
+  return NODE_POD_MAPS.filter((name) => {
     const map = BpfMap.openPinned(mapPin(a.bpffsRoot, name));
     try {
       return map.lookup(ifindexKey(ifindex)) !== undefined;
