@@ -96,9 +96,7 @@ export { ensureBpffs, ensureBpffsRoot, isBpffs, openPin, pinExists, pinObject, u
 export {
   forgetPodState,
   type GonePod,
-  ifindexHolders,
   makePodState,
-  POD_STATE,
   type PodSpec,
   type PodStateMaps,
   podStateHolders,

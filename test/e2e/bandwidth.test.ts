@@ -8,7 +8,8 @@
  */
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { ifindexHolders, openNodeMaps, podLimits } from "../../src/bpf/index";
+import { openNodeMaps, podLimits } from "../../src/bpf/index";
+import { ifindexHolders } from "../../src/bpf/pod-state";
 import { Fixture } from "../support/harness";
 import { ifindexOf } from "../support/topology";
 import { cnitoolPath, leftovers, NOTHING_LEFT, Sandbox } from "./sandbox";

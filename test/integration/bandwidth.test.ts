@@ -14,7 +14,8 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { EndpointMap, ifindexHolders, openNodeMaps, podLimits, readCounters } from "../../src/bpf/index";
+import { EndpointMap, openNodeMaps, podLimits, readCounters } from "../../src/bpf/index";
+import { ifindexHolders } from "../../src/bpf/pod-state";
 import { cgroup2Root } from "../../src/datapath/sockbypass";
 import { BINARY, Fixture, inNs, pluginLinks, runPlugin, trySh, uniqueName, waitUntil } from "../support/harness";
 import { netperf, startNetserver } from "../support/netperf";
