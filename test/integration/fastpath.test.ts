@@ -8,13 +8,12 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { ifindexKey, MAP_NAMES } from "../../src/bpf/abi";
-import type { Counters } from "../../src/bpf/index";
 import { mapPin } from "../../src/bpf/layout";
 import { BpfMap } from "../../src/bpf/maps";
 import { POD_STATE } from "../../src/bpf/pod-state";
-import { countersOf, endpointMapEntries, pinnedEndpointDevices } from "../../src/datapath/node-state";
+import { endpointMapEntries, pinnedEndpointDevices } from "../../src/datapath/node-state";
 import { Fixture, inNs, ping, runPlugin, runPluginAsync, sh, TEST_DATAPATH } from "../support/harness";
-import { addPod, type ClusterNode, delPod, ifindexOf, makeCluster, type Pod } from "../support/topology";
+import { addPod, type ClusterNode, counterDelta, delPod, ifindexOf, makeCluster } from "../support/topology";
 import { startServer, tcpRequest } from "./tcp";
 
 let fx: Fixture;
@@ -27,27 +26,11 @@ beforeEach(() => {
 });
 afterEach(() => fx.cleanup());
 
-const counters = (pod: Pod): Counters => {
-  const c = countersOf(pod.node.bpffsRoot, ifindexOf(pod.node.netns, pod.hostDevice));
-  if (!c) throw new Error("no counters map");
-  return c;
-};
-
-/** Counter increase over `fn`. */
-function delta(pod: Pod, fn: () => void): Counters {
-  const before = counters(pod);
-  fn();
-  const after = counters(pod);
-  return Object.fromEntries(
-    Object.entries(after).map(([k, v]) => [k, v - before[k as keyof Counters]]),
-  ) as unknown as Counters;
-}
-
 describe("fast path", () => {
   it("redirects pod-to-pod traffic on one node (v4 and v6)", () => {
     const p1 = addPod(fx, a, "a1");
     const p2 = addPod(fx, a, "a2");
-    const d = delta(p1, () => {
+    const d = counterDelta(p1, () => {
       expect(ping(p1.netns, p2.v4)).toBe(true);
       expect(ping(p1.netns, p2.v6)).toBe(true);
     });
@@ -59,8 +42,8 @@ describe("fast path", () => {
   it("forwards pod-to-pod traffic across nodes by FIB lookup, and delivers wire traffic with redirect_peer", () => {
     const pa = addPod(fx, a, "a1");
     const pb = addPod(fx, b, "b1");
-    const da = delta(pa, () => {
-      const db = delta(pb, () => {
+    const da = counterDelta(pa, () => {
+      const db = counterDelta(pb, () => {
         expect(ping(pa.netns, pb.v4)).toBe(true);
         expect(ping(pa.netns, pb.v6)).toBe(true);
       });
@@ -75,7 +58,7 @@ describe("fast path", () => {
     const pa = addPod(fx, a, "a1");
     expect(ping(a.netns, pa.v4)).toBe(true);
     expect(ping(a.netns, pa.v6)).toBe(true);
-    const d = delta(pa, () => expect(ping(pa.netns, a.wireV4)).toBe(true));
+    const d = counterDelta(pa, () => expect(ping(pa.netns, a.wireV4)).toBe(true));
     expect(d.passedStack).toBeGreaterThanOrEqual(1);
   });
 
@@ -90,7 +73,7 @@ describe("fast path", () => {
     inNs(p1.netns, "ip", ["-6", "addr", "add", "fd21:1::250/128", "dev", "eth0", "nodad"]);
     const spoofedPing = (from: string, to: string) =>
       sh("sh", ["-c", `nsenter --net=/run/netns/${p1.netns} ping -c2 -W1 -I ${from} ${to} >/dev/null 2>&1; echo $?`]);
-    const d = delta(p1, () => {
+    const d = counterDelta(p1, () => {
       expect(spoofedPing("10.221.1.250", p2.v4).trim()).not.toBe("0");
       expect(spoofedPing("fd21:1::250", p2.v6).trim()).not.toBe("0");
       // Off the node too: the stack would have routed these.
@@ -222,33 +205,26 @@ function holdersOf(ifindex: number): string[] {
   }).sort();
 }
 
+/** A DNAT rule on a node, as kube-proxy (a Service VIP) or portmap (a hostPort) writes one. */
+function dnat(netns: string, dst: string, port: number, to: string): void {
+  const match = ["-d", dst, "-p", "tcp", "--dport", String(port)];
+  inNs(netns, "iptables", ["-t", "nat", "-A", "PREROUTING", ...match, "-j", "DNAT", "--to-destination", to]);
+}
+
 describe("NAT stays correct", () => {
   it("a Service VIP DNAT'ed on node A to a pod on node B completes TCP connections", async () => {
     const client = addPod(fx, a, "client");
     const backend = addPod(fx, b, "backend");
     await startServer(fx, backend.netns, "0.0.0.0", 8080);
-    inNs(a.netns, "iptables", [
-      "-t",
-      "nat",
-      "-A",
-      "PREROUTING",
-      "-d",
-      "10.96.0.10",
-      "-p",
-      "tcp",
-      "--dport",
-      "80",
-      "-j",
-      "DNAT",
-      "--to-destination",
-      `${backend.v4}:8080`,
-    ]);
-    const d = delta(client, () => {
+    dnat(a.netns, "10.96.0.10", 80, `${backend.v4}:8080`);
+    const d = counterDelta(client, () => {
       expect(tcpRequest(client.netns, "10.96.0.10", 80)).toBe(`from ${client.v4}`);
     });
     expect(d.passedStack).toBeGreaterThanOrEqual(1);
     // And plain pod-to-pod traffic between the same two pods is still redirected.
-    const direct = delta(client, () => expect(tcpRequest(client.netns, backend.v4, 8080)).toBe(`from ${client.v4}`));
+    const direct = counterDelta(client, () =>
+      expect(tcpRequest(client.netns, backend.v4, 8080)).toBe(`from ${client.v4}`),
+    );
     expect(direct.redirectedFib + direct.redirectedNeigh).toBeGreaterThanOrEqual(1);
   });
 
@@ -256,22 +232,7 @@ describe("NAT stays correct", () => {
     const client = addPod(fx, a, "client");
     const backend = addPod(fx, b, "backend");
     await startServer(fx, backend.netns, "0.0.0.0", 8080);
-    inNs(b.netns, "iptables", [
-      "-t",
-      "nat",
-      "-A",
-      "PREROUTING",
-      "-d",
-      b.wireV4,
-      "-p",
-      "tcp",
-      "--dport",
-      "30080",
-      "-j",
-      "DNAT",
-      "--to-destination",
-      `${backend.v4}:8080`,
-    ]);
+    dnat(b.netns, b.wireV4, 30080, `${backend.v4}:8080`);
     expect(tcpRequest(client.netns, b.wireV4, 30080)).toBe(`from ${client.v4}`);
   });
 
@@ -289,7 +250,7 @@ describe("NAT stays correct", () => {
     ] as const) {
       inNs(b.netns, tool, ["-t", "nat", "-A", "POSTROUTING", "-s", subnet, "!", "-d", cluster, "-j", "MASQUERADE"]);
     }
-    const d = delta(backend, () => {
+    const d = counterDelta(backend, () => {
       expect(tcpRequest(a.netns, backend.v4, 8080)).toBe(`from ${a.wireV4}`);
       expect(tcpRequest(a.netns, backend.v6, 8081)).toBe(`from ${a.wireV6}`);
     });
@@ -312,7 +273,7 @@ describe("NAT stays correct", () => {
       "-j",
       "MASQUERADE",
     ]);
-    const d = delta(client, () => expect(tcpRequest(client.netns, b.wireV4, 9090)).toBe(`from ${a.wireV4}`));
+    const d = counterDelta(client, () => expect(tcpRequest(client.netns, b.wireV4, 9090)).toBe(`from ${a.wireV4}`));
     expect(d.passedStack).toBeGreaterThanOrEqual(1);
   });
 });
