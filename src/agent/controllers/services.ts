@@ -81,7 +81,7 @@ export class ServicesController {
   private readonly skippedOf = new Map<string, Record<SkipReason, number>>();
   private maps: (SvcMaps & { close(): void }) | undefined;
   private table: ServiceTable | undefined;
-  private pinIdentity = "";
+  private openedPins = "";
 
   constructor(
     private readonly queue: WorkQueue,
@@ -228,7 +228,23 @@ export class ServicesController {
 
   /** The tables, opened once, and again when their pins were replaced. */
   private openTables(): void {
-    const identity = Object.values(SVC_MAP_NAMES)
+    const identity = this.pinIdentity();
+    if (this.table && identity === this.openedPins) return;
+    this.maps?.close();
+    this.maps = undefined;
+    this.table = undefined;
+    this.frontendsOf.clear();
+    this.ownerOf.clear();
+    this.maps = this.tables.open();
+    // What the tables held before (an earlier agent's work) is read back; the full sync
+    // that follows gives each front end to the Service that names it now, or takes it out.
+    this.table = new ServiceTable(svcTables(this.maps));
+    this.openedPins = this.pinIdentity();
+  }
+
+  /** The pins' inodes: a pin made again is another map. */
+  private pinIdentity(): string {
+    return Object.values(SVC_MAP_NAMES)
       .map((name) => {
         try {
           return String(fs.statSync(mapPin(this.bpffsRoot, name)).ino);
@@ -236,19 +252,6 @@ export class ServicesController {
           return "-";
         }
       })
-      .join();
-    if (this.table && identity === this.pinIdentity) return;
-    this.maps?.close();
-    this.maps = undefined;
-    this.table = undefined;
-    this.frontendsOf.clear();
-    this.ownerOf.clear();
-    this.maps = this.tables.open();
-    this.table = new ServiceTable(svcTables(this.maps));
-    // What the tables held before (an earlier agent's work) belongs to the Services that
-    // name those front ends now; the full sync that follows takes out the rest.
-    this.pinIdentity = Object.values(SVC_MAP_NAMES)
-      .map((name) => String(fs.statSync(mapPin(this.bpffsRoot, name)).ino))
       .join();
   }
 }
