@@ -90,6 +90,7 @@ export {
   type NodeObjects,
   type NodePrograms,
   type NodeProgramsOptions,
+  nodeMapsPinned,
   nodeObjectsFrom,
   openNodeMaps,
   type ProgramSet,

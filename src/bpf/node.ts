@@ -323,6 +323,13 @@ function removeOlderSets(bpffsRoot: string, epoch: number, keep: string): void {
  * node whose maps an older build pinned, before this build's first ADD adds the flow
  * tables and the rate limits: those are then absent). Throws if the endpoint or counter map is not pinned.
  */
+/**
+ * Has an ADD made the node's maps? The endpoint map is made with the rest, under the
+ * node lock; the maps folder alone says nothing (the agent makes Service translation's
+ * tables there before any pod).
+ */
+export const nodeMapsPinned = (bpffsRoot: string): boolean => fs.existsSync(mapPin(bpffsRoot, MAP_NAMES.endpoints));
+
 export function openNodeMaps(bpffsRoot: string): EndpointMaps & { close(): void } {
   const opened = new Map<string, BpfMap>();
   const open = (name: string, optional: boolean) => {

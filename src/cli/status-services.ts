@@ -22,7 +22,8 @@ export interface ServiceTranslationStatus {
   pods: number;
   services: number;
   backends: number;
-  counters: SvcCounters | undefined;
+  /** As numbers (a count never nears 2^53): `status --json` prints them. */
+  counters: Record<keyof SvcCounters, number> | undefined;
   /** Why this kernel cannot close a withdrawn backend's sockets (so the agent refuses
    * --service-translation); asked only where translation runs. Absent: it can. */
   socketClosing: string | undefined;
@@ -42,13 +43,16 @@ export function serviceTranslationStatus(root: string): ServiceTranslationStatus
       pods: svcPodIfindexes(maps).length,
       services: maps.services.countKeys(),
       backends: maps.backends.countKeys(),
-      counters: readSvcCounters(maps.stats),
+      counters: asNumbers(readSvcCounters(maps.stats)),
       socketClosing,
     };
   } finally {
     maps.close();
   }
 }
+
+const asNumbers = (c: SvcCounters) =>
+  Object.fromEntries(Object.entries(c).map(([k, v]) => [k, Number(v)])) as Record<keyof SvcCounters, number>;
 
 /** Loading the socket iterators is the test: the kernel's own reason when it refuses. */
 function socketClosingUnavailable(): string | undefined {

@@ -28,8 +28,8 @@ import {
   MAP_NAMES,
   type MapOccupancy,
   mapPin,
-  mapsDir,
   type NatCheck,
+  nodeMapsPinned,
   openPin,
   openSockMaps,
   PROGRAM_NAMES,
@@ -190,7 +190,7 @@ export async function nodeStatus(bpffsRoot: string): Promise<NodeStatus> {
   const release = os.release();
   const problems: string[] = [];
   const root = bpffsRoot;
-  const initialized = fs.existsSync(mapsDir(root));
+  const initialized = nodeMapsPinned(root);
 
   const build = buildName(embeddedObjects());
   const sets = pinnedProgramSets(root);

@@ -40,9 +40,9 @@ import {
   INGRESS_LIMIT_PIN,
   type IngressEnforcement,
   loadNodePrograms,
-  mapsDir,
   type NatCheck,
   type NodePrograms,
+  nodeMapsPinned,
   openSockMaps,
   PROGRAM_NAMES,
   podStateHolders,
@@ -344,7 +344,7 @@ export async function removeEndpoint(
   liveIfindexes: () => Promise<ReadonlySet<number>>,
 ): Promise<void> {
   unpinEndpoint(root, hostDevice);
-  if (!fs.existsSync(mapsDir(root))) return;
+  if (!nodeMapsPinned(root)) return;
   const dead = gone.hostIfindex === undefined ? await deadEndpointState(root, liveIfindexes) : undefined;
   underNodeLock(root, () =>
     withNodeMaps(root, (maps) => {
@@ -409,7 +409,7 @@ export async function pruneDeadEndpoints(
   root: string,
   liveIfindexes: () => Promise<ReadonlySet<number>>,
 ): Promise<string[]> {
-  if (!fs.existsSync(mapsDir(root))) return [];
+  if (!nodeMapsPinned(root)) return [];
   const dead = await deadEndpointState(root, liveIfindexes);
   return underNodeLock(root, () => withNodeMaps(root, (maps) => removeDead(root, maps, dead))) ?? [];
 }

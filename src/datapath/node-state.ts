@@ -16,7 +16,7 @@ import {
   type FlowStats,
   flowTableSize,
   INGRESS_LIMIT_PIN,
-  mapsDir,
+  nodeMapsPinned,
   openNodeMaps,
   type PodLimits,
   podLimits,
@@ -28,7 +28,7 @@ import type { DeviceKind } from "./types";
 
 /** Runs `fn` with the pinned maps, or returns undefined when the node has none yet. */
 export function withNodeMaps<T>(root: string, fn: (maps: EndpointMaps) => T): T | undefined {
-  if (!fs.existsSync(mapsDir(root))) return undefined;
+  if (!nodeMapsPinned(root)) return undefined;
   const maps = openNodeMaps(root);
   try {
     return fn(maps);

@@ -163,7 +163,7 @@ describe("formatStatus", () => {
       pods: 3,
       services: 2,
       backends: 4,
-      counters: { translated: 10n, refused: 1n, reversed: 5n, unsure: 0n },
+      counters: { translated: 10, refused: 1, reversed: 5, unsure: 0 },
       socketClosing: undefined,
     };
     expect(formatStatus(s)).toMatch(
