@@ -67,6 +67,8 @@ describe("netkit-cni agent", () => {
     api.addNode({ name: "overlap", podCIDRs: ["10.40.1.128/25"], internalIPs: ["10.30.0.5"] });
     api.addNode({ name: "bad", podCIDRs: ["10.40.6.1/24", "nonsense"], internalIPs: ["10.30.0.300", "10.30.0.6"] });
     api.addNode({ name: "bad-types", extra: { spec: { podCIDRs: 7 }, status: { addresses: "x" } } });
+    // Outside --cluster-cidr: its pods' traffic would leave unmasqueraded, never answered.
+    api.addNode({ name: "astray", podCIDRs: ["10.41.1.0/24"], internalIPs: ["10.30.0.7"] });
 
     const agent = AgentProcess.start(fx, node, agentArgs(["--skip-binary"]), CONFIG);
     const expected = ["10.40.2.0/24 via 10.30.0.2", "10.40.3.0/24 via 10.30.0.3", "fd40:0:0:2::/64 via fd30::2"];
@@ -98,6 +100,10 @@ describe("netkit-cni agent", () => {
     );
     expect(peer("theirs")).toMatchObject({ state: "conflict" });
     expect(peer("theirs").why.join()).toContain("route to 10.40.9.0/24 not made");
+    expect(peer("astray")).toMatchObject({
+      state: "outside-cluster",
+      why: ["pod CIDR 10.41.1.0/24 lies outside the cluster CIDRs (--cluster-cidr)"],
+    });
     await eventually(
       "the log",
       () => /node theirs not routed \(conflict\)/.test(agent.log) && /skipped: node bad-types/.test(agent.log),
@@ -107,6 +113,7 @@ describe("netkit-cni agent", () => {
     expect(main).toMatch(/10\.40\.9\.0\/24 via 10\.30\.0\.9 dev uplink0/);
     expect(main).toMatch(/192\.0\.2\.0\/24 via 10\.30\.0\.99 dev uplink0/);
     expect(main).not.toMatch(/10\.40\.4\.0/);
+    expect(main).not.toMatch(/10\.41\.1\.0/);
 
     // node-b moves, node-c goes, bad gets fixed: replaced, removed, added.
     api.updateNode("node-b", (n) => {
@@ -133,6 +140,8 @@ describe("netkit-cni agent", () => {
       () => agent.log,
     );
     expect(await agent.kill("SIGTERM")).toBe(0);
+    // Nothing but the agent's own lines: no runtime warnings (a library's deprecation).
+    expect(agent.log.split("\n").filter((l) => l && !/^\d{4}-\d\d-\d\dT\S+ (info|warn|error) /.test(l))).toEqual([]);
   });
 
   it("holds STATUS at code 50 until synced; SIGTERM leaves routes, masquerade and conflist; a restart cleans up", async () => {
