@@ -49,6 +49,8 @@ export interface Transformed<T> {
 export interface InformerObserver {
   failed(error: Error, retryInMs: number): void;
   listed?(objects: number, ms: number): void;
+  /** A chunk of a list was taken in: its text and objects are garbage now. */
+  chunkTaken?(): void;
 }
 
 export const BACKOFF_MS = { first: 500, max: 30_000 };
@@ -170,6 +172,7 @@ export class ApiInformer<T> implements Informer<T> {
         if (t) next.set(t.key, t.object);
       },
       this.abort.signal,
+      () => this.observer.chunkTaken?.(),
     );
     const before = this.store;
     this.store = next;

@@ -96,6 +96,7 @@ export async function listInChunks(
   apiPath: string,
   take: (item: unknown) => void,
   signal?: AbortSignal,
+  afterChunk?: () => void,
 ): Promise<string> {
   let resourceVersion: string | undefined;
   let next = "";
@@ -117,6 +118,7 @@ export async function listInChunks(
     resourceVersion ??= page.metadata?.resourceVersion;
     for (const item of page.items) take(item);
     next = page.metadata?.continue ?? "";
+    afterChunk?.();
   } while (next);
   if (!resourceVersion) throw new ApiError(`GET ${apiPath}: a list without a resourceVersion`, undefined);
   return resourceVersion;

@@ -13,6 +13,26 @@ import { type NodeFacts, nodeFacts } from "./node-facts";
 import { SERVICE_NAME_LABEL, type ServiceObject, type SliceObject } from "./service-plan";
 
 type Raw = Record<string, unknown>;
+
+/**
+ * One copy of each small value that repeats across objects (a node's name in every
+ * endpoint on it, the few shapes of an endpoint's conditions, a slice's ports): JSON.parse
+ * makes a new string or object for each, tens of thousands in a large cluster. Bounded:
+ * a value seen more often than the table holds is simply not shared.
+ */
+class Interner {
+  private readonly values = new Map<string, unknown>();
+  constructor(private readonly max = 100_000) {}
+  share<T>(key: string, value: T): T {
+    const known = this.values.get(key);
+    if (known !== undefined) return known as T;
+    if (this.values.size < this.max) this.values.set(key, value);
+    return value;
+  }
+}
+const shared = new Interner();
+const sharedRecord = (r: Raw): Raw => shared.share(`r${JSON.stringify(r)}`, r);
+const sharedString = (s: string): string => shared.share(`s${s}`, s);
 const record = (v: unknown): Raw | undefined =>
   typeof v === "object" && v !== null && !Array.isArray(v) ? (v as Raw) : undefined;
 const list = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
@@ -32,7 +52,7 @@ function meta(object: unknown, labels?: readonly string[]): { namespace?: string
   const m = record(record(object)?.metadata) ?? {};
   const out: { namespace?: string; name: string; labels?: Raw } = { name: str(m.name) ?? "" };
   const namespace = str(m.namespace);
-  if (namespace) out.namespace = namespace;
+  if (namespace) out.namespace = sharedString(namespace);
   if (labels) {
     const kept = pick(m.labels, labels);
     if (Object.keys(kept).length > 0) out.labels = kept;
@@ -65,16 +85,21 @@ export function sliceObject(raw: unknown): Transformed<SliceObject> | undefined 
   const object: Raw = { metadata: meta(raw, [SERVICE_NAME_LABEL]) };
   const addressType = str(r.addressType);
   if (addressType) object.addressType = addressType;
-  if (Array.isArray(r.ports)) object.ports = r.ports.map((p) => pick(p, ["name", "protocol", "port"]));
+  if (Array.isArray(r.ports)) {
+    const ports = r.ports.map((p) => pick(p, ["name", "protocol", "port"]));
+    object.ports = shared.share(`p${JSON.stringify(ports)}`, ports);
+  }
   if (Array.isArray(r.endpoints)) {
     object.endpoints = r.endpoints.map((e) => {
       const ep = record(e) ?? {};
-      const kept: Raw = pick(ep, ["nodeName"]);
+      const kept: Raw = {};
+      const nodeName = str(ep.nodeName);
+      if (nodeName !== undefined) kept.nodeName = sharedString(nodeName);
       const addresses = list(ep.addresses).filter((a) => typeof a === "string");
       // Every address of an endpoint is the same backend: the planner takes the first.
       if (addresses.length > 0) kept.addresses = addresses.slice(0, 1);
       const conditions = pick(ep.conditions, ["ready", "serving", "terminating"]);
-      if (Object.keys(conditions).length > 0) kept.conditions = conditions;
+      if (Object.keys(conditions).length > 0) kept.conditions = sharedRecord(conditions);
       return kept;
     });
   }

@@ -79,6 +79,8 @@ export class ServicesController {
   /** The Service each front end is written for (a ClusterIP freed by one may go to another). */
   private readonly ownerOf = new Map<string, string>();
   private readonly skippedOf = new Map<string, Record<SkipReason, number>>();
+  /** What each Service was last planned from: the same objects plan the same entries. */
+  private readonly plannedFrom = new Map<string, { svc: ServiceObject; slices: Map<string, SliceObject> }>();
   private maps: (SvcMaps & { close(): void }) | undefined;
   private table: ServiceTable | undefined;
   private openedPins = "";
@@ -134,44 +136,84 @@ export class ServicesController {
     const slices = [...(this.slicesOf.get(key) ?? [])].flatMap((k) => this.slices.get(k) ?? []);
     const plan = planServices(svc ? [svc] : [], slices, this.nodeName);
     const withdrawn = this.apply(table, key, plan.entries);
+    this.remember(key, svc);
     this.setSkipped(key, plan.skipped);
     this.closeWithdrawn(withdrawn);
   }
 
+  /**
+   * Every Service planned again, but for those whose objects are the very ones it was
+   * last planned from (the informer replaces an object on every change): a resync costs
+   * a comparison per Service, not a plan. Front ends no Service names go.
+   */
   private syncAll(): void {
-    this.openTables();
+    if (this.openTables()) this.indexSlices();
     const table = this.table as ServiceTable;
+    const withdrawn: Withdrawn[] = [];
+    const keys = new Set<string>();
+    for (const svc of this.services.values()) {
+      const key = `${svc.metadata?.namespace ?? ""}/${svc.metadata?.name ?? ""}`;
+      keys.add(key);
+      if (this.unchanged(key, svc)) continue;
+      const slices = [...(this.slicesOf.get(key) ?? [])].flatMap((k) => this.slices.get(k) ?? []);
+      const plan = planServices([svc], slices, this.nodeName);
+      withdrawn.push(...this.apply(table, key, plan.entries));
+      this.remember(key, svc);
+      if (Object.values(plan.skipped).some((n) => n > 0)) this.skippedOf.set(key, plan.skipped);
+      else this.skippedOf.delete(key);
+    }
+    for (const key of [...this.frontendsOf.keys(), ...this.plannedFrom.keys(), ...this.skippedOf.keys()]) {
+      if (keys.has(key)) continue;
+      this.frontendsOf.delete(key);
+      this.plannedFrom.delete(key);
+      this.skippedOf.delete(key);
+    }
+    // What the tables hold that no Service has any more (deleted while no agent ran).
+    for (const [text, frontend] of [...table.frontendsHeld()]) {
+      const owner = this.ownerOf.get(text);
+      if (owner !== undefined && keys.has(owner)) continue;
+      this.ownerOf.delete(text);
+      const gone = table.remove(frontend);
+      if (gone && gone.length > 0) withdrawn.push({ frontend, backends: gone });
+    }
+    this.status.services = table.size;
+    this.status.backends = table.backendCount;
+    this.sumSkipped();
+    this.closeWithdrawn(withdrawn);
+    if (!this.status.synced) agentLog.info(`services: synced ${table.size} front ends, ${table.backendCount} backends`);
+    this.status.synced = true;
+  }
+
+  /** The slices of each Service, from the informer (events keep it after that). */
+  private indexSlices(): void {
     this.slicesOf.clear();
     for (const [key, slice] of this.sliceEntries()) {
       const svc = sliceService(slice);
       if (svc) getOrMake(this.slicesOf, svc, () => new Set()).add(key);
     }
-    // Every Service planned alone: the entries it should hold, and what it skipped.
-    const withdrawn: Withdrawn[] = [];
-    const wanted = new Set<string>();
-    const keys = new Set<string>();
-    this.skippedOf.clear();
-    for (const svc of this.services.values()) {
-      const key = `${svc.metadata?.namespace ?? ""}/${svc.metadata?.name ?? ""}`;
-      keys.add(key);
-      const slices = [...(this.slicesOf.get(key) ?? [])].flatMap((k) => this.slices.get(k) ?? []);
-      const plan = planServices([svc], slices, this.nodeName);
-      for (const e of plan.entries) wanted.add(frontendText(e.frontend));
-      withdrawn.push(...this.apply(table, key, plan.entries));
-      this.skippedOf.set(key, plan.skipped);
+  }
+
+  /** Was Service `key` last planned from exactly these objects? */
+  private unchanged(key: string, svc: ServiceObject): boolean {
+    const before = this.plannedFrom.get(key);
+    if (!before || before.svc !== svc) return false;
+    const now = this.slicesOf.get(key);
+    if ((now?.size ?? 0) !== before.slices.size) return false;
+    for (const k of now ?? []) if (this.slices.get(k) !== before.slices.get(k)) return false;
+    return true;
+  }
+
+  private remember(key: string, svc: ServiceObject | undefined): void {
+    if (!svc) {
+      this.plannedFrom.delete(key);
+      return;
     }
-    // What the tables hold that no Service has any more (deleted while no agent ran).
-    for (const held of table.entries()) {
-      if (wanted.has(frontendText(held.frontend))) continue;
-      this.ownerOf.delete(frontendText(held.frontend));
-      const gone = table.remove(held.frontend);
-      if (gone && gone.length > 0) withdrawn.push({ frontend: held.frontend, backends: gone });
+    const slices = new Map<string, SliceObject>();
+    for (const k of this.slicesOf.get(key) ?? []) {
+      const slice = this.slices.get(k);
+      if (slice) slices.set(k, slice);
     }
-    for (const key of this.frontendsOf.keys()) if (!keys.has(key)) this.frontendsOf.delete(key);
-    this.sumSkipped();
-    this.closeWithdrawn(withdrawn);
-    if (!this.status.synced) agentLog.info(`services: synced ${table.size} front ends, ${table.backendCount} backends`);
-    this.status.synced = true;
+    this.plannedFrom.set(key, { svc, slices });
   }
 
   private *sliceEntries(): Generator<[string, SliceObject]> {
@@ -226,20 +268,22 @@ export class ServicesController {
     if (closed > 0) agentLog.info(`services: closed ${closed} sockets of withdrawn backends`);
   }
 
-  /** The tables, opened once, and again when their pins were replaced. */
-  private openTables(): void {
+  /** The tables, opened once, and again when their pins were replaced: true when (re)opened. */
+  private openTables(): boolean {
     const identity = this.pinIdentity();
-    if (this.table && identity === this.openedPins) return;
+    if (this.table && identity === this.openedPins) return false;
     this.maps?.close();
     this.maps = undefined;
     this.table = undefined;
     this.frontendsOf.clear();
     this.ownerOf.clear();
+    this.plannedFrom.clear();
     this.maps = this.tables.open();
     // What the tables held before (an earlier agent's work) is read back; the full sync
     // that follows gives each front end to the Service that names it now, or takes it out.
     this.table = new ServiceTable(svcTables(this.maps));
     this.openedPins = this.pinIdentity();
+    return true;
   }
 
   /** The pins' inodes: a pin made again is another map. */
