@@ -33,6 +33,8 @@ import { BpfMap, specMismatches } from "./maps";
 import { openOrCreatePinnedMap } from "./pinned-map";
 import { ensureBpffs, openPin, replacePin } from "./pins";
 import { POD_MAP_NAMES } from "./pod-maps";
+import { POLICY_MAP_NAMES } from "./policy-abi";
+import { POLICY_CT_SPEC } from "./policy-ct";
 import { BpfProgram, firstLine, loadProgram } from "./programs";
 
 /** How a variant keeps NAT'd flows on the stack; in order of preference. */
@@ -97,8 +99,15 @@ export interface NodePrograms {
   maps: NodeMaps;
   endpoints: EndpointMap;
   /** fromPod: a pod's program with the fast path; sourceCheck: without it (fastPath false);
-   * podIngress: a limited pod's ingress limit on its host device's transmit. */
-  programs: { fromPod: BpfProgram; sourceCheck: BpfProgram; hostIn: BpfProgram; podIngress: BpfProgram };
+   * podIngress: a limited pod's ingress limit on its host device's transmit; podPolicy:
+   * NetworkPolicy there, for pods of networks that enforce it. */
+  programs: {
+    fromPod: BpfProgram;
+    sourceCheck: BpfProgram;
+    hostIn: BpfProgram;
+    podIngress: BpfProgram;
+    podPolicy: BpfProgram;
+  };
   /** Which variant runs on this node. */
   natCheck: NatCheck;
   /** When this call loaded the programs: why preferred variants did not load. */
@@ -192,7 +201,9 @@ type LoadedNode = Pick<NodePrograms, "maps" | "programs" | "natCheck" | "skipped
 function complete(bpffsRoot: string, set: ProgramSet): boolean {
   return (
     Object.values(PROGRAM_NAMES).every((name) => fs.existsSync(path.join(set.dir, name))) &&
-    Object.values(MAP_NAMES).every((name) => fs.existsSync(mapPin(bpffsRoot, name)))
+    [...Object.values(MAP_NAMES), ...Object.values(POLICY_MAP_NAMES)].every((name) =>
+      fs.existsSync(mapPin(bpffsRoot, name)),
+    )
   );
 }
 
@@ -220,6 +231,7 @@ function openPinnedNode(bpffsRoot: string, set: ProgramSet, opened: { close(): v
       sourceCheck: open(PROGRAM_NAMES.sourceCheck),
       hostIn: open(PROGRAM_NAMES.hostIn),
       podIngress: open(PROGRAM_NAMES.podIngress),
+      podPolicy: open(PROGRAM_NAMES.podPolicy),
     },
     natCheck: set.natCheck,
     skippedVariants: [],
@@ -290,6 +302,7 @@ function loadVariant(
       sourceCheck: load(objects.lxc, PROGRAM_NAMES.sourceCheck),
       hostIn: load(objects.host, PROGRAM_NAMES.hostIn),
       podIngress: load(objects.lxc, PROGRAM_NAMES.podIngress),
+      podPolicy: load(objects.lxc, PROGRAM_NAMES.podPolicy),
     };
   } finally {
     kernel?.close();
@@ -304,7 +317,9 @@ export function buildName(objects: NodeObjects): string {
 
 /** The map of maps needs its inner maps' shape, which the ELF definition cannot carry. */
 function withInner(spec: MapSpec): MapSpec {
-  return spec.name === MAP_NAMES.flowTables ? { ...spec, inner: DIRECT_TABLE_SPEC } : spec;
+  if (spec.name === MAP_NAMES.flowTables) return { ...spec, inner: DIRECT_TABLE_SPEC };
+  if (spec.name === POLICY_MAP_NAMES.ctTables) return { ...spec, inner: POLICY_CT_SPEC };
+  return spec;
 }
 
 /**

@@ -10,6 +10,7 @@
  */
 import { ifindexKey, MAP_NAMES } from "./abi";
 import type { BpfMap } from "./maps";
+import { POLICY_MAP_NAMES } from "./policy-abi";
 
 export const POD_MAP_NAMES = [
   MAP_NAMES.counters, // packets by path
@@ -17,6 +18,9 @@ export const POD_MAP_NAMES = [
   MAP_NAMES.flowOwner, // which slot of the flow-table pool is the pod's (its table is then free)
   MAP_NAMES.flowStats, // what its flow table remembered and forgot
   MAP_NAMES.bandwidth, // its rate limits
+  POLICY_MAP_NAMES.endpoints, // the pod key its NetworkPolicy is found by
+  POLICY_MAP_NAMES.ctOwner, // which slot of the policy's flow-table pool is the pod's
+  POLICY_MAP_NAMES.stats, // the flows its policy allowed and denied
 ] as const;
 
 /** The ifindexes that hold state in any of `maps` (keys are u32 ifindexes). */

@@ -43,6 +43,7 @@ export const BPF_MAP_TYPE = {
   ARRAY_OF_MAPS: 12,
   HASH_OF_MAPS: 13,
   SOCKHASH: 18,
+  RINGBUF: 27,
 } as const;
 
 export const BPF_PROG_TYPE = {

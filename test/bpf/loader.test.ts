@@ -17,6 +17,7 @@ import { BpfMap } from "../../src/bpf/maps";
 import { loadNodePrograms, type NodeMaps, type NodeObjects, openNodeMaps } from "../../src/bpf/node";
 import { ensureBpffs, isBpffs, pinObject } from "../../src/bpf/pins";
 import { POD_MAP_NAMES } from "../../src/bpf/pod-maps";
+import { POLICY_MAP_NAMES } from "../../src/bpf/policy-abi";
 import { loadProgram } from "../../src/bpf/programs";
 import { ProgLoadError } from "../../src/sys/bpf-syscall";
 import {
@@ -129,12 +130,13 @@ describe("ELF objects", () => {
     expect(sock.map((m) => m.name).sort()).toEqual([SOCK_MAP_NAMES.pods, SOCK_MAP_NAMES.stats].sort());
   });
 
-  it("bpf_lxc.o has from_pod and src_check (a pod runs one of them), pod_ingress, the shared maps and a GPL license", () => {
+  it("bpf_lxc.o has from_pod and src_check (a pod runs one of them), pod_ingress, pod_policy, the shared maps and a GPL license", () => {
     const spec = readObject(objects.variants.memory.lxc);
     expect(spec.license).toBe("GPL");
     expect(spec.programs.map((p) => [p.name, p.section])).toEqual([
       [PROGRAM_NAMES.fromPod, "tc/from_pod"],
       [PROGRAM_NAMES.sourceCheck, "tc/src_check"],
+      [PROGRAM_NAMES.podPolicy, "tc/pod_policy"],
       [PROGRAM_NAMES.podIngress, "tc/pod_ingress"],
     ]);
     expect(spec.maps.find((m) => m.name === MAP_NAMES.bandwidth)).toMatchObject({
@@ -142,7 +144,26 @@ describe("ELF objects", () => {
       keySize: 4,
       valueSize: 88,
     });
-    expect(spec.maps.map((m) => m.name).sort()).toEqual(Object.values(MAP_NAMES).sort());
+    expect(spec.maps.map((m) => m.name).sort()).toEqual(
+      [...Object.values(MAP_NAMES), ...Object.values(POLICY_MAP_NAMES)].sort(),
+    );
+    expect(spec.maps.find((m) => m.name === POLICY_MAP_NAMES.peers)).toMatchObject({
+      type: BPF_MAP_TYPE.LPM_TRIE,
+      keySize: 28,
+      valueSize: 8,
+      flags: BPF_MISC.F_NO_PREALLOC,
+    });
+    expect(spec.maps.find((m) => m.name === POLICY_MAP_NAMES.ports)).toMatchObject({
+      type: BPF_MAP_TYPE.LPM_TRIE,
+      keySize: 12,
+      valueSize: 8,
+    });
+    expect(spec.maps.find((m) => m.name === POLICY_MAP_NAMES.events)).toMatchObject({
+      type: BPF_MAP_TYPE.RINGBUF,
+      keySize: 0,
+      valueSize: 0,
+      maxEntries: 256 * 1024,
+    });
     const endpoints = spec.maps.find((m) => m.name === MAP_NAMES.endpoints);
     expect(endpoints).toEqual({
       name: "nkc_endpoints",
@@ -185,8 +206,10 @@ describe("ELF objects", () => {
     const fromPod = spec.programs[0];
     expect(fromPod?.instructions.length).toBeGreaterThan(0);
     const relocatedMaps = new Set(fromPod?.relocations.map((r) => r.mapName));
-    // Every shared map but the pool's bookkeeping, which only userspace reads.
-    const programMaps = Object.values(MAP_NAMES).filter((n) => n !== MAP_NAMES.flowPool);
+    // Every shared map but the pools' bookkeeping, which only userspace reads.
+    const programMaps = [...Object.values(MAP_NAMES), ...Object.values(POLICY_MAP_NAMES)].filter(
+      (n) => n !== MAP_NAMES.flowPool && n !== POLICY_MAP_NAMES.ctPool,
+    );
     expect([...relocatedMaps].sort()).toEqual(programMaps.sort());
     for (const r of fromPod?.relocations ?? []) expect(fromPod?.instructions[r.insnIndex * 8]).toBe(0x18); // ld_imm64
     expect(fromPod?.kfuncCalls).toEqual([]);
@@ -253,7 +276,7 @@ describe("maps and programs in a private bpffs", () => {
     const first = loadNodePrograms(bpffs.root, objects, { clusterCidrs: ["10.244.0.0/16"] });
     const ids: number[] = [];
     try {
-      const pinned = [...Object.values(MAP_NAMES), NETWORK_CIDRS_SPEC.name];
+      const pinned = [...Object.values(MAP_NAMES), ...Object.values(POLICY_MAP_NAMES), NETWORK_CIDRS_SPEC.name];
       expect(fs.readdirSync(mapsDir(bpffs.root)).sort()).toEqual(pinned.sort());
       ids.push(...pinnedIds(bpffs.root));
       expectHandlesArePins(first.maps, bpffs.root);
