@@ -13,12 +13,11 @@
  * After the tables, the sockets translated to a backend that is no longer one of its
  * Service's are closed (bpf/svc-destroy.ts), in the pods' namespaces that asked for
  * translation: a connected client would otherwise keep talking to it (kube-proxy flushes
- * conntrack for the same reason). Their entries in nkc_svc_rev go with them.
+ * conntrack for the same reason). What each socket was translated to is its own state
+ * (socket storage), read by the iterators themselves.
  */
 import type { V1EndpointSlice, V1Service } from "@kubernetes/client-node";
 import {
-  decodeOrigin,
-  decodeRevKey,
   ensureBpffsRoot,
   frontendText,
   openOrCreateSvcMaps,
@@ -107,12 +106,13 @@ export class ServiceSync {
       const maps = openOrCreateSvcMaps(this.bpffsRoot, this.object());
       try {
         const table = new ServiceTable(svcTables(maps));
+        const before = table.entries();
         const wanted = new Set(plan.entries.map((e) => frontendText(e.frontend)));
         for (const held of table.entries()) {
           if (!wanted.has(frontendText(held.frontend))) table.remove(held.frontend);
         }
         for (const entry of plan.entries) table.write(entry);
-        this.closeWithdrawn(maps, plan.entries);
+        this.closeWithdrawn(maps, before, plan.entries);
       } finally {
         maps.close();
       }
@@ -133,33 +133,20 @@ export class ServiceSync {
     }
   }
 
-  /** Closes the sockets whose backend is no longer one of the Service they named. */
-  private closeWithdrawn(maps: SvcMaps, entries: readonly ServiceEntry[]): void {
-    const serving = new Map<string, Set<string>>();
-    for (const e of entries) {
-      const key = `${e.frontend.ip}|${e.frontend.port}`;
-      const set = serving.get(key) ?? new Set<string>();
-      for (const b of e.backends) set.add(`${b.ip}|${b.port}`);
-      serving.set(key, set);
-    }
-    const doomed: { key: Buffer; cookie: bigint }[] = [];
-    for (const key of [...maps.rev.keys()]) {
-      const value = maps.rev.lookup(key);
-      if (!value) continue;
-      const rev = decodeRevKey(key);
-      const origin = decodeOrigin(value);
-      if (!serving.get(`${origin.ip}|${origin.port}`)?.has(`${rev.ip}|${rev.port}`)) {
-        doomed.push({ key, cookie: rev.socketCookie });
-      }
-    }
-    if (doomed.length === 0) return;
+  /** Closes the sockets connected to a backend that the write took from its Service:
+   * the pairs of the tables before it that the plan no longer has. */
+  private closeWithdrawn(maps: SvcMaps, before: readonly ServiceEntry[], entries: readonly ServiceEntry[]): void {
+    const backendText = (b: { ip: string; port: number }) => `${b.ip}|${b.port}`;
+    const serving = new Map(entries.map((e) => [frontendText(e.frontend), new Set(e.backends.map(backendText))]));
+    const withdrawn = before.flatMap((e) => {
+      const kept = serving.get(frontendText(e.frontend));
+      const gone = e.backends.filter((b) => !kept?.has(backendText(b)));
+      return gone.length > 0 ? [{ frontend: e.frontend, backends: gone }] : [];
+    });
+    if (withdrawn.length === 0) return;
     const cookies = new Set([...maps.netns.keys()].map((k) => k.readBigUInt64LE(0)));
-    const closed = this.closer.closeSockets(
-      doomed.map((d) => d.cookie),
-      namespacesWithCookies(cookies),
-    );
-    for (const d of doomed) maps.rev.delete(d.key);
-    this.status.closedSockets += closed.length;
-    if (closed.length > 0) agentLog.info(`services: closed ${closed.length} sockets of withdrawn backends`);
+    const closed = this.closer.closeSocketsOfWithdrawn(withdrawn, namespacesWithCookies(cookies), maps.sockets);
+    this.status.closedSockets += closed;
+    if (closed > 0) agentLog.info(`services: closed ${closed} sockets of withdrawn backends`);
   }
 }
