@@ -226,6 +226,21 @@ describe("a pod's socket naming a ClusterIP", () => {
     for (const ip of frontends) table.remove({ ip, port: 53, protocol: "UDP" });
   });
 
+  it("leaves a socket the kernel gives no socket storage to the stack, and counts it for its pod", () => {
+    // Socket storage is charged to the socket's option memory, bounded per namespace.
+    const optmem = neighbour.run("sysctl", "-n", "net.core.optmem_max").trim();
+    const before = readSvcClients(svc.maps).get(1001)?.noSocketState ?? 0n;
+    neighbour.sysctl("net.core.optmem_max", "64");
+    try {
+      expect(client(neighbour, "tcp", "10.96.0.10", "80")).toBe("error ENETUNREACH");
+      expect(client(neighbour, "udp", "10.96.0.10", "53")).toBe("error ENETUNREACH");
+    } finally {
+      neighbour.sysctl("net.core.optmem_max", optmem);
+    }
+    expect((readSvcClients(svc.maps).get(1001)?.noSocketState ?? 0n) - before).toBe(2n);
+    expect(client(neighbour, "tcp", "10.96.0.10", "80")).toMatch(/^b[12] .* \| peer 10\.96\.0\.10:80$/);
+  });
+
   it("sends only to the backends left after a withdrawal", () => {
     const frontend = { ip: "10.96.0.40", port: 80, protocol: "TCP" } as const;
     table.write({ frontend, backends: [B1, B2] });
