@@ -198,7 +198,7 @@ static __always_inline void nkc_svc_hold(struct nkc_svc_client *c, const struct 
 	h->expires_ns = now + (__u64)svc->affinity_secs * NSEC_PER_SEC;
 }
 
-/* The backend `b` (id `id`) as a socket sees it. */
+/* The backend `b` as a socket sees it. */
 static __always_inline void nkc_svc_peer_of(struct nkc_svc_peer *p, const struct nkc_svc_backend *b)
 {
 	p->family = b->family;

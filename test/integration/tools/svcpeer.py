@@ -44,8 +44,10 @@ def fail(e):
 
 
 def answer(name, conn, peer):
-    """Says who it is, then answers each line until the connection closes."""
-    conn.settimeout(30)
+    """Says who it is, then answers each line until the connection closes (or stays idle
+    for ten minutes: a client holds one through another pod's churn, which takes minutes
+    in the guests)."""
+    conn.settimeout(600)
     try:
         conn.sendall(f"{name} {fmt(peer)}\n".encode())
         while True:
