@@ -1,9 +1,9 @@
 /**
  * The agent's Prometheus metrics (prom-client). Read at each scrape from where the facts
- * live: per pod, the fast path's counters, rate-limit drops and flow table from the
- * pinned maps (as `netkit-cni endpoints` reads them), each map's occupancy (as `status`
- * does), and the plugin's verb timings (verb-log.ts); the agent's own routes, peers,
- * syncs and errors are set by its controllers as they happen.
+ * live: per pod, the fast path's counters, rate-limit drops, flow table and Service
+ * translation state from the pinned maps (as `netkit-cni endpoints` reads them), each
+ * map's occupancy (as `status` does), and the plugin's verb timings (verb-log.ts); the
+ * agent's own routes, peers, syncs and errors are set by its controllers as they happen.
  *
  * A pod is labelled namespace/name where the runtime passed K8S_POD_NAMESPACE and
  * K8S_POD_NAME to ADD, else by its container id.
@@ -51,6 +51,8 @@ export class AgentMetrics {
   private readonly flowEntries: Gauge;
   private readonly flowCapacity: Gauge;
   private readonly evictions: Counter;
+  private readonly svcAffinity: Gauge;
+  private readonly svcEvents: Counter;
   private readonly pods: Gauge;
   private readonly mapEntries: Gauge;
   private readonly mapCapacity: Gauge;
@@ -133,6 +135,18 @@ export class AgentMetrics {
       labelNames: POD,
       registers: [registry],
     });
+    this.svcAffinity = new Gauge({
+      name: "netkit_cni_pod_service_affinity_held",
+      help: "Services a pod's ClientIP affinity holds it to (its own, at most 32)",
+      labelNames: POD,
+      registers: [registry],
+    });
+    this.svcEvents = new Counter({
+      name: "netkit_cni_pod_service_state_total",
+      help: "A pod's Service translation state refused (no-socket-state: left to the stack) or given up of its own (socket-replaced, affinity-replaced)",
+      labelNames: [...POD, "event"],
+      registers: [registry],
+    });
     this.pods = new Gauge({
       name: "netkit_cni_pods",
       help: "Pod interfaces the plugin wired on this node",
@@ -168,8 +182,8 @@ export class AgentMetrics {
   }
 
   private async refreshPods(): Promise<void> {
-    const { packets, limitDrops, flowEntries, flowCapacity, evictions } = this;
-    for (const m of [packets, limitDrops, flowEntries, flowCapacity, evictions]) m.reset();
+    const { packets, limitDrops, flowEntries, flowCapacity, evictions, svcAffinity, svcEvents } = this;
+    for (const m of [packets, limitDrops, flowEntries, flowCapacity, evictions, svcAffinity, svcEvents]) m.reset();
     let rows: Awaited<ReturnType<typeof listEndpoints>> = [];
     try {
       rows = await listEndpoints(this.bpffsRoot);
@@ -194,6 +208,12 @@ export class AgentMetrics {
         flowEntries.set(l, r.flowTable.entries);
         flowCapacity.set(l, r.flowTable.capacity);
         evictions.inc(l, Math.max(0, r.flowTable.evicted));
+      }
+      if (r.services) {
+        svcAffinity.set(l, r.services.affinityHeld);
+        svcEvents.inc({ ...l, event: "no-socket-state" }, r.services.noSocketState);
+        svcEvents.inc({ ...l, event: "socket-replaced" }, r.services.socketReplaced);
+        svcEvents.inc({ ...l, event: "affinity-replaced" }, r.services.affinityReplaced);
       }
     }
     // A name whose pod went without a DEL through this node's plugin (GC): dropped

@@ -120,6 +120,7 @@ export {
   loadSvcPrograms,
   openOrCreateSvcMaps,
   openSvcMaps,
+  readSvcClients,
   readSvcCounters,
   recordSvcPod,
   type SvcMaps,
@@ -128,11 +129,13 @@ export {
   svcTables,
 } from "./svc";
 export {
-  decodeOrigin,
-  decodeRevKey,
+  pairKey,
   SVC_MAP_NAMES,
+  SVC_POD_AFFINITY,
   SVC_PROGRAM_NAMES,
+  SVC_SOCK_SLOTS,
   type SvcBackend,
+  type SvcClient,
   type SvcCounters,
   type SvcFrontend,
   type SvcHook,

@@ -18,6 +18,7 @@ import {
 } from "../sys/bpf-syscall";
 import { ATTR, BPF_MAP_TYPE, BPF_MISC, SIZEOF } from "../sys/bpf-uapi";
 import type { MapSpec } from "./elf";
+import { withMapBtf } from "./map-btf";
 
 export type UpdateMode = "any" | "create-only" | "replace-only";
 
@@ -36,7 +37,7 @@ export class BpfMap {
     // longer needs.
     const template = spec.inner ? BpfMap.create(spec.inner) : undefined;
     try {
-      const fd = mapCreate({
+      const attr = {
         mapType: spec.type,
         keySize: spec.keySize,
         valueSize: spec.valueSize,
@@ -44,7 +45,12 @@ export class BpfMap {
         mapFlags: spec.flags,
         name: spec.name,
         innerMapFd: template?.fd,
-      });
+      };
+      // Socket storage exists only with the types of its key and value (map-btf.ts).
+      const fd =
+        spec.type === BPF_MAP_TYPE.SK_STORAGE
+          ? withMapBtf(spec.valueSize, (btf) => mapCreate({ ...attr, btf }))
+          : mapCreate(attr);
       return new BpfMap(fd, spec);
     } finally {
       template?.close();

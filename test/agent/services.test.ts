@@ -299,6 +299,15 @@ describe("netkit-cni agent --service-translation", () => {
       () => said,
     );
     expect(JSON.parse(scrape(node, "/status")[1]).services.closedSockets).toBe(1);
+    // Each pod's own Service translation state is in the metrics: nothing held by
+    // affinity, nothing refused, nothing of its own given up.
+    const metrics = scrape(node, "/metrics")[1];
+    expect(metrics).toMatch(/^netkit_cni_pod_service_affinity_held\{pod="client",interface="eth0"\} 0$/m);
+    for (const event of ["no-socket-state", "socket-replaced", "affinity-replaced"]) {
+      expect(metrics).toContain(
+        `netkit_cni_pod_service_state_total{pod="client",interface="eth0",event="${event}"} 0\n`,
+      );
+    }
     await agent.kill("SIGTERM");
   });
 });
