@@ -115,7 +115,7 @@ struct nkc_pol_stats {
 };
 _Static_assert(sizeof(struct nkc_pol_stats) == 32, "nkc_pol_stats is 32 bytes");
 
-/* A denied packet, as nkc_pol_events (a ring buffer) tells `netkit-cni monitor`. */
+/* A denied packet, as nkc_pol_events (a queue, newest kept) tells `netkit-cni monitor`. */
 struct nkc_pol_event {
 	__u64 time_ns;     /* bpf_ktime_get_ns() */
 	__u32 ifindex;     /* the host ifindex of the pod whose policy denied it */
@@ -130,7 +130,7 @@ struct nkc_pol_event {
 	__u8 dst[16];
 };
 _Static_assert(sizeof(struct nkc_pol_event) == 56, "nkc_pol_event is 56 bytes");
-#define NKC_POL_EVENTS_BYTES (256 * 1024)
+#define NKC_POL_EVENTS_MAX 4096
 
 enum nkc_pol_reason {
 	NKC_POL_DENIED = 1,  /* no rule allows it: the direction's default deny */

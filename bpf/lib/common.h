@@ -57,11 +57,13 @@ static const unsigned long long nkc_build_epoch __attribute__((section(".nkc.bui
 		.map_flags = (flags_),                                         \
 	}
 
-/* A ring buffer of `bytes` (a power of two, whole pages): no key, no value size. */
-#define NKC_RINGBUF(name_, bytes_)                                             \
+/* A FIFO of `max_` values (BPF_MAP_TYPE_QUEUE): no key. Userspace pops with
+ * BPF_MAP_LOOKUP_AND_DELETE_ELEM, no mmap needed. */
+#define NKC_QUEUE(name_, value_t, max_)                                        \
 	struct nkc_map_def name_ SEC("maps") = {                               \
-		.type = BPF_MAP_TYPE_RINGBUF,                                  \
-		.max_entries = (bytes_),                                       \
+		.type = BPF_MAP_TYPE_QUEUE,                                    \
+		.value_size = sizeof(value_t),                                 \
+		.max_entries = (max_),                                         \
 	}
 
 /* linux/icmp.h pulls in linux/if.h and with it libc's sys/socket.h, which a

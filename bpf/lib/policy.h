@@ -17,7 +17,7 @@
  * entry lets replies and the rest of the flow through. Traffic its own node starts
  * (kubelet's probes: a packet of a socket of the node's) always passes, and so does
  * neighbour discovery. Denied packets are dropped, counted under NKC_DROP_POLICY and
- * the pod's nkc_pol_stats, and told to `netkit-cni monitor` (nkc_pol_events).
+ * the pod's nkc_pol_stats, and told to `netkit-cni monitor` (nkc_pol_events, a queue).
  *
  * Fail safe here means deny: a pod the agent has not judged yet (PENDING) gets nothing
  * but its node's traffic; a packet whose ports cannot be read (a fragment) is denied
@@ -46,7 +46,7 @@ NKC_MAP(nkc_pol_ct_tables, BPF_MAP_TYPE_ARRAY_OF_MAPS, __u32, __u32, NKC_MAX_END
 NKC_MAP(nkc_pol_ct_owner, BPF_MAP_TYPE_HASH, __u32, struct nkc_flow_owner, NKC_MAX_ENDPOINTS, 0);
 NKC_MAP(nkc_pol_ct_pool, BPF_MAP_TYPE_ARRAY, __u32, struct nkc_flow_pool, 1, 0);
 NKC_MAP(nkc_pol_stats, BPF_MAP_TYPE_PERCPU_HASH, __u32, struct nkc_pol_stats, NKC_MAX_ENDPOINTS, 0);
-NKC_RINGBUF(nkc_pol_events, NKC_POL_EVENTS_BYTES);
+NKC_QUEUE(nkc_pol_events, struct nkc_pol_event, NKC_POL_EVENTS_MAX);
 
 #define ICMPV6_NDISC_FIRST 133 /* router solicitation */
 #define ICMPV6_NDISC_LAST 137  /* redirect */
@@ -148,8 +148,8 @@ static __always_inline void nkc_pol_tell(const struct nkc_pkt *p, __u32 ifindex,
 	};
 	__builtin_memcpy(e.src, p->src, 16);
 	__builtin_memcpy(e.dst, p->dst, 16);
-	/* A full ring loses the event, never the verdict. */
-	bpf_ringbuf_output(&nkc_pol_events, &e, sizeof(e), 0);
+	/* A full queue gives up its oldest event (BPF_EXIST), never the verdict. */
+	bpf_map_push_elem(&nkc_pol_events, &e, BPF_EXIST);
 }
 
 /*

@@ -12,6 +12,7 @@ import {
   mapDeleteElem,
   mapGetNextKey,
   mapLookupElem,
+  mapPopElem,
   mapUpdateElem,
   objGet,
   objGetInfo,
@@ -99,6 +100,11 @@ export class BpfMap {
     }
     const flags = mode === "any" ? BPF_MISC.ANY : mode === "create-only" ? BPF_MISC.NOEXIST : BPF_MISC.EXIST;
     mapUpdateElem(this.fd, this.checkKey(key), value, flags);
+  }
+
+  /** A queue map's oldest value, taken out; undefined when the queue is empty. */
+  pop(): Buffer | undefined {
+    return mapPopElem(this.fd, this.spec.valueSize);
   }
 
   /** Returns false when the key was not there. */

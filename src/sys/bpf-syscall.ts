@@ -114,6 +114,16 @@ export function mapLookupElem(mapFd: number, key: Buffer, valueSize: number): Bu
   });
 }
 
+/** Pops the oldest value of a queue map (no key); undefined when it is empty (ENOENT). */
+export function mapPopElem(mapFd: number, valueSize: number): Buffer | undefined {
+  return withNative((mem) => {
+    const attr = mapElemAttr(mem, mapFd, undefined);
+    const v = mem.alloc(valueSize);
+    attr.bytes.writeBigUInt64LE(v.address, ATTR.MAP_ELEM.value);
+    return unlessAbsent(() => bpf("MAP_LOOKUP_AND_DELETE_ELEM", attr)) === undefined ? undefined : v.copy(valueSize);
+  });
+}
+
 export function mapUpdateElem(mapFd: number, key: Buffer, value: Buffer, flags: number): void {
   withNative((mem) => {
     const attr = mapElemAttr(mem, mapFd, key);

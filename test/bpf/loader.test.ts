@@ -159,10 +159,10 @@ describe("ELF objects", () => {
       valueSize: 8,
     });
     expect(spec.maps.find((m) => m.name === POLICY_MAP_NAMES.events)).toMatchObject({
-      type: BPF_MAP_TYPE.RINGBUF,
+      type: BPF_MAP_TYPE.QUEUE,
       keySize: 0,
-      valueSize: 0,
-      maxEntries: 256 * 1024,
+      valueSize: 56,
+      maxEntries: 4096,
     });
     const endpoints = spec.maps.find((m) => m.name === MAP_NAMES.endpoints);
     expect(endpoints).toEqual({
