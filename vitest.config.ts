@@ -87,6 +87,7 @@ export default defineConfig({
             // Service translation where the socket iterators that close a withdrawn
             // backend's sockets can run (a JIT, BTF): the UML guest has neither.
             "test/integration/service-translation.test.ts",
+            "test/integration/service-churn.test.ts",
             "test/bpf/svc-destroy.test.ts",
           ],
           globalSetup: ["test/distro/node-setup.ts"],

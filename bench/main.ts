@@ -17,8 +17,9 @@
  * Options: --rounds N --seconds S --pings N --transactions N --cycles N --storm N
  *          --concurrency N --sock-rounds N --quick (a smoke run: few rounds, small counts)
  *          --app-rounds N --app-seconds S --bw-rounds N --bw-seconds S (rate limits)
+ *          --agent-changes N (the agent at scale: changes timed per size)
  *          --smoke (the applications once, one path, results not kept: make test's check)
- *          --skip netperf,control,startup,crossings,sockbypass,apps,bandwidth,services   --only (the same, inverted)
+ *          --skip netperf,control,startup,crossings,sockbypass,apps,bandwidth,services,agent   --only (the same, inverted)
  *          --baseline PATH (another build of the executable, measured side by side in the
  *          data plane and the control plane: before/after figures for a change, from one run)
  * Writes bench/results/<UTC date and time>-<kernel release>.json, then the report.
@@ -29,6 +30,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import type { NetperfTest } from "../test/support/netperf";
+import { measureAgentScale } from "./lib/agent-scale";
 import { type AppPathId, measureApps } from "./lib/apps/index";
 import { LATENCY_LIMITS, measureBandwidth, RATE_LIMITS } from "./lib/bandwidth";
 import { BURSTS_MS, type BwVariant } from "./lib/bandwidth-pods";
@@ -101,6 +103,7 @@ const SECTION_TOOLS: Record<string, { tools: string[]; install: string }> = {
     tools: ["netperf", "netserver", "nft", "nginx", "wrk", "redis-server", "redis-benchmark"],
     install: "scripts/deps.sh apps",
   },
+  agent: { tools: ["python3"], install: "scripts/deps.sh" },
 };
 
 /** Only the sections that run need their tools: make test's smoke round needs no sockperf. */
@@ -151,6 +154,7 @@ async function run(kind: "host" | "vm", argv: string[]): Promise<string> {
       appSeconds: o.appSeconds,
       bwRounds: o.bwRounds,
       bwSeconds: o.bwSeconds,
+      agentChanges: o.agentChanges,
       skipped: [...o.skip],
     },
   };
@@ -301,6 +305,12 @@ async function run(kind: "host" | "vm", argv: string[]): Promise<string> {
       transactions: o.transactions,
     });
     for (const e of result.services.errors) log(`  services: ${e}`);
+  }
+
+  // The agent's control plane, this kernel only (it needs the JIT for --service-translation).
+  if (!o.skip.has("agent") && kind === "host" && o.agentChanges > 0) {
+    result.agent = await measureAgentScale({ changes: o.agentChanges, settleSeconds: 8, log });
+    for (const e of result.agent.errors) log(`  agent: ${e}`);
   }
 
   result.finishedAt = new Date().toISOString();

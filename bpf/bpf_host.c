@@ -8,7 +8,8 @@
  *   on to the stack: traffic for the node, flows that may be NAT'd (a
  *   Service's replies from a backend elsewhere), flows from outside the
  *   cluster's pod CIDRs, tagged frames (the node's VLAN devices), what is not
- *   IP. Packets that claim to come from a local pod cannot have come from the
+ *   IP. A packet it redirects into a pod is judged against the pod's NetworkPolicy
+ *   ingress rules first (policy.h). Packets that claim to come from a local pod cannot have come from the
  *   wire: they are dropped, under up to two tags (frame.h); a frame with more
  *   tags, or IP headers that cannot be read, is refused too.
  */
@@ -19,6 +20,7 @@
 #include "eps.h"
 #include "frame.h"
 #include "l3.h"
+#include "policy.h"
 
 SEC("tc/host_in")
 int nkc_host_in(struct __sk_buff *skb)
@@ -72,6 +74,10 @@ int nkc_host_in(struct __sk_buff *skb)
 		nkc_count(pod, NKC_CNT_PASSED_STACK_UNPROVEN);
 		return NKC_NEXT;
 	}
+	/* The pod's ingress rules: both ways in from here skip its host device's programs.
+	 * (What goes on to the stack meets them in nkc_pod_policy.) */
+	if (nkc_policy(&p, pod, NKC_POL_INGRESS, 0) == NKC_POL_DROP)
+		return NKC_DROP;
 	/* A pod whose ingress is paced or shaped gets it through its host device's
 	 * transmit, where the qdisc is (bandwidth.h); the peer redirect would skip both. */
 	if (nkc_bw_ingress_via_host(pod)) {

@@ -10,6 +10,12 @@
  *   NAT'd) to the stack. The pod's only program: what the stack delivers to
  *   the pod needs no watching for NAT safety (see direct.h).
  *
+ * nkc_pod_policy - what the host device transmits into a pod of a network that
+ *   enforces NetworkPolicy: the stack's deliveries (from the node, other nodes'
+ *   pods through the stack, a Service's DNAT) and netkit pods' plain redirects,
+ *   judged against the pod's ingress rules, and a local source's egress rules
+ *   (policy.h). tcx egress of the host-side device, or the netkit primary hook.
+ *
  * nkc_pod_ingress - what the host device transmits into a pod with an ingress
  *   limit (bandwidth.h): the stack's deliveries, and the plain redirects of
  *   local pods and the uplink to it. tcx egress of the host-side device; a
@@ -36,6 +42,7 @@
 #include "fib.h"
 #include "frame.h"
 #include "l3.h"
+#include "policy.h"
 
 static __always_inline int pass_to_stack(__u32 ifindex, enum nkc_counter why)
 {
@@ -78,6 +85,10 @@ static __always_inline int deliver_local(struct __sk_buff *skb, const struct nkc
 	__u32 ifindex = skb->ifindex;
 	__u32 target = dst_ep->host_ifindex;
 
+	/* The receiver's ingress rules, before any of the ways in (a peer redirect skips
+	 * its host device's programs). */
+	if (nkc_policy(p, target, NKC_POL_INGRESS, 0) == NKC_POL_DROP)
+		return NKC_DROP;
 	/* Whichever way it takes, it stays on the node. */
 	if (!nkc_bw_egress_ok(skb, ifindex, p->family, NKC_BW_OUT_NODE))
 		return drop_limited(ifindex);
@@ -175,6 +186,8 @@ int nkc_from_pod(struct __sk_buff *skb)
 		return NKC_DROP;
 	if (!src_ep)
 		return to_link(skb, &p);
+	if (nkc_policy_egress(&p, ifindex) == NKC_POL_DROP)
+		return NKC_DROP;
 
 	/* Service VIPs, the node, the internet: netfilter may translate the flow. Each way
 	 * out applies the pod's egress limit, which needs to know where the packet goes. */
@@ -206,7 +219,36 @@ int nkc_src_check(struct __sk_buff *skb)
 		return NKC_DROP;
 	if (!src_ep)
 		return to_link(skb, &p);
+	if (nkc_policy_egress(&p, skb->ifindex) == NKC_POL_DROP)
+		return NKC_DROP;
 	return to_stack(skb, &p, NKC_CNT_PASSED_STACK);
+}
+
+/*
+ * nkc_pod_policy - NetworkPolicy on the host device's transmit into the pod (policy.h):
+ * the receiver's ingress rules, with the pod's own node always allowed (a packet of one
+ * of its sockets: kubelet's probes, hostNetwork pods), and, for a packet from a local pod
+ * the stack routed here, that pod's egress rules (its flow to a Service ClusterIP is
+ * judged here, on the backend the DNAT chose). The pod is found by the destination
+ * address, as nkc_pod_ingress finds it. Runs before nkc_pod_ingress: nothing dropped
+ * here is charged to the pod's ingress limit.
+ */
+SEC("tc/pod_policy")
+int nkc_pod_policy(struct __sk_buff *skb)
+{
+	struct nkc_pkt p;
+
+	if (nkc_parse_ip(skb, &p, nkc_ethertype(skb), L3_OFF) != NKC_PARSE_IP)
+		return NKC_NEXT; /* ARP: the link's */
+	struct nkc_endpoint *dst = nkc_endpoint_lookup(p.family, p.dst);
+	if (!dst)
+		return NKC_NEXT; /* to a link-local address: neighbour discovery */
+	struct nkc_endpoint *src = nkc_endpoint_lookup(p.family, p.src);
+	if (src && nkc_policy(&p, src->host_ifindex, NKC_POL_EGRESS, 0) == NKC_POL_DROP)
+		return NKC_DROP;
+	if (nkc_policy(&p, dst->host_ifindex, NKC_POL_INGRESS, skb->sk != 0) == NKC_POL_DROP)
+		return NKC_DROP;
+	return NKC_NEXT;
 }
 
 /*

@@ -20,9 +20,19 @@
  * Service) leaves the address as it is, so the stack (kube-proxy's rules) decides; it
  * is counted. A Service without ready backends refuses with ECONNREFUSED, as
  * kube-proxy's REJECT does. Layouts and the write order: include/nkc_svc_abi.h.
+ *
+ * Scoped: what a socket needs on the way back is its own (socket storage, lib/svc_sock.h)
+ * and a pod's affinity is its own (nkc_svc_clients, keyed by its namespace), so no pod's
+ * traffic can take another's. A socket the kernel gives no storage is not translated:
+ * its replies could not be shown as the Service, so the stack (kube-proxy) takes it.
+ *
+ * Every hook runs with the socket locked (connect: the caller holds it, for TCP, or the
+ * hook takes it; sendmsg, recvmsg, getpeername: the hook or inet_getname takes it), so
+ * one socket's storage is read and written by one program at a time.
  */
 #include "common.h"
 #include "nkc_svc_abi.h"
+#include "svc_sock.h"
 
 #define NKC_ECONNREFUSED 111
 #define NSEC_PER_SEC 1000000000ULL
@@ -39,11 +49,10 @@ NKC_MAP(nkc_svc_backends, BPF_MAP_TYPE_HASH, __u32, struct nkc_svc_backend, NKC_
 NKC_MAP(nkc_svc_netns, BPF_MAP_TYPE_HASH, __u64, __u32, NKC_SVC_PODS_MAX, BPF_F_NO_PREALLOC);
 /* A pod's host ifindex -> its netns cookie: userspace's record of who asked. */
 NKC_MAP(nkc_svc_pods, BPF_MAP_TYPE_HASH, __u32, __u64, NKC_SVC_PODS_MAX, BPF_F_NO_PREALLOC);
-/* Written by the programs as sockets connect: LRU (preallocated), so that the oldest
- * entry makes room, never a failed write. */
-NKC_MAP(nkc_svc_rev, BPF_MAP_TYPE_LRU_HASH, struct nkc_svc_rev_key, struct nkc_svc_origin, NKC_SVC_REV_MAX, 0);
-NKC_MAP(nkc_svc_affinity, BPF_MAP_TYPE_LRU_HASH, struct nkc_svc_affinity_key, struct nkc_svc_affinity,
-	NKC_SVC_AFFINITY_MAX, 0);
+/* A pod's netns cookie -> its affinity and counters. Made by userspace with the pod's
+ * record, before it (src/bpf/svc.ts), and gone with it; the programs only change what is
+ * in it. Never full: it has room for every pod nkc_svc_netns can hold. */
+NKC_MAP(nkc_svc_clients, BPF_MAP_TYPE_HASH, __u64, struct nkc_svc_client, NKC_SVC_PODS_MAX, BPF_F_NO_PREALLOC);
 NKC_MAP(nkc_svc_stats, BPF_MAP_TYPE_PERCPU_ARRAY, __u32, struct nkc_svc_stats, 1, 0);
 
 static __always_inline void nkc_svc_count(enum nkc_svc_counter counter)
@@ -124,19 +133,116 @@ static __always_inline void nkc_svc_write6(struct bpf_sock_addr *ctx, __u32 fami
 	ctx->user_port = port;
 }
 
-/* The backend of `svc` that ClientIP affinity holds this pod to, if still one of its. */
-static __always_inline struct nkc_svc_backend *nkc_svc_affine(const struct nkc_svc *svc,
-							      struct nkc_svc_affinity_key *key, __u64 now,
-							      __u32 *backend_id)
+/* The pod's own state, or NULL where the pod was recorded by a build that made none. */
+static __always_inline struct nkc_svc_client *nkc_svc_client(struct bpf_sock_addr *ctx)
 {
-	struct nkc_svc_affinity *held = bpf_map_lookup_elem(&nkc_svc_affinity, key);
+	__u64 cookie = bpf_get_netns_cookie(ctx);
+
+	return bpf_map_lookup_elem(&nkc_svc_clients, &cookie);
+}
+
+/* The first of the entries a Service's affinity may take in a pod's state. */
+static __always_inline __u32 nkc_svc_affinity_set(const struct nkc_svc *svc)
+{
+	return (svc->id % NKC_SVC_AFFINITY_SETS) * NKC_SVC_AFFINITY_WAYS;
+}
+
+/* The backend of `svc` that ClientIP affinity holds this pod to, if still one of its. */
+static __always_inline struct nkc_svc_backend *nkc_svc_affine(const struct nkc_svc *svc, struct nkc_svc_client *c,
+							      __u64 now, __u32 *backend_id)
+{
+	__u32 set = nkc_svc_affinity_set(svc), way;
 	struct nkc_svc_backend *b;
 
-	if (!held || now - held->last_ns > (__u64)svc->affinity_secs * NSEC_PER_SEC)
+	for (way = 0; way < NKC_SVC_AFFINITY_WAYS; way++) {
+		struct nkc_svc_held *h = &c->held[(set + way) & (NKC_SVC_POD_AFFINITY - 1)];
+		__u64 ids = h->ids;
+
+		if ((__u32)ids != svc->id || h->expires_ns <= now)
+			continue;
+		*backend_id = (__u32)(ids >> 32);
+		b = bpf_map_lookup_elem(&nkc_svc_backends, backend_id);
+		return b && b->svc_id == svc->id ? b : NULL;
+	}
+	return NULL;
+}
+
+/* Holds the pod to `backend_id` for the Service's timeout: in the Service's set, its own
+ * entry, else a free or expired one, else the one closest to expiring (counted: the pod
+ * holds four Services of the set already). Several of the pod's sockets may do this at
+ * once on other CPUs; the worst they do is take the same entry, so the pod forgets one
+ * of its own Services, never another pod's. */
+static __always_inline void nkc_svc_hold(struct nkc_svc_client *c, const struct nkc_svc *svc, __u32 backend_id,
+					 __u64 now)
+{
+	__u32 set = nkc_svc_affinity_set(svc), way, pick = 0;
+	__u64 soonest = ~0ULL;
+	struct nkc_svc_held *h;
+
+	for (way = 0; way < NKC_SVC_AFFINITY_WAYS; way++) {
+		h = &c->held[(set + way) & (NKC_SVC_POD_AFFINITY - 1)];
+		if ((__u32)h->ids == svc->id && h->expires_ns != 0) {
+			pick = way;
+			soonest = 0;
+			break;
+		}
+		if (h->expires_ns < soonest) {
+			soonest = h->expires_ns;
+			pick = way;
+		}
+	}
+	if (soonest > now)
+		__sync_fetch_and_add(&c->affinity_replaced, 1);
+	h = &c->held[(set + pick) & (NKC_SVC_POD_AFFINITY - 1)];
+	h->ids = (__u64)svc->id | (__u64)backend_id << 32;
+	h->expires_ns = now + (__u64)svc->affinity_secs * NSEC_PER_SEC;
+}
+
+/* The backend `b` as a socket sees it. */
+static __always_inline void nkc_svc_peer_of(struct nkc_svc_peer *p, const struct nkc_svc_backend *b)
+{
+	p->family = b->family;
+	__builtin_memcpy(p->addr, b->addr, 16);
+	p->port = b->port;
+}
+
+/* The socket's entry for the Service `key`, or its free or least recently used one. */
+static __always_inline __u32 nkc_svc_sock_slot(struct nkc_svc_sock *st, const struct nkc_svc_key *key, int *found)
+{
+	__u64 oldest = ~0ULL;
+	__u32 i, pick = 0;
+
+	*found = 0;
+	for (i = 0; i < NKC_SVC_SOCK_SLOTS; i++) {
+		struct nkc_svc_sock_entry *e = &st->e[i];
+		__u64 used = (e->flags & NKC_SVC_SOCK_F_USED) ? e->used : 0;
+
+		if (used && nkc_svc_same24(&e->pair.frontend, key)) {
+			*found = 1;
+			return i;
+		}
+		if (used < oldest) {
+			oldest = used;
+			pick = i;
+		}
+	}
+	return pick;
+}
+
+/* A send's socket that already has a backend for the Service keeps it while it is one
+ * (as conntrack keeps an unconnected UDP socket's flow on one backend): its replies, from
+ * one backend, are shown as the Service. Otherwise NULL. */
+static __always_inline struct nkc_svc_backend *nkc_svc_kept(const struct nkc_svc *svc,
+							    const struct nkc_svc_sock_entry *e)
+{
+	__u32 id = e->backend_id;
+	struct nkc_svc_backend *b = bpf_map_lookup_elem(&nkc_svc_backends, &id);
+	struct nkc_svc_peer now = {};
+
+	if (!b || b->svc_id != svc->id)
 		return NULL;
-	*backend_id = held->backend_id;
-	b = bpf_map_lookup_elem(&nkc_svc_backends, backend_id);
-	return b && b->svc_id == svc->id ? b : NULL;
+	nkc_svc_peer_of(&now, b);
+	return nkc_svc_same24(&now, &e->pair.backend) ? b : NULL;
 }
 
 enum nkc_svc_verdict {
@@ -147,21 +253,24 @@ enum nkc_svc_verdict {
 
 /*
  * The backend for a socket of a pod naming `a` with `proto`: written over `a`, with the
- * Service remembered for the way back.
+ * Service kept in the socket's storage for the way back. `connected`: a connect, whose
+ * backend the socket keeps for good (a send's is chosen again when it stops being one).
  */
 static __always_inline enum nkc_svc_verdict nkc_svc_translate(struct bpf_sock_addr *ctx, struct nkc_svc_addr *a,
-								__u8 proto)
+								__u8 proto, int connected)
 {
 	struct nkc_svc_key key = { .family = a->family, .port = a->port, .proto = proto };
-	struct nkc_svc_affinity_key affinity = {};
-	struct nkc_svc_rev_key rev = {};
-	struct nkc_svc_origin origin = {};
+	struct nkc_svc_client *client = NULL;
 	struct nkc_svc_backend *b = NULL;
+	struct nkc_svc_sock_entry *e;
 	struct nkc_svc_slot_key slot;
+	struct nkc_svc_sock *st;
+	struct bpf_sock *sk;
 	__u32 backend_id = 0;
-	__u32 *id;
+	__u32 *id, at;
 	struct nkc_svc *svc;
 	__u64 now = 0;
+	int found;
 
 	if (proto != IPPROTO_TCP && proto != IPPROTO_UDP)
 		return NKC_SVC_UNTOUCHED;
@@ -173,11 +282,32 @@ static __always_inline enum nkc_svc_verdict nkc_svc_translate(struct bpf_sock_ad
 		nkc_svc_count(NKC_SVC_CNT_REFUSED);
 		return NKC_SVC_REFUSE;
 	}
+	sk = ctx->sk;
+	if (!sk)
+		goto unsure;
+	st = bpf_sk_storage_get(&nkc_svc_sock, sk, NULL, BPF_SK_STORAGE_GET_F_CREATE);
+	if (!st) {
+		/* The socket's option memory (optmem_max) or the node's is spent. */
+		client = nkc_svc_client(ctx);
+		if (client)
+			__sync_fetch_and_add(&client->no_socket_state, 1);
+		goto unsure;
+	}
+	at = nkc_svc_sock_slot(st, &key, &found) & (NKC_SVC_SOCK_SLOTS - 1);
+	e = &st->e[at];
+	if (found && !connected) {
+		b = nkc_svc_kept(svc, e);
+		if (b) {
+			backend_id = e->backend_id;
+			goto chosen;
+		}
+	}
 	if (svc->flags & NKC_SVC_F_AFFINITY) {
+		client = nkc_svc_client(ctx);
+		if (!client)
+			goto unsure; /* no affinity to keep: the stack's rules have one */
 		now = bpf_ktime_get_ns();
-		affinity.netns_cookie = bpf_get_netns_cookie(ctx);
-		affinity.svc_id = svc->id;
-		b = nkc_svc_affine(svc, &affinity, now, &backend_id);
+		b = nkc_svc_affine(svc, client, now, &backend_id);
 	}
 	if (!b) {
 		slot.svc_id = svc->id;
@@ -192,19 +322,21 @@ static __always_inline enum nkc_svc_verdict nkc_svc_translate(struct bpf_sock_ad
 	}
 	if (b->family != a->family)
 		goto unsure;
-	if (svc->flags & NKC_SVC_F_AFFINITY) {
-		struct nkc_svc_affinity held = { .last_ns = now, .backend_id = backend_id };
-
-		bpf_map_update_elem(&nkc_svc_affinity, &affinity, &held, BPF_ANY);
+	if (client && (svc->flags & NKC_SVC_F_AFFINITY))
+		nkc_svc_hold(client, svc, backend_id, now);
+	if (!found && (e->flags & NKC_SVC_SOCK_F_USED)) {
+		/* The socket names more Services than it keeps: its own oldest gives way. */
+		client = client ? client : nkc_svc_client(ctx);
+		if (client)
+			__sync_fetch_and_add(&client->socket_replaced, 1);
 	}
-	rev.sock_cookie = bpf_get_socket_cookie(ctx);
-	rev.family = b->family;
-	__builtin_memcpy(rev.addr, b->addr, 16);
-	rev.port = b->port;
-	origin.family = a->family;
-	__builtin_memcpy(origin.addr, a->addr, 16);
-	origin.port = a->port;
-	bpf_map_update_elem(&nkc_svc_rev, &rev, &origin, BPF_ANY);
+	e->pair.frontend = key;
+	nkc_svc_peer_of(&e->pair.backend, b);
+	e->backend_id = backend_id;
+	e->flags = NKC_SVC_SOCK_F_USED | (connected ? NKC_SVC_SOCK_F_CONNECTED : 0);
+chosen:
+	st->clock += 1;
+	e->used = st->clock;
 	__builtin_memcpy(a->addr, b->addr, 16);
 	a->port = b->port;
 	nkc_svc_count(NKC_SVC_CNT_TRANSLATED);
@@ -224,44 +356,62 @@ static __always_inline int nkc_svc_result(enum nkc_svc_verdict verdict)
 	return 0;
 }
 
-static __always_inline int nkc_svc_forward4(struct bpf_sock_addr *ctx)
+static __always_inline int nkc_svc_forward4(struct bpf_sock_addr *ctx, int connected)
 {
 	struct nkc_svc_addr a = {};
 	enum nkc_svc_verdict verdict;
 
 	nkc_svc_read4(ctx, &a);
-	verdict = nkc_svc_translate(ctx, &a, (__u8)ctx->protocol);
+	verdict = nkc_svc_translate(ctx, &a, (__u8)ctx->protocol, connected);
 	if (verdict == NKC_SVC_TO_BACKEND)
 		nkc_svc_write4(ctx, a.addr, a.port);
 	return nkc_svc_result(verdict);
 }
 
-static __always_inline int nkc_svc_forward6(struct bpf_sock_addr *ctx)
+static __always_inline int nkc_svc_forward6(struct bpf_sock_addr *ctx, int connected)
 {
 	struct nkc_svc_addr a = {};
 	enum nkc_svc_verdict verdict;
 
 	nkc_svc_read6(ctx, &a);
-	verdict = nkc_svc_translate(ctx, &a, (__u8)ctx->protocol);
+	verdict = nkc_svc_translate(ctx, &a, (__u8)ctx->protocol, connected);
 	if (verdict == NKC_SVC_TO_BACKEND)
 		nkc_svc_write6(ctx, a.family, a.addr, a.port);
 	return nkc_svc_result(verdict);
 }
 
-/* The Service a translated socket's peer stands for, or NULL. */
-static __always_inline struct nkc_svc_origin *nkc_svc_origin_of(struct bpf_sock_addr *ctx,
-								 const struct nkc_svc_addr *peer)
+/* The Service a translated socket's peer stands for, or NULL: of the socket's entries
+ * with that backend, the one it used last (two Services may share a backend). */
+static __always_inline struct nkc_svc_key *nkc_svc_origin_of(struct bpf_sock_addr *ctx,
+							      const struct nkc_svc_addr *a)
 {
-	struct nkc_svc_rev_key rev = { .family = peer->family, .port = peer->port };
+	struct nkc_svc_peer peer = { .family = a->family, .port = a->port };
+	struct nkc_svc_key *origin = NULL;
+	struct nkc_svc_sock *st;
+	struct bpf_sock *sk = ctx->sk;
+	__u64 last = 0;
+	__u32 i;
 
-	rev.sock_cookie = bpf_get_socket_cookie(ctx);
-	__builtin_memcpy(rev.addr, peer->addr, 16);
-	return bpf_map_lookup_elem(&nkc_svc_rev, &rev);
+	if (!sk)
+		return NULL;
+	st = bpf_sk_storage_get(&nkc_svc_sock, sk, NULL, 0);
+	if (!st)
+		return NULL;
+	__builtin_memcpy(peer.addr, a->addr, 16);
+	for (i = 0; i < NKC_SVC_SOCK_SLOTS; i++) {
+		struct nkc_svc_sock_entry *e = &st->e[i];
+
+		if ((e->flags & NKC_SVC_SOCK_F_USED) && e->used >= last && nkc_svc_same24(&e->pair.backend, &peer)) {
+			last = e->used;
+			origin = &e->pair.frontend;
+		}
+	}
+	return origin;
 }
 
 static __always_inline int nkc_svc_back4(struct bpf_sock_addr *ctx)
 {
-	struct nkc_svc_origin *origin;
+	struct nkc_svc_key *origin;
 	struct nkc_svc_addr a = {};
 
 	nkc_svc_read4(ctx, &a);
@@ -275,7 +425,7 @@ static __always_inline int nkc_svc_back4(struct bpf_sock_addr *ctx)
 
 static __always_inline int nkc_svc_back6(struct bpf_sock_addr *ctx)
 {
-	struct nkc_svc_origin *origin;
+	struct nkc_svc_key *origin;
 	struct nkc_svc_addr a = {};
 
 	nkc_svc_read6(ctx, &a);
@@ -288,16 +438,16 @@ static __always_inline int nkc_svc_back6(struct bpf_sock_addr *ctx)
 }
 
 SEC("cgroup/connect4")
-int nkc_svc_connect4(struct bpf_sock_addr *ctx) { return nkc_svc_forward4(ctx); }
+int nkc_svc_connect4(struct bpf_sock_addr *ctx) { return nkc_svc_forward4(ctx, 1); }
 
 SEC("cgroup/connect6")
-int nkc_svc_connect6(struct bpf_sock_addr *ctx) { return nkc_svc_forward6(ctx); }
+int nkc_svc_connect6(struct bpf_sock_addr *ctx) { return nkc_svc_forward6(ctx, 1); }
 
 SEC("cgroup/sendmsg4")
-int nkc_svc_sendmsg4(struct bpf_sock_addr *ctx) { return nkc_svc_forward4(ctx); }
+int nkc_svc_sendmsg4(struct bpf_sock_addr *ctx) { return nkc_svc_forward4(ctx, 0); }
 
 SEC("cgroup/sendmsg6")
-int nkc_svc_sendmsg6(struct bpf_sock_addr *ctx) { return nkc_svc_forward6(ctx); }
+int nkc_svc_sendmsg6(struct bpf_sock_addr *ctx) { return nkc_svc_forward6(ctx, 0); }
 
 SEC("cgroup/recvmsg4")
 int nkc_svc_recvmsg4(struct bpf_sock_addr *ctx) { return nkc_svc_back4(ctx); }

@@ -10,7 +10,10 @@ import type { RunSettings } from "./result";
 
 /** The run's settings (kept in its results file) and what only this process needs. */
 export interface Options
-  extends Omit<RunSettings, "skipped" | "sockRounds" | "appRounds" | "appSeconds" | "bwRounds" | "bwSeconds"> {
+  extends Omit<
+    RunSettings,
+    "skipped" | "sockRounds" | "appRounds" | "appSeconds" | "bwRounds" | "bwSeconds" | "agentChanges"
+  > {
   rssRuns: number;
   startupRuns: number;
   profileRuns: number;
@@ -22,13 +25,25 @@ export interface Options
   /** Rate-limit rounds (each: every variant and limit, both ways, then the latency tests) and seconds per test. */
   bwRounds: number;
   bwSeconds: number;
+  /** Changes timed per size in the agent section (each: a Service added and withdrawn, or a Node added, moved, deleted). */
+  agentChanges: number;
   /** One short round on one path; every workload must complete, nothing is written. */
   smoke: boolean;
   skip: Set<string>;
   baseline?: string;
 }
 
-export const SECTIONS = ["crossings", "netperf", "control", "startup", "sockbypass", "apps", "bandwidth", "services"];
+export const SECTIONS = [
+  "crossings",
+  "netperf",
+  "control",
+  "startup",
+  "sockbypass",
+  "apps",
+  "bandwidth",
+  "services",
+  "agent",
+];
 
 /** The flags (bench/main.ts's header lists them), read by the CLI's own parser. */
 const FLAGS = {
@@ -45,6 +60,7 @@ const FLAGS = {
   "app-seconds": { type: "string" },
   "bw-rounds": { type: "string" },
   "bw-seconds": { type: "string" },
+  "agent-changes": { type: "string" },
   smoke: { type: "boolean" },
   skip: { type: "string" },
   only: { type: "string" },
@@ -68,6 +84,7 @@ const COUNTS = {
   "sock-rounds": "sockRounds",
   "app-rounds": "appRounds",
   "bw-rounds": "bwRounds",
+  "agent-changes": "agentChanges",
 } as const satisfies Partial<Record<keyof typeof FLAGS, keyof Options>>;
 
 /** A run's options: the kind's defaults, then the flags in the order given. */
@@ -129,6 +146,7 @@ export function parseOptions(kind: "host" | "vm", argv: string[]): Options {
           appSeconds: 1,
           bwRounds: Math.min(o.bwRounds, 1),
           bwSeconds: 2,
+          agentChanges: Math.min(o.agentChanges, 2),
         });
         break;
     }
@@ -156,6 +174,7 @@ function defaults(kind: "host" | "vm"): Options {
         appSeconds: 2,
         bwRounds: 3,
         bwSeconds: 5,
+        agentChanges: 10,
         smoke: false,
         skip: new Set(),
       }
@@ -176,7 +195,8 @@ function defaults(kind: "host" | "vm"): Options {
         appSeconds: 1,
         bwRounds: 1,
         bwSeconds: 3,
+        agentChanges: 0,
         smoke: false,
-        skip: new Set(["control", "startup"]),
+        skip: new Set(["control", "startup", "agent"]),
       };
 }

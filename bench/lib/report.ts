@@ -9,6 +9,7 @@ import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { type NetperfTest, UNITS } from "../../test/support/netperf";
+import { agentSection, agentTargets } from "./agent-report";
 import { appCharts, appsSection } from "./apps/report";
 import { bandwidthSection } from "./bandwidth-report";
 import { CP_LABELS, type CpId } from "./control-plane";
@@ -955,7 +956,8 @@ export function renderReport(resultsDir: string, readme: string): void {
   const hb = latest(resultsDir, "host", (r) => r.bandwidth !== undefined);
   const vb = latest(resultsDir, "vm", (r) => r.bandwidth !== undefined);
   const hv = latest(resultsDir, "host", (r) => r.services !== undefined);
-  if (!h && !v && !hs && !vs && !ha && !hb && !vb && !hv) throw new Error(`no results in ${resultsDir}`);
+  const hg = latest(resultsDir, "host", (r) => r.agent !== undefined);
+  if (!h && !v && !hs && !vs && !ha && !hb && !vb && !hv && !hg) throw new Error(`no results in ${resultsDir}`);
   const host = h?.r;
   const vm = v?.r;
   const charts: [string, string | undefined][] = [
@@ -977,14 +979,16 @@ export function renderReport(resultsDir: string, readme: string): void {
     "",
     machineLine(host, vm),
     "",
-    `Sources: ${[...new Set([h?.file, v?.file, hs?.file, vs?.file, ha?.file, va?.file, hb?.file, vb?.file, hv?.file])]
+    `Sources: ${[
+      ...new Set([h?.file, v?.file, hs?.file, vs?.file, ha?.file, va?.file, hb?.file, vb?.file, hv?.file, hg?.file]),
+    ]
       .filter(Boolean)
       .map((f) => `[\`results/${f}\`](results/${f})`)
       .join(", ")}.`,
     "",
     "### Targets",
     "",
-    targetsTable(targets(host, vm)),
+    targetsTable([...targets(host, vm), ...agentTargets(hg?.r.agent)]),
     "",
     "### Backlog-queue crossings per packet (net:netif_rx; exact, not noise)",
     "",
@@ -1034,6 +1038,10 @@ export function renderReport(resultsDir: string, readme: string): void {
     `### Service traffic: translated at connect against kube-proxy's DNAT (Linux ${hv?.r.machine.kernel ?? "?"})`,
     "",
     hv ? `From ${runName(hv)}.\n\n${servicesSection(hv.r)}` : "_no Service traffic run on this kernel yet._",
+    "",
+    `### The agent at cluster scale (Linux ${hg?.r.machine.kernel ?? "?"})`,
+    "",
+    hg ? `From ${runName(hg)}.\n\n${agentSection(hg.r.agent)}` : "_no agent run on this kernel yet._",
     "",
     "### In the UML guest: netperf as measured",
     "",

@@ -1,4 +1,5 @@
 /** The JSON document one benchmark run writes (bench/results/<date>-<kernel>.json). */
+import type { AgentScaleRun } from "./agent-scale";
 import type { AppsRun } from "./apps/index";
 import type { BandwidthRun } from "./bandwidth";
 import type { OlderRun } from "./bandwidth-older";
@@ -49,6 +50,8 @@ export interface BenchResult {
   bandwidth?: BandwidthRun | OlderRun;
   /** Service traffic: translated at connect, kube-proxy's DNAT, and pod to pod. */
   services?: ServicesRun;
+  /** The agent at cluster scale: first sync, one change's latency, memory. */
+  agent?: AgentScaleRun;
 }
 
 /** The counts a run was made with (bench/main.ts's options, as a results file keeps them). */
@@ -69,5 +72,7 @@ export interface RunSettings {
   /** Absent in runs before the rate-limit section. */
   bwRounds?: number;
   bwSeconds?: number;
+  /** Absent in runs before the agent section. */
+  agentChanges?: number;
   skipped: string[];
 }

@@ -153,6 +153,7 @@ enum nkc_drop_reason {
 	NKC_DROP_UNPARSABLE, /* headers cut short, a wrong IP version, an ethertype skb->protocol denies */
 	NKC_DROP_LIMIT,      /* over the pod's rate limit */
 	NKC_DROP_REWRITE,    /* a header rewrite failed half-way */
+	NKC_DROP_POLICY,     /* a NetworkPolicy of the pod denies it (policy.h) */
 	NKC_DROP_MAX,
 };
 #define NKC_DROP_SLOTS 8

@@ -57,6 +57,15 @@ static const unsigned long long nkc_build_epoch __attribute__((section(".nkc.bui
 		.map_flags = (flags_),                                         \
 	}
 
+/* A FIFO of `max_` values (BPF_MAP_TYPE_QUEUE): no key. Userspace pops with
+ * BPF_MAP_LOOKUP_AND_DELETE_ELEM, no mmap needed. */
+#define NKC_QUEUE(name_, value_t, max_)                                        \
+	struct nkc_map_def name_ SEC("maps") = {                               \
+		.type = BPF_MAP_TYPE_QUEUE,                                    \
+		.value_size = sizeof(value_t),                                 \
+		.max_entries = (max_),                                         \
+	}
+
 /* linux/icmp.h pulls in linux/if.h and with it libc's sys/socket.h, which a
  * BPF target cannot include; the first bytes of an ICMP header are all we read. */
 #define ICMP_ECHOREPLY 0
@@ -84,7 +93,8 @@ enum nkc_l4 {
 	NKC_L4_ECHO_REQUEST, /* ICMP / ICMPv6 echo */
 	NKC_L4_ECHO_REPLY,
 	NKC_L4_ICMP_OTHER,   /* errors and the rest: may quote a header conntrack translates */
-	NKC_L4_OTHER,        /* a protocol we never redirect (SCTP, GRE, ESP, ...) */
+	NKC_L4_SCTP,         /* ports read for policy; never redirected */
+	NKC_L4_OTHER,        /* a protocol we never redirect (GRE, ESP, ...) */
 };
 
 #define NKC_TCP_SYN 0x02
@@ -103,6 +113,7 @@ struct nkc_pkt {
 	__u8 ttl;            /* or hop limit */
 	__u8 l4;             /* enum nkc_l4 */
 	__u8 tcp_flags;      /* NKC_TCP_* when l4 is NKC_L4_TCP */
+	__u8 icmp_type;      /* when l4 is NKC_L4_ICMP_OTHER */
 };
 
 enum nkc_parse_result {
@@ -130,13 +141,13 @@ static __always_inline void nkc_transport(struct __sk_buff *skb, struct nkc_pkt 
 		__builtin_memcpy(&p->dport, h + 2, 2);
 		p->tcp_flags = h[13];
 		p->l4 = NKC_L4_TCP;
-	} else if (p->proto == IPPROTO_UDP) {
-		__be16 ports[2];
+	} else if (p->proto == IPPROTO_UDP || p->proto == IPPROTO_SCTP) {
+		__be16 ports[2]; /* both start with the source and destination ports */
 		if (bpf_skb_load_bytes(skb, off, ports, sizeof(ports)))
 			return;
 		p->sport = ports[0];
 		p->dport = ports[1];
-		p->l4 = NKC_L4_UDP;
+		p->l4 = p->proto == IPPROTO_UDP ? NKC_L4_UDP : NKC_L4_SCTP;
 	} else if (nkc_is_icmp(p)) {
 		__u8 h[6]; /* type, code, checksum, echo identifier */
 		if (bpf_skb_load_bytes(skb, off, h, sizeof(h)))
@@ -149,6 +160,7 @@ static __always_inline void nkc_transport(struct __sk_buff *skb, struct nkc_pkt 
 			p->l4 = h[0] == request ? NKC_L4_ECHO_REQUEST : NKC_L4_ECHO_REPLY;
 		} else {
 			p->l4 = NKC_L4_ICMP_OTHER;
+			p->icmp_type = h[0];
 		}
 	} else {
 		p->l4 = NKC_L4_OTHER;

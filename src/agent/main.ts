@@ -1,27 +1,55 @@
 /**
  * `netkit-cni agent`: the node's side of a cluster network, a long-running process (the
- * DaemonSet's main container). It watches the Nodes, keeps this node's conflist, routes
- * and masquerade as they should be (reconcile.ts), and serves metrics and health
- * (server.ts). It is never in the packet path: the plugin and the datapath work without
- * it, and what it made stays when it stops (SIGTERM leaves routes, masquerade and the
- * conflist for the next agent to take over).
+ * DaemonSet's main container). One controller per concern, as kindnet and client-go
+ * controllers are built, each driven by its informers through one shared work queue
+ * (workqueue.ts):
+ *
+ *   conflist    this node's conflist and readiness (controllers/conflist.ts)
+ *   routes      routes to the other nodes' pod CIDRs (controllers/routes.ts)
+ *   masquerade  the agent's nftables table (controllers/masquerade.ts)
+ *   services    the Service tables, with --service-translation (controllers/services.ts)
+ *
+ * An event syncs the key that changed (one Node, one Service); every --resync-seconds
+ * each controller reconciles everything once more, the safety net. It serves metrics and
+ * health (server.ts) and is never in the packet path: the plugin and the datapath work
+ * without it, and what it made stays when it stops (SIGTERM leaves routes, masquerade
+ * and the conflist for the next agent to take over).
  *
  * Built as a bundle of its own and loaded only by this command (cli/agent.ts): the API
  * client and metrics library are start-up cost no plugin verb should pay.
  */
 import * as fs from "node:fs";
 import * as os from "node:os";
+import type { KubeConfig } from "@kubernetes/client-node";
 import { SocketCloser } from "../bpf/index";
+import { install } from "../cli/install";
 import { DEFAULT_BPFFS_ROOT } from "../cni/config";
 import { embeddedSvcDestroyObject, embeddedSvcObject } from "../datapath/assets";
 import { RtnlSocket } from "../netlink/socket";
-import { endpointSliceWatch, loadKubeConfig, NodeWatch, serviceWatch } from "./kube";
+import { ConflistController } from "./controllers/conflist";
+import { MasqueradeController } from "./controllers/masquerade";
+import { RoutesController } from "./controllers/routes";
+import { ServicesController } from "./controllers/services";
+import { ApiInformer } from "./informer";
+import { loadKubeConfig } from "./kube";
 import { agentLog } from "./log";
+import {
+  applyMasquerade,
+  currentMasquerade,
+  MASQUERADE_TABLE,
+  masqueradeRuleset,
+  removeMasquerade,
+} from "./masquerade";
 import { AgentMetrics } from "./metrics";
-import { AGENT_USAGE, AgentUsageError, installOptionsFor, parseAgentOptions } from "./options";
-import { Reconciler } from "./reconcile";
+import { nodeObject, serviceObject, sliceObject } from "./objects";
+import { AGENT_USAGE, type AgentOptions, AgentUsageError, installOptionsFor, parseAgentOptions } from "./options";
+import { KernelRouteTable } from "./route-table";
 import { boundPort, serve } from "./server";
-import { ServiceSync } from "./services";
+import { kernelServiceTables } from "./service-tables";
+import { WorkQueue } from "./workqueue";
+
+/** Bun's collector: `full` collects now, else it is asked to soon. Nothing under Node. */
+const bunGc = (full: boolean) => (globalThis as { Bun?: { gc(force: boolean): void } }).Bun?.gc(full);
 
 /** The loop must get a turn at least this often, or /healthz says it is wedged. */
 const WEDGED_AFTER_MS = 30_000;
@@ -31,7 +59,7 @@ export async function runAgent(argv: string[]): Promise<number> {
     process.stdout.write(`${AGENT_USAGE}\n`);
     return 0;
   }
-  let opts: ReturnType<typeof parseAgentOptions>;
+  let opts: AgentOptions;
   try {
     opts = parseAgentOptions(argv, process.env, os.hostname());
   } catch (e) {
@@ -41,74 +69,23 @@ export async function runAgent(argv: string[]): Promise<number> {
   }
   fs.mkdirSync(opts.stateDir, { recursive: true, mode: 0o755 });
   const bpffsRoot = installOptionsFor(opts, ["192.0.2.0/24"]).generate.bpffsRoot ?? DEFAULT_BPFFS_ROOT;
-  const kc = loadKubeConfig(opts.kubeconfig, process.env);
-  const host = RtnlSocket.open();
-  const metrics = new AgentMetrics(bpffsRoot, opts.stateDir);
-  const reconciler = new Reconciler(opts, host, metrics);
-
-  const watch = new NodeWatch(kc, {
-    changed: (nodes) => reconciler.update(nodes, false),
-    listed: (nodes) => {
-      agentLog.info(`listed ${nodes.length} nodes`);
-      reconciler.update(nodes, true);
-    },
-    failed: (e, retryInMs) => {
-      metrics.apiErrors.inc();
-      agentLog.warn(`API: ${e.message}; keeping the last known nodes, retrying in ${retryInMs} ms`);
-    },
-  });
-
-  // --service-translation: the Service tables from Services and EndpointSlices.
-  let services: ServiceSync | undefined;
-  if (opts.serviceTranslation) {
-    // Without closing a withdrawn backend's sockets, clients would stick to it: a kernel
-    // that cannot (Linux 6.5+, BTF and a JIT) is refused the option, saying why.
-    let closer: SocketCloser;
-    try {
-      closer = SocketCloser.load(embeddedSvcDestroyObject());
-    } catch (e) {
-      process.stderr.write(
-        `netkit-cni agent: --service-translation needs the kernel to close sockets of withdrawn backends (bpf_sock_destroy, Linux 6.5+, with BTF and a BPF JIT): ${(e as Error).message.split("\n")[0]}\n`,
-      );
-      return 2;
-    }
-    services = new ServiceSync(bpffsRoot, opts.nodeName, () => embeddedSvcObject().object, closer);
+  // Refused before anything starts: the agent runs as asked or not at all.
+  const closer = opts.serviceTranslation ? loadSocketCloser() : undefined;
+  if (closer instanceof Error) {
+    process.stderr.write(`netkit-cni agent: ${closer.message}\n`);
+    return 2;
   }
-  const serviceWatches: { start(): void; stop(): void }[] = [];
-  if (services) {
-    const failed = (what: string) => (e: Error, retryInMs: number) => {
-      metrics.apiErrors.inc();
-      agentLog.warn(`API (${what}): ${e.message}; keeping the last known, retrying in ${retryInMs} ms`);
-    };
-    serviceWatches.push(
-      serviceWatch(kc, {
-        changed: (list) => services.servicesChanged(list, false),
-        listed: (list) => services.servicesChanged(list, true),
-        failed: failed("Services"),
-      }),
-      endpointSliceWatch(kc, {
-        changed: (list) => services.slicesChanged(list, false),
-        listed: (list) => services.slicesChanged(list, true),
-        failed: failed("EndpointSlices"),
-      }),
-    );
-  }
-
-  let lastTick = Date.now();
-  const tick = setInterval(() => {
-    lastTick = Date.now();
-  }, 1000);
-  const healthy = () =>
-    Date.now() - lastTick > WEDGED_AFTER_MS ? `event loop blocked for ${Date.now() - lastTick} ms` : undefined;
-  const status = () => (services ? { ...reconciler.status, services: services.status } : reconciler.status);
-  const server = await serve(opts.metricsAddress, metrics, status, healthy);
-  agentLog.info(
-    `netkit-cni agent on node ${opts.nodeName}: API ${kc.getCurrentCluster()?.server}, metrics on port ${boundPort(server)}`,
+  const agent = new Agent(opts, loadKubeConfig(opts.kubeconfig, process.env), bpffsRoot, closer);
+  const server = await serve(
+    opts.metricsAddress,
+    agent.metrics,
+    () => agent.status(),
+    () => agent.health(),
   );
-
-  watch.start();
-  for (const w of serviceWatches) w.start();
-  const resync = setInterval(() => reconciler.request(), opts.resyncSeconds * 1000);
+  agentLog.info(
+    `netkit-cni agent on node ${opts.nodeName}: API ${agent.apiServer}, metrics on port ${boundPort(server)}`,
+  );
+  agent.start();
 
   // SIGTERM (a rolling update, a node drain): stop watching and serving, leave what was
   // made. The next agent reconciles from there.
@@ -116,15 +93,166 @@ export async function runAgent(argv: string[]): Promise<number> {
     for (const signal of ["SIGTERM", "SIGINT"] as const) process.once(signal, () => resolve());
   });
   agentLog.info("stopping; routes, masquerade and the conflist stay");
-  clearInterval(resync);
-  clearInterval(tick);
-  watch.stop();
-  for (const w of serviceWatches) w.stop();
   server.closeAllConnections();
   server.close();
-  await reconciler.idle();
-  host.close();
-  // Done: the client library's leftovers (keep-alive sockets, a watch being torn down)
-  // must not hold the process past its grace period.
+  await agent.stop();
+  // Done: keep-alive sockets or a watch being torn down must not hold the process past
+  // its grace period.
   process.exit(0);
+}
+
+/**
+ * Without closing a withdrawn backend's sockets, clients would stick to it: a kernel that
+ * cannot (Linux 6.5+, BTF and a JIT) is refused --service-translation, saying why.
+ */
+function loadSocketCloser(): SocketCloser | Error {
+  try {
+    return SocketCloser.load(embeddedSvcDestroyObject());
+  } catch (e) {
+    return new Error(
+      `--service-translation needs the kernel to close sockets of withdrawn backends (bpf_sock_destroy, Linux 6.5+, with BTF and a BPF JIT): ${(e as Error).message.split("\n")[0]}`,
+    );
+  }
+}
+
+/** The controllers, their informers and queue, wired. */
+class Agent {
+  readonly metrics: AgentMetrics;
+  private readonly queue: WorkQueue;
+  private readonly informers: ApiInformer<unknown>[] = [];
+  private readonly errors = new Map<string, string>();
+  private readonly host = RtnlSocket.open();
+  private readonly conflist: ConflistController;
+  private readonly routes: RoutesController;
+  private readonly masquerade: MasqueradeController;
+  private readonly services: ServicesController | undefined;
+  private lastTick = Date.now();
+  private compactPending = false;
+  private timers: NodeJS.Timeout[] = [];
+
+  constructor(
+    private readonly opts: AgentOptions,
+    private readonly kc: KubeConfig,
+    bpffsRoot: string,
+    closer: SocketCloser | undefined,
+  ) {
+    this.metrics = new AgentMetrics(bpffsRoot, opts.stateDir);
+    this.queue = new WorkQueue({
+      failed: (kind, name, e, retryInMs) => {
+        this.errors.set(`${kind} ${name}`, e.message);
+        this.metrics.syncErrors.inc({ step: kind });
+        agentLog.error(`${kind}${name && name !== "*" ? ` ${name}` : ""}: ${e.message}; retrying in ${retryInMs} ms`);
+      },
+      synced: (kind, name, ms) => {
+        this.errors.delete(`${kind} ${name}`);
+        this.metrics.syncSeconds.observe({ controller: kind }, ms / 1000);
+        if (name === "*") this.compactSoon();
+      },
+    });
+    const nodes = this.informer("/api/v1/nodes", nodeObject, "nodes");
+    this.routes = new RoutesController(
+      this.queue,
+      nodes,
+      new KernelRouteTable(this.host),
+      opts.nodeName,
+      opts.clusterCidrs,
+      {
+        peers: (peers, byFamily) => this.metrics.setPeers(peers, byFamily),
+        fullSync: () => this.conflist.routesSynced(),
+      },
+    );
+    this.conflist = new ConflistController(this.queue, nodes, this.routes, opts, install, () =>
+      this.metrics.synced.set(1),
+    );
+    this.masquerade = new MasqueradeController(
+      this.queue,
+      opts,
+      { current: currentMasquerade, apply: applyMasquerade, remove: removeMasquerade },
+      masqueradeRuleset,
+      MASQUERADE_TABLE,
+    );
+    if (closer) {
+      const services = this.informer("/api/v1/services", serviceObject, "Services");
+      const slices = this.informer("/apis/discovery.k8s.io/v1/endpointslices", sliceObject, "EndpointSlices");
+      const tables = kernelServiceTables(bpffsRoot, () => embeddedSvcObject().object, closer);
+      this.services = new ServicesController(this.queue, services, slices, opts.nodeName, bpffsRoot, tables);
+    }
+  }
+
+  /**
+   * A full sync of a large cluster leaves the garbage of its lists and plans; under Bun
+   * the heap is collected at once after it (synchronously, so the memory is given back
+   * before the next list, not at the collector's leisure). Once per burst of full syncs.
+   */
+  private compactSoon(): void {
+    if (this.compactPending) return;
+    this.compactPending = true;
+    setTimeout(() => {
+      this.compactPending = false;
+      bunGc(true);
+    }, 100);
+  }
+
+  get apiServer(): string | undefined {
+    return this.kc.getCurrentCluster()?.server;
+  }
+
+  private informer<T>(path: string, transform: (raw: unknown) => { key: string; object: T } | undefined, what: string) {
+    const informer = new ApiInformer<T>(this.kc, path, transform, {
+      failed: (e, retryInMs) => {
+        this.metrics.apiErrors.inc();
+        agentLog.warn(`API: ${what}: ${e.message}; keeping the last known, retrying in ${retryInMs} ms`);
+      },
+      listed: (n, ms) => agentLog.info(`listed ${n} ${what} in ${Math.round(ms)} ms`),
+      // A large list is read a chunk at a time; its garbage is collected as it goes, so
+      // the peak stays a chunk's worth above what is kept (Bun; Node collects by itself).
+      chunkTaken: () => bunGc(false),
+    });
+    this.informers.push(informer as ApiInformer<unknown>);
+    return informer;
+  }
+
+  start(): void {
+    for (const i of this.informers) i.start();
+    this.masquerade.resync();
+    this.timers.push(
+      setInterval(() => {
+        this.lastTick = Date.now();
+      }, 1000),
+      setInterval(() => {
+        this.routes.resync();
+        this.masquerade.resync();
+        this.services?.resync();
+      }, this.opts.resyncSeconds * 1000),
+    );
+  }
+
+  async stop(): Promise<void> {
+    for (const t of this.timers) clearInterval(t);
+    for (const i of this.informers) i.stop();
+    this.queue.stop();
+    await this.queue.idle();
+    this.services?.close();
+    this.host.close();
+  }
+
+  health(): string | undefined {
+    const quiet = Date.now() - this.lastTick;
+    return quiet > WEDGED_AFTER_MS ? `event loop blocked for ${quiet} ms` : undefined;
+  }
+
+  status() {
+    const routes = this.routes.status;
+    return {
+      node: this.opts.nodeName,
+      ...this.conflist.status,
+      routes: routes.routes,
+      peers: routes.peers,
+      masquerade: this.masquerade.state,
+      /** Syncs failing now (retried with backoff), "controller key: why". */
+      errors: [...this.errors].map(([key, why]) => `${key}: ${why}`),
+      queue: this.queue.length,
+      ...(this.services ? { services: this.services.status } : {}),
+    };
+  }
 }

@@ -1,9 +1,9 @@
 /**
  * The agent's Prometheus metrics (prom-client). Read at each scrape from where the facts
- * live: per pod, the fast path's counters, rate-limit drops and flow table from the
- * pinned maps (as `netkit-cni endpoints` reads them), each map's occupancy (as `status`
- * does), and the plugin's verb timings (verb-log.ts); the agent's own routes, peers and
- * errors are set by the reconciler as they happen.
+ * live: per pod, the fast path's counters, rate-limit drops, flow table and Service
+ * translation state from the pinned maps (as `netkit-cni endpoints` reads them), each
+ * map's occupancy (as `status` does), and the plugin's verb timings (verb-log.ts); the
+ * agent's own routes, peers, syncs and errors are set by its controllers as they happen.
  *
  * A pod is labelled namespace/name where the runtime passed K8S_POD_NAMESPACE and
  * K8S_POD_NAME to ADD, else by its container id.
@@ -17,6 +17,7 @@ import type { PeerState } from "./route-plan";
 import { podNames, VerbLog } from "./verb-log";
 
 const POD = ["pod", "interface"];
+const PEER_STATES: PeerState[] = ["routed", "unreachable", "conflict", "no-address", "no-pod-cidr", "outside-cluster"];
 
 const PATHS = [
   ["redirected", "redirected"],
@@ -40,6 +41,7 @@ export class AgentMetrics {
   readonly routes: Gauge;
   readonly peers: Gauge;
   readonly syncErrors: Counter;
+  readonly syncSeconds: Histogram;
   readonly apiErrors: Counter;
   readonly synced: Gauge;
   private readonly verbLog: VerbLog;
@@ -49,6 +51,8 @@ export class AgentMetrics {
   private readonly flowEntries: Gauge;
   private readonly flowCapacity: Gauge;
   private readonly evictions: Counter;
+  private readonly svcAffinity: Gauge;
+  private readonly svcEvents: Counter;
   private readonly pods: Gauge;
   private readonly mapEntries: Gauge;
   private readonly mapCapacity: Gauge;
@@ -67,14 +71,21 @@ export class AgentMetrics {
     });
     this.peers = new Gauge({
       name: "netkit_cni_agent_peers",
-      help: "Other nodes by how the agent handles them (routed, unreachable, conflict, no-address, no-pod-cidr)",
+      help: "Other nodes by how the agent handles them (routed, unreachable, conflict, no-address, no-pod-cidr, outside-cluster)",
       labelNames: ["state"],
       registers: [registry],
     });
     this.syncErrors = new Counter({
       name: "netkit_cni_agent_sync_errors_total",
-      help: "Failed reconcile steps",
+      help: "Failed syncs, by controller (conflist, routes, masquerade, services)",
       labelNames: ["step"],
+      registers: [registry],
+    });
+    this.syncSeconds = new Histogram({
+      name: "netkit_cni_agent_sync_duration_seconds",
+      help: "Time one sync of a key took, by controller (a key: one node, one Service, or * for all)",
+      labelNames: ["controller"],
+      buckets: [0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5],
       registers: [registry],
     });
     this.apiErrors = new Counter({
@@ -124,6 +135,18 @@ export class AgentMetrics {
       labelNames: POD,
       registers: [registry],
     });
+    this.svcAffinity = new Gauge({
+      name: "netkit_cni_pod_service_affinity_held",
+      help: "Services a pod's ClientIP affinity holds it to (its own, at most 32)",
+      labelNames: POD,
+      registers: [registry],
+    });
+    this.svcEvents = new Counter({
+      name: "netkit_cni_pod_service_state_total",
+      help: "A pod's Service translation state refused (no-socket-state: left to the stack) or given up of its own (socket-replaced, affinity-replaced)",
+      labelNames: [...POD, "event"],
+      registers: [registry],
+    });
     this.pods = new Gauge({
       name: "netkit_cni_pods",
       help: "Pod interfaces the plugin wired on this node",
@@ -150,18 +173,17 @@ export class AgentMetrics {
     this.refreshMaps();
   }
 
-  setPeers(peers: { state: PeerState }[], routesByFamily: { v4: number; v6: number }): void {
-    this.peers.reset();
-    for (const state of ["routed", "unreachable", "conflict", "no-address", "no-pod-cidr"] as const) {
-      this.peers.set({ state }, peers.filter((p) => p.state === state).length);
-    }
+  setPeers(peers: Iterable<{ state: PeerState }>, routesByFamily: { v4: number; v6: number }): void {
+    const counts = new Map<PeerState, number>(PEER_STATES.map((s) => [s, 0]));
+    for (const p of peers) counts.set(p.state, (counts.get(p.state) ?? 0) + 1);
+    for (const [state, n] of counts) this.peers.set({ state }, n);
     this.routes.set({ family: "ipv4" }, routesByFamily.v4);
     this.routes.set({ family: "ipv6" }, routesByFamily.v6);
   }
 
   private async refreshPods(): Promise<void> {
-    const { packets, limitDrops, flowEntries, flowCapacity, evictions } = this;
-    for (const m of [packets, limitDrops, flowEntries, flowCapacity, evictions]) m.reset();
+    const { packets, limitDrops, flowEntries, flowCapacity, evictions, svcAffinity, svcEvents } = this;
+    for (const m of [packets, limitDrops, flowEntries, flowCapacity, evictions, svcAffinity, svcEvents]) m.reset();
     let rows: Awaited<ReturnType<typeof listEndpoints>> = [];
     try {
       rows = await listEndpoints(this.bpffsRoot);
@@ -186,6 +208,12 @@ export class AgentMetrics {
         flowEntries.set(l, r.flowTable.entries);
         flowCapacity.set(l, r.flowTable.capacity);
         evictions.inc(l, Math.max(0, r.flowTable.evicted));
+      }
+      if (r.services) {
+        svcAffinity.set(l, r.services.affinityHeld);
+        svcEvents.inc({ ...l, event: "no-socket-state" }, r.services.noSocketState);
+        svcEvents.inc({ ...l, event: "socket-replaced" }, r.services.socketReplaced);
+        svcEvents.inc({ ...l, event: "affinity-replaced" }, r.services.affinityReplaced);
       }
     }
     // A name whose pod went without a DEL through this node's plugin (GC): dropped

@@ -6,7 +6,14 @@
 import * as http from "node:http";
 import type { AddressInfo } from "node:net";
 import type { AgentMetrics } from "./metrics";
-import type { AgentStatus } from "./reconcile";
+
+/** What /readyz reads of the agent's status (all of it goes to /status). */
+export interface ServedStatus {
+  /** The conflist and the routes of a complete node list are written. */
+  synced: boolean;
+  /** What the agent waits for, when it cannot go on. */
+  waiting: string | undefined;
+}
 
 /** ":9968" → every address; "127.0.0.1:9968", "[::1]:9968". */
 export function parseListenAddress(text: string): { host: string | undefined; port: number } {
@@ -20,7 +27,7 @@ export function parseListenAddress(text: string): { host: string | undefined; po
 export async function serve(
   address: string,
   metrics: AgentMetrics,
-  status: () => AgentStatus,
+  status: () => ServedStatus,
   healthy: () => string | undefined,
 ): Promise<http.Server> {
   const server = http.createServer((req, res) => {

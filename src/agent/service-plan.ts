@@ -25,6 +25,10 @@ import type { ServiceEntry, SvcBackend, SvcProtocol } from "../bpf/index";
 import { AF_INET, addressFamily } from "../cni/address";
 
 export const SERVICE_NAME_LABEL = "kubernetes.io/service-name";
+
+/** What the planner reads of a Service and an EndpointSlice (objects.ts keeps these). */
+export type ServiceObject = Pick<V1Service, "metadata" | "spec">;
+export type SliceObject = Pick<V1EndpointSlice, "metadata" | "addressType" | "ports" | "endpoints">;
 const DEFAULT_AFFINITY_SECONDS = 10800;
 const MAX_AFFINITY_SECONDS = 86400;
 
@@ -43,12 +47,12 @@ const familyOf = (ip: string): "IPv4" | "IPv6" | undefined => {
 };
 
 export function planServices(
-  services: readonly V1Service[],
-  slices: readonly V1EndpointSlice[],
+  services: Iterable<ServiceObject>,
+  slices: Iterable<SliceObject>,
   nodeName: string,
 ): ServicePlan {
   const skipped: Record<SkipReason, number> = { protocol: 0, port: 0, address: 0, affinity: 0 };
-  const slicesOf = new Map<string, V1EndpointSlice[]>();
+  const slicesOf = new Map<string, SliceObject[]>();
   for (const slice of slices) {
     const name = slice.metadata?.labels?.[SERVICE_NAME_LABEL];
     if (!name) continue;
@@ -92,7 +96,7 @@ export function planServices(
   return { entries, skipped };
 }
 
-function affinityOf(svc: V1Service, skipped: Record<SkipReason, number>): number | undefined {
+function affinityOf(svc: ServiceObject, skipped: Record<SkipReason, number>): number | undefined {
   if (svc.spec?.sessionAffinity !== "ClientIP") return undefined;
   const t = svc.spec.sessionAffinityConfig?.clientIP?.timeoutSeconds;
   if (t === undefined || t === null) return DEFAULT_AFFINITY_SECONDS;
@@ -107,7 +111,7 @@ const validPort = (n: unknown): n is number => typeof n === "number" && Number.i
 
 /** The Service port's backends: ready endpoints, else serving-and-terminating ones. */
 function backendsOf(
-  slices: readonly V1EndpointSlice[],
+  slices: readonly SliceObject[],
   family: "IPv4" | "IPv6",
   portName: string,
   protocol: string,

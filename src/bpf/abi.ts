@@ -22,6 +22,7 @@ export const PROGRAM_NAMES = {
   sourceCheck: "nkc_src_check",
   hostIn: "nkc_host_in",
   podIngress: "nkc_pod_ingress",
+  podPolicy: "nkc_pod_policy",
 } as const;
 
 /** NKC_MAX_ENDPOINTS and NKC_DIRECT_TABLE_SIZE of nkc_abi.h. */

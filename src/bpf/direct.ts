@@ -54,6 +54,8 @@ export interface FlowTableMaps {
   owners: BpfMap;
   /** nkc_flow_pool: how many slots hold a table, the last generation handed out. */
   pool: BpfMap;
+  /** The tables' own spec when they are not direct-flow tables (NetworkPolicy's, policy-ct.ts). */
+  spec?: MapSpec;
 }
 
 interface Owner {
@@ -83,13 +85,13 @@ export function createFlowTable(maps: FlowTableMaps, hostIfindex: number): void 
   let slot = firstFree(pool.tables, used);
   if (slot === undefined) {
     slot = pool.tables;
-    pool.tables = growPool(maps.tables, pool.tables);
+    pool.tables = growPool(maps, pool.tables);
   }
   pool.lastGen += 1n;
   // The generation is spent before anyone can write under it: a crash between the two
   // writes only skips one.
   writePool(maps.pool, pool);
-  withSlotTable(maps.tables, slot, drain);
+  withSlotTable(maps, slot, drain);
   maps.owners.update(ifindexKey(hostIfindex), encodeOwner({ slot, gen: pool.lastGen }));
 }
 
@@ -127,12 +129,12 @@ export function withEndpointTable<T>(
   const raw = maps.owners.lookup(ifindexKey(hostIfindex));
   if (!raw) return undefined;
   const owner = decodeOwner(raw);
-  return withSlotTable(maps.tables, owner.slot, (table) => fn(table, owner.gen));
+  return withSlotTable(maps, owner.slot, (table) => fn(table, owner.gen));
 }
 
 /** Runs `fn` on the table in `slot`; a lookup in a map of maps gives the inner map's id. */
-function withSlotTable<T>(tables: BpfMap, slot: number, fn: (table: BpfMap) => T): T | undefined {
-  const id = tables.lookup(u32Key(slot));
+function withSlotTable<T>(maps: FlowTableMaps, slot: number, fn: (table: BpfMap) => T): T | undefined {
+  const id = maps.tables.lookup(u32Key(slot));
   if (!id) return undefined;
   let fd: number;
   try {
@@ -140,7 +142,7 @@ function withSlotTable<T>(tables: BpfMap, slot: number, fn: (table: BpfMap) => T
   } catch {
     return undefined; // replaced meanwhile
   }
-  const table = new BpfMap(fd, DIRECT_TABLE_SPEC);
+  const table = new BpfMap(fd, maps.spec ?? DIRECT_TABLE_SPEC);
   try {
     return fn(table);
   } finally {
@@ -152,7 +154,8 @@ function withSlotTable<T>(tables: BpfMap, slot: number, fn: (table: BpfMap) => T
  * Puts POOL_GROWTH new tables into the slots after the last filled one, in one batch (one
  * grace period); returns the new number of filled slots.
  */
-function growPool(tables: BpfMap, filled: number): number {
+function growPool(maps: FlowTableMaps, filled: number): number {
+  const { tables } = maps;
   const count = Math.min(POOL_GROWTH, MAX_ENDPOINTS - filled);
   if (count <= 0) throw new Error(`every one of the ${MAX_ENDPOINTS} flow tables is in use`);
   const created: BpfMap[] = [];
@@ -160,7 +163,7 @@ function growPool(tables: BpfMap, filled: number): number {
     const keys = Buffer.alloc(4 * count);
     const fds = Buffer.alloc(4 * count);
     for (let i = 0; i < count; i++) {
-      const table = BpfMap.create(DIRECT_TABLE_SPEC);
+      const table = BpfMap.create(maps.spec ?? DIRECT_TABLE_SPEC);
       created.push(table);
       keys.writeUInt32LE(filled + i, 4 * i);
       fds.writeUInt32LE(table.fd, 4 * i);
@@ -188,11 +191,13 @@ function firstFree(filled: number, used: ReadonlySet<number>): number | undefine
 
 /** Deletes every entry of `table`, a chunk of a thousand per call. */
 function drain(table: BpfMap): void {
-  mapLookupBatch(table.fd, FLOW_KEY_SIZE, DIRECT_FLOW_SIZE, { andDelete: true, chunk: DIRECT_TABLE_SIZE, keep: false });
+  const { keySize, valueSize, maxEntries } = table.spec;
+  mapLookupBatch(table.fd, keySize, valueSize, { andDelete: true, chunk: maxEntries, keep: false });
 }
 
 function entriesOf(table: BpfMap): [Buffer, Buffer][] {
-  const { keys, values } = mapLookupBatch(table.fd, FLOW_KEY_SIZE, DIRECT_FLOW_SIZE, { chunk: DIRECT_TABLE_SIZE });
+  const { keySize, valueSize, maxEntries } = table.spec;
+  const { keys, values } = mapLookupBatch(table.fd, keySize, valueSize, { chunk: maxEntries });
   return keys.map((k, i) => [k, values[i] as Buffer]);
 }
 

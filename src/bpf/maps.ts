@@ -12,12 +12,14 @@ import {
   mapDeleteElem,
   mapGetNextKey,
   mapLookupElem,
+  mapPopElem,
   mapUpdateElem,
   objGet,
   objGetInfo,
 } from "../sys/bpf-syscall";
 import { ATTR, BPF_MAP_TYPE, BPF_MISC, SIZEOF } from "../sys/bpf-uapi";
 import type { MapSpec } from "./elf";
+import { withMapBtf } from "./map-btf";
 
 export type UpdateMode = "any" | "create-only" | "replace-only";
 
@@ -36,7 +38,7 @@ export class BpfMap {
     // longer needs.
     const template = spec.inner ? BpfMap.create(spec.inner) : undefined;
     try {
-      const fd = mapCreate({
+      const attr = {
         mapType: spec.type,
         keySize: spec.keySize,
         valueSize: spec.valueSize,
@@ -44,7 +46,12 @@ export class BpfMap {
         mapFlags: spec.flags,
         name: spec.name,
         innerMapFd: template?.fd,
-      });
+      };
+      // Socket storage exists only with the types of its key and value (map-btf.ts).
+      const fd =
+        spec.type === BPF_MAP_TYPE.SK_STORAGE
+          ? withMapBtf(spec.valueSize, (btf) => mapCreate({ ...attr, btf }))
+          : mapCreate(attr);
       return new BpfMap(fd, spec);
     } finally {
       template?.close();
@@ -93,6 +100,11 @@ export class BpfMap {
     }
     const flags = mode === "any" ? BPF_MISC.ANY : mode === "create-only" ? BPF_MISC.NOEXIST : BPF_MISC.EXIST;
     mapUpdateElem(this.fd, this.checkKey(key), value, flags);
+  }
+
+  /** A queue map's oldest value, taken out; undefined when the queue is empty. */
+  pop(): Buffer | undefined {
+    return mapPopElem(this.fd, this.spec.valueSize);
   }
 
   /** Returns false when the key was not there. */

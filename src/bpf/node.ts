@@ -32,6 +32,8 @@ import { mapPin, programsRoot } from "./layout";
 import { BpfMap, specMismatches } from "./maps";
 import { openOrCreatePinnedMap } from "./pinned-map";
 import { ensureBpffs, openPin, replacePin } from "./pins";
+import { POLICY_MAP_NAMES } from "./policy-abi";
+import { POLICY_CT_SPEC } from "./policy-ct";
 import { BpfProgram, firstLine, loadProgram } from "./programs";
 
 /** How a variant keeps NAT'd flows on the stack; in order of preference. */
@@ -74,16 +76,30 @@ export function nodeObjectsFrom(read: (file: string) => Buffer | undefined): Nod
   };
 }
 
-/** Every node map by its role in MAP_NAMES, and the pool of per-endpoint flow tables
- * (its three maps) as direct.ts takes it. */
-export type NodeMaps = Record<keyof typeof MAP_NAMES, BpfMap> & { flows: FlowTableMaps };
+/** The maps of the node's objects, pinned under `<bpffsRoot>/maps/` (NodeMaps has them all). */
+const NODE_MAP_NAMES: readonly string[] = [...Object.values(MAP_NAMES), ...Object.values(POLICY_MAP_NAMES)];
+
+/** Every node map by its role in MAP_NAMES, the pool of per-endpoint flow tables (its
+ * three maps) as direct.ts takes it, and NetworkPolicy's maps by their role in
+ * POLICY_MAP_NAMES. */
+export type NodeMaps = Record<keyof typeof MAP_NAMES, BpfMap> & {
+  flows: FlowTableMaps;
+  policy: Record<keyof typeof POLICY_MAP_NAMES, BpfMap>;
+};
 
 export interface NodePrograms {
   maps: NodeMaps;
   endpoints: EndpointMap;
   /** fromPod: a pod's program with the fast path; sourceCheck: without it (fastPath false);
-   * podIngress: a limited pod's ingress limit on its host device's transmit. */
-  programs: { fromPod: BpfProgram; sourceCheck: BpfProgram; hostIn: BpfProgram; podIngress: BpfProgram };
+   * podIngress: a limited pod's ingress limit on its host device's transmit; podPolicy:
+   * NetworkPolicy there, for pods of networks that enforce it. */
+  programs: {
+    fromPod: BpfProgram;
+    sourceCheck: BpfProgram;
+    hostIn: BpfProgram;
+    podIngress: BpfProgram;
+    podPolicy: BpfProgram;
+  };
   /** Which variant runs on this node. */
   natCheck: NatCheck;
   /** When this call loaded the programs: why preferred variants did not load. */
@@ -177,7 +193,7 @@ type LoadedNode = Pick<NodePrograms, "maps" | "programs" | "natCheck" | "skipped
 function complete(bpffsRoot: string, set: ProgramSet): boolean {
   return (
     Object.values(PROGRAM_NAMES).every((name) => fs.existsSync(path.join(set.dir, name))) &&
-    Object.values(MAP_NAMES).every((name) => fs.existsSync(mapPin(bpffsRoot, name)))
+    NODE_MAP_NAMES.every((name) => fs.existsSync(mapPin(bpffsRoot, name)))
   );
 }
 
@@ -188,7 +204,7 @@ function complete(bpffsRoot: string, set: ProgramSet): boolean {
  */
 function openPinnedNode(bpffsRoot: string, set: ProgramSet, opened: { close(): void }[]): LoadedNode {
   const byName = new Map<string, BpfMap>();
-  for (const name of Object.values(MAP_NAMES)) {
+  for (const name of NODE_MAP_NAMES) {
     const map = BpfMap.openPinned(mapPin(bpffsRoot, name));
     opened.push(map);
     byName.set(name, map);
@@ -205,6 +221,7 @@ function openPinnedNode(bpffsRoot: string, set: ProgramSet, opened: { close(): v
       sourceCheck: open(PROGRAM_NAMES.sourceCheck),
       hostIn: open(PROGRAM_NAMES.hostIn),
       podIngress: open(PROGRAM_NAMES.podIngress),
+      podPolicy: open(PROGRAM_NAMES.podPolicy),
     },
     natCheck: set.natCheck,
     skippedVariants: [],
@@ -275,6 +292,7 @@ function loadVariant(
       sourceCheck: load(objects.lxc, PROGRAM_NAMES.sourceCheck),
       hostIn: load(objects.host, PROGRAM_NAMES.hostIn),
       podIngress: load(objects.lxc, PROGRAM_NAMES.podIngress),
+      podPolicy: load(objects.lxc, PROGRAM_NAMES.podPolicy),
     };
   } finally {
     kernel?.close();
@@ -289,7 +307,9 @@ export function buildName(objects: NodeObjects): string {
 
 /** The map of maps needs its inner maps' shape, which the ELF definition cannot carry. */
 function withInner(spec: MapSpec): MapSpec {
-  return spec.name === MAP_NAMES.flowTables ? { ...spec, inner: DIRECT_TABLE_SPEC } : spec;
+  if (spec.name === MAP_NAMES.flowTables) return { ...spec, inner: DIRECT_TABLE_SPEC };
+  if (spec.name === POLICY_MAP_NAMES.ctTables) return { ...spec, inner: POLICY_CT_SPEC };
+  return spec;
 }
 
 /**
@@ -303,6 +323,13 @@ function removeOlderSets(bpffsRoot: string, epoch: number, keep: string): void {
   }
 }
 
+/**
+ * Has an ADD made the node's maps? The endpoint map is made with the rest, under the
+ * node lock; the maps folder alone says nothing (the agent makes Service translation's
+ * tables there before any pod).
+ */
+export const nodeMapsPinned = (bpffsRoot: string): boolean => fs.existsSync(mapPin(bpffsRoot, MAP_NAMES.endpoints));
+
 /** The pinned node maps alone (DEL, CHECK and GC need no programs). Throws if one is not pinned. */
 export function openNodeMaps(bpffsRoot: string): NodeMaps & { close(): void } {
   const opened = new Map<string, BpfMap>();
@@ -310,7 +337,7 @@ export function openNodeMaps(bpffsRoot: string): NodeMaps & { close(): void } {
     for (const m of opened.values()) m.close();
   };
   try {
-    for (const name of Object.values(MAP_NAMES)) opened.set(name, BpfMap.openPinned(mapPin(bpffsRoot, name)));
+    for (const name of NODE_MAP_NAMES) opened.set(name, BpfMap.openPinned(mapPin(bpffsRoot, name)));
     return { ...nodeMaps(opened), close };
   } catch (e) {
     close();
@@ -336,9 +363,9 @@ function nodeMaps(byName: ReadonlyMap<string, BpfMap>): NodeMaps {
     if (!map) throw new Error(`map ${name} missing from the objects`);
     return map;
   };
-  const maps = Object.fromEntries(Object.entries(MAP_NAMES).map(([role, name]) => [role, get(name)])) as Record<
-    keyof typeof MAP_NAMES,
-    BpfMap
-  >;
-  return { ...maps, flows: { tables: maps.flowTables, owners: maps.flowOwner, pool: maps.flowPool } };
+  const byRole = <R extends string>(names: Record<R, string>) =>
+    Object.fromEntries(Object.entries(names).map(([role, name]) => [role, get(name as string)])) as Record<R, BpfMap>;
+  const maps = byRole(MAP_NAMES);
+  const flows = { tables: maps.flowTables, owners: maps.flowOwner, pool: maps.flowPool };
+  return { ...maps, flows, policy: byRole(POLICY_MAP_NAMES) };
 }

@@ -22,6 +22,7 @@ import {
 import { createFlowTable } from "./direct";
 import type { BpfMap } from "./maps";
 import type { NodeMaps } from "./node";
+import { POLICY_MAP_NAMES } from "./policy-abi";
 import { forgetSocketsOf, openSockMaps, type SockMaps } from "./sock";
 import { recordSockPod } from "./sock-pods";
 import { forgetSvcPod, openSvcMaps, recordSvcPod, type SvcMaps, svcPodIfindexes } from "./svc";
@@ -81,6 +82,13 @@ const nodeMap = (role: keyof typeof MAP_NAMES, more: Partial<PodState> = {}): Po
   ...more,
 });
 
+/** A NetworkPolicy map keyed by host ifindex. */
+const policyMap = (role: keyof typeof POLICY_MAP_NAMES): PodState => ({
+  map: POLICY_MAP_NAMES[role],
+  in: (maps) => maps.node.policy[role],
+  byIfindex: true,
+});
+
 /** In the order DEL and GC forget them. */
 export const POD_STATE: readonly PodState[] = [
   nodeMap("counters"), // packets by path
@@ -101,6 +109,11 @@ export const POD_STATE: readonly PodState[] = [
       return problems.length > 0 ? [`rate limits: ${problems.join("; ")}`] : [];
     },
   }),
+  // NetworkPolicy: the key its policy is found by, its slot of the policy's flow-table
+  // pool, the flows its policy allowed and denied.
+  policyMap("endpoints"),
+  policyMap("ctOwner"),
+  policyMap("stats"),
   // The bypass: the pod's namespace first (from then on no socket is spliced to or from
   // it: nkc_sk_msg checks both ends' records), then its sockets, then their counters.
   {

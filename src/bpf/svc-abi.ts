@@ -12,8 +12,8 @@ export const SVC_MAP_NAMES = {
   backends: "nkc_svc_backends",
   netns: "nkc_svc_netns",
   pods: "nkc_svc_pods",
-  rev: "nkc_svc_rev",
-  affinity: "nkc_svc_affinity",
+  clients: "nkc_svc_clients",
+  sockets: "nkc_svc_sock",
   stats: "nkc_svc_stats",
 } as const;
 
@@ -33,6 +33,10 @@ export type SvcHook = keyof typeof SVC_PROGRAM_NAMES;
 /** NKC_SVC_* bounds of nkc_svc_abi.h. */
 export const SVC_MAX = 16384;
 export const SVC_BACKENDS_MAX = 65536;
+/** Services one socket is shown back (its storage's entries). */
+export const SVC_SOCK_SLOTS = 4;
+/** Services one pod is held to by ClientIP affinity at once. */
+export const SVC_POD_AFFINITY = 32;
 
 export type SvcProtocol = "TCP" | "UDP";
 const IPPROTO: Record<SvcProtocol, number> = { TCP: 6, UDP: 17 };
@@ -169,16 +173,49 @@ export function sumSvcCounters(perCpu: readonly Buffer[]): SvcCounters {
   return sum;
 }
 
-/** struct nkc_svc_rev_key: u64 sock_cookie, u32 family, u8 addr[16], be16 port, pad. */
-export function decodeRevKey(key: Buffer): { socketCookie: bigint } & SvcBackend {
-  return {
-    socketCookie: key.readBigUInt64LE(0),
-    ip: ipOf(key.readUInt32LE(8), key.subarray(12, 28)),
-    port: key.readUInt16BE(28),
-  };
+/** struct nkc_svc_peer: u32 family, u8 addr[16], be16 port, pad. */
+function peerBytes(b: SvcBackend): Buffer {
+  const out = Buffer.alloc(24);
+  out.writeUInt32LE(familyOf(b.ip), 0);
+  addr16(b.ip).copy(out, 4);
+  out.writeUInt16BE(b.port, 20);
+  return out;
 }
 
-/** struct nkc_svc_origin: u32 family, u8 addr[16], be16 port, pad: the Service a socket named. */
-export function decodeOrigin(value: Buffer): { ip: string; port: number } {
-  return { ip: ipOf(value.readUInt32LE(0), value.subarray(4, 20)), port: value.readUInt16BE(20) };
+/** struct nkc_svc_pair: a Service's front end (its nkc_svc_services key) and one backend,
+ * as a translated socket's storage holds them: the key of the withdrawn pairs. */
+export function pairKey(frontend: SvcFrontend, backend: SvcBackend): Buffer {
+  return Buffer.concat([svcKey(frontend), peerBytes(backend)]);
+}
+
+const CLIENT_SIZE = 32 + 16 * SVC_POD_AFFINITY;
+
+/** A zeroed struct nkc_svc_client: a pod that holds nothing and was refused nothing. */
+export const emptyClient = (): Buffer => Buffer.alloc(CLIENT_SIZE);
+
+/** What a pod's struct nkc_svc_client says. */
+export interface SvcClient {
+  /** Sockets left to the stack because the kernel gave them no socket storage. */
+  noSocketState: bigint;
+  /** A socket's least recently used Service given up for another (its own). */
+  socketReplaced: bigint;
+  /** A Service the pod was held to by affinity given up for another (its own). */
+  affinityReplaced: bigint;
+  /** Services the pod is held to now (of SVC_POD_AFFINITY). */
+  affinityHeld: number;
+}
+
+/** Decodes struct nkc_svc_client; `nowNs` (CLOCK_MONOTONIC, as bpf_ktime_get_ns) tells
+ * held entries from expired ones. */
+export function decodeClient(value: Buffer, nowNs: bigint): SvcClient {
+  let held = 0;
+  for (let i = 0; i < SVC_POD_AFFINITY; i++) {
+    if (value.readBigUInt64LE(32 + i * 16 + 8) > nowNs) held += 1;
+  }
+  return {
+    noSocketState: value.readBigUInt64LE(0),
+    socketReplaced: value.readBigUInt64LE(8),
+    affinityReplaced: value.readBigUInt64LE(16),
+    affinityHeld: held,
+  };
 }

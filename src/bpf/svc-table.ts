@@ -120,8 +120,37 @@ export class ServiceTable {
     }));
   }
 
-  /** Makes the tables hold `entry` (its backends de-duplicated; none: connects refused). */
-  write(entry: ServiceEntry): void {
+  /** The front ends held, by their text (cheaper than entries() when the backends do not matter). */
+  frontendsHeld(): IterableIterator<[string, SvcFrontend]> {
+    return this.frontends.entries();
+  }
+
+  /** Services held. */
+  get size(): number {
+    return this.held.size;
+  }
+
+  /** Backends held, over every Service. */
+  get backendCount(): number {
+    return this.backendsById.size;
+  }
+
+  /** The Service's entry as held, if it is. */
+  entry(frontend: SvcFrontend): ServiceEntry | undefined {
+    const h = this.held.get(frontendText(frontend));
+    if (!h) return undefined;
+    return {
+      frontend,
+      backends: h.slots.map((id) => this.backendOf(id)),
+      ...(h.affinitySeconds !== undefined ? { affinitySeconds: h.affinitySeconds } : {}),
+    };
+  }
+
+  /**
+   * Makes the tables hold `entry` (its backends de-duplicated; none: connects refused).
+   * Returns the backends it held before and no longer does.
+   */
+  write(entry: ServiceEntry): SvcBackend[] {
     const family = familyOf(entry.frontend.ip);
     const wanted = new Map(entry.backends.map((b) => [endpointText(b), b]));
     for (const b of wanted.values()) {
@@ -161,23 +190,33 @@ export class ServiceTable {
     if (changed && newSlots.length >= oldSlots.length) this.maps.services.update(key, value);
     // 4. Slots past the count, then the backends no slot names.
     for (let slot = newSlots.length; slot < oldSlots.length; slot++) this.maps.slots.delete(slotKey(svcId, slot));
-    for (const id of oldSlots) if (!kept.has(id)) this.dropBackend(id);
+    const withdrawn: SvcBackend[] = [];
+    for (const id of oldSlots) {
+      if (kept.has(id)) continue;
+      withdrawn.push(this.backendOf(id));
+      this.dropBackend(id);
+    }
     this.held.set(text, { id: svcId, affinitySeconds: entry.affinitySeconds, slots: newSlots });
     this.frontends.set(text, entry.frontend);
+    return withdrawn;
   }
 
-  /** Takes the Service out: its entry first, so no connect starts on what goes next. */
-  remove(frontend: SvcFrontend): boolean {
+  /**
+   * Takes the Service out: its entry first, so no connect starts on what goes next.
+   * Returns the backends it held (undefined when it held none).
+   */
+  remove(frontend: SvcFrontend): SvcBackend[] | undefined {
     const text = frontendText(frontend);
     const old = this.held.get(text);
-    if (!old) return false;
+    if (!old) return undefined;
     this.maps.services.delete(svcKey(frontend));
     for (let slot = 0; slot < old.slots.length; slot++) this.maps.slots.delete(slotKey(old.id, slot));
+    const withdrawn = old.slots.map((id) => this.backendOf(id));
     for (const id of old.slots) this.dropBackend(id);
     this.svcIds.give(old.id);
     this.held.delete(text);
     this.frontends.delete(text);
-    return true;
+    return withdrawn;
   }
 
   private backendOf(id: number): SvcBackend {

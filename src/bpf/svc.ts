@@ -8,6 +8,7 @@
  * each pod's record is here.
  */
 import * as fs from "node:fs";
+import { monotonicNs } from "../sys/clock";
 import { readObject } from "./elf";
 import { mapPin, svcProgramsRoot } from "./layout";
 import { BpfMap } from "./maps";
@@ -16,8 +17,11 @@ import { loadProgramSet } from "./program-set";
 import type { BpfProgram } from "./programs";
 import {
   cookieBytes,
+  decodeClient,
+  emptyClient,
   SVC_MAP_NAMES,
   SVC_PROGRAM_NAMES,
+  type SvcClient,
   type SvcCounters,
   type SvcHook,
   sumSvcCounters,
@@ -72,7 +76,8 @@ export function loadSvcPrograms(bpffsRoot: string, object: Buffer, epoch: number
   }
 }
 
-/** The pinned maps, or undefined where no network ever asked for translation. */
+/** The pinned maps, or undefined where no network ever asked for translation (or only
+ * a build before per-socket state did). */
 export function openSvcMaps(bpffsRoot: string): (SvcMaps & { close(): void }) | undefined {
   if (!Object.values(SVC_MAP_NAMES).every((name) => fs.existsSync(mapPin(bpffsRoot, name)))) return undefined;
   return mapsByRole((name) => BpfMap.openPinned(mapPin(bpffsRoot, name)));
@@ -105,12 +110,15 @@ export const svcTables = (maps: SvcMaps): SvcTables => ({
   backends: maps.backends,
 });
 
+type PodMaps = Pick<SvcMaps, "pods" | "netns" | "clients">;
+
 /**
  * Records that the pod on `hostIfindex` (in the namespace of `netnsCookie`) asks for
  * translation; its namespace counts one attachment more. A repeated ADD changes nothing;
  * a record of another namespace belongs to a device that held the ifindex before.
  */
-export function recordSvcPod(maps: Pick<SvcMaps, "pods" | "netns">, hostIfindex: number, netnsCookie: bigint): void {
+export function recordSvcPod(maps: PodMaps, hostIfindex: number, netnsCookie: bigint): void {
+  settleClients(maps);
   const key = ifindexBytes(hostIfindex);
   const before = maps.pods.lookup(key)?.readBigUInt64LE(0);
   if (before === netnsCookie) return;
@@ -121,7 +129,8 @@ export function recordSvcPod(maps: Pick<SvcMaps, "pods" | "netns">, hostIfindex:
 
 /** Forgets the pod on `hostIfindex`; its namespace stops being translated with its last
  * recorded attachment. False when it had no record. */
-export function forgetSvcPod(maps: Pick<SvcMaps, "pods" | "netns">, hostIfindex: number): boolean {
+export function forgetSvcPod(maps: PodMaps, hostIfindex: number): boolean {
+  settleClients(maps);
   const key = ifindexBytes(hostIfindex);
   const cookie = maps.pods.lookup(key)?.readBigUInt64LE(0);
   if (cookie === undefined) return false;
@@ -136,13 +145,48 @@ export function svcPodIfindexes(maps: Pick<SvcMaps, "pods">): number[] {
 }
 
 /** The namespace's entry says how many recorded attachments it has, counted from the pod
- * records themselves, so that no sequence of ADDs and DELs can leave it wrong. */
-function recountNetns(maps: Pick<SvcMaps, "pods" | "netns">, cookie: bigint): void {
+ * records themselves, so that no sequence of ADDs and DELs can leave it wrong. The pod's
+ * own state (nkc_svc_clients) exists before its namespace is translated and goes after. */
+function recountNetns(maps: PodMaps, cookie: bigint): void {
   let count = 0;
   for (const key of maps.pods.keys()) if (maps.pods.lookup(key)?.readBigUInt64LE(0) === cookie) count += 1;
   const key = cookieBytes(cookie);
-  if (count === 0) maps.netns.delete(key);
-  else maps.netns.update(key, ifindexBytes(count));
+  if (count === 0) {
+    maps.netns.delete(key);
+    maps.clients.delete(key);
+  } else {
+    ensureClient(maps, key);
+    maps.netns.update(key, ifindexBytes(count));
+  }
+}
+
+function ensureClient(maps: PodMaps, key: Buffer): void {
+  if (maps.clients.lookup(key)) return;
+  maps.clients.update(key, emptyClient(), "create-only");
+}
+
+/** Every translated namespace with its state and no state without one: namespaces
+ * recorded by a build that made none get theirs, and what a DEL of such a build left
+ * goes. Under the node lock, like every change of the records. */
+function settleClients(maps: PodMaps): void {
+  const recorded = new Set([...maps.netns.keys()].map((k) => k.toString("hex")));
+  for (const key of [...maps.clients.keys()]) if (!recorded.has(key.toString("hex"))) maps.clients.delete(key);
+  for (const hex of recorded) ensureClient(maps, Buffer.from(hex, "hex"));
+}
+
+/** Each recorded pod's own state, by host ifindex (a pod without one is left out). */
+export function readSvcClients(
+  maps: Pick<SvcMaps, "pods" | "clients">,
+): Map<number, SvcClient & { netnsCookie: bigint }> {
+  const now = monotonicNs();
+  const out = new Map<number, SvcClient & { netnsCookie: bigint }>();
+  for (const key of maps.pods.keys()) {
+    const cookie = maps.pods.lookup(key);
+    const value = cookie && maps.clients.lookup(cookie);
+    if (cookie && value)
+      out.set(key.readUInt32LE(0), { ...decodeClient(value, now), netnsCookie: cookie.readBigUInt64LE(0) });
+  }
+  return out;
 }
 
 function ifindexBytes(n: number): Buffer {

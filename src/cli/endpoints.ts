@@ -4,8 +4,10 @@
  * path their packets took and why refused ones were refused, and how full its direct-flow table is (entries held, and what
  * the LRU evicted), how many of its sockets the socket bypass splices now (SPLICED) and
  * how many it refused (OVER BOUND: the pod held as many as one pod may; FOREIGN NS: a
- * socket on the pod's address made in another network namespace), and its rate limits:
- * how they are enforced (police), the rates, and what they dropped.
+ * socket on the pod's address made in another network namespace), its own Service
+ * translation state (the Services its affinity holds, of the 32 a pod may; sockets left
+ * to the stack without socket state; what it gave up of its own to make room), and its
+ * rate limits: how they are enforced (police), the rates, and what they dropped.
  * Read-only; run in the node's network namespace.
  */
 import {
@@ -13,12 +15,16 @@ import {
   type Drops,
   listBypassedSockets,
   openSockMaps,
+  openSvcMaps,
   type PodLimits,
   readSockCounters,
   readSockPod,
+  readSvcClients,
   SOCK_PER_POD,
   type SockCounters,
   type SockPod,
+  SVC_POD_AFFINITY,
+  type SvcClient,
 } from "../bpf/index";
 import { parseOwnerAlias } from "../datapath/naming";
 import {
@@ -55,7 +61,26 @@ export interface EndpointRow {
   sockRecord: SockRecord | undefined;
   /** Its rate limits (bits/s, bits), their mode and drops; absent: not limited. */
   limits: PodLimits | undefined;
+  /** Its own Service translation state (absent: its sockets are not translated). */
+  services: ServiceState | undefined;
 }
+
+export interface ServiceState {
+  affinityHeld: number;
+  affinityCapacity: number;
+  noSocketState: number;
+  socketReplaced: number;
+  affinityReplaced: number;
+}
+
+const serviceStateOf = (c: SvcClient | undefined): ServiceState | undefined =>
+  c && {
+    affinityHeld: c.affinityHeld,
+    affinityCapacity: SVC_POD_AFFINITY,
+    noSocketState: Number(c.noSocketState),
+    socketReplaced: Number(c.socketReplaced),
+    affinityReplaced: Number(c.affinityReplaced),
+  };
 
 export interface SockRecord {
   netnsCookie: string;
@@ -102,6 +127,13 @@ export async function listEndpoints(bpffsRoot: string): Promise<EndpointRow[]> {
   } finally {
     sock?.close();
   }
+  const svc = openSvcMaps(bpffsRoot);
+  let clients = new Map<number, SvcClient>();
+  try {
+    if (svc) clients = readSvcClients(svc);
+  } finally {
+    svc?.close();
+  }
   const rows: EndpointRow[] = [];
   for (const link of links) {
     const owner = parseOwnerAlias(link.alias);
@@ -122,6 +154,7 @@ export async function listEndpoints(bpffsRoot: string): Promise<EndpointRow[]> {
       sockCounters: numbers(sockCounters(link.index)),
       sockRecord: sockRecord(link.index),
       limits: limitsOf(bpffsRoot, link.index),
+      services: serviceStateOf(clients.get(link.index)),
     });
   }
   return rows;
@@ -146,6 +179,9 @@ export function formatEndpoints(rows: EndpointRow[]): string {
     "FOREIGN NS",
     "LIMITS",
     "LIMIT DROPS",
+    "SVC AFFINITY",
+    "SVC NO STATE",
+    "SVC GIVEN UP",
   ];
   const table = rows.map((r) => {
     const c = r.counters;
@@ -168,6 +204,9 @@ export function formatEndpoints(rows: EndpointRow[]): string {
       r.sockRecord ? String(r.sockRecord.refusedNetns) : "-",
       formatLimits(r.limits),
       r.limits ? String((r.limits.ingress?.dropped ?? 0) + (r.limits.egress?.dropped ?? 0)) : "-",
+      r.services ? `${r.services.affinityHeld}/${r.services.affinityCapacity}` : "-",
+      r.services ? String(r.services.noSocketState) : "-",
+      r.services ? `sockets ${r.services.socketReplaced} affinity ${r.services.affinityReplaced}` : "-",
     ];
   });
   const widths = header.map((h, i) => Math.max(h.length, ...table.map((row) => row[i]?.length ?? 0)));

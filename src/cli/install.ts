@@ -13,7 +13,7 @@ import * as path from "node:path";
 import { BANDWIDTH_CAPABILITY } from "../cni/bandwidth";
 import { POD_ANNOTATIONS_CAPABILITY, parseNetConf } from "../cni/config";
 import { isPackagedExecutable } from "../sys/embedded-assets";
-import { sha256Hex } from "../sys/sha256";
+import { sha256FileHex } from "../sys/sha256";
 import {
   type ExistingNetwork,
   findReplaceable,
@@ -110,8 +110,6 @@ function isOurs(text: string): boolean {
   }
 }
 
-const sha256 = (data: Buffer) => sha256Hex([data]);
-
 /** Attempts at a temporary name before giving up: each is 64 random bits, so a clash means someone planted it. */
 const TEMP_NAME_ATTEMPTS = 8;
 
@@ -121,11 +119,12 @@ const TEMP_NAME_ATTEMPTS = 8;
  * others can write to (or someone who guessed a name) cannot point the write elsewhere
  * through a symlink or a file planted there. It is 0600 until complete, then `mode`.
  */
-function writeAtomically(target: string, data: Buffer | string, mode: number): void {
+function writeAtomically(target: string, data: string | { copyOf: string }, mode: number): void {
   const { fd, tmp } = createTempFile(path.dirname(target), `.${path.basename(target)}.tmp-`);
   try {
     try {
-      fs.writeFileSync(fd, data);
+      if (typeof data === "string") fs.writeFileSync(fd, data);
+      else copyInto(fd, data.copyOf);
       fs.fchmodSync(fd, mode);
       fs.fsyncSync(fd);
     } finally {
@@ -135,6 +134,19 @@ function writeAtomically(target: string, data: Buffer | string, mode: number): v
   } catch (e) {
     fs.rmSync(tmp, { force: true });
     throw e;
+  }
+}
+
+/** Copies the file at `src` into the open `fd`, a chunk at a time (an executable is large). */
+function copyInto(fd: number, src: string): void {
+  const buf = Buffer.alloc(1 << 20);
+  const from = fs.openSync(src, "r");
+  try {
+    for (let n = fs.readSync(from, buf); n > 0; n = fs.readSync(from, buf)) {
+      for (let off = 0; off < n; ) off += fs.writeSync(fd, buf, off, n - off);
+    }
+  } finally {
+    fs.closeSync(from);
   }
 }
 
@@ -247,16 +259,15 @@ export function install(opts: InstallOptions): InstallReport {
   let binHash: string | undefined;
   if (!opts.skipBinary) {
     const src = sourceBinary(opts);
-    const data = fs.readFileSync(src);
-    binHash = sha256(data);
+    binHash = sha256FileHex(src);
     if (!fs.existsSync(binPath)) binAction = "installed";
     else if (path.resolve(src) === path.resolve(binPath)) binAction = "unchanged";
     else {
-      const st = fs.statSync(binPath);
-      binAction = st.size === data.length && sha256(fs.readFileSync(binPath)) === binHash ? "unchanged" : "upgraded";
+      const same = fs.statSync(binPath).size === fs.statSync(src).size && sha256FileHex(binPath) === binHash;
+      binAction = same ? "unchanged" : "upgraded";
     }
     // Rename over the old file: invocations running now keep the old inode.
-    if (binAction !== "unchanged") writeAtomically(binPath, data, 0o755);
+    if (binAction !== "unchanged") writeAtomically(binPath, { copyOf: src }, 0o755);
   }
 
   if (confAction !== "unchanged") writeAtomically(confPath, text, 0o644);

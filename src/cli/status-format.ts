@@ -138,7 +138,22 @@ export function formatServiceTranslation(s: ServiceTranslationStatus): string {
     ? `; ${c.translated} translated, ${c.refused} refused (no backend), ${c.reversed} shown back, ${c.unsure} left to the stack`
     : "";
   const line = `services        translated at connect for ${s.pods} pods: ${s.services} Services, ${s.backends} backends${counted}`;
-  return s.socketClosing
-    ? `${line}\nservices        cannot close a withdrawn backend's sockets (the agent refuses --service-translation): ${s.socketClosing}`
-    : line;
+  const lines = [line];
+  const p = s.podState;
+  if (p) {
+    // Each pod's own (a socket's storage, the pod's affinity): nothing one pod fills is
+    // another's, so only what was refused or given up is worth a look.
+    lines.push(
+      `services        pods' own state: affinity to ${p.affinityHeld} Services (at most ${p.affinityPerPod} a pod); ` +
+        `refused: ${p.noSocketState} sockets without socket state (left to the stack); ` +
+        `given up, each pod its own: ${p.socketReplaced} of a socket's Services, ${p.affinityReplaced} affinities` +
+        (p.withoutState > 0 ? `; ${p.withoutState} pods recorded by an older build have no state yet` : ""),
+    );
+  }
+  if (s.socketClosing) {
+    lines.push(
+      `services        cannot close a withdrawn backend's sockets (the agent refuses --service-translation): ${s.socketClosing}`,
+    );
+  }
+  return lines.join("\n");
 }

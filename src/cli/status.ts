@@ -28,8 +28,8 @@ import {
   MAP_NAMES,
   type MapOccupancy,
   mapPin,
-  mapsDir,
   type NatCheck,
+  nodeMapsPinned,
   openPin,
   openSockMaps,
   PROGRAM_NAMES,
@@ -187,7 +187,7 @@ export async function nodeStatus(bpffsRoot: string): Promise<NodeStatus> {
     root,
     byIndex: new Map(links.map((l) => [l.index, l])),
     byName: new Map(links.map((l) => [l.name, l])),
-    initialized: fs.existsSync(mapsDir(root)),
+    initialized: nodeMapsPinned(root),
     problems: [],
   };
   const programs = programsStatus(node);

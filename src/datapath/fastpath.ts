@@ -35,9 +35,9 @@ import {
   type IngressEnforcement,
   loadNodePrograms,
   makePodState,
-  mapsDir,
   type NatCheck,
   type NodePrograms,
+  nodeMapsPinned,
   type PodStateMaps,
   PROGRAM_NAMES,
   podStateHolders,
@@ -317,7 +317,7 @@ export async function removeEndpoint(
   liveIfindexes: () => Promise<ReadonlySet<number>>,
 ): Promise<void> {
   unpinEndpoint(root, hostDevice);
-  if (!fs.existsSync(mapsDir(root))) return;
+  if (!nodeMapsPinned(root)) return;
   const dead = gone.hostIfindex === undefined ? await deadEndpointState(root, liveIfindexes) : undefined;
   underNodeLock(root, () =>
     withPodState(root, (maps) => {
@@ -367,7 +367,7 @@ export async function pruneDeadEndpoints(
   root: string,
   liveIfindexes: () => Promise<ReadonlySet<number>>,
 ): Promise<string[]> {
-  if (!fs.existsSync(mapsDir(root))) return [];
+  if (!nodeMapsPinned(root)) return [];
   const dead = await deadEndpointState(root, liveIfindexes);
   return underNodeLock(root, () => withPodState(root, (maps) => removeDead(maps, dead))) ?? [];
 }

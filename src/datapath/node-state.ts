@@ -15,8 +15,8 @@ import {
   type FlowStats,
   flowTableSize,
   INGRESS_LIMIT_PIN,
-  mapsDir,
   type NodeMaps,
+  nodeMapsPinned,
   openNodeMaps,
   type PodLimits,
   type PodSpec,
@@ -33,7 +33,7 @@ import type { DeviceKind } from "./types";
 
 /** Runs `fn` with the pinned maps, or returns undefined when the node has none yet. */
 export function withNodeMaps<T>(root: string, fn: (maps: NodeMaps) => T): T | undefined {
-  if (!fs.existsSync(mapsDir(root))) return undefined;
+  if (!nodeMapsPinned(root)) return undefined;
   const maps = openNodeMaps(root);
   try {
     return fn(maps);

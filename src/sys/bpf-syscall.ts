@@ -71,6 +71,8 @@ export interface MapCreateAttr {
   name: string;
   /** Map-in-map: a map shaped like the inner maps the new map will hold. */
   innerMapFd?: number;
+  /** Types of key and value, for the map types that must have them (socket storage). */
+  btf?: { fd: number; keyTypeId: number; valueTypeId: number };
 }
 
 export function mapCreate(a: MapCreateAttr): number {
@@ -84,6 +86,11 @@ export function mapCreate(a: MapCreateAttr): number {
     b.writeUInt32LE(a.maxEntries, o.max_entries);
     b.writeUInt32LE(a.mapFlags, o.map_flags);
     if (a.innerMapFd !== undefined) b.writeUInt32LE(a.innerMapFd, o.inner_map_fd);
+    if (a.btf) {
+      b.writeUInt32LE(a.btf.fd, o.btf_fd);
+      b.writeUInt32LE(a.btf.keyTypeId, o.btf_key_type_id);
+      b.writeUInt32LE(a.btf.valueTypeId, o.btf_value_type_id);
+    }
     writeName(b, o.map_name, a.name);
     return bpf("MAP_CREATE", attr, a.name);
   });
@@ -104,6 +111,16 @@ export function mapLookupElem(mapFd: number, key: Buffer, valueSize: number): Bu
     const v = mem.alloc(valueSize);
     attr.bytes.writeBigUInt64LE(v.address, ATTR.MAP_ELEM.value);
     return unlessAbsent(() => bpf("MAP_LOOKUP_ELEM", attr)) === undefined ? undefined : v.copy(valueSize);
+  });
+}
+
+/** Pops the oldest value of a queue map (no key); undefined when it is empty (ENOENT). */
+export function mapPopElem(mapFd: number, valueSize: number): Buffer | undefined {
+  return withNative((mem) => {
+    const attr = mapElemAttr(mem, mapFd, undefined);
+    const v = mem.alloc(valueSize);
+    attr.bytes.writeBigUInt64LE(v.address, ATTR.MAP_ELEM.value);
+    return unlessAbsent(() => bpf("MAP_LOOKUP_AND_DELETE_ELEM", attr)) === undefined ? undefined : v.copy(valueSize);
   });
 }
 
@@ -197,6 +214,35 @@ export function mapGetNextKey(mapFd: number, key: Buffer | undefined, keySize: n
     const next = mem.alloc(keySize);
     attr.bytes.writeBigUInt64LE(next.address, ATTR.MAP_ELEM.next_key);
     return unlessAbsent(() => bpf("MAP_GET_NEXT_KEY", attr)) === undefined ? undefined : next.copy(keySize);
+  });
+}
+
+/** Loads raw BTF (header, types, strings) into the kernel; its fd. The kernel's
+ * complaint, if any, is in the error. */
+export function btfLoad(raw: Buffer): number {
+  return withNative((mem) => {
+    const attr = newAttr(mem);
+    const b = attr.bytes;
+    const o = ATTR.BTF_LOAD;
+    const data = mem.from(raw);
+    const log = mem.alloc(4096);
+    b.writeBigUInt64LE(data.address, o.btf);
+    b.writeUInt32LE(raw.length, o.btf_size);
+    try {
+      return bpf("BTF_LOAD", attr);
+    } catch (e) {
+      if (!(e instanceof BpfError)) throw e;
+      // Only now ask again with a log: a load that works never pays for one.
+      b.writeBigUInt64LE(log.address, o.btf_log_buf);
+      b.writeUInt32LE(log.size, o.btf_log_size);
+      b.writeUInt32LE(1, o.btf_log_level);
+      try {
+        return bpf("BTF_LOAD", attr);
+      } catch (again) {
+        if (!(again instanceof BpfError)) throw again;
+        throw new BpfError("BTF_LOAD", again.errno, log.text().trimEnd());
+      }
+    }
   });
 }
 

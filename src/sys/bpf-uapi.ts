@@ -21,7 +21,9 @@ export const BPF_CMD = {
   PROG_GET_FD_BY_ID: 13,
   MAP_GET_FD_BY_ID: 14,
   OBJ_GET_INFO_BY_FD: 15,
+  BTF_LOAD: 18,
   BTF_GET_FD_BY_ID: 19,
+  MAP_LOOKUP_AND_DELETE_ELEM: 21,
   BTF_GET_NEXT_ID: 23,
   MAP_LOOKUP_BATCH: 24,
   MAP_LOOKUP_AND_DELETE_BATCH: 25,
@@ -43,6 +45,8 @@ export const BPF_MAP_TYPE = {
   ARRAY_OF_MAPS: 12,
   HASH_OF_MAPS: 13,
   SOCKHASH: 18,
+  QUEUE: 22,
+  SK_STORAGE: 24,
 } as const;
 
 export const BPF_PROG_TYPE = {
@@ -101,7 +105,11 @@ export const ATTR = {
     map_flags: 16,
     inner_map_fd: 20,
     map_name: 28,
+    btf_fd: 48,
+    btf_key_type_id: 52,
+    btf_value_type_id: 56,
   },
+  BTF_LOAD: { btf: 0, btf_log_buf: 8, btf_size: 16, btf_log_size: 20, btf_log_level: 24 },
   MAP_ELEM: { map_fd: 0, key: 8, value: 16, next_key: 16, flags: 24 },
   BATCH: { in_batch: 0, out_batch: 8, keys: 16, values: 24, count: 32, map_fd: 36, elem_flags: 40, flags: 48 },
   PROG_LOAD: {

@@ -5,6 +5,7 @@
  * loaded on first use. Both give the same digest; names made by one runtime's executable
  * are found by the other's.
  */
+import * as fs from "node:fs";
 
 interface Hasher {
   update(data: string | Uint8Array): unknown;
@@ -34,4 +35,20 @@ export function sha256(...parts: (string | Uint8Array)[]): Buffer {
 export function sha256Hex(parts: (string | Uint8Array)[], digits?: number): string {
   const hex = sha256(...parts).toString("hex");
   return digits === undefined ? hex : hex.slice(0, digits);
+}
+
+/**
+ * The digest of a file as lowercase hex, read a chunk at a time: an executable of a
+ * hundred megabytes is hashed in a megabyte of memory.
+ */
+export function sha256FileHex(file: string, chunkBytes = 1 << 20): string {
+  const h = newHasher();
+  const buf = Buffer.alloc(chunkBytes);
+  const fd = fs.openSync(file, "r");
+  try {
+    for (let n = fs.readSync(fd, buf); n > 0; n = fs.readSync(fd, buf)) h.update(buf.subarray(0, n));
+  } finally {
+    fs.closeSync(fd);
+  }
+  return Buffer.from(h.digest()).toString("hex");
 }

@@ -16,6 +16,8 @@ import { AgentProcess, agentNode, agentRoutes, eventually, makeNode, readJson, s
 
 const CLUSTER = ["10.40.0.0/16", "fd40::/48"];
 const SELF = "node-a";
+/** The DaemonSet's ConfigMap, for this cluster. */
+const CONFIG = { "cluster-cidr": CLUSTER.join(",") };
 
 function statusVerb(netns: string, conflistFile: string) {
   const conflist = readJson(conflistFile);
@@ -36,8 +38,6 @@ describe("netkit-cni agent", () => {
   });
 
   const agentArgs = (extra: string[] = []) => [
-    "--cluster-cidr",
-    CLUSTER.join(","),
     "--host-interface",
     "uplink0",
     "--bpffs-root",
@@ -67,8 +67,10 @@ describe("netkit-cni agent", () => {
     api.addNode({ name: "overlap", podCIDRs: ["10.40.1.128/25"], internalIPs: ["10.30.0.5"] });
     api.addNode({ name: "bad", podCIDRs: ["10.40.6.1/24", "nonsense"], internalIPs: ["10.30.0.300", "10.30.0.6"] });
     api.addNode({ name: "bad-types", extra: { spec: { podCIDRs: 7 }, status: { addresses: "x" } } });
+    // Outside --cluster-cidr: its pods' traffic would leave unmasqueraded, never answered.
+    api.addNode({ name: "astray", podCIDRs: ["10.41.1.0/24"], internalIPs: ["10.30.0.7"] });
 
-    const agent = AgentProcess.start(fx, node, agentArgs(["--skip-binary"]));
+    const agent = AgentProcess.start(fx, node, agentArgs(["--skip-binary"]), CONFIG);
     const expected = ["10.40.2.0/24 via 10.30.0.2", "10.40.3.0/24 via 10.30.0.3", "fd40:0:0:2::/64 via fd30::2"];
     await eventually(
       "the routes",
@@ -98,6 +100,10 @@ describe("netkit-cni agent", () => {
     );
     expect(peer("theirs")).toMatchObject({ state: "conflict" });
     expect(peer("theirs").why.join()).toContain("route to 10.40.9.0/24 not made");
+    expect(peer("astray")).toMatchObject({
+      state: "outside-cluster",
+      why: ["pod CIDR 10.41.1.0/24 lies outside the cluster CIDRs (--cluster-cidr)"],
+    });
     await eventually(
       "the log",
       () => /node theirs not routed \(conflict\)/.test(agent.log) && /skipped: node bad-types/.test(agent.log),
@@ -107,6 +113,7 @@ describe("netkit-cni agent", () => {
     expect(main).toMatch(/10\.40\.9\.0\/24 via 10\.30\.0\.9 dev uplink0/);
     expect(main).toMatch(/192\.0\.2\.0\/24 via 10\.30\.0\.99 dev uplink0/);
     expect(main).not.toMatch(/10\.40\.4\.0/);
+    expect(main).not.toMatch(/10\.41\.1\.0/);
 
     // node-b moves, node-c goes, bad gets fixed: replaced, removed, added.
     api.updateNode("node-b", (n) => {
@@ -133,6 +140,8 @@ describe("netkit-cni agent", () => {
       () => agent.log,
     );
     expect(await agent.kill("SIGTERM")).toBe(0);
+    // Nothing but the agent's own lines: no runtime warnings (a library's deprecation).
+    expect(agent.log.split("\n").filter((l) => l && !/^\d{4}-\d\d-\d\dT\S+ (info|warn|error) /.test(l))).toEqual([]);
   });
 
   it("holds STATUS at code 50 until synced; SIGTERM leaves routes, masquerade and conflist; a restart cleans up", async () => {
@@ -142,7 +151,7 @@ describe("netkit-cni agent", () => {
     api.addNode({ name: "node-b", podCIDRs: ["10.40.2.0/24"], internalIPs: ["10.30.0.2"] });
     api.addNode({ name: "node-c", podCIDRs: ["10.40.3.0/24"], internalIPs: ["10.30.0.3"] });
 
-    const first = AgentProcess.start(fx, node, agentArgs());
+    const first = AgentProcess.start(fx, node, agentArgs(), CONFIG);
     await eventually(
       "waiting for the pod CIDR",
       () => first.log.includes("has no spec.podCIDRs yet"),
@@ -184,7 +193,7 @@ describe("netkit-cni agent", () => {
     const notSynced = statusVerb(netns, conflistFile);
     expect(notSynced.status).toBe(1);
     expect(notSynced.json).toMatchObject({ code: 50, msg: expect.stringContaining("agent not synced") });
-    const second = AgentProcess.start(fx, node, agentArgs());
+    const second = AgentProcess.start(fx, node, agentArgs(), CONFIG);
     await eventually(
       "an API failure",
       () => /API: .*retrying/.test(second.log),
@@ -204,7 +213,7 @@ describe("netkit-cni agent", () => {
 
     // --masquerade=false: the table is someone else's job now.
     expect(await second.kill("SIGTERM")).toBe(0);
-    const third = AgentProcess.start(fx, node, agentArgs(["--masquerade", "false"]));
+    const third = AgentProcess.start(fx, node, agentArgs(), { ...CONFIG, masquerade: "false" });
     await eventually(
       "no table",
       () => !inNs(netns, "nft", ["list", "tables"]).includes("netkit-cni-agent"),
@@ -222,7 +231,7 @@ describe("netkit-cni agent", () => {
     for (let i = 2; i < N + 2; i++) {
       api.addNode({ name: `peer-${i}`, podCIDRs: [`10.40.${i}.0/24`], internalIPs: [`10.30.0.${i}`] });
     }
-    const first = AgentProcess.start(fx, node, agentArgs(["--skip-binary"]));
+    const first = AgentProcess.start(fx, node, agentArgs(["--skip-binary"]), CONFIG);
     await eventually(
       "all routes",
       () => agentRoutes(netns).length === N,
@@ -231,7 +240,7 @@ describe("netkit-cni agent", () => {
     );
     expect(await first.kill("SIGTERM")).toBe(0);
 
-    const second = AgentProcess.start(fx, node, agentArgs(["--skip-binary"]));
+    const second = AgentProcess.start(fx, node, agentArgs(["--skip-binary"]), CONFIG);
     let fewest = N;
     await eventually(
       "synced",
@@ -252,7 +261,7 @@ describe("netkit-cni agent", () => {
     api.addNode({ name: SELF, podCIDRs: ["10.40.1.0/24"], internalIPs: ["10.30.0.1"] });
     api.addNode({ name: "node-b", podCIDRs: ["10.40.2.0/24"], internalIPs: ["10.30.0.2"] });
     api.addNode({ name: "far", podCIDRs: ["10.40.4.0/24"], internalIPs: ["198.51.100.4"] });
-    const agent = AgentProcess.start(fx, node, agentArgs(["--skip-binary"]));
+    const agent = AgentProcess.start(fx, node, agentArgs(["--skip-binary"]), CONFIG);
     await eventually(
       "synced",
       () => scrape(node, "/readyz")[0] === 200,

@@ -1,17 +1,27 @@
 /**
- * Running the built `netkit-cni agent` as a node runs it: inside the node's network
- * namespace (nsenter, so bpffs pins stay visible), against the stand-in API server
- * reached through a forwarder in that namespace, with CNI directories and a state
- * directory of its own. Its log is kept for the test's failure messages.
+ * Running the built `netkit-cni agent` as a node runs it: in the DaemonSet's container as
+ * install/daemonset.yaml describes it (container.ts), in the node's network namespace,
+ * against the stand-in API server reached through a forwarder in that namespace with the
+ * service account's credentials, the API allowing it only what the manifest's ClusterRole
+ * grants. Its log is kept for the test's failure messages.
  */
-import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { type ChildProcess, spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { BINARY, type Fixture, inNs } from "../support/harness";
+import { BINARY, type Fixture, inNs, uniqueName } from "../support/harness";
 import { netnsForwarder, type StandInApiServer } from "../support/kube-apiserver";
+import { spawnAgentContainer } from "./container";
+import { type AgentPodSpec, readDaemonSet } from "./daemonset";
 
 export const API_PORT = 6443;
 export const METRICS_PORT = 9968;
+
+let manifest: AgentPodSpec | undefined;
+/** The manifest, read once per test file. */
+export const daemonSet = (): AgentPodSpec => {
+  manifest ??= readDaemonSet();
+  return manifest;
+};
 
 export interface AgentNode {
   netns: string;
@@ -19,34 +29,54 @@ export interface AgentNode {
   dir: string;
   confDir: string;
   binDir: string;
+  /** Where the agent's state is, the same path inside its container and on the node. */
   stateDir: string;
-  kubeconfig: string;
+  /** The service account's files (token, ca.crt, namespace). */
+  serviceAccountDir: string;
+  /** The node's own mount namespace (a sandbox's), when it has one. */
+  mountNs?: string;
 }
 
 /**
- * A node's directories and its way to the API (call once per node netns); `dirs`: CNI
- * directories a runtime already reads.
+ * A node's directories and its way to the API (call once per node netns). `dirs`: CNI
+ * directories a runtime already reads; `mountNs`: the node's mount namespace, whose
+ * /opt/cni/bin, /etc/cni/net.d and /run the agent's hostPaths are then, as on a real node.
  */
 export function agentNode(
   fx: Fixture,
   api: StandInApiServer,
   netns: string,
   name: string,
-  dirs: { confDir?: string; binDir?: string } = {},
+  dirs: { confDir?: string; binDir?: string; mountNs?: string } = {},
 ): AgentNode {
   const dir = fx.tempDir(`nkt-agent-${name}-`);
   const forwarder = netnsForwarder(netns, API_PORT, api.socketPath);
   fx.processes.push({ kill: () => forwarder.kill("SIGKILL") });
-  const node: AgentNode = {
+  api.restrictTo(daemonSet().rules);
+  const serviceAccountDir = path.join(dir, "serviceaccount");
+  fs.mkdirSync(serviceAccountDir);
+  fs.writeFileSync(path.join(serviceAccountDir, "token"), api.token);
+  fs.copyFileSync(api.caFile, path.join(serviceAccountDir, "ca.crt"));
+  fs.writeFileSync(path.join(serviceAccountDir, "namespace"), "kube-system");
+  let stateDir = "/run/netkit-cni/agent"; // the manifest's default, inside the node's own /run
+  if (!dirs.mountNs) {
+    // On this machine's /run, beside other tests: a directory of this node's own, under
+    // the manifest's /run/netkit-cni volume so the plugin finds it at the same path.
+    const run = path.join("/run/netkit-cni", uniqueName(`nkt-agent-${name}`));
+    fs.mkdirSync(run, { recursive: true });
+    fx.dirs.push(run);
+    stateDir = path.join(run, "agent");
+  }
+  return {
     netns,
     name,
     dir,
     confDir: dirs.confDir ?? path.join(dir, "net.d"),
     binDir: dirs.binDir ?? path.join(dir, "bin"),
-    stateDir: path.join(dir, "state"),
-    kubeconfig: api.kubeconfig(`kubeconfig-${name}`, `https://127.0.0.1:${API_PORT}`),
+    stateDir,
+    serviceAccountDir,
+    mountNs: dirs.mountNs,
   };
-  return node;
 }
 
 export class AgentProcess {
@@ -57,31 +87,26 @@ export class AgentProcess {
   constructor(
     readonly node: AgentNode,
     args: string[],
+    configMap: Record<string, string> = {},
   ) {
-    this.proc = spawn(
-      "nsenter",
-      [
-        `--net=/run/netns/${node.netns}`,
-        BINARY,
-        "agent",
-        "--kubeconfig",
-        node.kubeconfig,
-        "--node-name",
-        node.name,
-        "--conf-dir",
-        node.confDir,
-        "--bin-dir",
-        node.binDir,
-        "--state-dir",
-        node.stateDir,
-        "--metrics-address",
-        `127.0.0.1:${METRICS_PORT}`,
-        "--log-file",
-        path.join(node.dir, "plugin.log"),
+    this.proc = spawnAgentContainer({
+      pod: daemonSet(),
+      netns: node.netns,
+      nodeName: node.name,
+      hostMountNs: node.mountNs,
+      hostPaths: node.mountNs ? {} : { "/opt/cni/bin": node.binDir, "/etc/cni/net.d": node.confDir },
+      configMap,
+      serviceAccountDir: node.serviceAccountDir,
+      apiHost: "127.0.0.1",
+      apiPort: API_PORT,
+      binary: BINARY,
+      rootDir: path.join(node.dir, "container-root"),
+      extraArgs: [
+        ...(node.mountNs ? [] : [`--state-dir=${node.stateDir}`]),
+        `--log-file=${path.join(node.dir, "plugin.log")}`,
         ...args,
       ],
-      { stdio: ["ignore", "pipe", "pipe"], env: { PATH: "/usr/sbin:/usr/bin:/sbin:/bin" } },
-    );
+    });
     const take = (d: Buffer) => {
       this.log += d.toString();
     };
@@ -90,8 +115,14 @@ export class AgentProcess {
     this.exited = new Promise((resolve) => this.proc.on("exit", (code) => resolve(code)));
   }
 
-  static start(fx: Fixture, node: AgentNode, args: string[] = []): AgentProcess {
-    const agent = new AgentProcess(node, args);
+  /** `configMap`: the ConfigMap's keys that differ from the manifest's (cluster-cidr, masquerade, …). */
+  static start(
+    fx: Fixture,
+    node: AgentNode,
+    args: string[] = [],
+    configMap: Record<string, string> = {},
+  ): AgentProcess {
+    const agent = new AgentProcess(node, args, configMap);
     fx.processes.push({ kill: () => agent.proc.kill("SIGKILL") });
     return agent;
   }

@@ -1,9 +1,9 @@
 /**
  * The stand-in API server (test/support/kube-apiserver.ts) speaks list/watch as the API
- * concepts page describes it, checked on the wire here, and the real
- * @kubernetes/client-node informer, through the agent's NodeWatch, keeps a current view of
- * the nodes across watch ends, 410 Gone, an API that goes away and one that answers
- * garbage.
+ * concepts page describes it, checked on the wire here, and the agent's informer (with
+ * @kubernetes/client-node's KubeConfig for credentials) keeps a current view of the nodes
+ * across watch ends, 410 Gone, an API that goes away and one that answers garbage, telling
+ * each change once, by key, and nothing for a change to fields it does not keep.
  */
 import * as fs from "node:fs";
 import * as https from "node:https";
@@ -11,7 +11,10 @@ import * as os from "node:os";
 import * as path from "node:path";
 import type { V1Node } from "@kubernetes/client-node";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { loadKubeConfig, NodeWatch } from "../../src/agent/kube";
+import { ApiInformer } from "../../src/agent/informer";
+import { loadKubeConfig } from "../../src/agent/kube";
+import type { NodeFacts } from "../../src/agent/node-facts";
+import { nodeObject } from "../../src/agent/objects";
 import { StandInApiServer } from "../support/kube-apiserver";
 
 interface Raw {
@@ -50,7 +53,7 @@ function get(api: StandInApiServer, pathAndQuery: string, until?: (lines: Raw["l
   });
 }
 
-const names = (nodes: V1Node[]) => nodes.map((n) => n.metadata?.name).sort();
+const names = (informer: ApiInformer<NodeFacts>) => [...informer.values()].map((n) => n.name).sort();
 
 async function until(what: string, ok: () => boolean, ms = 10_000): Promise<void> {
   const end = Date.now() + ms;
@@ -159,22 +162,26 @@ describe("stand-in API server", () => {
     expect(unauth).toBe(401);
   });
 
-  it("keeps the real informer's view current: list, watch with bookmarks, resume, 410 relist, outage, garbage", async () => {
-    const seen: string[][] = [];
+  it("keeps the informer's view current: list, watch with bookmarks, resume, 410 relist, outage, garbage", async () => {
+    const changes: string[] = [];
     const failures: string[] = [];
     let lists = 0;
+    let synced = 0;
     const kc = loadKubeConfig(api.kubeconfig(), {});
-    const watch = new NodeWatch(kc, {
-      changed: (nodes) => seen.push(names(nodes) as string[]),
+    const informer = new ApiInformer<NodeFacts>(kc, "/api/v1/nodes", nodeObject, {
+      failed: (e) => failures.push(e.message),
       listed: () => {
         lists++;
       },
-      failed: (e) => failures.push(e.message),
     });
-    watch.start();
+    informer.onSynced(() => synced++);
+    informer.onChange((key, before, after) => changes.push(`${before ? (after ? "~" : "-") : "+"}${key}`));
+    informer.start();
     try {
       await until("the first list", () => lists === 1);
-      expect(names(watch.nodes())).toEqual(["node-1", "node-2", "node-3"]);
+      expect(synced).toBe(1);
+      expect(names(informer)).toEqual(["node-1", "node-2", "node-3"]);
+      expect(changes).toEqual([]); // the first list is told as a whole, by onSynced
       const listReq = api.requests.find((r) => r.query.watch === undefined);
       expect(listReq).toMatchObject({ path: "/api/v1/nodes", query: { limit: "500" }, auth: "Bearer stand-in-token" });
       await until("the watch", () => api.openWatches === 1);
@@ -182,24 +189,34 @@ describe("stand-in API server", () => {
       expect(watchReq?.query).toMatchObject({ allowWatchBookmarks: "true", resourceVersion: "1003" });
 
       api.deleteNode("node-2");
-      await until("the delete", () => names(watch.nodes()).join() === "node-1,node-3");
+      await until("the delete", () => names(informer).join() === "node-1,node-3");
+      // A change the agent keeps nothing of (a label, a heartbeat) is no change.
+      api.updateNode("node-1", (n) => {
+        (n.metadata as Record<string, unknown>).labels = { heartbeat: "1" };
+      });
+      api.updateNode("node-1", (n) => {
+        (n.spec as Record<string, unknown>).podCIDRs = ["10.9.11.0/24"];
+      });
+      await until("node-1's change", () => changes.includes("~node-1"));
+      expect(changes).toEqual(["-node-2", "~node-1"]);
 
       // A watch the server ends resumes from the last version (a bookmark's): no relist.
-      await until("a bookmark", () => watch.resourceVersion === api.resourceVersion);
+      await until("a bookmark", () => informer.version === api.resourceVersion);
       api.dropWatches();
       api.addNode({ name: "node-5" });
-      await until("node-5", () => names(watch.nodes()).includes("node-5"));
+      await until("node-5", () => names(informer).includes("node-5"));
       expect(lists).toBe(1);
       const resumed = api.requests.filter((r) => r.query.watch === "true").at(-1);
       expect(Number(resumed?.query.resourceVersion)).toBeGreaterThan(1003);
 
       // The watch ends, a node changes and the history is compacted before the informer
-      // is back: its watch gets 410 Gone and it lists again.
+      // is back: its watch gets 410 Gone, it lists again and tells what changed meanwhile.
       await until("the watch", () => api.openWatches === 1);
       const beforeCompaction = lists;
+      changes.length = 0;
       api.dropWatches();
       api.updateNode("node-3", (n) => {
-        (n.metadata as Record<string, unknown>).labels = { moved: "yes" };
+        (n.spec as Record<string, unknown>).podCIDRs = ["10.9.33.0/24"];
       });
       api.compact();
       await until("the relist", () => lists > beforeCompaction, 15_000);
@@ -207,16 +224,19 @@ describe("stand-in API server", () => {
         (r) => r.query.watch === "true" && Number(r.query.resourceVersion) < Number(api.resourceVersion),
       );
       expect(gone).toBeDefined();
-      expect(watch.nodes().find((n) => n.metadata?.name === "node-3")?.metadata?.labels).toEqual({ moved: "yes" });
+      expect(informer.get("node-3")?.podCidrs.map((c) => c.text)).toEqual(["10.9.33.0/24"]);
+      expect(changes).toEqual(["~node-3"]);
+      expect(synced).toBe(1);
       await until("the watch", () => api.openWatches === 1);
       // (An outage while nodes change.)
       await api.down();
       await until("a failure", () => failures.length > 0, 15_000);
-      expect(names(watch.nodes())).toEqual(["node-1", "node-3", "node-5"]); // the last view stays
+      expect(names(informer)).toEqual(["node-1", "node-3", "node-5"]); // the last view stays
       api.deleteNode("node-1");
       api.compact();
       await api.up();
-      await until("node-1 gone after the outage", () => !names(watch.nodes()).includes("node-1"), 20_000);
+      await until("node-1 gone after the outage", () => !names(informer).includes("node-1"), 20_000);
+      expect(changes.at(-1)).toBe("-node-1");
 
       // Garbage: failures reported, the view kept, then served again.
       const failed = failures.length;
@@ -224,12 +244,12 @@ describe("stand-in API server", () => {
       api.dropWatches();
       api.compact();
       await until("a garbage failure", () => failures.length > failed, 15_000);
-      expect(names(watch.nodes())).toEqual(["node-3", "node-5"]);
+      expect(names(informer)).toEqual(["node-3", "node-5"]);
       api.garbage(false);
       api.addNode({ name: "node-6" });
-      await until("node-6", () => names(watch.nodes()).includes("node-6"), 20_000);
+      await until("node-6", () => names(informer).includes("node-6"), 20_000);
     } finally {
-      watch.stop();
+      informer.stop();
     }
   }, 90_000);
 });

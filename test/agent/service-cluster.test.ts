@@ -59,20 +59,23 @@ describe("Service translation across two nodes, agents and stand-in API only", (
       const node = agentNode(fx, api, netns, name);
       const bpffsRoot = `${fx.bpffsRoot}-${n}`;
       fx.extraBpffsRoots.push(bpffsRoot);
-      const agent = AgentProcess.start(fx, node, [
-        "--service-translation",
-        "--skip-binary",
-        "--cluster-cidr",
-        CLUSTER.join(","),
-        "--host-interface",
-        "wire0",
-        "--bpffs-root",
-        bpffsRoot,
-        "--data-dir",
-        fx.tempDir(`nkt-ipam-${n}-`),
-        "--resync-seconds",
-        "1",
-      ]);
+      const agent = AgentProcess.start(
+        fx,
+        node,
+        [
+          "--service-translation",
+          "--skip-binary",
+          "--host-interface",
+          "wire0",
+          "--bpffs-root",
+          bpffsRoot,
+          "--data-dir",
+          fx.tempDir(`nkt-ipam-${n}-`),
+          "--resync-seconds",
+          "1",
+        ],
+        { "cluster-cidr": CLUSTER.join(",") },
+      );
       return { node, agent, bpffsRoot };
     });
   }

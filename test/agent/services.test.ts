@@ -12,7 +12,7 @@ import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { openSvcMaps, ServiceTable, svcTables } from "../../src/bpf/index";
 import { cgroup2Root } from "../../src/datapath/sockbypass";
-import { Fixture, runPlugin, uniqueName } from "../support/harness";
+import { BINARY, Fixture, runPlugin, uniqueName } from "../support/harness";
 import { StandInApiServer } from "../support/kube-apiserver";
 import { AgentProcess, agentNode, eventually, makeNode, readJson, scrape, service, slice } from "./harness";
 
@@ -36,8 +36,6 @@ describe("netkit-cni agent --service-translation", () => {
   const agentArgs = (ipamDir: string) => [
     "--service-translation",
     "--skip-binary",
-    "--cluster-cidr",
-    CLUSTER.join(","),
     "--host-interface",
     "uplink0",
     "--bpffs-root",
@@ -126,7 +124,9 @@ describe("netkit-cni agent --service-translation", () => {
       spec: { type: "ExternalName", externalName: "x.example" },
     });
 
-    const agent = AgentProcess.start(fx, node, agentArgs(fx.tempDir("nkt-ipam-")));
+    const agent = AgentProcess.start(fx, node, agentArgs(fx.tempDir("nkt-ipam-")), {
+      "cluster-cidr": CLUSTER.join(","),
+    });
     const expected = [
       "10.96.0.10:80/TCP -> 10.40.1.5:8080,10.40.2.5:8080",
       "10.96.0.30:81/TCP -> ",
@@ -142,6 +142,18 @@ describe("netkit-cni agent --service-translation", () => {
     expect(status.services).toMatchObject({ synced: true, services: 3, skipped: { protocol: 1, port: 1, address: 1 } });
     const conflist = readJson(path.join(node.confDir, "10-netkit-cni.conflist"));
     expect(conflist.plugins[0]).toMatchObject({ serviceTranslation: true });
+    // The node as `status` sees it before any pod: the agent's tables, no endpoints yet.
+    const nodeStatus = spawnSync(BINARY, ["status", "--json", "--bpffs-root", fx.bpffsRoot], { encoding: "utf8" });
+    expect(nodeStatus.stderr).toBe("");
+    expect(JSON.parse(nodeStatus.stdout)).toMatchObject({ endpoints: { devices: 0, addresses: 0 } });
+    // And a runtime's DEL of a pod that never came (its sandbox failed) succeeds there.
+    const del = runPlugin(
+      netns,
+      "DEL",
+      { containerId: "never-added", ifname: "eth0", netns: "" },
+      { ...conflist.plugins[0], cniVersion: "1.1.0", name: conflist.name },
+    );
+    expect(del).toMatchObject({ status: 0 });
 
     // An endpoint stops being ready, another becomes ready; dns loses its Service.
     api.put(
@@ -185,7 +197,9 @@ describe("netkit-cni agent --service-translation", () => {
     const netns = makeNode(fx, "nkas");
     const node = agentNode(fx, api, netns, SELF);
     api.addNode({ name: SELF, podCIDRs: ["10.40.1.0/24", "fd40:0:0:1::/64"], internalIPs: ["10.30.0.1", "fd30::1"] });
-    const agent = AgentProcess.start(fx, node, agentArgs(fx.tempDir("nkt-ipam-")));
+    const agent = AgentProcess.start(fx, node, agentArgs(fx.tempDir("nkt-ipam-")), {
+      "cluster-cidr": CLUSTER.join(","),
+    });
     const file = path.join(node.confDir, "10-netkit-cni.conflist");
     await eventually(
       "the conflist",
@@ -285,6 +299,15 @@ describe("netkit-cni agent --service-translation", () => {
       () => said,
     );
     expect(JSON.parse(scrape(node, "/status")[1]).services.closedSockets).toBe(1);
+    // Each pod's own Service translation state is in the metrics: nothing held by
+    // affinity, nothing refused, nothing of its own given up.
+    const metrics = scrape(node, "/metrics")[1];
+    expect(metrics).toMatch(/^netkit_cni_pod_service_affinity_held\{pod="client",interface="eth0"\} 0$/m);
+    for (const event of ["no-socket-state", "socket-replaced", "affinity-replaced"]) {
+      expect(metrics).toContain(
+        `netkit_cni_pod_service_state_total{pod="client",interface="eth0",event="${event}"} 0\n`,
+      );
+    }
     await agent.kill("SIGTERM");
   });
 });

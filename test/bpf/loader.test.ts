@@ -17,6 +17,7 @@ import { BpfMap } from "../../src/bpf/maps";
 import { loadNodePrograms, type NodeMaps, type NodeObjects, openNodeMaps } from "../../src/bpf/node";
 import { ensureBpffs, isBpffs, pinObject } from "../../src/bpf/pins";
 import { POD_STATE } from "../../src/bpf/pod-state";
+import { POLICY_MAP_NAMES } from "../../src/bpf/policy-abi";
 import { loadProgram } from "../../src/bpf/programs";
 import { SVC_MAP_NAMES } from "../../src/bpf/svc-abi";
 import { ProgLoadError } from "../../src/sys/bpf-syscall";
@@ -131,12 +132,13 @@ describe("ELF objects", () => {
     expect([...byIfindex]).toEqual(expect.arrayContaining([SOCK_MAP_NAMES.pods, SOCK_MAP_NAMES.stats]));
   });
 
-  it("bpf_lxc.o has from_pod and src_check (a pod runs one of them), pod_ingress, the shared maps and a GPL license", () => {
+  it("bpf_lxc.o has from_pod and src_check (a pod runs one of them), pod_ingress, pod_policy, the shared maps and a GPL license", () => {
     const spec = readObject(objects.variants.memory.lxc);
     expect(spec.license).toBe("GPL");
     expect(spec.programs.map((p) => [p.name, p.section])).toEqual([
       [PROGRAM_NAMES.fromPod, "tc/from_pod"],
       [PROGRAM_NAMES.sourceCheck, "tc/src_check"],
+      [PROGRAM_NAMES.podPolicy, "tc/pod_policy"],
       [PROGRAM_NAMES.podIngress, "tc/pod_ingress"],
     ]);
     expect(spec.maps.find((m) => m.name === MAP_NAMES.bandwidth)).toMatchObject({
@@ -144,7 +146,26 @@ describe("ELF objects", () => {
       keySize: 4,
       valueSize: 88,
     });
-    expect(spec.maps.map((m) => m.name).sort()).toEqual(Object.values(MAP_NAMES).sort());
+    expect(spec.maps.map((m) => m.name).sort()).toEqual(
+      [...Object.values(MAP_NAMES), ...Object.values(POLICY_MAP_NAMES)].sort(),
+    );
+    expect(spec.maps.find((m) => m.name === POLICY_MAP_NAMES.peers)).toMatchObject({
+      type: BPF_MAP_TYPE.LPM_TRIE,
+      keySize: 28,
+      valueSize: 8,
+      flags: BPF_MISC.F_NO_PREALLOC,
+    });
+    expect(spec.maps.find((m) => m.name === POLICY_MAP_NAMES.ports)).toMatchObject({
+      type: BPF_MAP_TYPE.LPM_TRIE,
+      keySize: 12,
+      valueSize: 8,
+    });
+    expect(spec.maps.find((m) => m.name === POLICY_MAP_NAMES.events)).toMatchObject({
+      type: BPF_MAP_TYPE.QUEUE,
+      keySize: 0,
+      valueSize: 56,
+      maxEntries: 4096,
+    });
     const endpoints = spec.maps.find((m) => m.name === MAP_NAMES.endpoints);
     expect(endpoints).toEqual({
       name: "nkc_endpoints",
@@ -187,8 +208,10 @@ describe("ELF objects", () => {
     const fromPod = spec.programs[0];
     expect(fromPod?.instructions.length).toBeGreaterThan(0);
     const relocatedMaps = new Set(fromPod?.relocations.map((r) => r.mapName));
-    // Every shared map but the pool's bookkeeping, which only userspace reads.
-    const programMaps = Object.values(MAP_NAMES).filter((n) => n !== MAP_NAMES.flowPool);
+    // Every shared map but the pools' bookkeeping, which only userspace reads.
+    const programMaps = [...Object.values(MAP_NAMES), ...Object.values(POLICY_MAP_NAMES)].filter(
+      (n) => n !== MAP_NAMES.flowPool && n !== POLICY_MAP_NAMES.ctPool,
+    );
     expect([...relocatedMaps].sort()).toEqual(programMaps.sort());
     for (const r of fromPod?.relocations ?? []) expect(fromPod?.instructions[r.insnIndex * 8]).toBe(0x18); // ld_imm64
     expect(fromPod?.kfuncCalls).toEqual([]);
@@ -255,7 +278,7 @@ describe("maps and programs in a private bpffs", () => {
     const first = loadNodePrograms(bpffs.root, objects, { clusterCidrs: ["10.244.0.0/16"] });
     const ids: number[] = [];
     try {
-      const pinned = [...Object.values(MAP_NAMES), NETWORK_CIDRS_SPEC.name];
+      const pinned = [...Object.values(MAP_NAMES), ...Object.values(POLICY_MAP_NAMES), NETWORK_CIDRS_SPEC.name];
       expect(fs.readdirSync(mapsDir(bpffs.root)).sort()).toEqual(pinned.sort());
       ids.push(...pinnedIds(bpffs.root));
       expectHandlesArePins(first.maps, bpffs.root);
@@ -359,7 +382,7 @@ function pinnedIds(root: string): number[] {
 /** Every map the loaded programs hand out (NodeMaps' fields, named as in MAP_NAMES; the
  * flow-table pool's three sit in `flows`) is the one pinned under its name. */
 function expectHandlesArePins(maps: NodeMaps, root: string): void {
-  const { flows, ...rest } = maps;
+  const { flows, policy, ...rest } = maps;
   const handles: Record<string, BpfMap> = {
     ...rest,
     flowTables: flows.tables,
@@ -368,10 +391,14 @@ function expectHandlesArePins(maps: NodeMaps, root: string): void {
   };
   const named = Object.entries(MAP_NAMES).filter(([field]) => handles[field] !== undefined);
   expect(named.length).toBe(Object.keys(handles).length);
-  for (const [field, name] of named) {
-    const pinned = BpfMap.openPinned(mapPin(root, name));
+  const policyNamed = Object.entries(POLICY_MAP_NAMES).map(([role, name]) => [
+    policy[role as keyof typeof policy],
+    name,
+  ]);
+  for (const [handle, name] of [...named.map(([field, name]) => [handles[field], name]), ...policyNamed]) {
+    const pinned = BpfMap.openPinned(mapPin(root, name as string));
     try {
-      expect(idOf(handles[field] as BpfMap), name).toBe(idOf(pinned));
+      expect(idOf(handle as BpfMap), name as string).toBe(idOf(pinned));
     } finally {
       pinned.close();
     }

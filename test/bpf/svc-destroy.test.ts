@@ -1,17 +1,26 @@
 /**
  * Closing a withdrawn backend's sockets (bpf/bpf_svc_destroy.c through
- * src/bpf/svc-destroy.ts): the sockets whose cookies are given are destroyed in the
- * namespace given, and their owners see ECONNABORTED on their next call; a socket whose
- * cookie was not given, and one in a namespace not given, stay. Needs BTF, a JIT and
- * Linux 6.5+; where the kernel lacks them, load() must say so (the UML guest has no JIT).
+ * src/bpf/svc-destroy.ts): sockets translated by bpf_svc.c's programs (on a cgroup of
+ * the test's own) that connected to a (Service, backend) pair given as withdrawn are
+ * destroyed in the namespace given, read from their own socket storage, and their owners
+ * see ECONNABORTED on their next call; a socket connected to the same backend through
+ * another Service, and one in a namespace not given, stay. Needs BTF, a JIT and Linux
+ * 6.5+; where the kernel lacks them, load() must say so (the UML guest has no JIT).
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { readObject } from "../../src/bpf/elf";
 import { probeJit } from "../../src/bpf/kernel-probe";
+import { attachCgroup, type BpfLink } from "../../src/bpf/links";
+import { sectionAttachType } from "../../src/bpf/programs";
+import { loadSvcPrograms, recordSvcPod, type SvcPrograms, svcTables } from "../../src/bpf/svc";
 import { SocketCloser } from "../../src/bpf/svc-destroy";
+import { ServiceTable } from "../../src/bpf/svc-table";
+import { cgroup2Root } from "../../src/datapath/sockbypass";
 import { ceiling, inGuest } from "../support/ceiling";
+import { TestBpffs } from "./helpers/bpffs";
 import { TestNetns } from "./helpers/netns";
 import { buildObjects, objectsDir } from "./helpers/objects";
 
@@ -20,10 +29,22 @@ const PEER = path.resolve(__dirname, "../integration/tools/svcpeer.py");
 let ns: TestNetns;
 let other: TestNetns;
 let object: Buffer;
+let bpffs: TestBpffs;
+let cgroup: string;
+let svc: SvcPrograms;
+const links: BpfLink[] = [];
 const children: ChildProcess[] = [];
+
+const BACKEND = { ip: "127.0.0.1", port: 8080 };
+const WEB = { ip: "10.96.0.10", port: 80, protocol: "TCP" } as const;
+const DNS = { ip: "10.96.0.10", port: 53, protocol: "UDP" } as const;
+/** Another Service with the same backend: its sockets are not the withdrawn pair's. */
+const WEB2 = { ip: "10.96.0.11", port: 80, protocol: "TCP" } as const;
 
 interface Held {
   child: ChildProcess;
+  /** What getpeername showed. */
+  peer: string;
   cookie: bigint;
   /** Sends a line and returns what the peer printed for it. */
   say(line: string): Promise<string>;
@@ -52,22 +73,29 @@ function lines(child: ChildProcess): () => Promise<string> {
   };
 }
 
-async function hold(netns: TestNetns, host: string, udp: boolean): Promise<Held> {
+/** A client in `netns` and the test's cgroup holding a socket connected to host:port. */
+async function hold(netns: TestNetns, host: string, port: number, udp: boolean): Promise<Held> {
   const child = spawn(
-    "nsenter",
-    [`--net=${netns.path}`, "python3", PEER, "hold", host, "8080", ...(udp ? ["udp"] : [])],
-    {
-      stdio: ["pipe", "pipe", "inherit"],
-    },
+    "sh",
+    [
+      "-c",
+      `echo $$ > ${cgroup}/cgroup.procs && exec nsenter --net=${netns.path} python3 ${PEER} hold "$@"`,
+      "hold",
+      host,
+      String(port),
+      ...(udp ? ["udp"] : []),
+    ],
+    { stdio: ["pipe", "pipe", "inherit"] },
   );
   children.push(child);
   const next = lines(child);
   const first = await next();
-  const m = /^connected \S+ cookie (\d+)$/.exec(first);
+  const m = /^connected (\S+) cookie (\d+)$/.exec(first);
   if (!m) throw new Error(`peer said ${first}`);
   return {
     child,
-    cookie: BigInt(m[1] ?? "0"),
+    peer: m[1] ?? "",
+    cookie: BigInt(m[2] ?? "0"),
     say: async (line) => {
       child.stdin?.write(`${line}\n`);
       return next();
@@ -91,17 +119,49 @@ beforeAll(async () => {
   other = TestNetns.create("svo");
   serve(ns);
   serve(other);
+  const root = cgroup2Root();
+  if (!root) throw new Error("no cgroup v2 hierarchy on this machine");
+  cgroup = path.join(root, `nkb-svd-${process.pid}`);
+  fs.mkdirSync(cgroup);
+  bpffs = TestBpffs.mount();
+  const svcObject = fs.readFileSync(path.join(objectsDir, "bpf_svc.o"));
+  svc = loadSvcPrograms(bpffs.root, svcObject, 1);
+  const sections = new Map(readObject(svcObject).programs.map((p) => [p.name, p.section]));
+  const fd = fs.openSync(cgroup, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY);
+  try {
+    for (const program of Object.values(svc.programs)) {
+      links.push(attachCgroup(program, fd, sectionAttachType(sections.get(program.name) ?? "") ?? -1));
+    }
+  } finally {
+    fs.closeSync(fd);
+  }
+  for (const [i, netns] of [ns, other].entries()) {
+    recordSvcPod(svc.maps, 2000 + i, BigInt(netns.run("python3", PEER, "cookie").trim()));
+  }
+  const table = new ServiceTable(svcTables(svc.maps));
+  for (const frontend of [WEB, DNS, WEB2]) table.write({ frontend, backends: [BACKEND] });
   await new Promise((r) => setTimeout(r, 1500));
 }, ceiling(60_000));
 
 afterAll(() => {
   for (const c of children) c.kill("SIGKILL");
+  for (const link of links) link.close();
+  svc?.close();
+  bpffs?.release();
   ns?.destroy();
   other?.destroy();
+  if (cgroup)
+    for (let i = 0; i < 50 && fs.existsSync(cgroup); i++) {
+      try {
+        fs.rmdirSync(cgroup);
+      } catch {
+        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 50);
+      }
+    }
 });
 
 describe("closing a withdrawn backend's sockets", () => {
-  it("destroys exactly the sockets named, TCP and connected UDP, in the namespaces named (or, without a JIT, says it cannot)", async () => {
+  it("destroys exactly the sockets connected to a withdrawn pair, TCP and UDP, in the namespaces named (or, without a JIT, says it cannot)", async () => {
     if (!probeJit()) {
       // The UML guest: tracing programs and kfunc calls need a JIT.
       expect(() => SocketCloser.load(object)).toThrow();
@@ -109,17 +169,27 @@ describe("closing a withdrawn backend's sockets", () => {
     }
     const closer = SocketCloser.load(object);
     try {
-      const tcp = await hold(ns, "127.0.0.1", false);
-      const udp = await hold(ns, "127.0.0.1", true);
-      const spared = await hold(ns, "127.0.0.1", false);
-      const elsewhere = await hold(other, "127.0.0.1", false);
-      const closed = closer.closeSockets([tcp.cookie, udp.cookie, elsewhere.cookie], [ns.path]);
-      expect(closed.sort()).toEqual([tcp.cookie, udp.cookie].sort());
+      const tcp = await hold(ns, WEB.ip, WEB.port, false);
+      const udp = await hold(ns, DNS.ip, DNS.port, true);
+      const spared = await hold(ns, WEB2.ip, WEB2.port, false);
+      const elsewhere = await hold(other, WEB.ip, WEB.port, false);
+      // Translated: each shows its Service, not the backend.
+      expect([tcp.peer, udp.peer, spared.peer, elsewhere.peer]).toEqual([
+        "10.96.0.10:80",
+        "10.96.0.10:53",
+        "10.96.0.11:80",
+        "10.96.0.10:80",
+      ]);
+      const withdrawn = [WEB, DNS].map((frontend) => ({ frontend, backends: [BACKEND] }));
+      expect(closer.closeSocketsOfWithdrawn(withdrawn, [ns.path], svc.maps.sockets)).toBe(2);
       expect(await tcp.say("x")).toBe("closed ECONNABORTED");
       // The kernel disconnects a destroyed UDP socket: its next send has no destination.
       expect(await udp.say("x")).toMatch(/^closed (ECONNABORTED|EDESTADDRREQ)$/);
       expect(await spared.say("x")).toMatch(/^srv x$/);
       expect(await elsewhere.say("x")).toMatch(/^srv x$/);
+      // Nothing withdrawn: nothing closed, and the survivors still answer.
+      expect(closer.closeSocketsOfWithdrawn([{ frontend: WEB2, backends: [] }], [ns.path], svc.maps.sockets)).toBe(0);
+      expect(await spared.say("y")).toMatch(/^srv y$/);
     } finally {
       closer.dispose();
     }

@@ -15,7 +15,14 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readObject } from "../../src/bpf/elf";
 import { attachCgroup, type BpfLink } from "../../src/bpf/links";
 import { sectionAttachType } from "../../src/bpf/programs";
-import { loadSvcPrograms, readSvcCounters, recordSvcPod, type SvcPrograms, svcTables } from "../../src/bpf/svc";
+import {
+  loadSvcPrograms,
+  readSvcClients,
+  readSvcCounters,
+  recordSvcPod,
+  type SvcPrograms,
+  svcTables,
+} from "../../src/bpf/svc";
 import { backendValue, idBytes, SVC_PROGRAM_NAMES, slotKey, svcKey, svcValue } from "../../src/bpf/svc-abi";
 import { ServiceTable } from "../../src/bpf/svc-table";
 import { cgroup2Root } from "../../src/datapath/sockbypass";
@@ -29,6 +36,8 @@ const PEER = path.join(TOOLS, "svcpeer.py");
 let bpffs: TestBpffs;
 let pod: TestNetns;
 let stranger: TestNetns;
+/** Another recorded pod, whose traffic must never cost `pod` what is its own. */
+let neighbour: TestNetns;
 let cgroup: string;
 let svc: SvcPrograms;
 let table: ServiceTable;
@@ -64,9 +73,9 @@ function netnsCookie(ns: TestNetns): bigint {
   return BigInt(ns.run("python3", PEER, "cookie").trim());
 }
 
-/** Who answered each of `n` TCP connects to `ip`:80, made by one client. */
-function answers(n: number, ip: string): string[] {
-  return client(pod, "tcp", ip, "80", String(n))
+/** Who answered each of `n` TCP connects to `ip`:80, made by one client of `from`. */
+function answers(n: number, ip: string, from: TestNetns = pod): string[] {
+  return client(from, "tcp", ip, "80", String(n))
     .split("\n")
     .map((line) => line.split(" ")[0] ?? "");
 }
@@ -77,7 +86,8 @@ beforeAll(async () => {
   bpffs = TestBpffs.mount();
   pod = TestNetns.create("svp");
   stranger = TestNetns.create("svs");
-  for (const ns of [pod, stranger]) {
+  neighbour = TestNetns.create("svn");
+  for (const ns of [pod, stranger, neighbour]) {
     for (const ip of ["10.200.0.2/32", "10.200.0.3/32", "fd00:200::2/128", "fd00:200::3/128"]) {
       ns.ip("addr", "add", ip, "dev", "lo", ...(ip.includes(":") ? ["nodad"] : []));
     }
@@ -99,6 +109,7 @@ beforeAll(async () => {
     fs.closeSync(fd);
   }
   recordSvcPod(svc.maps, 1000, netnsCookie(pod));
+  recordSvcPod(svc.maps, 1001, netnsCookie(neighbour));
   table = new ServiceTable(svcTables(svc.maps));
   table.write({ frontend: { ip: "10.96.0.10", port: 80, protocol: "TCP" }, backends: [B1, B2] });
   table.write({ frontend: { ip: "10.96.0.10", port: 53, protocol: "UDP" }, backends: [B1, B2] });
@@ -117,6 +128,7 @@ afterAll(() => {
   bpffs?.release();
   pod?.destroy();
   stranger?.destroy();
+  neighbour?.destroy();
   if (cgroup)
     for (let i = 0; i < 50 && fs.existsSync(cgroup); i++) {
       try {
@@ -176,6 +188,57 @@ describe("a pod's socket naming a ClusterIP", () => {
     const other = held === "b1" ? B2 : B1;
     table.write({ frontend, backends: [other], affinitySeconds: 600 });
     expect(new Set(answers(4, frontend.ip))).toEqual(new Set([held === "b1" ? "b2" : "b1"]));
+  });
+
+  it("bounds each pod's affinity: a neighbour held to more Services than a pod may be gives up only its own", () => {
+    const mine = { ip: "10.96.1.1", port: 80, protocol: "TCP" } as const;
+    table.write({ frontend: mine, backends: [B1, B2], affinitySeconds: 600 });
+    const held = new Set(answers(8, mine.ip));
+    expect(held.size).toBe(1);
+    // 40 Services with affinity (5 in each of a pod's 8 sets of 4), each held once by the
+    // neighbour: more than its 32, so it gives up 8 of its own.
+    const theirs = Array.from({ length: 40 }, (_, i) => `10.96.2.${i + 1}`);
+    for (const ip of theirs)
+      table.write({ frontend: { ip, port: 80, protocol: "TCP" }, backends: [B1, B2], affinitySeconds: 600 });
+    expect(client(neighbour, "tcpeach", "80", ...theirs).split("\n")).toHaveLength(40);
+    const state = readSvcClients(svc.maps);
+    expect(state.get(1001)).toMatchObject({ affinityHeld: 32 });
+    expect(state.get(1001)?.affinityReplaced).toBeGreaterThanOrEqual(8n);
+    expect(state.get(1000)?.affinityReplaced).toBe(0n);
+    // The pod's own affinity is where it was: twelve connects, one backend.
+    expect(new Set(answers(12, mine.ip))).toEqual(held);
+    for (const ip of theirs) table.remove({ ip, port: 80, protocol: "TCP" });
+  });
+
+  it("keeps an unconnected UDP socket on one backend per Service, four Services a socket, its own oldest giving way", () => {
+    const frontends = [1, 2, 3, 4, 5].map((i) => `10.96.3.${i}`);
+    for (const ip of frontends) table.write({ frontend: { ip, port: 53, protocol: "UDP" }, backends: [B1, B2] });
+    const before = readSvcClients(svc.maps).get(1000)?.socketReplaced ?? 0n;
+    // One socket: the same Service eight times (one backend answers, shown as the Service)...
+    const same = client(pod, "udpeach", "53", ...Array(8).fill(frontends[0])).split("\n");
+    expect(new Set(same.map((l) => l.split(" ")[0]))).toHaveProperty("size", 1);
+    for (const line of same) expect(line).toMatch(/\| from 10\.96\.3\.1:53$/);
+    // ...and five Services in turn, twice: each reply shown as the Service it answers for,
+    // the socket giving up its own least recently used Service for the fifth.
+    const lines = client(pod, "udpeach", "53", ...frontends, ...frontends).split("\n");
+    expect(lines.map((l) => /from (\S+):53$/.exec(l)?.[1])).toEqual([...frontends, ...frontends]);
+    expect((readSvcClients(svc.maps).get(1000)?.socketReplaced ?? 0n) - before).toBeGreaterThanOrEqual(6n);
+    for (const ip of frontends) table.remove({ ip, port: 53, protocol: "UDP" });
+  });
+
+  it("leaves a socket the kernel gives no socket storage to the stack, and counts it for its pod", () => {
+    // Socket storage is charged to the socket's option memory, bounded per namespace.
+    const optmem = neighbour.run("sysctl", "-n", "net.core.optmem_max").trim();
+    const before = readSvcClients(svc.maps).get(1001)?.noSocketState ?? 0n;
+    neighbour.sysctl("net.core.optmem_max", "64");
+    try {
+      expect(client(neighbour, "tcp", "10.96.0.10", "80")).toBe("error ENETUNREACH");
+      expect(client(neighbour, "udp", "10.96.0.10", "53")).toBe("error ENETUNREACH");
+    } finally {
+      neighbour.sysctl("net.core.optmem_max", optmem);
+    }
+    expect((readSvcClients(svc.maps).get(1001)?.noSocketState ?? 0n) - before).toBe(2n);
+    expect(client(neighbour, "tcp", "10.96.0.10", "80")).toMatch(/^b[12] .* \| peer 10\.96\.0\.10:80$/);
   });
 
   it("sends only to the backends left after a withdrawal", () => {

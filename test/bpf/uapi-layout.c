@@ -24,10 +24,10 @@ int main(void)
 	CMD(MAP_CREATE); CMD(MAP_LOOKUP_ELEM); CMD(MAP_UPDATE_ELEM); CMD(MAP_DELETE_ELEM);
 	CMD(MAP_GET_NEXT_KEY); CMD(PROG_LOAD); CMD(OBJ_PIN); CMD(OBJ_GET); CMD(PROG_TEST_RUN);
 	CMD(OBJ_GET_INFO_BY_FD); CMD(ITER_CREATE); CMD(LINK_CREATE); CMD(LINK_UPDATE); CMD(LINK_DETACH);
-	CMD(MAP_GET_FD_BY_ID); CMD(PROG_GET_FD_BY_ID); CMD(BTF_GET_FD_BY_ID); CMD(BTF_GET_NEXT_ID);
-	CMD(MAP_LOOKUP_BATCH); CMD(MAP_LOOKUP_AND_DELETE_BATCH); CMD(MAP_UPDATE_BATCH);
+	CMD(MAP_GET_FD_BY_ID); CMD(PROG_GET_FD_BY_ID); CMD(BTF_GET_FD_BY_ID); CMD(BTF_GET_NEXT_ID); CMD(BTF_LOAD);
+	CMD(MAP_LOOKUP_AND_DELETE_ELEM); CMD(MAP_LOOKUP_BATCH); CMD(MAP_LOOKUP_AND_DELETE_BATCH); CMD(MAP_UPDATE_BATCH);
 	MAPT(HASH); MAPT(ARRAY); MAPT(PERCPU_HASH); MAPT(PERCPU_ARRAY); MAPT(LRU_HASH); MAPT(LPM_TRIE);
-	MAPT(HASH_OF_MAPS); MAPT(ARRAY_OF_MAPS); MAPT(SOCKHASH);
+	MAPT(HASH_OF_MAPS); MAPT(ARRAY_OF_MAPS); MAPT(SOCKHASH); MAPT(QUEUE); MAPT(SK_STORAGE);
 	KV("BPF_PROG_TYPE.SCHED_CLS", BPF_PROG_TYPE_SCHED_CLS);
 	KV("BPF_PROG_TYPE.SOCK_OPS", BPF_PROG_TYPE_SOCK_OPS);
 	KV("BPF_PROG_TYPE.SK_MSG", BPF_PROG_TYPE_SK_MSG);
@@ -53,7 +53,11 @@ int main(void)
 	ATTR("MAP_CREATE", map_type, map_type); ATTR("MAP_CREATE", key_size, key_size);
 	ATTR("MAP_CREATE", value_size, value_size); ATTR("MAP_CREATE", max_entries, max_entries);
 	ATTR("MAP_CREATE", map_flags, map_flags); ATTR("MAP_CREATE", map_name, map_name);
-	ATTR("MAP_CREATE", inner_map_fd, inner_map_fd);
+	ATTR("MAP_CREATE", inner_map_fd, inner_map_fd); ATTR("MAP_CREATE", btf_fd, btf_fd);
+	ATTR("MAP_CREATE", btf_key_type_id, btf_key_type_id);
+	ATTR("MAP_CREATE", btf_value_type_id, btf_value_type_id);
+	ATTR("BTF_LOAD", btf, btf); ATTR("BTF_LOAD", btf_log_buf, btf_log_buf); ATTR("BTF_LOAD", btf_size, btf_size);
+	ATTR("BTF_LOAD", btf_log_size, btf_log_size); ATTR("BTF_LOAD", btf_log_level, btf_log_level);
 	ATTR("MAP_ELEM", map_fd, map_fd); ATTR("MAP_ELEM", key, key); ATTR("MAP_ELEM", value, value);
 	ATTR("MAP_ELEM", next_key, next_key); ATTR("MAP_ELEM", flags, flags);
 	ATTR("BATCH", in_batch, batch.in_batch); ATTR("BATCH", out_batch, batch.out_batch);

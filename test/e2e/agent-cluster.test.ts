@@ -21,6 +21,11 @@ import { buildPauseImage, CriContainerd } from "./cri/containerd";
 import { Sandbox } from "./sandbox";
 
 const CLUSTER = ["10.235.0.0/16", "fd35:0:0:100::/56"];
+/** The DaemonSet's ConfigMap for this cluster. */
+const CONFIG = {
+  "cluster-cidr": CLUSTER.join(","),
+  datapath: TEST_DATAPATH === "netkit" ? "netkit" : "auto",
+};
 const OUTSIDE4 = "10.236.0.100";
 const OUTSIDE6 = "fd36::100";
 
@@ -81,16 +86,12 @@ describe("three nodes, a containerd and an agent each, no hand-made routes", () 
   let outside: string;
 
   const agentArgs = (fxRoot: string, dataDir: string) => [
-    "--cluster-cidr",
-    CLUSTER.join(","),
     "--host-interface",
     "wire0",
     "--bpffs-root",
     fxRoot,
     "--data-dir",
     dataDir,
-    "--datapath",
-    TEST_DATAPATH === "netkit" ? "netkit" : "auto",
     "--resync-seconds",
     "2",
   ];
@@ -132,11 +133,11 @@ describe("three nodes, a containerd and an agent each, no hand-made routes", () 
       const binDir = path.join(sb.dir, "opt/cni/bin");
       const confDir = path.join(sb.dir, "etc-cni/net.d");
       fs.rmSync(path.join(binDir, "netkit-cni")); // the agent installs it, as on a node
-      const an = agentNode(fx, api, netns, name, { confDir, binDir });
+      const an = agentNode(fx, api, netns, name, { confDir, binDir, mountNs: sb.mountNsPath });
       const root = `${fx.bpffsRoot}-${i}`;
       fx.extraBpffsRoots.push(root);
       const args = agentArgs(root, path.join(sb.dir, "ipam"));
-      const agent = AgentProcess.start(fx, an, args);
+      const agent = AgentProcess.start(fx, an, args, CONFIG);
       const cgroupParent = uniqueName("nkcri");
       sb.ownCgroup(cgroupParent);
       const cri = new CriContainerd(fx, sb, { binDir, confDir, pauseImage });
@@ -236,7 +237,7 @@ describe("three nodes, a containerd and an agent each, no hand-made routes", () 
     api.deleteNode("node-2");
     await new Promise((r) => setTimeout(r, 3000)); // a resync's time: nothing on node 1 acts
     expect(agentRoutes(n1.netns)).toEqual([`${n2.pods4} via ${n2.v4}`, `${n2.pods6} via ${n2.v6}`]);
-    const restarted = AgentProcess.start(fx, n1.agentNode, n1.agentArgs);
+    const restarted = AgentProcess.start(fx, n1.agentNode, n1.agentArgs, CONFIG);
     await eventually(
       "the stale routes gone",
       () => agentRoutes(n1.netns).length === 0,

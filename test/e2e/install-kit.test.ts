@@ -96,13 +96,18 @@ describe("install kit for clusters", () => {
       "cni-conf": "/host/etc/cni/net.d",
       run: "/run/netkit-cni",
       bpffs: "/sys/fs/bpf",
+      netns: "/run/netns",
     });
     expect(volumes).toEqual({
       "cni-bin": "/opt/cni/bin",
       "cni-conf": "/etc/cni/net.d",
       run: "/run/netkit-cni",
       bpffs: "/sys/fs/bpf",
+      netns: "/run/netns",
     });
+    // Pods' namespaces are mounted after the agent starts: they must reach its container.
+    const netns = (container.volumeMounts as Doc[]).find((m) => m.name === "netns");
+    expect(netns?.mountPropagation).toBe("HostToContainer");
     expect(ds.spec.selector.matchLabels).toEqual(ds.spec.template.metadata.labels);
 
     const [kind] = yamlDocs(path.join(REPO, "install/kind/cluster.yaml")) as [Doc];

@@ -138,6 +138,12 @@ export class Sandbox {
     if (mountNsOf(holder.pid as number) !== this.mntNs) throw new Error("sandbox namespace changed under us");
   }
 
+  /** The sandbox's mount namespace, for nsenter --mount. */
+  get mountNsPath(): string {
+    if (!this.holder?.pid) throw new Error("sandbox not started");
+    return `/proc/${this.holder.pid}/ns/mnt`;
+  }
+
   private nsenterArgs(cmd: string, args: string[]): string[] {
     if (!this.holder?.pid) throw new Error("sandbox not started");
     return [`--mount=/proc/${this.holder.pid}/ns/mnt`, `--net=/run/netns/${this.node}`, cmd, ...args];

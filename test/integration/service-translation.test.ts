@@ -227,6 +227,21 @@ describe("Service translation, pods made by the plugin", () => {
     // The tables are bounded, and status shows how full they are.
     expect(status).toMatch(/^ +nkc_svc_services +hash +1 +16384$/m);
     expect(status).toMatch(/^ +nkc_svc_backends +hash +0 +65536$/m);
+    // Each pod's state is its own; status sums it, endpoints shows it per pod.
+    expect(status).toMatch(
+      /^services +pods' own state: affinity to 0 Services \(at most 32 a pod\); refused: 0 sockets without socket state \(left to the stack\); given up, each pod its own: 0 of a socket's Services, 0 affinities$/m,
+    );
+    const rows = JSON.parse(inNs(a.netns, BINARY, ["endpoints", "--bpffs-root", a.bpffsRoot, "--json"])) as {
+      containerId: string;
+      services?: Record<string, number>;
+    }[];
+    expect(rows.find((r) => r.containerId === "cli")?.services).toEqual({
+      affinityHeld: 0,
+      affinityCapacity: 32,
+      noSocketState: 0,
+      socketReplaced: 0,
+      affinityReplaced: 0,
+    });
     // Where the kernel cannot close a withdrawn backend's sockets (no JIT: the UML guest), it says so.
     expect(/^services +cannot close a withdrawn backend's sockets/m.test(status)).toBe(!probeJit());
   });

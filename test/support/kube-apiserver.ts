@@ -19,6 +19,8 @@
  * - allowWatchBookmarks=true: BOOKMARK events now and then (and on bookmark()), whose
  *   object is one of the watched kind with only metadata.resourceVersion.
  * - Not authenticated: 401 with a Status; unknown paths 404 with a Status.
+ * - Authorized as RBAC would (restrictTo: a ClusterRole's rules): a verb on a resource no
+ *   rule allows gets 403 Forbidden with a Status naming them.
  *
  * Faults for the tests: down()/up() (connections refused), garbage() (200 with a body that
  * is not JSON), dropWatches() (the server ends every watch, as on an apiserver restart).
@@ -59,6 +61,15 @@ const RESOURCES = {
   },
 } as const;
 export type Resource = keyof typeof RESOURCES;
+/** The API group of each kind served, as RBAC names it. */
+const GROUPS: Record<Resource, string> = { nodes: "", services: "", endpointslices: "discovery.k8s.io" };
+
+export interface PolicyRule {
+  apiGroups: string[];
+  resources: string[];
+  verbs: string[];
+}
+
 const resourceAt = (pathname: string): Resource | undefined =>
   (Object.keys(RESOURCES) as Resource[]).find((r) => RESOURCES[r].path === pathname);
 
@@ -104,6 +115,8 @@ export class StandInApiServer {
   private unixServer: https.Server;
   private port = 0;
   private mode: "serving" | "garbage" = "serving";
+  /** What the token may do; undefined: anything. */
+  private rules: PolicyRule[] | undefined;
   private bookmarkTimer: NodeJS.Timeout | undefined;
 
   /** `dir`: where the key, certificate (ca.crt) and kubeconfig go. */
@@ -176,6 +189,21 @@ export class StandInApiServer {
       }),
     );
     return file;
+  }
+
+  /** From now on the token may do only what these rules (a ClusterRole's) allow. */
+  restrictTo(rules: PolicyRule[]): void {
+    this.rules = rules;
+  }
+
+  private allowed(verb: string, resource: Resource): boolean {
+    if (!this.rules) return true;
+    return this.rules.some(
+      (r) =>
+        (r.apiGroups.includes(GROUPS[resource]) || r.apiGroups.includes("*")) &&
+        (r.resources.includes(resource) || r.resources.includes("*")) &&
+        (r.verbs.includes(verb) || r.verbs.includes("*")),
+    );
   }
 
   // --- the store -------------------------------------------------------------------------
@@ -323,6 +351,18 @@ export class StandInApiServer {
       return;
     }
     const named = url.pathname.match(/^\/api\/v1\/nodes\/([^/]+)$/);
+    const watching = query.watch === "true" || query.watch === "1";
+    const target = named ? "nodes" : resourceAt(url.pathname);
+    const verb = named ? "get" : watching ? "watch" : "list";
+    if (target && !this.allowed(verb, target)) {
+      this.status(
+        res,
+        403,
+        "Forbidden",
+        `${target} is forbidden: User "system:serviceaccount:kube-system:netkit-cni" cannot ${verb} resource "${target}" in API group "${GROUPS[target]}" at the cluster scope`,
+      );
+      return;
+    }
     if (named) {
       const node = this.nodes.get(decodeURIComponent(named[1] ?? ""));
       if (!node) this.status(res, 404, "NotFound", `nodes "${named[1]}" not found`);
@@ -334,7 +374,7 @@ export class StandInApiServer {
       this.status(res, 404, "NotFound", "the server could not find the requested resource");
       return;
     }
-    if (query.watch === "true" || query.watch === "1") this.watch(res, query, resource);
+    if (watching) this.watch(res, query, resource);
     else this.list(res, query, resource);
   }
 

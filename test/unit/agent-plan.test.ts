@@ -49,12 +49,14 @@ describe("a Node as the agent reads it", () => {
 describe("the routes to other nodes", () => {
   const self = facts(node("self", ["10.1.1.0/24", "fd01:1::/64"], ["10.0.0.1"]));
   const connected = [link("10.0.0.0/24", 2), link("fd00::/64", 2), link("10.0.0.0/16", 3)];
+  const cluster = [link("10.1.0.0/16", 0).subnet, link("fd01::/16", 0).subnet];
 
   it("routes each pod CIDR via the InternalIP of its family on the most specific link", () => {
     const plan = planRoutes(
       self,
       [facts(node("b", ["10.1.2.0/24", "fd01:2::/64"], ["10.0.0.2", "fd00::2"]))],
       connected,
+      cluster,
     );
     expect(plan.routes).toEqual([
       { node: "b", dst: "10.1.2.0/24", family: 2, gateway: "10.0.0.2", ifindex: 2 },
@@ -73,10 +75,15 @@ describe("the routes to other nodes", () => {
         facts(node("twin1", ["10.1.7.0/24"], ["10.0.0.7"])),
         facts(node("twin2", ["10.1.7.0/25"], ["10.0.0.8"])),
         facts(node("new", [], ["10.0.0.9"])),
+        facts(node("astray", ["10.2.0.0/24", "fd01:9::/64"], ["10.0.0.10", "fd00::10"])),
       ],
       connected,
+      cluster,
     );
-    expect(plan.routes).toEqual([]);
+    expect(plan.routes).toEqual([
+      // The part of a node's ranges that is the cluster's is still routed.
+      { node: "astray", dst: "fd01:9::/64", family: 10, gateway: "fd00::10", ifindex: 2 },
+    ]);
     expect(Object.fromEntries(plan.peers.map((p) => [p.node, p.state]))).toEqual({
       far: "unreachable",
       v4only: "no-address",
@@ -84,7 +91,11 @@ describe("the routes to other nodes", () => {
       twin1: "conflict",
       twin2: "conflict",
       new: "no-pod-cidr",
+      astray: "outside-cluster",
     });
+    expect(plan.peers.find((p) => p.node === "astray")?.why).toEqual([
+      "pod CIDR 10.2.0.0/24 lies outside the cluster CIDRs (--cluster-cidr)",
+    ]);
   });
 });
 

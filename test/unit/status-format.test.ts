@@ -50,7 +50,15 @@ const facts = (): NodeStatus => ({
     unavailable: undefined,
     off: undefined,
   },
-  serviceTranslation: { links: 0, pods: 0, services: 0, backends: 0, counters: undefined, socketClosing: undefined },
+  serviceTranslation: {
+    links: 0,
+    pods: 0,
+    services: 0,
+    backends: 0,
+    counters: undefined,
+    podState: undefined,
+    socketClosing: undefined,
+  },
   bandwidth: { limited: 0, modes: {}, pacingOff: [], ingressModes: {}, ingressPacingOff: undefined },
   drops: {
     pods: { spoofed: 3, tagged: 1, ethertype: 0, unparsable: 0, limit: 0, rewrite: 0 },
@@ -163,12 +171,41 @@ describe("formatStatus", () => {
       pods: 3,
       services: 2,
       backends: 4,
-      counters: { translated: 10n, refused: 1n, reversed: 5n, unsure: 0n },
+      counters: { translated: 10, refused: 1, reversed: 5, unsure: 0 },
+      podState: undefined,
       socketClosing: undefined,
     };
     expect(formatStatus(s)).toMatch(
       /^services +translated at connect for 3 pods: 2 Services, 4 backends; 10 translated, 1 refused \(no backend\), 5 shown back, 0 left to the stack$/m,
     );
+  });
+
+  it("sums the pods' own state: affinity held, sockets refused state, what each pod gave up of its own", () => {
+    const s = facts();
+    s.serviceTranslation = {
+      links: 8,
+      pods: 3,
+      services: 2,
+      backends: 4,
+      counters: { translated: 10, refused: 0, reversed: 5, unsure: 2 },
+      podState: {
+        withoutState: 0,
+        affinityHeld: 5,
+        affinityPerPod: 32,
+        noSocketState: 2,
+        socketReplaced: 7,
+        affinityReplaced: 1,
+      },
+      socketClosing: undefined,
+    };
+    expect(formatStatus(s)).toMatch(
+      /^services +pods' own state: affinity to 5 Services \(at most 32 a pod\); refused: 2 sockets without socket state \(left to the stack\); given up, each pod its own: 7 of a socket's Services, 1 affinities$/m,
+    );
+    s.serviceTranslation.podState = {
+      ...(s.serviceTranslation.podState as NonNullable<typeof s.serviceTranslation.podState>),
+      withoutState: 2,
+    };
+    expect(formatStatus(s)).toMatch(/; 2 pods recorded by an older build have no state yet$/m);
   });
 
   it("says when the kernel cannot close a withdrawn backend's sockets, and why", () => {
@@ -179,6 +216,7 @@ describe("formatStatus", () => {
       services: 0,
       backends: 0,
       counters: undefined,
+      podState: undefined,
       socketClosing: "kernel functions bpf_sock_destroy not found in BTF",
     };
     expect(formatStatus(s)).toMatch(

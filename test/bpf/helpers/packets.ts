@@ -1,17 +1,17 @@
 /**
- * Hand-built frames for BPF_PROG_TEST_RUN: Ethernet + IPv4/IPv6 + TCP/UDP/ICMP(v6) echo,
+ * Hand-built frames for BPF_PROG_TEST_RUN: Ethernet + IPv4/IPv6 + TCP/UDP/SCTP/ICMP(v6) echo,
  * plus readers for the fields the programs rewrite. L4 checksums are left zero: the
  * programs never read them. The IPv4 header checksum is real, so a test can check the
  * program's incremental update.
  */
 import { AF_INET6, familyOf, ipBytes } from "../../../src/cni/address";
 
-export const PROTO = { icmp: 1, tcp: 6, udp: 17, icmpv6: 58 } as const;
+export const PROTO = { icmp: 1, tcp: 6, udp: 17, icmpv6: 58, sctp: 132 } as const;
 
 export interface PacketSpec {
   src: string;
   dst: string;
-  proto: "tcp" | "udp" | "icmp";
+  proto: "tcp" | "udp" | "icmp" | "sctp";
   sport?: number;
   dport?: number;
   /** ICMP echo identifier. */
@@ -96,13 +96,14 @@ function l4(spec: PacketSpec, v6: boolean): Buffer {
     h.writeUInt16BE(1, 6);
     return Buffer.concat([h, payload]);
   }
-  const h = Buffer.alloc(spec.proto === "tcp" ? 20 : 8);
+  // SCTP's common header: ports, verification tag, checksum (12 bytes; 8 read here).
+  const h = Buffer.alloc(spec.proto === "tcp" ? 20 : spec.proto === "sctp" ? 12 : 8);
   h.writeUInt16BE(spec.sport ?? 40000, 0);
   h.writeUInt16BE(spec.dport ?? 80, 2);
   if (spec.proto === "tcp") {
     h.writeUInt8(5 << 4, 12);
     h.writeUInt8(spec.tcpFlags ?? TCP.ACK, 13);
-  } else h.writeUInt16BE(h.length + payload.length, 4);
+  } else if (spec.proto === "udp") h.writeUInt16BE(h.length + payload.length, 4);
   return Buffer.concat([h, payload]);
 }
 

@@ -15,6 +15,14 @@ udpv6 HOST PORT               udp on an AF_INET6 socket (HOST may be ::ffff:a.b.
 hold HOST PORT [udp]          connects (TCP, or UDP), prints "connected <getpeername> cookie
                               <SO_COOKIE>", then each line on stdin is sent and the answer
                               printed ("closed <errno name>" when the socket fails).
+victim HOST UDPPORT TCPPORT   a long-lived client: a connected UDP socket to HOST:UDPPORT
+                              and a TCP connection to HOST:TCPPORT, held open; prints
+                              "ready", then for each line on stdin asks both again and
+                              prints "udp from <recvfrom's source> | tcp peer <getpeername>
+                              | tcp <answer>" (the TCP connection otherwise idle).
+tcpeach PORT HOST...          tcp once to each HOST, a line each.
+udpeach PORT HOST...          one unconnected UDP socket sends a datagram to each HOST in
+                              turn and waits for its answer: "<reply> | from <source>".
 cookie                        prints the SO_NETNS_COOKIE of a socket made in its namespace,
                               as a decimal number.
 Errors print "error <errno name>" and exit 0: the tests judge them.
@@ -36,8 +44,10 @@ def fail(e):
 
 
 def answer(name, conn, peer):
-    """Says who it is, then answers each line until the connection closes."""
-    conn.settimeout(30)
+    """Says who it is, then answers each line until the connection closes (or stays idle
+    for ten minutes: a client holds one through another pod's churn, which takes minutes
+    in the guests)."""
+    conn.settimeout(600)
     try:
         conn.sendall(f"{name} {fmt(peer)}\n".encode())
         while True:
@@ -130,6 +140,48 @@ def hold(host, port, udp):
             return
 
 
+def victim(host, udp_port, tcp_port):
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    u = socket.socket(family, socket.SOCK_DGRAM)
+    u.settimeout(5)
+    t = socket.socket(family, socket.SOCK_STREAM)
+    t.settimeout(10)
+    try:
+        u.connect((host, udp_port))
+        t.connect((host, tcp_port))
+        t.recv(4096)
+    except OSError as e:
+        fail(e)
+    print("ready", flush=True)
+    for line in sys.stdin:
+        try:
+            u.send(line.strip().encode())
+            _, source = u.recvfrom(4096)
+            udp = f"udp from {fmt(source)}"
+        except OSError as e:
+            udp = "udp error " + errno.errorcode.get(e.errno, str(e.errno))
+        try:
+            t.sendall(line.encode())
+            answer = t.recv(4096).decode().strip()
+            tcp = f"tcp peer {fmt(t.getpeername())} | tcp {answer}"
+        except OSError as e:
+            tcp = "tcp error " + errno.errorcode.get(e.errno, str(e.errno))
+        print(f"{udp} | {tcp}", flush=True)
+
+
+def udp_each(port, hosts):
+    family = socket.AF_INET6 if ":" in hosts[0] else socket.AF_INET
+    s = socket.socket(family, socket.SOCK_DGRAM)
+    s.settimeout(5)
+    for host in hosts:
+        try:
+            s.sendto(b"q", (host, port))
+            reply, source = s.recvfrom(4096)
+            print(f"{reply.decode()} | from {fmt(source)}", flush=True)
+        except OSError as e:
+            fail(e)
+
+
 def main():
     mode, args = sys.argv[1], sys.argv[2:]
     if mode == "serve":
@@ -146,6 +198,13 @@ def main():
         udp(args[0], int(args[1]), socket.AF_INET6, False)
     elif mode == "udpc":
         udp(args[0], int(args[1]), socket.AF_INET6 if ":" in args[0] else socket.AF_INET, True)
+    elif mode == "tcpeach":
+        for host in args[1:]:
+            tcp(host, int(args[0]), socket.AF_INET6 if ":" in host else socket.AF_INET)
+    elif mode == "udpeach":
+        udp_each(int(args[0]), args[1:])
+    elif mode == "victim":
+        victim(args[0], int(args[1]), int(args[2]))
     elif mode == "cookie":
         raw = socket.socket().getsockopt(socket.SOL_SOCKET, 71, 8)  # SO_NETNS_COOKIE
         print(int.from_bytes(raw, "little"))

@@ -1,0 +1,141 @@
+/*
+ * NetworkPolicy's layouts (lib/policy.h), shared with userspace (src/bpf/policy-abi.ts
+ * mirrors them byte for byte; the _Static_asserts pin the sizes). Who writes what:
+ *
+ *   nkc_pol_ep     the plugin, at ADD of a pod of a network with "networkPolicy": true:
+ *                  host ifindex -> the pod's key (its namespace/name, hashed)
+ *   nkc_pol_pods   the agent (and the plugin, only to mark a pod it wires before the agent
+ *                  judged it): pod key -> its compiled policy's slot, isolation, flags
+ *   nkc_pol_peers  the agent: per slot and direction, remote prefix -> rules that allow it
+ *   nkc_pol_ports  the agent: per slot and direction, protocol and port -> rules that allow it
+ *   nkc_pol_vips   the agent: Service ClusterIPs (a pod's egress to one is judged after
+ *                  the stack's DNAT, on the backend)
+ *   nkc_pol_ct_*   the programs: each pod's own table of flows its policy let through
+ *                  (a pool like the direct-flow tables', nkc_abi.h)
+ *
+ * A flow is allowed when some rule allows both its remote address and its port: the
+ * AND of two longest-prefix lookups, each a bitmask of rule numbers.
+ */
+#ifndef NKC_POLICY_ABI_H
+#define NKC_POLICY_ABI_H
+
+#include <linux/types.h>
+
+#define NKC_POL_RULES 64          /* rules per slot and direction: the bits of a __u64 */
+#define NKC_POL_PODS_MAX 16384    /* pods of the cluster whose policy this node holds */
+#define NKC_POL_PEERS_MAX 262144  /* remote prefixes over every slot */
+#define NKC_POL_PORTS_MAX 65536   /* port prefixes over every slot */
+#define NKC_POL_VIPS_MAX 65536    /* Service ClusterIPs */
+#define NKC_POL_CT_SIZE 2048      /* flows one pod's table remembers (LRU) */
+
+enum nkc_pol_dir {
+	NKC_POL_EGRESS = 0,  /* what the pod sends: judged against its egress rules */
+	NKC_POL_INGRESS = 1, /* what reaches the pod: against its ingress rules */
+};
+
+/* nkc_pol_ep value, keyed by the pod's __u32 host ifindex. */
+struct nkc_pol_ep {
+	__u64 pod_key; /* the first 8 bytes of sha256("namespace/name"), little endian */
+};
+_Static_assert(sizeof(struct nkc_pol_ep) == 8, "nkc_pol_ep is 8 bytes");
+
+/* The pod is isolated for ingress (egress): a policy of its namespace selects it for
+ * that direction, and only its rules (and replies) get through. */
+#define NKC_POL_F_ISOLATED_IN (1U << 0)
+#define NKC_POL_F_ISOLATED_OUT (1U << 1)
+/* Wired before the agent judged it, in a namespace that has policies: nothing but its
+ * node's traffic passes until the agent writes its policy. */
+#define NKC_POL_F_PENDING (1U << 2)
+
+/* nkc_pol_pods value, keyed by the __u64 pod key. No entry: the pod's namespace has no
+ * policy, it is not isolated. */
+struct nkc_pol_pod {
+	__u32 slot;  /* its compiled policy in nkc_pol_peers and nkc_pol_ports (0: none) */
+	__u32 flags; /* NKC_POL_F_* */
+};
+_Static_assert(sizeof(struct nkc_pol_pod) == 8, "nkc_pol_pod is 8 bytes");
+
+/*
+ * nkc_pol_peers key (LPM trie). The first 64 bits after prefixlen (slot, direction,
+ * family, padding) are part of every prefix: prefixlen = 64 + the address prefix.
+ * Value: __u64, bit r set when rule r allows every address of the prefix.
+ */
+struct nkc_pol_peer_key {
+	__u32 prefixlen;
+	__u32 slot;
+	__u8 dir;          /* enum nkc_pol_dir */
+	__u8 family;       /* NKC_AF_INET or NKC_AF_INET6 */
+	__u8 pad[2];       /* always zero */
+	__u8 addr[16];     /* network order; IPv4 in addr[0..3] */
+};
+_Static_assert(sizeof(struct nkc_pol_peer_key) == 28, "nkc_pol_peer_key is 28 bytes");
+#define NKC_POL_PEER_FIXED_BITS 64
+
+/*
+ * nkc_pol_ports key (LPM trie): slot, direction and protocol (48 bits) are part of
+ * every prefix; then the port, network order, so a range is a few prefixes. Value:
+ * __u64, bit r set when rule r allows every port of the prefix. A packet without ports
+ * (ICMP, GRE, ...) looks up protocol NKC_POL_PROTO_NONE, port 0: only rules that name no
+ * port at all allow it.
+ */
+struct nkc_pol_port_key {
+	__u32 prefixlen;
+	__u32 slot;
+	__u8 dir;          /* enum nkc_pol_dir */
+	__u8 proto;        /* IPPROTO_TCP, IPPROTO_UDP, IPPROTO_SCTP or NKC_POL_PROTO_NONE */
+	__be16 port;
+};
+_Static_assert(sizeof(struct nkc_pol_port_key) == 12, "nkc_pol_port_key is 12 bytes");
+#define NKC_POL_PORT_FIXED_BITS 48
+#define NKC_POL_PROTO_NONE 0
+
+/* A flow of a pod's table (key: struct nkc_flow_key) started in this direction; the
+ * entry lets its later packets, both ways, through. */
+#define NKC_POL_CT_EGRESS (1U << 0)
+#define NKC_POL_CT_INGRESS (1U << 1)
+/* Started towards a Service ClusterIP: let through unjudged, the stack's DNAT sends it
+ * on to a backend, where the pod's egress is judged. Only the replies need the entry. */
+#define NKC_POL_CT_DEFERRED (1U << 2)
+/* Started by the pod's own node (kubelet's probes): always allowed. */
+#define NKC_POL_CT_NODE (1U << 3)
+
+/* Value of a pod's flow table (nkc_pol_ct_tables' inner maps). Entries of another
+ * generation (a previous holder of the pooled table) are never trusted. */
+struct nkc_pol_ct {
+	__u64 gen;
+	__u32 flags;       /* NKC_POL_CT_* */
+	__u32 pad;         /* always zero */
+};
+_Static_assert(sizeof(struct nkc_pol_ct) == 16, "nkc_pol_ct is 16 bytes");
+
+/* nkc_pol_stats value (per CPU), keyed by __u32 host ifindex: new flows judged. */
+struct nkc_pol_stats {
+	__u64 allowed[2];  /* by enum nkc_pol_dir */
+	__u64 denied[2];
+};
+_Static_assert(sizeof(struct nkc_pol_stats) == 32, "nkc_pol_stats is 32 bytes");
+
+/* A denied packet, as nkc_pol_events (a queue, newest kept) tells `netkit-cni monitor`. */
+struct nkc_pol_event {
+	__u64 time_ns;     /* bpf_ktime_get_ns() */
+	__u32 ifindex;     /* the host ifindex of the pod whose policy denied it */
+	__u32 slot;        /* its policy's slot then */
+	__u8 dir;          /* enum nkc_pol_dir */
+	__u8 family;
+	__u8 proto;
+	__u8 reason;       /* enum nkc_pol_reason */
+	__be16 sport;
+	__be16 dport;
+	__u8 src[16];
+	__u8 dst[16];
+};
+_Static_assert(sizeof(struct nkc_pol_event) == 56, "nkc_pol_event is 56 bytes");
+#define NKC_POL_EVENTS_MAX 4096
+
+enum nkc_pol_reason {
+	NKC_POL_DENIED = 1,  /* no rule allows it: the direction's default deny */
+	NKC_POL_PENDING = 2, /* the agent has not judged the pod yet */
+	NKC_POL_OPAQUE = 3,  /* no transport header to judge (a fragment, IPv4 options) */
+};
+
+#endif

@@ -1,0 +1,134 @@
+/**
+ * NetworkPolicy's maps (bpf/lib/policy.h) as the plugin and the agent use them: the
+ * plugin records a pod's key at ADD (nkc_pol_ep) and gives it a flow table; the agent
+ * writes each pod's slot and flags (nkc_pol_pods), the slots' tables (nkc_pol_peers,
+ * nkc_pol_ports) and the Service ClusterIPs (nkc_pol_vips). The programs write only the
+ * flow tables and the counters.
+ */
+import * as fs from "node:fs";
+import { sha256 } from "../sys/sha256";
+import type { FlowTableMaps } from "./direct";
+import { readObject } from "./elf";
+import { mapPin } from "./layout";
+import { BpfMap } from "./maps";
+import { openOrCreatePinnedMap } from "./pinned-map";
+import {
+  decodePolicyPod,
+  POLICY_MAP_NAMES,
+  type PolicyStats,
+  podKeyBytes,
+  policyEndpointValue,
+  policyPodValue,
+  sumPolicyStats,
+} from "./policy-abi";
+import { POLICY_CT_SPEC } from "./policy-ct";
+import type { TableWrite } from "./policy-tables";
+
+export type PolicyMaps = Record<keyof typeof POLICY_MAP_NAMES, BpfMap> & { close(): void };
+
+/** A pod's key: the first 8 bytes of sha256("namespace/name"), read little endian. */
+export const podKey = (namespace: string, name: string): bigint => sha256(`${namespace}/${name}`).readBigUInt64LE(0);
+
+const ifindexKey = (ifindex: number) => {
+  const k = Buffer.alloc(4);
+  k.writeUInt32LE(ifindex);
+  return k;
+};
+
+function byRole(open: (name: string) => BpfMap): PolicyMaps {
+  const opened: BpfMap[] = [];
+  const close = () => {
+    for (const m of opened) m.close();
+  };
+  try {
+    const maps = Object.fromEntries(
+      Object.entries(POLICY_MAP_NAMES).map(([role, name]) => {
+        const map = open(name);
+        opened.push(map);
+        return [role, map];
+      }),
+    ) as Record<keyof typeof POLICY_MAP_NAMES, BpfMap>;
+    return { ...maps, close };
+  } catch (e) {
+    close();
+    throw e;
+  }
+}
+
+/** The pinned maps, or undefined where no ADD or agent made them yet. */
+export function openPolicyMaps(bpffsRoot: string): PolicyMaps | undefined {
+  if (!Object.values(POLICY_MAP_NAMES).every((name) => fs.existsSync(mapPin(bpffsRoot, name)))) return undefined;
+  return byRole((name) => BpfMap.openPinned(mapPin(bpffsRoot, name)));
+}
+
+/** The pinned maps, made from the pod object's specs where nothing made them yet (the
+ * agent writes policies before the first pod of the node arrives). Loads no program. */
+export function openOrCreatePolicyMaps(bpffsRoot: string, lxcObject: Buffer): PolicyMaps {
+  const specs = new Map(readObject(lxcObject).maps.map((spec) => [spec.name, spec]));
+  return byRole((name) => {
+    const spec = specs.get(name);
+    if (!spec) throw new Error(`map ${name} missing from bpf_lxc.o`);
+    const withInner = name === POLICY_MAP_NAMES.ctTables ? { ...spec, inner: POLICY_CT_SPEC } : spec;
+    return openOrCreatePinnedMap(withInner, mapPin(bpffsRoot, name));
+  });
+}
+
+/** The pool of the pods' flow tables, as direct.ts hands tables out. */
+export const policyFlowTables = (maps: Pick<PolicyMaps, "ctTables" | "ctOwner" | "ctPool">): FlowTableMaps => ({
+  tables: maps.ctTables,
+  owners: maps.ctOwner,
+  pool: maps.ctPool,
+  spec: POLICY_CT_SPEC,
+});
+
+/** ADD: the pod behind `hostIfindex` is found by `key` from now on. */
+export function recordPolicyEndpoint(maps: Pick<PolicyMaps, "endpoints">, hostIfindex: number, key: bigint): void {
+  maps.endpoints.update(ifindexKey(hostIfindex), policyEndpointValue(key));
+}
+
+export function readPolicyPod(
+  maps: Pick<PolicyMaps, "pods">,
+  key: bigint,
+): { slot: number; flags: number } | undefined {
+  const v = maps.pods.lookup(podKeyBytes(key));
+  return v ? decodePolicyPod(v) : undefined;
+}
+
+export function writePolicyPod(maps: Pick<PolicyMaps, "pods">, key: bigint, slot: number, flags: number): void {
+  maps.pods.update(podKeyBytes(key), policyPodValue(slot, flags));
+}
+
+/** Marks a pod wired before its policy was judged; false when the agent has judged it already. */
+export function markPolicyPending(maps: Pick<PolicyMaps, "pods">, key: bigint, pendingFlag: number): boolean {
+  try {
+    maps.pods.update(podKeyBytes(key), policyPodValue(0, pendingFlag), "create-only");
+    return true;
+  } catch (e) {
+    if ((e as { code?: string }).code === "EEXIST") return false;
+    throw e;
+  }
+}
+
+export function deletePolicyPod(maps: Pick<PolicyMaps, "pods">, key: bigint): boolean {
+  return maps.pods.delete(podKeyBytes(key));
+}
+
+/** Applies a slot's writes in the order given (policy-tables.ts orders them). */
+export function applyTableWrites(
+  maps: Pick<PolicyMaps, "peers" | "ports">,
+  writes: { peers: TableWrite[]; ports: TableWrite[] },
+): void {
+  for (const [map, list] of [
+    [maps.ports, writes.ports],
+    [maps.peers, writes.peers],
+  ] as const) {
+    for (const w of list) {
+      if (w.value) map.update(w.key, w.value);
+      else map.delete(w.key);
+    }
+  }
+}
+
+export function readPolicyStats(maps: Pick<PolicyMaps, "stats">, hostIfindex: number): PolicyStats {
+  return sumPolicyStats(maps.stats.lookupPerCpu(ifindexKey(hostIfindex)) ?? []);
+}
