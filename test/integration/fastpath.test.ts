@@ -13,6 +13,7 @@ import { mapPin } from "../../src/bpf/layout";
 import { BpfMap } from "../../src/bpf/maps";
 import { openNodeMaps } from "../../src/bpf/node";
 import { POD_MAP_NAMES } from "../../src/bpf/pod-maps";
+import { POLICY_MAP_NAMES } from "../../src/bpf/policy-abi";
 import { countersOf, endpointMapEntries, pinnedEndpointDevices } from "../../src/datapath/node-state";
 import { Fixture, inNs, ping, runPlugin, runPluginAsync, sh, TEST_DATAPATH } from "../support/harness";
 import { addPod, type ClusterNode, delPod, ifindexOf, makeCluster, type Pod } from "../support/topology";
@@ -197,7 +198,9 @@ describe("fast path", () => {
     ].join("\n");
     inNs(p.netns, "python3", ["-c", refused]);
     const lost = ifindexOf(a.netns, p.hostDevice);
-    expect(holdersOf(lost)).toEqual([...POD_MAP_NAMES].sort());
+    // Every per-pod map but NetworkPolicy's: this network does not enforce policy.
+    const policyMaps: string[] = Object.values(POLICY_MAP_NAMES);
+    expect(holdersOf(lost)).toEqual(POD_MAP_NAMES.filter((n) => !policyMaps.includes(n)).sort());
     // The runtime lost the pod: its netns vanished (taking the veth), no DEL followed.
     fx.deleteNetns(p.netns);
     const gc = runPlugin(
