@@ -76,3 +76,26 @@ export function recordVerb(conf: NetConf, env: CniEnv, ms: number, ok: boolean):
     // No directory yet (the agent makes it) or no room: the verb's outcome stands.
   }
 }
+
+/** Pod names by "<containerId>/<ifname>", from the files ADD left. */
+export function podNames(stateDir: string): Map<string, PodName & { file: string }> {
+  const out = new Map<string, PodName & { file: string }>();
+  let files: string[];
+  try {
+    files = fs.readdirSync(podsDir(stateDir));
+  } catch {
+    return out;
+  }
+  for (const f of files) {
+    const file = path.join(podsDir(stateDir), f);
+    try {
+      const pod = JSON.parse(fs.readFileSync(file, "utf8")) as PodName;
+      if (typeof pod.containerId === "string" && typeof pod.ifname === "string") {
+        out.set(`${pod.containerId}/${pod.ifname}`, { ...pod, file });
+      }
+    } catch {
+      // Being written, or not ours to read.
+    }
+  }
+  return out;
+}
