@@ -8,7 +8,7 @@ import type { V1Namespace, V1Pod } from "@kubernetes/client-node";
 import type { CompiledPolicy, DirectionPolicy, PeerBlock, PortRange } from "../../src/agent/policy/compile";
 import { namespaceObject, networkPolicyObject, podObject } from "../../src/agent/policy/objects";
 import { PolicySnapshot } from "../../src/agent/policy/snapshot";
-import { AF_INET, parseAddress } from "../../src/cni/address";
+import { type Address, AF_INET, parseAddress } from "../../src/cni/address";
 import {
   type Cluster,
   type Endpoint,
@@ -19,6 +19,13 @@ import {
   type TruthTable,
   truthTable,
 } from "./policy-model";
+
+/** Addresses are read once each: a truth table asks about the same few thousands of times. */
+const addresses = new Map<string, Address | undefined>();
+function address(text: string): Address | undefined {
+  if (!addresses.has(text)) addresses.set(text, parseAddress(text));
+  return addresses.get(text);
+}
 
 export const namespace = (name: string, labels: Record<string, string> = {}): V1Namespace => ({
   metadata: { name, labels: { "kubernetes.io/metadata.name": name, ...labels } },
@@ -103,19 +110,19 @@ const portsCover = (ports: PortRange[] | "any", probe: Probe) =>
 
 function within(ip: string, cidr: string): boolean {
   const [base = "", length = ""] = cidr.split("/");
-  const a = parseAddress(ip);
-  const n = parseAddress(base);
+  const a = address(ip);
+  const n = address(base);
   if (!a || !n || a.family !== n.family) return false;
   const shift = BigInt((a.family === AF_INET ? 32 : 128) - Number(length));
   return a.value >> shift === n.value >> shift;
 }
 
-/** The truth table the compiled policies give. */
+/** The truth table the compiled policies give (compiled here unless given). */
 export function observedTable(
   cluster: Cluster,
   on: { port: number; protocol: Protocol; family?: 4 | 6 },
   ends: { from?: Endpoint[]; to?: Endpoint[] } = {},
+  compiled: Map<string, CompiledPolicy> = compileCluster(cluster),
 ): TruthTable {
-  const compiled = compileCluster(cluster);
   return truthTable(cluster, on, ends, (probe) => compiledAllows(cluster, compiled, probe));
 }

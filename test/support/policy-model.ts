@@ -19,14 +19,23 @@
  *   name on the receiving pod, or the protocol alone.
  * - A policy the API server would refuse (unknown protocol or policyType, port out of
  *   range, endPort below port or without a numeric port, malformed CIDR, except not
- *   strictly inside its cidr, an invalid selector, a peer of no kind or two) is ignored.
+ *   strictly inside its cidr, an invalid selector, a peer of no kind or two) is ignored;
+ *   only the rules of the directions it governs count (the agent's choice: a malformed
+ *   section that has no effect does not undo the isolation the rest asks for).
  * - hostNetwork pods are the node: never chosen by selectors, never isolated, their
  *   traffic is the node's; finished pods (Succeeded, Failed) take no part.
  * - A pod reaches itself (its traffic to its own address never leaves it; the upstream
  *   e2e tests ignore these loopback probes).
  */
 import type { V1Namespace, V1Pod } from "@kubernetes/client-node";
-import { AF_INET, parseAddress } from "../../src/cni/address";
+import { type Address, AF_INET, parseAddress } from "../../src/cni/address";
+
+/** Addresses are read once each: a truth table asks about the same few thousands of times. */
+const addresses = new Map<string, Address | undefined>();
+function address(text: string): Address | undefined {
+  if (!addresses.has(text)) addresses.set(text, parseAddress(text));
+  return addresses.get(text);
+}
 
 export type Protocol = "TCP" | "UDP" | "SCTP";
 
@@ -102,7 +111,7 @@ export function resolveEnd(cluster: Cluster, end: Endpoint, family: 4 | 6): End 
 }
 
 function familyOf(ip: string): 4 | 6 | undefined {
-  const a = parseAddress(ip);
+  const a = address(ip);
   return a === undefined ? undefined : a.family === AF_INET ? 4 : 6;
 }
 
@@ -184,8 +193,8 @@ function peersMatch(cluster: Cluster, peers: Raw[] | undefined, end: End, policy
 
 function inCidr(ip: string, cidr: string): boolean {
   const [base = "", lengthText = ""] = cidr.split("/");
-  const a = parseAddress(ip);
-  const n = parseAddress(base);
+  const a = address(ip);
+  const n = address(base);
   if (!a || !n || a.family !== n.family) return false;
   const bits = a.family === AF_INET ? 32 : 128;
   const shift = BigInt(bits - Number(lengthText));
@@ -221,15 +230,27 @@ function expressionHolds(e: Raw, labels: LabelMap): boolean {
 
 // ---- what the API server would refuse --------------------------------------------------
 
+const verdicts = new WeakMap<RawPolicy, boolean>();
+
 /** Whether the API server would have accepted the policy (ValidateNetworkPolicySpec, as documented). */
 export function acceptable(p: RawPolicy): boolean {
+  let verdict = verdicts.get(p);
+  if (verdict === undefined) {
+    verdict = judge(p);
+    verdicts.set(p, verdict);
+  }
+  return verdict;
+}
+
+function judge(p: RawPolicy): boolean {
   const spec = p.spec;
   if (selects((spec.podSelector ?? {}) as Raw, {}) === undefined) return false;
-  const types = (spec.policyTypes ?? []) as string[];
+  const types = policyTypesOf(p);
   if (types.some((t) => t !== "Ingress" && t !== "Egress")) return false;
+  const governed = (type: string, rules: unknown) => (types.includes(type) ? ((rules ?? []) as Raw[]) : []);
   const rules = [
-    ...((spec.ingress ?? []) as Raw[]).map((r) => ({ peers: r.from, ports: r.ports })),
-    ...((spec.egress ?? []) as Raw[]).map((r) => ({ peers: r.to, ports: r.ports })),
+    ...governed("Ingress", spec.ingress).map((r) => ({ peers: r.from, ports: r.ports })),
+    ...governed("Egress", spec.egress).map((r) => ({ peers: r.to, ports: r.ports })),
   ];
   return rules.every(
     (r) => ((r.ports ?? []) as Raw[]).every(portAcceptable) && ((r.peers ?? []) as Raw[]).every(peerAcceptable),
@@ -259,7 +280,7 @@ function peerAcceptable(peer: Raw): boolean {
 function cidrParts(text: unknown): { family: number; value: bigint; length: number } | undefined {
   if (typeof text !== "string" || !/^[^/]+\/\d{1,3}$/.test(text)) return undefined;
   const [base = "", lengthText = ""] = text.split("/");
-  const a = parseAddress(base);
+  const a = address(base);
   const length = Number(lengthText);
   if (!a || length > (a.family === AF_INET ? 32 : 128)) return undefined;
   return { family: a.family, value: a.value, length };
