@@ -217,14 +217,14 @@ function namedPortDrafts(rule: ParsedRule, named: NamedPort[], source: CompileSo
     if (peer?.kind !== "pods") continue;
     for (const pod of source.peerPods(peer)) if (isPeerCandidate(pod)) pods.set(`${pod.namespace}/${pod.name}`, pod);
   }
-  const groups = new Map<string, Draft>();
+  const groups = new Map<string, { peers: Map<string, SortedPeer>; ports: PortRange[] }>();
   for (const pod of pods.values()) {
     const ports = normalizePorts(resolveNames(named, pod.ports));
     if (ports.length === 0 || pod.ips.length === 0) continue;
-    const draft = getOrMake(groups, portsKey(ports), () => ({ origin: rule.origin, peers: new Map(), ports }));
-    for (const ip of pod.ips) addHost(draft.peers as Map<string, SortedPeer>, ip);
+    const group = getOrMake(groups, portsKey(ports), () => ({ peers: new Map(), ports }));
+    for (const ip of pod.ips) addHost(group.peers, ip);
   }
-  return [...groups.values()];
+  return [...groups.values()].map(({ peers, ports }) => ({ origin: rule.origin, peers, ports }));
 }
 
 function peerSet(rule: ParsedRule, source: CompileSource): Map<string, SortedPeer> {
