@@ -7,8 +7,8 @@
  */
 import type { V1Namespace, V1Pod } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
-import { PolicyIndex } from "../../src/agent/policy/index";
 import { namespaceObject, networkPolicyObject, podObject } from "../../src/agent/policy/objects";
+import { PolicyIndex } from "../../src/agent/policy/policy-index";
 import { compileCluster, namespace, observedTable, pod, policy, snapshotOf } from "../support/policy-cluster";
 import {
   type Cluster,

@@ -6,9 +6,9 @@
  */
 import { beforeEach, describe, expect, it } from "vitest";
 import { isPeerCandidate, peerChooses } from "../../src/agent/policy/compile";
-import { PolicyIndex } from "../../src/agent/policy/index";
 import type { KeptPolicy, PolicyNamespace, PolicyPod } from "../../src/agent/policy/objects";
 import { parsePolicy, selectorPeersOf } from "../../src/agent/policy/parse";
+import { PolicyIndex } from "../../src/agent/policy/policy-index";
 import { selectorMatches } from "../../src/agent/policy/selectors";
 import { PolicySnapshot } from "../../src/agent/policy/snapshot";
 
