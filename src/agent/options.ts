@@ -7,9 +7,10 @@
 import { readFlags } from "../cli/args";
 import { generateConflist, validateConflist } from "../cli/install";
 import { cidrList, type InstallOptions, parseInstallOptions } from "../cli/install-options";
+import { DEFAULT_AGENT_STATE_DIR } from "../commands/agent-state";
 
 export const DEFAULT_METRICS_ADDRESS = ":9968";
-export const DEFAULT_STATE_DIR = "/run/netkit-cni/agent";
+export const DEFAULT_STATE_DIR = DEFAULT_AGENT_STATE_DIR;
 
 export interface AgentOptions {
   /** A kubeconfig file; undefined: KUBECONFIG, else the pod's in-cluster credentials. */

@@ -17,6 +17,9 @@ import type { CniEnv } from "../cni/env";
 import { CniError, ErrorCode } from "../cni/errors";
 import { sha256Hex } from "../sys/sha256";
 
+/** Where the agent keeps them unless told otherwise (its --state-dir). */
+export const DEFAULT_AGENT_STATE_DIR = "/run/netkit-cni/agent";
+
 export const syncedFile = (dir: string) => path.join(dir, "synced");
 export const verbLogFile = (dir: string) => path.join(dir, "verbs.log");
 export const podsDir = (dir: string) => path.join(dir, "pods");
