@@ -8,6 +8,7 @@
  *   routes      routes to the other nodes' pod CIDRs (controllers/routes.ts)
  *   masquerade  the agent's nftables table (controllers/masquerade.ts)
  *   services    the Service tables, with --service-translation (controllers/services.ts)
+ *   policy      NetworkPolicy per local pod, with --network-policy (controllers/policy.ts)
  *
  * An event syncs the key that changed (one Node, one Service); every --resync-seconds
  * each controller reconciles everything once more, the safety net. It serves metrics and
@@ -24,10 +25,11 @@ import type { KubeConfig } from "@kubernetes/client-node";
 import { SocketCloser } from "../bpf/index";
 import { install } from "../cli/install";
 import { DEFAULT_BPFFS_ROOT } from "../cni/config";
-import { embeddedSvcDestroyObject, embeddedSvcObject } from "../datapath/assets";
+import { embeddedObjects, embeddedSvcDestroyObject, embeddedSvcObject } from "../datapath/assets";
 import { RtnlSocket } from "../netlink/socket";
 import { ConflistController } from "./controllers/conflist";
 import { MasqueradeController } from "./controllers/masquerade";
+import { PolicyController } from "./controllers/policy";
 import { RoutesController } from "./controllers/routes";
 import { ServicesController } from "./controllers/services";
 import { ApiInformer } from "./informer";
@@ -43,6 +45,8 @@ import {
 import { AgentMetrics } from "./metrics";
 import { nodeObject, serviceObject, sliceObject } from "./objects";
 import { AGENT_USAGE, type AgentOptions, AgentUsageError, installOptionsFor, parseAgentOptions } from "./options";
+import { namespaceObject, networkPolicyObject, podObject } from "./policy/objects";
+import { KernelPolicyWriter, writePolicyFile } from "./policy-maps";
 import { KernelRouteTable } from "./route-table";
 import { boundPort, serve } from "./server";
 import { kernelServiceTables } from "./service-tables";
@@ -126,6 +130,9 @@ class Agent {
   private readonly routes: RoutesController;
   private readonly masquerade: MasqueradeController;
   private readonly services: ServicesController | undefined;
+  private readonly policy: PolicyController | undefined;
+  private policyWriter: KernelPolicyWriter | undefined;
+  private policyFileText = "";
   private lastTick = Date.now();
   private compactPending = false;
   private timers: NodeJS.Timeout[] = [];
@@ -171,11 +178,38 @@ class Agent {
       masqueradeRuleset,
       MASQUERADE_TABLE,
     );
-    if (closer) {
-      const services = this.informer("/api/v1/services", serviceObject, "Services");
+    const services =
+      closer || opts.networkPolicy ? this.informer("/api/v1/services", serviceObject, "Services") : undefined;
+    if (closer && services) {
       const slices = this.informer("/apis/discovery.k8s.io/v1/endpointslices", sliceObject, "EndpointSlices");
       const tables = kernelServiceTables(bpffsRoot, () => embeddedSvcObject().object, closer);
       this.services = new ServicesController(this.queue, services, slices, opts.nodeName, bpffsRoot, tables);
+    }
+    if (opts.networkPolicy && services) {
+      this.policyWriter = new KernelPolicyWriter(bpffsRoot, embeddedObjects().variants.memory.lxc);
+      this.policy = new PolicyController(
+        this.queue,
+        this.informer("/api/v1/pods", podObject, "Pods"),
+        this.informer("/api/v1/namespaces", namespaceObject, "Namespaces"),
+        this.informer("/apis/networking.k8s.io/v1/networkpolicies", networkPolicyObject, "NetworkPolicies"),
+        services,
+        opts.nodeName,
+        this.policyWriter,
+      );
+    }
+  }
+
+  /** Which policies select each local pod, for `status` and `monitor`: written when it changed. */
+  private writePolicyFile(): void {
+    if (!this.policy) return;
+    const pods = this.policy.status.pods;
+    const text = JSON.stringify(pods);
+    if (text === this.policyFileText) return;
+    try {
+      writePolicyFile(this.opts.stateDir, pods);
+      this.policyFileText = text;
+    } catch (e) {
+      agentLog.warn(`network policy: cannot write ${this.opts.stateDir}: ${(e as Error).message}`);
     }
   }
 
@@ -218,11 +252,13 @@ class Agent {
     this.timers.push(
       setInterval(() => {
         this.lastTick = Date.now();
+        this.writePolicyFile();
       }, 1000),
       setInterval(() => {
         this.routes.resync();
         this.masquerade.resync();
         this.services?.resync();
+        this.policy?.resync();
       }, this.opts.resyncSeconds * 1000),
     );
   }
@@ -233,6 +269,7 @@ class Agent {
     this.queue.stop();
     await this.queue.idle();
     this.services?.close();
+    this.policyWriter?.close();
     this.host.close();
   }
 
@@ -253,6 +290,7 @@ class Agent {
       errors: [...this.errors].map(([key, why]) => `${key}: ${why}`),
       queue: this.queue.length,
       ...(this.services ? { services: this.services.status } : {}),
+      ...(this.policy ? { networkPolicy: this.policy.status } : {}),
     };
   }
 }

@@ -12,9 +12,10 @@ import * as fs from "node:fs";
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import { pinnedMapOccupancy } from "../bpf/index";
 import { listEndpoints } from "../cli/endpoints";
+import { podNames } from "../commands/agent-state";
 import { agentLog } from "./log";
 import type { PeerState } from "./route-plan";
-import { podNames, VerbLog } from "./verb-log";
+import { VerbLog } from "./verb-log";
 
 const POD = ["pod", "interface"];
 const PEER_STATES: PeerState[] = ["routed", "unreachable", "conflict", "no-address", "no-pod-cidr", "outside-cluster"];

@@ -7,9 +7,10 @@
 import { readFlags } from "../cli/args";
 import { generateConflist, validateConflist } from "../cli/install";
 import { cidrList, type InstallOptions, parseInstallOptions } from "../cli/install-options";
+import { DEFAULT_AGENT_STATE_DIR } from "../commands/agent-state";
 
 export const DEFAULT_METRICS_ADDRESS = ":9968";
-export const DEFAULT_STATE_DIR = "/run/netkit-cni/agent";
+export const DEFAULT_STATE_DIR = DEFAULT_AGENT_STATE_DIR;
 
 export interface AgentOptions {
   /** A kubeconfig file; undefined: KUBECONFIG, else the pod's in-cluster credentials. */
@@ -33,6 +34,9 @@ export interface AgentOptions {
   /** Translate ClusterIP Services at connect time: the conflist asks for it, and the agent
    * keeps the node's Service tables from the API's Services and EndpointSlices. */
   serviceTranslation: boolean;
+  /** Enforce NetworkPolicy: the conflist asks for it, and the agent keeps each local pod's
+   * policy from the API's Pods, Namespaces and NetworkPolicies. */
+  networkPolicy: boolean;
 }
 
 export class AgentUsageError extends Error {}
@@ -52,6 +56,8 @@ InternalIP, masquerades pod traffic leaving the cluster CIDRs, serves metrics.
   --skip-binary              do not copy this executable into the CNI bin dir
   --service-translation      translate ClusterIP Services at connect time for this node's pods
                              (watches Services and EndpointSlices; off by default)
+  --network-policy true|false  enforce NetworkPolicy in the datapath (watches Pods, Namespaces,
+                             NetworkPolicies and Services; false, while it is being completed)
 and the conflist options of \`netkit-cni install\`: --bin-dir, --conf-dir, --conf-name,
   --datapath, --network-name, --host-interface, --mtu, --no-portmap, --data-dir, --log-file,
   --bpffs-root, --binary, --force`;
@@ -69,6 +75,7 @@ const AGENT_FLAGS = {
   "resync-seconds": STRING,
   "skip-binary": BOOLEAN,
   "service-translation": BOOLEAN,
+  "network-policy": STRING,
   // Passed on to install:
   "bin-dir": STRING,
   "conf-dir": STRING,
@@ -105,6 +112,7 @@ export function parseAgentOptions(args: string[], env: NodeJS.ProcessEnv, hostna
     installArgs: [],
     installBinary: true,
     serviceTranslation: false,
+    networkPolicy: false,
   };
   for (const { name, flag, value = "" } of readFlags(args, AGENT_FLAGS, FLAG_ERRORS)) {
     switch (name) {
@@ -142,6 +150,10 @@ export function parseAgentOptions(args: string[], env: NodeJS.ProcessEnv, hostna
       case "service-translation":
         opts.serviceTranslation = true;
         break;
+      case "network-policy":
+        if (value !== "true" && value !== "false") throw new AgentUsageError(`${flag} must be true or false`);
+        opts.networkPolicy = value === "true";
+        break;
       default:
         opts.installArgs.push(value === "" ? `--${name}` : `--${name}=${value}`);
     }
@@ -175,5 +187,6 @@ export function installOptionsFor(opts: AgentOptions, podCidrs: string[]): Insta
   install.skipBinary = !opts.installBinary;
   install.generate.agentStateDir = opts.stateDir;
   if (opts.serviceTranslation) install.generate.serviceTranslation = true;
+  if (opts.networkPolicy) install.generate.networkPolicy = true;
   return install;
 }

@@ -58,7 +58,8 @@ export class PolicySlots {
     if (slot) {
       // Same rules: only the peers may differ, rewritten in place for every pod of the slot.
       if (!samePorts(slot.tables, tables)) throw new Error(`slot ${slot.id}: a signature with other ports`);
-      this.writer.writeSlot(slotWrites(slot.id, slot.tables, tables));
+      const writes = slotWrites(slot.id, slot.tables, tables);
+      if (writes.peers.length > 0) this.writer.writeSlot(writes);
       slot.tables = tables;
     } else {
       slot = { id: this.freeIds.pop() ?? this.nextId++, signature, tables, pods: new Set() };

@@ -2,12 +2,10 @@
  * The plugin's verb timings (commands/agent-state.ts: "<verb> <ms> ok|error" lines in
  * verbs.log), read as they come: each read takes the lines added since the last. Past
  * 1 MiB the file is renamed away first and read to its end, so it never grows without
- * bound and a plugin appending meanwhile starts a new file. Pod names for the per-pod
- * metrics, left by ADD under pods/, are read here too.
+ * bound and a plugin appending meanwhile starts a new file.
  */
 import * as fs from "node:fs";
-import * as path from "node:path";
-import { type PodName, podsDir, verbLogFile } from "../commands/agent-state";
+import { verbLogFile } from "../commands/agent-state";
 
 export interface VerbTiming {
   verb: string;
@@ -71,27 +69,4 @@ export class VerbLog {
       fs.closeSync(fd);
     }
   }
-}
-
-/** Pod names by "<containerId>/<ifname>", from the files ADD left. */
-export function podNames(stateDir: string): Map<string, PodName & { file: string }> {
-  const out = new Map<string, PodName & { file: string }>();
-  let files: string[];
-  try {
-    files = fs.readdirSync(podsDir(stateDir));
-  } catch {
-    return out;
-  }
-  for (const f of files) {
-    const file = path.join(podsDir(stateDir), f);
-    try {
-      const pod = JSON.parse(fs.readFileSync(file, "utf8")) as PodName;
-      if (typeof pod.containerId === "string" && typeof pod.ifname === "string") {
-        out.set(`${pod.containerId}/${pod.ifname}`, { ...pod, file });
-      }
-    } catch {
-      // Being written, or not ours to read.
-    }
-  }
-  return out;
 }

@@ -104,6 +104,36 @@ export {
   podStateMismatches,
   withPodStateMaps,
 } from "./pod-state";
+export {
+  applyTableWrites,
+  deletePolicyPod,
+  markPolicyPending,
+  namespaceHasPolicies,
+  namespaceKey,
+  openOrCreatePolicyMaps,
+  openOrCreatePolicyNamespaces,
+  openPolicyMaps,
+  type PolicyMaps,
+  podKey,
+  policyFlowTables,
+  readPolicyPod,
+  readPolicyStats,
+  recordPolicyEndpoint,
+  writePolicyPod,
+} from "./policy";
+export {
+  decodePolicyEvent,
+  decodePolicyPod,
+  POL_F_ISOLATED_IN,
+  POL_F_ISOLATED_OUT,
+  POL_F_PENDING,
+  POLICY_MAP_NAMES,
+  type PolicyEvent,
+  type PolicyStats,
+  podKeyBytes,
+  vipKey,
+} from "./policy-abi";
+export { type DatapathRule, type SlotTables, slotTables, slotWrites, type TableWrite } from "./policy-tables";
 export { BpfProgram, loadProgram, programName, sectionAttachType } from "./programs";
 export {
   type BypassedSocket,

@@ -6,9 +6,10 @@
  * flow tables and the counters.
  */
 import * as fs from "node:fs";
+import { BPF_MAP_TYPE } from "../sys/bpf-uapi";
 import { sha256 } from "../sys/sha256";
 import type { FlowTableMaps } from "./direct";
-import { readObject } from "./elf";
+import { type MapSpec, readObject } from "./elf";
 import { mapPin } from "./layout";
 import { BpfMap } from "./maps";
 import { openOrCreatePinnedMap } from "./pinned-map";
@@ -28,6 +29,39 @@ export type PolicyMaps = Record<keyof typeof POLICY_MAP_NAMES, BpfMap> & { close
 
 /** A pod's key: the first 8 bytes of sha256("namespace/name"), read little endian. */
 export const podKey = (namespace: string, name: string): bigint => sha256(`${namespace}/${name}`).readBigUInt64LE(0);
+
+/** A namespace's key in nkc_pol_ns: as a pod's, with an empty name (no pod has one). */
+export const namespaceKey = (namespace: string): bigint => podKey(namespace, "");
+
+/**
+ * nkc_pol_ns, userspace's only (the programs never read it): the namespaces that have a
+ * NetworkPolicy, by key. The agent keeps it; an ADD reads it to tell whether a pod the
+ * agent has not judged yet must wait (PENDING) or is simply not isolated.
+ */
+export const POLICY_NAMESPACES_SPEC: MapSpec = {
+  name: "nkc_pol_ns",
+  type: BPF_MAP_TYPE.HASH,
+  keySize: 8,
+  valueSize: 4,
+  maxEntries: 16384,
+  flags: 0,
+};
+
+export function openOrCreatePolicyNamespaces(bpffsRoot: string): BpfMap {
+  return openOrCreatePinnedMap(POLICY_NAMESPACES_SPEC, mapPin(bpffsRoot, POLICY_NAMESPACES_SPEC.name));
+}
+
+/** Has `namespace` a NetworkPolicy, as far as the agent told? False where it never said. */
+export function namespaceHasPolicies(bpffsRoot: string, namespace: string): boolean {
+  const pin = mapPin(bpffsRoot, POLICY_NAMESPACES_SPEC.name);
+  if (!fs.existsSync(pin)) return false;
+  const map = BpfMap.openPinned(pin);
+  try {
+    return map.lookup(podKeyBytes(namespaceKey(namespace))) !== undefined;
+  } finally {
+    map.close();
+  }
+}
 
 const ifindexKey = (ifindex: number) => {
   const k = Buffer.alloc(4);

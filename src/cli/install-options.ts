@@ -42,6 +42,8 @@ export interface InstallOptions {
     agentStateDir?: string;
     /** Set by `netkit-cni agent --service-translation`, which keeps the Service tables. */
     serviceTranslation?: boolean;
+    /** Set by `netkit-cni agent --network-policy=true`, which keeps each pod's policy. */
+    networkPolicy?: boolean;
   };
 }
 export class InstallError extends Error {}

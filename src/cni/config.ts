@@ -75,6 +75,13 @@ export interface FastPathConf {
   serviceTranslation: boolean;
   /** The cgroup v2 directory whose sockets are translated; undefined = the node's root. */
   serviceTranslationCgroup: string | undefined;
+  /**
+   * NetworkPolicy (bpf/lib/policy.h): each pod's policy, kept by the agent, is judged by
+   * the programs; ADD records the pod (by K8S_POD_NAMESPACE/K8S_POD_NAME) and attaches
+   * the program that judges what the stack delivers to it. Only the agent's conflists
+   * ask for it: without the agent, nothing would write the policies.
+   */
+  networkPolicy: boolean;
 }
 
 export const NAT_CHECK_CHOICES = ["auto", "conntrack", "memory"] as const;
@@ -205,6 +212,8 @@ function parseFastPath(raw: Record<string, unknown>): FastPathConf {
   const serviceTranslation = raw.serviceTranslation ?? false;
   if (typeof serviceTranslation !== "boolean") throw invalidConfig(`"serviceTranslation" must be true or false`);
   const serviceTranslationCgroup = cgroupField(raw, "serviceTranslationCgroup");
+  const networkPolicy = raw.networkPolicy ?? false;
+  if (typeof networkPolicy !== "boolean") throw invalidConfig(`"networkPolicy" must be true or false`);
   return {
     enabled,
     bpffsRoot,
@@ -215,6 +224,7 @@ function parseFastPath(raw: Record<string, unknown>): FastPathConf {
     sockBypassCgroup,
     serviceTranslation,
     serviceTranslationCgroup,
+    networkPolicy,
   };
 }
 

@@ -17,6 +17,9 @@ import type { CniEnv } from "../cni/env";
 import { CniError, ErrorCode } from "../cni/errors";
 import { sha256Hex } from "../sys/sha256";
 
+/** Where the agent keeps them unless told otherwise (its --state-dir). */
+export const DEFAULT_AGENT_STATE_DIR = "/run/netkit-cni/agent";
+
 export const syncedFile = (dir: string) => path.join(dir, "synced");
 export const verbLogFile = (dir: string) => path.join(dir, "verbs.log");
 export const podsDir = (dir: string) => path.join(dir, "pods");
@@ -75,4 +78,27 @@ export function recordVerb(conf: NetConf, env: CniEnv, ms: number, ok: boolean):
   } catch {
     // No directory yet (the agent makes it) or no room: the verb's outcome stands.
   }
+}
+
+/** Pod names by "<containerId>/<ifname>", from the files ADD left. */
+export function podNames(stateDir: string): Map<string, PodName & { file: string }> {
+  const out = new Map<string, PodName & { file: string }>();
+  let files: string[];
+  try {
+    files = fs.readdirSync(podsDir(stateDir));
+  } catch {
+    return out;
+  }
+  for (const f of files) {
+    const file = path.join(podsDir(stateDir), f);
+    try {
+      const pod = JSON.parse(fs.readFileSync(file, "utf8")) as PodName;
+      if (typeof pod.containerId === "string" && typeof pod.ifname === "string") {
+        out.set(`${pod.containerId}/${pod.ifname}`, { ...pod, file });
+      }
+    } catch {
+      // Being written, or not ours to read.
+    }
+  }
+  return out;
 }

@@ -68,6 +68,8 @@ describe("install kit for clusters", () => {
       { apiGroups: [""], resources: ["nodes"], verbs: ["get", "list", "watch"] },
       { apiGroups: [""], resources: ["services"], verbs: ["get", "list", "watch"] },
       { apiGroups: ["discovery.k8s.io"], resources: ["endpointslices"], verbs: ["get", "list", "watch"] },
+      { apiGroups: [""], resources: ["pods", "namespaces"], verbs: ["get", "list", "watch"] },
+      { apiGroups: ["networking.k8s.io"], resources: ["networkpolicies"], verbs: ["get", "list", "watch"] },
     ]);
     const binding = byKind.get("ClusterRoleBinding") as Doc;
     expect(binding.roleRef).toMatchObject({ kind: "ClusterRole", name: "netkit-cni" });

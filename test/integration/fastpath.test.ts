@@ -11,6 +11,7 @@ import { ifindexKey, MAP_NAMES } from "../../src/bpf/abi";
 import { mapPin } from "../../src/bpf/layout";
 import { BpfMap } from "../../src/bpf/maps";
 import { POD_STATE } from "../../src/bpf/pod-state";
+import { POLICY_MAP_NAMES } from "../../src/bpf/policy-abi";
 import { endpointMapEntries, pinnedEndpointDevices } from "../../src/datapath/node-state";
 import { Fixture, inNs, ping, runPlugin, runPluginAsync, sh, TEST_DATAPATH } from "../support/harness";
 import { addPod, type ClusterNode, counterDelta, delPod, ifindexOf, makeCluster } from "../support/topology";
@@ -171,7 +172,9 @@ describe("fast path", () => {
     ].join("\n");
     inNs(p.netns, "python3", ["-c", refused]);
     const lost = ifindexOf(a.netns, p.hostDevice);
-    expect(holdersOf(lost)).toEqual([...NODE_POD_MAPS].sort());
+    // Every per-pod map but NetworkPolicy's: this network does not enforce policy.
+    const policyMaps: string[] = Object.values(POLICY_MAP_NAMES);
+    expect(holdersOf(lost)).toEqual(NODE_POD_MAPS.filter((n) => !policyMaps.includes(n)).sort());
     // The runtime lost the pod: its netns vanished (taking the veth), no DEL followed.
     fx.deleteNetns(p.netns);
     const gc = runPlugin(
@@ -188,10 +191,10 @@ describe("fast path", () => {
   });
 });
 
-/** The node maps that hold pods' state (the bypass and translation are off here). */
-const NODE_POD_MAPS = POD_STATE.map((s) => s.map).filter((name) =>
-  (Object.values(MAP_NAMES) as string[]).includes(name),
-);
+/** The node's maps that hold pods' state, NetworkPolicy's among them (the bypass and
+ * translation are off here). */
+const NODE_MAPS: string[] = [...Object.values(MAP_NAMES), ...Object.values(POLICY_MAP_NAMES)];
+const NODE_POD_MAPS = POD_STATE.map((s) => s.map).filter((name) => NODE_MAPS.includes(name));
 
 /** The per-pod maps on node A that hold state of `ifindex`. */
 function holdersOf(ifindex: number): string[] {

@@ -1,7 +1,7 @@
 /**
- * A stand-in for kube-apiserver that serves Nodes (cluster-scoped, core group v1), and
- * Services and EndpointSlices (namespaced, listed and watched across all namespaces, as a
- * node agent does) over HTTPS with a bearer token, speaking the list/watch protocol as the Kubernetes API
+ * A stand-in for kube-apiserver that serves Nodes and Namespaces (cluster-scoped), and
+ * Services, EndpointSlices, Pods and NetworkPolicies (namespaced, listed and watched across
+ * all namespaces, as a node agent does) over HTTPS with a bearer token, speaking the list/watch protocol as the Kubernetes API
  * concepts page ("Efficient detection of changes", "Watch bookmarks", "Retrieving large
  * results sets in chunks") and the API conventions (Status objects, HTTP codes) describe:
  *
@@ -59,10 +59,24 @@ const RESOURCES = {
     kind: "EndpointSlice",
     apiVersion: "discovery.k8s.io/v1",
   },
+  pods: { path: "/api/v1/pods", kind: "Pod", apiVersion: "v1" },
+  namespaces: { path: "/api/v1/namespaces", kind: "Namespace", apiVersion: "v1" },
+  networkpolicies: {
+    path: "/apis/networking.k8s.io/v1/networkpolicies",
+    kind: "NetworkPolicy",
+    apiVersion: "networking.k8s.io/v1",
+  },
 } as const;
 export type Resource = keyof typeof RESOURCES;
 /** The API group of each kind served, as RBAC names it. */
-const GROUPS: Record<Resource, string> = { nodes: "", services: "", endpointslices: "discovery.k8s.io" };
+const GROUPS: Record<Resource, string> = {
+  nodes: "",
+  services: "",
+  endpointslices: "discovery.k8s.io",
+  pods: "",
+  namespaces: "",
+  networkpolicies: "networking.k8s.io",
+};
 
 export interface PolicyRule {
   apiGroups: string[];
@@ -99,6 +113,9 @@ export class StandInApiServer {
     nodes: new Map(),
     services: new Map(),
     endpointslices: new Map(),
+    pods: new Map(),
+    namespaces: new Map(),
+    networkpolicies: new Map(),
   };
   private readonly nodes = this.stores.nodes;
   private readonly history: StoredEvent[] = [];
@@ -264,8 +281,9 @@ export class StandInApiServer {
     this.write(this.stores[resource].has(keyOf(full)) ? "MODIFIED" : "ADDED", full, resource);
   }
 
+  /** Deletes an object; `namespace` "" for a cluster-scoped one (a Namespace). */
   remove(resource: Exclude<Resource, "nodes">, namespace: string, name: string): void {
-    const current = this.stores[resource].get(`${namespace}/${name}`);
+    const current = this.stores[resource].get(namespace ? `${namespace}/${name}` : name);
     if (!current) throw new Error(`no ${resource} ${namespace}/${name}`);
     this.write("DELETED", current, resource);
   }

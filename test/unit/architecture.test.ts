@@ -80,12 +80,12 @@ describe("ARCHITECTURE.md", () => {
 const LEVELS: Record<string, number> = {
   agent: 0,
   cli: 1,
-  commands: 1,
-  datapath: 2,
-  ipam: 2,
-  bpf: 3,
-  netlink: 3,
-  sys: 4,
+  commands: 2,
+  datapath: 3,
+  ipam: 3,
+  bpf: 4,
+  netlink: 4,
+  sys: 5,
 };
 
 /** The folders of src/ that `file` imports from (static and dynamic imports alike). */

@@ -1,0 +1,235 @@
+/**
+ * The NetworkPolicy controller (on unless --network-policy=false): each local pod's
+ * compiled policy in the datapath's tables (bpf/lib/policy.h), kept per pod.
+ *
+ * - Pods, Namespaces and NetworkPolicies feed the index (policy/policy-index.ts), which
+ *   names the local pods a change touches; each is synced alone: compiled, placed on a
+ *   slot (policy-slots.ts: shared by pods whose rules mean the same, peers rewritten in
+ *   place) and its entry written (slot and isolation flags) only once the slot is whole.
+ * - Which namespaces have a policy (the plugin's ADD marks a pod of such a namespace it
+ *   wires before the agent judged it: it gets nothing but its node's traffic until then),
+ *   and every Service's ClusterIPs (a pod's egress to one is judged on the backend, after
+ *   the stack's DNAT), kept by their own keys.
+ * - The full sync ("*", after the lists and at every resync) rebuilds the index and
+ *   rewrites what differs; a pod's entry is removed only when the pod is gone from the
+ *   API, and never one the plugin marked pending for a pod the agent has not seen yet.
+ */
+import type { Informer } from "../informer";
+import { agentLog } from "../log";
+import type { CompiledPolicy, CompileResult } from "../policy/compile";
+import type { KeptPolicy, PolicyNamespace, PolicyPod } from "../policy/objects";
+import { PolicyIndex } from "../policy/policy-index";
+import { type PodRules, PolicySlots, type SlotWriter } from "../policy-slots";
+import type { ServiceObject } from "../service-plan";
+import type { WorkQueue } from "../workqueue";
+
+export const POLICY = "policy";
+export const POLICY_NAMESPACES = "policy-namespaces";
+export const POLICY_VIPS = "policy-vips";
+const ALL = "*";
+
+/** What the controller writes (main.ts gives the pinned maps; tests a fake). */
+export interface PolicyWriter extends SlotWriter {
+  setPod(pod: string, slot: number, flags: { ingress: boolean; egress: boolean }): void;
+  deletePod(pod: string): void;
+  /** The pods the maps hold an entry for (namespace/name is unknown for a pending one: its key is given). */
+  podEntries(): { pod?: string; key: bigint; pending: boolean }[];
+  deletePodKey(key: bigint): void;
+  setNamespace(namespace: string, hasPolicies: boolean): void;
+  setVips(add: string[], remove: string[]): void;
+}
+
+export interface PolicyPodStatus {
+  /** The policies that select it, "namespace/name". */
+  selectedBy: string[];
+  isolated: { ingress: boolean; egress: boolean };
+  slot: number;
+}
+
+export interface PolicyStatus {
+  synced: boolean;
+  /** Local pods by namespace/name. */
+  pods: Record<string, PolicyPodStatus>;
+  slots: number;
+  /** Policies skipped as a whole, and why. */
+  problems: { policy: string; reason: string }[];
+}
+
+/** A compiled policy as the slots take it. */
+export function podRules(policy: CompiledPolicy): PodRules {
+  const strip = (d: CompiledPolicy["ingress"]) =>
+    d?.rules.map((r) => ({ peers: r.peers, ports: r.ports })) ?? undefined;
+  return {
+    ingress: strip(policy.ingress),
+    egress: strip(policy.egress),
+    origins: {
+      ingress: policy.ingress?.rules.map((r) => r.origin) ?? [],
+      egress: policy.egress?.rules.map((r) => r.origin) ?? [],
+    },
+  };
+}
+
+export class PolicyController {
+  private readonly index: PolicyIndex;
+  private readonly slots: PolicySlots;
+  private readonly policiesIn = new Map<string, number>();
+  private readonly vipsOf = new Map<string, string[]>();
+  private readonly states = new Map<string, PolicyPodStatus>();
+  /** The namespaces the maps mark as having a policy. */
+  private readonly namespacesWritten = new Map<string, boolean>();
+  private isSynced = false;
+
+  constructor(
+    private readonly queue: WorkQueue,
+    private readonly pods: Informer<PolicyPod>,
+    private readonly namespaces: Informer<PolicyNamespace>,
+    private readonly policies: Informer<KeptPolicy>,
+    private readonly services: Informer<ServiceObject>,
+    nodeName: string,
+    private readonly writer: PolicyWriter,
+  ) {
+    this.index = new PolicyIndex(nodeName);
+    this.slots = new PolicySlots(writer);
+    queue.register(POLICY, (key) => (key === ALL ? this.syncAll() : this.syncPod(key)));
+    queue.register(POLICY_NAMESPACES, (ns) => this.syncNamespace(ns));
+    queue.register(POLICY_VIPS, (key) => this.syncVips(key));
+    const listed = () => {
+      if (this.listed) queue.add(POLICY, ALL);
+    };
+    for (const i of [pods, namespaces, policies]) i.onSynced(listed);
+    services.onSynced(() => queue.add(POLICY_VIPS, ALL));
+    const touched = (keys: Set<string>) => {
+      if (!this.isSynced) return;
+      for (const k of keys) queue.add(POLICY, k);
+    };
+    pods.onChange((key, before, after) => touched(this.index.podChanged(key, before, after)));
+    namespaces.onChange((key, before, after) => touched(this.index.namespaceChanged(key, before, after)));
+    policies.onChange((key, before, after) => {
+      touched(this.index.policyChanged(key, before, after));
+      for (const ns of new Set([before?.namespace, after?.namespace])) {
+        if (ns !== undefined) this.countPolicy(ns, before?.namespace === ns ? -1 : 0, after?.namespace === ns ? 1 : 0);
+      }
+    });
+    services.onChange((key) => queue.add(POLICY_VIPS, key));
+  }
+
+  private get listed(): boolean {
+    return this.pods.synced && this.namespaces.synced && this.policies.synced;
+  }
+
+  resync(): void {
+    if (this.listed) this.queue.add(POLICY, ALL);
+    if (this.services.synced) this.queue.add(POLICY_VIPS, ALL);
+  }
+
+  get status(): PolicyStatus {
+    return {
+      synced: this.isSynced,
+      pods: Object.fromEntries([...this.states].sort(([a], [b]) => a.localeCompare(b))),
+      slots: this.slots.size,
+      problems: this.index.policyProblems().map((p) => ({ policy: p.policy, reason: p.reason })),
+    };
+  }
+
+  private countPolicy(namespace: string, minus: number, plus: number): void {
+    const before = this.policiesIn.get(namespace) ?? 0;
+    const after = before + minus + plus;
+    if (after > 0) this.policiesIn.set(namespace, after);
+    else this.policiesIn.delete(namespace);
+    if (before > 0 !== after > 0 && this.isSynced) this.queue.add(POLICY_NAMESPACES, namespace);
+  }
+
+  private syncAll(): void {
+    if (!this.listed) return;
+    const targets = this.index.reset(this.pods.values(), this.namespaces.values(), this.policies.values());
+    this.policiesIn.clear();
+    for (const p of this.policies.values())
+      this.policiesIn.set(p.namespace, (this.policiesIn.get(p.namespace) ?? 0) + 1);
+    for (const ns of new Set([...this.policiesIn.keys(), ...this.namespacesWritten.keys()])) this.syncNamespace(ns);
+    for (const key of targets) this.syncPod(key);
+    // Entries of pods the API no longer has; a pending mark for a pod not yet seen stays.
+    for (const e of this.writer.podEntries()) {
+      if (e.pod !== undefined && !targets.has(e.pod)) this.removePod(e.pod);
+      else if (e.pod === undefined && !e.pending) this.writer.deletePodKey(e.key);
+    }
+    for (const key of [...this.states.keys()]) if (!targets.has(key)) this.removePod(key);
+    if (!this.isSynced) {
+      agentLog.info(`network policy: synced ${targets.size} local pods, ${this.slots.size} slots`);
+      for (const p of this.index.policyProblems()) agentLog.warn(`network policy ${p.policy} skipped: ${p.reason}`);
+    }
+    this.isSynced = true;
+  }
+
+  private syncNamespace(namespace: string): void {
+    const has = (this.policiesIn.get(namespace) ?? 0) > 0;
+    if (this.namespacesWritten.get(namespace) === has) return;
+    this.writer.setNamespace(namespace, has);
+    if (has) this.namespacesWritten.set(namespace, true);
+    else this.namespacesWritten.delete(namespace);
+  }
+
+  private syncPod(key: string): void {
+    if (!this.isSynced && !this.listed) return;
+    const result = this.index.compile(key);
+    if (!result) {
+      this.removePod(key);
+      return;
+    }
+    this.apply(key, result);
+  }
+
+  private apply(key: string, result: CompileResult): void {
+    const isolated = { ingress: result.policy.ingress !== undefined, egress: result.policy.egress !== undefined };
+    const namespace = key.slice(0, key.indexOf("/"));
+    if (!isolated.ingress && !isolated.egress) {
+      // Not isolated: an entry only where the namespace has a policy (so ADD knows the
+      // agent judged it); elsewhere none, as for a pod of a network without policy.
+      if ((this.policiesIn.get(namespace) ?? 0) > 0) this.writer.setPod(key, 0, isolated);
+      else this.writer.deletePod(key);
+      this.slots.release(key);
+      this.states.set(key, { selectedBy: result.selectedBy, isolated, slot: 0 });
+      return;
+    }
+    const slot = this.slots.place(key, podRules(result.policy), (s) => this.writer.setPod(key, s, isolated));
+    this.states.set(key, { selectedBy: result.selectedBy, isolated, slot });
+  }
+
+  private removePod(key: string): void {
+    this.writer.deletePod(key);
+    this.slots.release(key);
+    this.states.delete(key);
+  }
+
+  private syncVips(key: string): void {
+    if (key === ALL) {
+      const wanted = new Map<string, string[]>();
+      for (const svc of this.services.values()) wanted.set(serviceKey(svc), clusterIps(svc));
+      const before = new Set([...this.vipsOf.values()].flat());
+      const after = new Set([...wanted.values()].flat());
+      this.writer.setVips(
+        [...after].filter((ip) => !before.has(ip)),
+        [...before].filter((ip) => !after.has(ip)),
+      );
+      this.vipsOf.clear();
+      for (const [k, v] of wanted) this.vipsOf.set(k, v);
+      return;
+    }
+    const svc = this.services.get(key);
+    const before = this.vipsOf.get(key) ?? [];
+    const after = svc ? clusterIps(svc) : [];
+    this.writer.setVips(
+      after.filter((ip) => !before.includes(ip)),
+      before.filter((ip) => !after.includes(ip)),
+    );
+    if (after.length > 0) this.vipsOf.set(key, after);
+    else this.vipsOf.delete(key);
+  }
+}
+
+const serviceKey = (svc: ServiceObject) => `${svc.metadata?.namespace ?? ""}/${svc.metadata?.name ?? ""}`;
+
+function clusterIps(svc: ServiceObject): string[] {
+  const spec = svc.spec;
+  if (!spec || spec.type === "ExternalName") return [];
+  return (spec.clusterIPs ?? (spec.clusterIP ? [spec.clusterIP] : [])).filter((ip) => ip && ip !== "None");
+}

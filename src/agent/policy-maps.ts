@@ -1,0 +1,107 @@
+/**
+ * The NetworkPolicy controller's writes to this node's pinned maps (bpf/policy.ts): pods'
+ * entries by key, the slots' tables, the namespaces that have policies and the Service
+ * ClusterIPs. It also leaves, for `netkit-cni status` and `monitor` (which read no API),
+ * which policies select each local pod: <stateDir>/policies.json, by pod key.
+ */
+import * as fs from "node:fs";
+import * as path from "node:path";
+import {
+  applyTableWrites,
+  decodePolicyPod,
+  deletePolicyPod,
+  ensureBpffsRoot,
+  namespaceKey,
+  openOrCreatePolicyMaps,
+  openOrCreatePolicyNamespaces,
+  POL_F_ISOLATED_IN,
+  POL_F_ISOLATED_OUT,
+  POL_F_PENDING,
+  type PolicyMaps,
+  podKey,
+  podKeyBytes,
+  vipKey,
+  writePolicyPod,
+} from "../bpf/index";
+import { addressFamily } from "../cni/address";
+import type { PolicyPodStatus, PolicyWriter } from "./controllers/policy";
+
+export const POLICY_FILE = "policies.json";
+
+const keyOf = (pod: string): bigint => {
+  const cut = pod.indexOf("/");
+  return podKey(pod.slice(0, cut), pod.slice(cut + 1));
+};
+
+export class KernelPolicyWriter implements PolicyWriter {
+  private readonly maps: PolicyMaps;
+  private readonly namespaces;
+  /** The pods whose entries this agent wrote, by key, so that podEntries can name them. */
+  private readonly names = new Map<bigint, string>();
+
+  constructor(bpffsRoot: string, lxcObject: Buffer) {
+    ensureBpffsRoot(bpffsRoot);
+    this.maps = openOrCreatePolicyMaps(bpffsRoot, lxcObject);
+    this.namespaces = openOrCreatePolicyNamespaces(bpffsRoot);
+  }
+
+  writeSlot(writes: Parameters<PolicyWriter["writeSlot"]>[0]): void {
+    applyTableWrites(this.maps, writes);
+  }
+
+  setPod(pod: string, slot: number, isolated: { ingress: boolean; egress: boolean }): void {
+    const flags = (isolated.ingress ? POL_F_ISOLATED_IN : 0) | (isolated.egress ? POL_F_ISOLATED_OUT : 0);
+    const key = keyOf(pod);
+    writePolicyPod(this.maps, key, slot, flags);
+    this.names.set(key, pod);
+  }
+
+  deletePod(pod: string): void {
+    const key = keyOf(pod);
+    deletePolicyPod(this.maps, key);
+    this.names.delete(key);
+  }
+
+  deletePodKey(key: bigint): void {
+    deletePolicyPod(this.maps, key);
+  }
+
+  podEntries(): { pod?: string; key: bigint; pending: boolean }[] {
+    return [...this.maps.pods.keys()].map((k) => {
+      const key = k.readBigUInt64LE(0);
+      const value = this.maps.pods.lookup(k);
+      const pending = value !== undefined && (decodePolicyPod(value).flags & POL_F_PENDING) !== 0;
+      return { pod: this.names.get(key), key, pending };
+    });
+  }
+
+  setNamespace(namespace: string, hasPolicies: boolean): void {
+    const key = podKeyBytes(namespaceKey(namespace));
+    if (hasPolicies) this.namespaces.update(key, Buffer.alloc(4));
+    else this.namespaces.delete(key);
+  }
+
+  setVips(add: string[], remove: string[]): void {
+    for (const ip of add) {
+      const family = addressFamily(ip);
+      if (family !== undefined) this.maps.vips.update(vipKey(ip, family), Buffer.alloc(4));
+    }
+    for (const ip of remove) {
+      const family = addressFamily(ip);
+      if (family !== undefined) this.maps.vips.delete(vipKey(ip, family));
+    }
+  }
+
+  close(): void {
+    this.maps.close();
+    this.namespaces.close();
+  }
+}
+
+/** Writes <stateDir>/policies.json (by rename): which policies select each local pod, by its key in hex. */
+export function writePolicyFile(stateDir: string, pods: Record<string, PolicyPodStatus>): void {
+  const byKey = Object.fromEntries(Object.entries(pods).map(([pod, s]) => [keyOf(pod).toString(16), { pod, ...s }]));
+  const file = path.join(stateDir, POLICY_FILE);
+  fs.writeFileSync(`${file}.tmp`, `${JSON.stringify(byKey)}\n`);
+  fs.renameSync(`${file}.tmp`, file);
+}

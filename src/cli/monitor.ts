@@ -1,0 +1,128 @@
+/**
+ * `netkit-cni monitor`: NetworkPolicy's drops as they happen, one line each (or one JSON
+ * object with --json): when, the pod whose policy dropped it (namespace/name where ADD
+ * was told them, else its device), which way, the 5-tuple, and why: the direction's
+ * default deny (no rule allows it; the policies that isolate the pod are named, from what
+ * the agent left in its state directory), a pod not yet judged, or a packet without ports.
+ *
+ * The programs push each drop onto nkc_pol_events (a queue keeping the newest 4096); the
+ * monitor takes them off every 100 ms. Two monitors share the queue: each sees a part.
+ */
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { decodePolicyEvent, openPolicyMaps, type PolicyEvent } from "../bpf/index";
+import { podNames } from "../commands/agent-state";
+import { endpointMapEntries } from "../datapath/node-state";
+import { monotonicNs } from "../sys/clock";
+import { listEndpoints } from "./endpoints";
+
+export interface MonitorOptions {
+  bpffsRoot: string;
+  stateDir: string;
+  json: boolean;
+  /** Only this pod's drops ("namespace/name", or its host device). */
+  pod: string | undefined;
+  reason: string | undefined;
+  direction: "ingress" | "egress" | undefined;
+  /** Stop after this many milliseconds (tests, scripts); undefined: until interrupted. */
+  forMs: number | undefined;
+}
+
+const PROTOCOLS: Record<number, string> = { 1: "ICMP", 6: "TCP", 17: "UDP", 58: "ICMPv6", 132: "SCTP" };
+
+interface Names {
+  /** Host ifindex → namespace/name (or the device). */
+  pods: Map<number, string>;
+  /** Address → namespace/name of a local pod. */
+  addresses: Map<string, string>;
+  /** namespace/name → the policies that select it. */
+  selectedBy: Map<string, string[]>;
+}
+
+async function readNames(opts: MonitorOptions): Promise<Names> {
+  const names = podNames(opts.stateDir);
+  const byAddress = endpointMapEntries(opts.bpffsRoot);
+  const out: Names = { pods: new Map(), addresses: new Map(), selectedBy: new Map() };
+  for (const row of await listEndpoints(opts.bpffsRoot)) {
+    const n = names.get(`${row.containerId}/${row.ifname}`);
+    const label = n?.namespace && n.name ? `${n.namespace}/${n.name}` : row.hostDevice;
+    for (const a of row.addresses) {
+      out.addresses.set(a, label);
+      const ifindex = byAddress.get(a)?.hostIfindex;
+      if (ifindex !== undefined) out.pods.set(ifindex, label);
+    }
+  }
+  try {
+    const file = JSON.parse(fs.readFileSync(path.join(opts.stateDir, "policies.json"), "utf8")) as Record<
+      string,
+      { pod: string; selectedBy: string[] }
+    >;
+    for (const p of Object.values(file)) out.selectedBy.set(p.pod, p.selectedBy);
+  } catch {
+    // No agent here, or not yet: the reason stands alone.
+  }
+  return out;
+}
+
+export function describeEvent(e: PolicyEvent, names: Names, wallNs: bigint): Record<string, unknown> {
+  const pod = names.pods.get(e.ifindex) ?? `ifindex ${e.ifindex}`;
+  const why =
+    e.reason === "denied"
+      ? `default deny (${e.dir}${names.selectedBy.has(pod) ? `; isolated by ${names.selectedBy.get(pod)?.join(", ")}` : ""})`
+      : e.reason === "pending"
+        ? "pod not judged yet"
+        : e.reason === "opaque"
+          ? "no ports to judge (a fragment)"
+          : e.reason;
+  return {
+    time: new Date(Number(wallNs / 1_000_000n)).toISOString(),
+    pod,
+    direction: e.dir,
+    protocol: PROTOCOLS[e.proto] ?? String(e.proto),
+    src: e.src,
+    sport: e.sport,
+    srcPod: names.addresses.get(e.src),
+    dst: e.dst,
+    dport: e.dport,
+    dstPod: names.addresses.get(e.dst),
+    reason: e.reason,
+    why,
+  };
+}
+
+const endpointText = (ip: string, port: number, pod: unknown) =>
+  `${ip.includes(":") ? `[${ip}]` : ip}:${port}${pod ? ` (${pod})` : ""}`;
+
+export function formatEventLine(d: Record<string, unknown>): string {
+  return `${d.time} DROP ${d.direction} ${d.pod} ${d.protocol} ${endpointText(String(d.src), Number(d.sport), d.srcPod)} -> ${endpointText(String(d.dst), Number(d.dport), d.dstPod)}: ${d.why}`;
+}
+
+export async function runMonitor(opts: MonitorOptions, write: (line: string) => void): Promise<number> {
+  const maps = openPolicyMaps(opts.bpffsRoot);
+  if (!maps) {
+    write(`no NetworkPolicy maps under ${opts.bpffsRoot}: no pod of a network with "networkPolicy": true yet`);
+    return 1;
+  }
+  const end = opts.forMs === undefined ? Number.POSITIVE_INFINITY : Date.now() + opts.forMs;
+  let names = await readNames(opts);
+  try {
+    while (Date.now() < end) {
+      const events: PolicyEvent[] = [];
+      for (let raw = maps.events.pop(); raw; raw = maps.events.pop()) events.push(decodePolicyEvent(raw));
+      if (events.some((e) => !names.pods.has(e.ifindex))) names = await readNames(opts);
+      // Event times are CLOCK_MONOTONIC (bpf_ktime_get_ns); shown as wall-clock time.
+      const offset = BigInt(Date.now()) * 1_000_000n - monotonicNs();
+      for (const e of events) {
+        const d = describeEvent(e, names, e.timeNs + offset);
+        if (opts.pod && d.pod !== opts.pod) continue;
+        if (opts.reason && d.reason !== opts.reason) continue;
+        if (opts.direction && d.direction !== opts.direction) continue;
+        write(opts.json ? JSON.stringify(d) : formatEventLine(d));
+      }
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  } finally {
+    maps.close();
+  }
+  return 0;
+}
