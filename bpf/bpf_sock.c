@@ -37,8 +37,7 @@
  * pod of its local address in nkc_sock_pods; the peer socket was admitted under the same
  * check for its own address, and sk_msg redirects only into a peer whose admission
  * recorded the cookie its pod still has, and only while the sender's own namespace is
- * still its pod's. A pod with no recorded namespace (an older build's ADD) is never
- * admitted.
+ * still its pod's. A pod with no recorded namespace is never admitted.
  *
  * Nothing is taken from a socket the programs did not admit: state is created with
  * BPF_NOEXIST, a socket whose key is taken gets no bypass, and only the socket that owns

@@ -40,8 +40,8 @@ _Static_assert(sizeof(struct nkc_endpoint_key) == 20, "nkc_endpoint_key is 20 by
  * bpf_sock.c splices a TCP connection only when both of its ends carry this flag. */
 #define NKC_EP_F_SOCK_BYPASS (1U << 1)
 /* The pod's device resolves no neighbours (netkit in L3 mode, IFF_NOARP): no ARP it
- * sends is honest. Without the flag (veth, netkit L2, pods of older builds) ARP is let
- * through when it speaks for the pod's own address. */
+ * sends is honest. Without the flag (veth, netkit L2) ARP is let through when it speaks
+ * for the pod's own address. */
 #define NKC_EP_F_NO_ARP (1U << 2)
 
 struct nkc_endpoint {
@@ -142,9 +142,9 @@ _Static_assert(sizeof(struct nkc_counters) == 64, "nkc_counters is 64 bytes");
 /*
  * nkc_drops value (per CPU), keyed by __u32 host ifindex (the uplink's own for frames from
  * the wire that no pod owns): why the programs refused packets. Every refusal also counts
- * in nkc_counters (DROPPED_SPOOFED for NKC_DROP_SPOOFED, DROPPED_OTHER for the rest), which
- * older builds read. Order is ABI; the value has room for NKC_DROP_SLOTS reasons, so adding
- * one keeps the layout.
+ * in nkc_counters (DROPPED_SPOOFED for NKC_DROP_SPOOFED, DROPPED_OTHER for the rest).
+ * Order is ABI; the value has room for NKC_DROP_SLOTS reasons, so adding one keeps the
+ * layout.
  */
 enum nkc_drop_reason {
 	NKC_DROP_SPOOFED,    /* a source address that is not the sender's (a pod's own, from the wire) */
@@ -181,10 +181,9 @@ _Static_assert(sizeof(struct nkc_sock_key) == 40, "nkc_sock_key is 40 bytes");
 
 #define NKC_SOCK_MAX 65536 /* sockets in nkc_sock_hash, nkc_sock_admitted, nkc_sock_cookies */
 
-/* How a socket's messages travel (struct nkc_sock_admitted's state; older builds kept
- * it alone in nkc_sock_state). It only ever moves down the list (UNDECIDED -> REDIRECT
- * -> STACK, or UNDECIDED -> STACK): a message sent through the stack may still be
- * queued when a redirected one would overtake it. */
+/* How a socket's messages travel (struct nkc_sock_admitted's state). It only ever moves
+ * down the list (UNDECIDED -> REDIRECT -> STACK, or UNDECIDED -> STACK): a message sent
+ * through the stack may still be queued when a redirected one would overtake it. */
 enum nkc_sock_state {
 	NKC_SOCK_UNDECIDED = 0, /* in the sockhash, nothing sent yet */
 	NKC_SOCK_REDIRECT = 1,  /* every message so far went straight to the peer socket */
@@ -249,9 +248,7 @@ _Static_assert(sizeof(struct nkc_sock_admitted) == 24, "nkc_sock_admitted is 24 
 #define NKC_BW_MODE_POLICE 1 /* egress: token bucket in the programs: drop what exceeds it */
 #define NKC_BW_MODE_EDT    2 /* egress: departure times, released by fq on paced_ifindex */
 
-/* How the ingress limit is enforced. 0 is what every entry held before the field had a
- * name (the high half of a u32 mode): policing. An older build's programs read mode as a
- * u32 and take an entry with another ingress mode for no limit at all. */
+/* How the ingress limit is enforced. */
 #define NKC_BW_IN_POLICE 0 /* token bucket before each delivery: drop what exceeds it */
 #define NKC_BW_IN_EDT    1 /* departure times, released by fq on the pod's host device */
 #define NKC_BW_IN_QDISC  2 /* the host device's shaping qdisc (tbf) alone */

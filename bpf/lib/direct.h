@@ -105,7 +105,7 @@ static __always_inline void nkc_direct_stat(__u32 ifindex, int forgotten)
 }
 
 /* `ifindex`'s table and, in `*gen`, the generation its entries must carry; NULL when the
- * endpoint has none (added by an older build, or its DEL is under way). */
+ * endpoint has none (its DEL is under way). */
 static __always_inline void *nkc_flow_table(__u32 ifindex, __u64 *gen)
 {
 	struct nkc_flow_owner *o = bpf_map_lookup_elem(&nkc_flow_owner, &ifindex);

@@ -40,9 +40,7 @@ export const EP_FLAG_SOCK_BYPASS = 2;
 /** NKC_EP_F_NO_ARP: the pod's device resolves no neighbours (netkit L3): its ARP is refused. */
 export const EP_FLAG_NO_ARP = 4;
 
-/** The socket bypass's maps and programs (bpf/bpf_sock.c), loaded only where a network asks for it.
- * Nodes whose bypass an older build set up have hash and stats only, until this build's
- * first ADD with the bypass creates the rest. */
+/** The socket bypass's maps and programs (bpf/bpf_sock.c), loaded only where a network asks for it. */
 export const SOCK_MAP_NAMES = {
   hash: "nkc_sock_hash",
   stats: "nkc_sock_stats",
@@ -189,8 +187,6 @@ export interface SockKey {
   remote: { ip: string; port: number };
 }
 
-export const SOCK_KEY_SIZE = 40;
-
 export function decodeSockKey(key: Buffer): SockKey {
   const len = key.readUInt32LE(36) === AF_INET ? 4 : 16;
   const ip = (o: number) => ipString(Buffer.from(key.subarray(o, o + len)));
@@ -259,8 +255,6 @@ export interface SockAdmitted {
   hostIfindex: number;
   state: number;
 }
-
-export const SOCK_ADMITTED_SIZE = 24;
 
 export function decodeSockAdmitted(value: Buffer): SockAdmitted {
   return {

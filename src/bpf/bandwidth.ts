@@ -84,11 +84,6 @@ export function deletePodLimits(map: BpfMap, hostIfindex: number): boolean {
   return map.delete(ifindexKey(hostIfindex));
 }
 
-/** Host ifindexes that have limits. */
-export function limitedIfindexes(map: BpfMap): number[] {
-  return [...map.keys()].map((k) => k.readUInt32LE(0));
-}
-
 /** What differs between the limits a pod should have and those it has; empty when equal. */
 export function limitMismatches(want: Bandwidth | undefined, have: PodLimits | undefined): string[] {
   const problems: string[] = [];

@@ -95,19 +95,6 @@ export function createFlowTable(maps: FlowTableMaps, hostIfindex: number): void 
   maps.owners.update(ifindexKey(hostIfindex), encodeOwner({ slot, gen: pool.lastGen }));
 }
 
-/**
- * The endpoint gives its table back to the pool; false when it held none. A plain hash
- * delete: the table stays in its slot for the next ADD.
- */
-export function removeFlowTable(maps: FlowTableMaps, hostIfindex: number): boolean {
-  return maps.owners.delete(ifindexKey(hostIfindex));
-}
-
-/** Host ifindexes that hold a table. */
-export function flowTableOwners(maps: FlowTableMaps): number[] {
-  return ownerRecords(maps.owners).map(([ifindex]) => ifindex);
-}
-
 /** How many slots of the pool hold a table (`status`, tests), from nkc_flow_pool. */
 export function filledSlots(pool: BpfMap): number {
   return readPool(pool).tables;

@@ -28,7 +28,6 @@ export {
   deletePodLimits,
   type EgressEnforcement,
   type IngressEnforcement,
-  limitedIfindexes,
   limitMismatches,
   type PodLimits,
   podLimits,
@@ -39,12 +38,10 @@ export { readCounters, readDrops } from "./counters";
 export {
   createFlowTable,
   DIRECT_TABLE_SPEC,
-  flowTableOwners,
   flowTableSize,
   listEndpointFlows,
   type RememberedFlow,
   readFlowStats,
-  removeFlowTable,
 } from "./direct";
 export { type MapSpec, type ObjectSpec, type ProgramSpec, readObject } from "./elf";
 export { type EndpointEntry, EndpointMap } from "./endpoints";
@@ -82,7 +79,6 @@ export {
 export { BpfMap } from "./maps";
 export {
   buildName,
-  type EndpointMaps,
   loadNodePrograms,
   NAT_CHECKS,
   type NatCheck,
@@ -98,7 +94,16 @@ export {
 } from "./node";
 export { type MapOccupancy, pinnedMapOccupancy } from "./occupancy";
 export { ensureBpffs, ensureBpffsRoot, isBpffs, openPin, pinExists, pinObject, unpin } from "./pins";
-export { forgetPodState, POD_MAP_NAMES, podStateHolders } from "./pod-maps";
+export {
+  forgetPodState,
+  type GonePod,
+  makePodState,
+  type PodSpec,
+  type PodStateMaps,
+  podStateHolders,
+  podStateMismatches,
+  withPodStateMaps,
+} from "./pod-state";
 export {
   applyTableWrites,
   deletePolicyPod,
@@ -132,19 +137,15 @@ export { type DatapathRule, type SlotTables, slotTables, slotWrites, type TableW
 export { BpfProgram, loadProgram, programName, sectionAttachType } from "./programs";
 export {
   type BypassedSocket,
-  deleteSockCounters,
   forgetSocketsOf,
   listBypassedSockets,
   loadSockPrograms,
   openSockMaps,
-  type PinnedSockMaps,
-  pinnedSockSets,
   readSockCounters,
   type SockMaps,
   type SockPrograms,
-  sockBuildName,
 } from "./sock";
-export { forgetSockPod, readSockPod, recordSockPod, sockPodIfindexes } from "./sock-pods";
+export { readSockPod, recordSockPod, sockPodIfindexes } from "./sock-pods";
 export {
   forgetSvcPod,
   loadSvcPrograms,

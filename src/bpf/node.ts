@@ -32,7 +32,6 @@ import { mapPin, programsRoot } from "./layout";
 import { BpfMap, specMismatches } from "./maps";
 import { openOrCreatePinnedMap } from "./pinned-map";
 import { ensureBpffs, openPin, replacePin } from "./pins";
-import { POD_MAP_NAMES } from "./pod-maps";
 import { POLICY_MAP_NAMES } from "./policy-abi";
 import { POLICY_CT_SPEC } from "./policy-ct";
 import { BpfProgram, firstLine, loadProgram } from "./programs";
@@ -77,23 +76,16 @@ export function nodeObjectsFrom(read: (file: string) => Buffer | undefined): Nod
   };
 }
 
-export interface NodeMaps {
-  endpoints: BpfMap;
-  cluster: BpfMap;
-  counters: BpfMap;
-  /** Refusals by reason, per endpoint (and the uplink's own). */
-  drops: BpfMap;
-  /** The pool of per-endpoint flow tables (direct.ts). */
-  flows: FlowTableMaps;
-  flowStats: BpfMap;
-  bandwidth: BpfMap;
-}
+/** The maps of the node's objects, pinned under `<bpffsRoot>/maps/` (NodeMaps has them all). */
+const NODE_MAP_NAMES: readonly string[] = [...Object.values(MAP_NAMES), ...Object.values(POLICY_MAP_NAMES)];
 
-/** The maps DEL, CHECK and GC use: which pod is where, its counters, flow table and limits.
- * The optional ones are absent on a node whose maps an older build pinned. `perPod`: those
- * of pod-maps.ts's list that are pinned, through which a pod's state is forgotten. */
-export type EndpointMaps = Pick<NodeMaps, "endpoints" | "counters"> &
-  Partial<Pick<NodeMaps, "drops" | "flows" | "flowStats" | "bandwidth">> & { perPod: BpfMap[] };
+/** Every node map by its role in MAP_NAMES, the pool of per-endpoint flow tables (its
+ * three maps) as direct.ts takes it, and NetworkPolicy's maps by their role in
+ * POLICY_MAP_NAMES. */
+export type NodeMaps = Record<keyof typeof MAP_NAMES, BpfMap> & {
+  flows: FlowTableMaps;
+  policy: Record<keyof typeof POLICY_MAP_NAMES, BpfMap>;
+};
 
 export interface NodePrograms {
   maps: NodeMaps;
@@ -201,9 +193,7 @@ type LoadedNode = Pick<NodePrograms, "maps" | "programs" | "natCheck" | "skipped
 function complete(bpffsRoot: string, set: ProgramSet): boolean {
   return (
     Object.values(PROGRAM_NAMES).every((name) => fs.existsSync(path.join(set.dir, name))) &&
-    [...Object.values(MAP_NAMES), ...Object.values(POLICY_MAP_NAMES)].every((name) =>
-      fs.existsSync(mapPin(bpffsRoot, name)),
-    )
+    NODE_MAP_NAMES.every((name) => fs.existsSync(mapPin(bpffsRoot, name)))
   );
 }
 
@@ -214,7 +204,7 @@ function complete(bpffsRoot: string, set: ProgramSet): boolean {
  */
 function openPinnedNode(bpffsRoot: string, set: ProgramSet, opened: { close(): void }[]): LoadedNode {
   const byName = new Map<string, BpfMap>();
-  for (const name of Object.values(MAP_NAMES)) {
+  for (const name of NODE_MAP_NAMES) {
     const map = BpfMap.openPinned(mapPin(bpffsRoot, name));
     opened.push(map);
     byName.set(name, map);
@@ -334,50 +324,23 @@ function removeOlderSets(bpffsRoot: string, epoch: number, keep: string): void {
 }
 
 /**
- * The pinned endpoint maps alone (DEL, CHECK, GC need no programs, and must work on a
- * node whose maps an older build pinned, before this build's first ADD adds the flow
- * tables and the rate limits: those are then absent). Throws if the endpoint or counter map is not pinned.
- */
-/**
  * Has an ADD made the node's maps? The endpoint map is made with the rest, under the
  * node lock; the maps folder alone says nothing (the agent makes Service translation's
  * tables there before any pod).
  */
 export const nodeMapsPinned = (bpffsRoot: string): boolean => fs.existsSync(mapPin(bpffsRoot, MAP_NAMES.endpoints));
 
-export function openNodeMaps(bpffsRoot: string): EndpointMaps & { close(): void } {
+/** The pinned node maps alone (DEL, CHECK and GC need no programs). Throws if one is not pinned. */
+export function openNodeMaps(bpffsRoot: string): NodeMaps & { close(): void } {
   const opened = new Map<string, BpfMap>();
-  const open = (name: string, optional: boolean) => {
-    const pin = mapPin(bpffsRoot, name);
-    if (optional && !fs.existsSync(pin)) return undefined;
-    const map = opened.get(name) ?? BpfMap.openPinned(pin);
-    opened.set(name, map);
-    return map;
-  };
-  // The pool counts only when all three of its maps are there.
-  const pool = [MAP_NAMES.flowTables, MAP_NAMES.flowOwner, MAP_NAMES.flowPool];
-  const hasPool = pool.every((name) => fs.existsSync(mapPin(bpffsRoot, name)));
-  try {
-    return {
-      endpoints: open(MAP_NAMES.endpoints, false) as BpfMap,
-      counters: open(MAP_NAMES.counters, false) as BpfMap,
-      drops: open(MAP_NAMES.drops, true),
-      flows: hasPool
-        ? {
-            tables: open(MAP_NAMES.flowTables, false) as BpfMap,
-            owners: open(MAP_NAMES.flowOwner, false) as BpfMap,
-            pool: open(MAP_NAMES.flowPool, false) as BpfMap,
-          }
-        : undefined,
-      flowStats: open(MAP_NAMES.flowStats, true),
-      bandwidth: open(MAP_NAMES.bandwidth, true),
-      perPod: POD_MAP_NAMES.flatMap((name) => open(name, true) ?? []),
-      close: () => {
-        for (const m of opened.values()) m.close();
-      },
-    };
-  } catch (e) {
+  const close = () => {
     for (const m of opened.values()) m.close();
+  };
+  try {
+    for (const name of NODE_MAP_NAMES) opened.set(name, BpfMap.openPinned(mapPin(bpffsRoot, name)));
+    return { ...nodeMaps(opened), close };
+  } catch (e) {
+    close();
     throw e;
   }
 }
@@ -400,13 +363,9 @@ function nodeMaps(byName: ReadonlyMap<string, BpfMap>): NodeMaps {
     if (!map) throw new Error(`map ${name} missing from the objects`);
     return map;
   };
-  return {
-    endpoints: get(MAP_NAMES.endpoints),
-    cluster: get(MAP_NAMES.cluster),
-    counters: get(MAP_NAMES.counters),
-    drops: get(MAP_NAMES.drops),
-    flows: { tables: get(MAP_NAMES.flowTables), owners: get(MAP_NAMES.flowOwner), pool: get(MAP_NAMES.flowPool) },
-    flowStats: get(MAP_NAMES.flowStats),
-    bandwidth: get(MAP_NAMES.bandwidth),
-  };
+  const byRole = <R extends string>(names: Record<R, string>) =>
+    Object.fromEntries(Object.entries(names).map(([role, name]) => [role, get(name as string)])) as Record<R, BpfMap>;
+  const maps = byRole(MAP_NAMES);
+  const flows = { tables: maps.flowTables, owners: maps.flowOwner, pool: maps.flowPool };
+  return { ...maps, flows, policy: byRole(POLICY_MAP_NAMES) };
 }

@@ -1,8 +1,9 @@
 /**
  * How full the node-wide pinned maps are (for `status`): each map the programs use, by
  * its kind and size as the kernel reports them (bpf_map_info) and the keys it holds now.
- * Read-only. A map not pinned (an older build's node, no socket bypass yet) is left out,
- * and so is socket storage (nkc_svc_sock), which belongs to the sockets, not to the node.
+ * Read-only. A map not pinned (no pod yet, no socket bypass or translation asked for) is
+ * left out, and so is socket storage (nkc_svc_sock), which belongs to the sockets, not to
+ * the node.
  * The flow tables inside nkc_flow_tables are not here (direct.ts reads those); that map
  * counts the pool's filled slots, and nkc_flow_owner the endpoints that hold one.
  */

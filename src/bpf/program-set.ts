@@ -45,7 +45,7 @@ export interface PinnedSet {
 }
 
 /** The builds' sets pinned under `setsDir` (a directory not named <epoch>-<hash> is none). */
-export function pinnedSets(setsDir: string): PinnedSet[] {
+function pinnedSets(setsDir: string): PinnedSet[] {
   if (!fs.existsSync(setsDir)) return [];
   return fs.readdirSync(setsDir).flatMap((build) => {
     const m = SET_NAME.exec(build);
@@ -53,7 +53,7 @@ export function pinnedSets(setsDir: string): PinnedSet[] {
   });
 }
 
-export function programSetBuild(object: Buffer, epoch: number): string {
+function programSetBuild(object: Buffer, epoch: number): string {
   return `${epoch}-${sha256Hex([object], 16)}`;
 }
 

@@ -24,10 +24,6 @@ export function readSockPod(pods: BpfMap, hostIfindex: number): SockPod | undefi
   return value ? decodeSockPod(value) : undefined;
 }
 
-export function forgetSockPod(pods: BpfMap, hostIfindex: number): boolean {
-  return pods.delete(ifindexKey(hostIfindex));
-}
-
 /** The ifindexes that have a record (status sums what was refused over them). */
 export function sockPodIfindexes(pods: BpfMap): number[] {
   return [...pods.keys()].map((key) => key.readUInt32LE(0));

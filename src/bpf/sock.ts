@@ -12,7 +12,6 @@
  * never replaced; an older build's pins go once this build's are pinned.
  */
 
-import * as fs from "node:fs";
 import {
   decodeSockAdmitted,
   decodeSockKey,
@@ -28,7 +27,7 @@ import { mapPin, sockProgramsRoot } from "./layout";
 import { BpfMap } from "./maps";
 import { openOrCreatePinnedMap } from "./pinned-map";
 import { pinExists } from "./pins";
-import { loadProgramSet, type PinnedSet, pinnedSets, programSetBuild } from "./program-set";
+import { loadProgramSet } from "./program-set";
 import type { BpfProgram } from "./programs";
 
 export interface SockMaps {
@@ -42,11 +41,6 @@ export interface SockMaps {
   cookies: BpfMap;
 }
 
-/** The pinned maps as DEL, GC and the commands for people find them: a node whose
- * bypass an older build set up has no pods, admitted or cookies map yet. */
-export type PinnedSockMaps = Pick<SockMaps, "hash" | "stats"> &
-  Partial<Pick<SockMaps, "pods" | "admitted" | "cookies">> & { close(): void };
-
 export interface SockPrograms {
   maps: SockMaps;
   programs: { sockOps: BpfProgram; skMsg: BpfProgram; release: BpfProgram };
@@ -58,10 +52,6 @@ export interface SockPrograms {
   superseded: boolean;
   close(): void;
 }
-
-export const sockBuildName = programSetBuild;
-
-export const pinnedSockSets = (bpffsRoot: string): PinnedSet[] => pinnedSets(sockProgramsRoot(bpffsRoot));
 
 /**
  * The bypass's maps and programs: the newest pinned build's, or this build's, loaded and
@@ -123,29 +113,29 @@ function required(byName: ReadonlyMap<string, BpfMap>, name: string): BpfMap {
 }
 
 /** The pinned bypass maps, or undefined where no network ever asked for the bypass. */
-export function openSockMaps(bpffsRoot: string): PinnedSockMaps | undefined {
+export function openSockMaps(bpffsRoot: string): (SockMaps & { close(): void }) | undefined {
   const pin = (name: string) => mapPin(bpffsRoot, name);
-  if (![SOCK_MAP_NAMES.hash, SOCK_MAP_NAMES.stats].every((name) => fs.existsSync(pin(name)))) return undefined;
+  if (!Object.values(SOCK_MAP_NAMES).every((name) => pinExists(pin(name)))) return undefined;
   const opened: BpfMap[] = [];
-  const open = (name: string, optional: boolean) => {
-    if (optional && !pinExists(pin(name))) return undefined;
+  const close = () => {
+    for (const m of opened) m.close();
+  };
+  const open = (name: string) => {
     const map = BpfMap.openPinned(pin(name));
     opened.push(map);
     return map;
   };
   try {
     return {
-      hash: open(SOCK_MAP_NAMES.hash, false) as BpfMap,
-      stats: open(SOCK_MAP_NAMES.stats, false) as BpfMap,
-      pods: open(SOCK_MAP_NAMES.pods, true),
-      admitted: open(SOCK_MAP_NAMES.admitted, true),
-      cookies: open(SOCK_MAP_NAMES.cookies, true),
-      close: () => {
-        for (const m of opened) m.close();
-      },
+      hash: open(SOCK_MAP_NAMES.hash),
+      stats: open(SOCK_MAP_NAMES.stats),
+      pods: open(SOCK_MAP_NAMES.pods),
+      admitted: open(SOCK_MAP_NAMES.admitted),
+      cookies: open(SOCK_MAP_NAMES.cookies),
+      close,
     };
   } catch (e) {
-    for (const m of opened) m.close();
+    close();
     throw e;
   }
 }
@@ -170,20 +160,18 @@ export function listBypassedSockets(maps: Pick<SockMaps, "hash">): BypassedSocke
  * (sock-pods.ts). Returns how many sockets were taken out.
  */
 export function forgetSocketsOf(
-  maps: Pick<PinnedSockMaps, "hash" | "admitted" | "cookies">,
+  maps: Pick<SockMaps, "hash" | "admitted" | "cookies">,
   ips: ReadonlySet<string>,
 ): number {
   const ours = (key: Buffer) => ips.has(decodeSockKey(key).local.ip);
   let removed = 0;
   for (const key of [...maps.hash.keys()]) if (ours(key) && maps.hash.delete(key)) removed += 1;
   const { admitted, cookies } = maps;
-  if (admitted) {
-    for (const key of [...admitted.keys()]) {
-      if (!ours(key)) continue;
-      const value = admitted.lookup(key);
-      if (value && cookies) cookies.delete(socketCookieKey(decodeSockAdmitted(value).socketCookie));
-      admitted.delete(key);
-    }
+  for (const key of [...admitted.keys()]) {
+    if (!ours(key)) continue;
+    const value = admitted.lookup(key);
+    if (value) cookies.delete(socketCookieKey(decodeSockAdmitted(value).socketCookie));
+    admitted.delete(key);
   }
   return removed;
 }
@@ -191,8 +179,4 @@ export function forgetSocketsOf(
 export function readSockCounters(stats: BpfMap, hostIfindex: number): SockCounters | undefined {
   const perCpu = stats.lookupPerCpu(ifindexKey(hostIfindex));
   return perCpu ? sumSockCounters(perCpu) : undefined;
-}
-
-export function deleteSockCounters(stats: BpfMap, hostIfindex: number): boolean {
-  return stats.delete(ifindexKey(hostIfindex));
 }

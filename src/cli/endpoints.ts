@@ -48,7 +48,7 @@ export interface EndpointRow {
   addresses: string[];
   programsAttached: boolean;
   counters: Record<keyof Counters, number> | undefined;
-  /** What its programs refused, by reason (absent: a node whose maps an older build made). */
+  /** What its programs refused, by reason (absent: no maps pinned yet). */
   drops: Record<keyof Drops, number> | undefined;
   flowTable: Record<keyof FlowTableUsage, number> | undefined;
   /** Its sockets spliced by the socket bypass now (connections it has open to local pods). */
@@ -121,8 +121,7 @@ export async function listEndpoints(bpffsRoot: string): Promise<EndpointRow[]> {
     if (sock) {
       const all = new Map(links.map((l) => [l.index, readSockCounters(sock.stats, l.index)]));
       sockCounters = (ifindex) => all.get(ifindex);
-      const { pods } = sock;
-      const records = new Map(links.map((l) => [l.index, sockRecordOf(pods && readSockPod(pods, l.index))]));
+      const records = new Map(links.map((l) => [l.index, sockRecordOf(readSockPod(sock.pods, l.index))]));
       sockRecord = (ifindex) => records.get(ifindex);
     }
   } finally {

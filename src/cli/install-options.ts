@@ -4,7 +4,7 @@
  */
 import * as path from "node:path";
 import { isCidr } from "../cni/address";
-import { readFlags } from "./args";
+import { type Flags, flagsFor, flagUsage, parseFlags } from "./args";
 
 export const DEFAULT_BIN_DIR = "/opt/cni/bin";
 export const DEFAULT_CONF_DIR = "/etc/cni/net.d";
@@ -47,164 +47,93 @@ export interface InstallOptions {
   };
 }
 export class InstallError extends Error {}
-export const INSTALL_USAGE = `usage: netkit-cni install [options]
-  --bin-dir DIR        CNI plugin directory (${DEFAULT_BIN_DIR})
-  --conf-dir DIR       CNI config directory (${DEFAULT_CONF_DIR})
-  --conflist FILE      install this conflist (validated) instead of generating one
-  --conf-name NAME     file name in the config directory (${DEFAULT_CONFLIST_NAME}; 00-netkit-cni.conflist
-                       when a bridge or ptp config would sort before it)
-  --pod-cidr CIDR      this node's pod subnet(s), comma-separated or repeated (generated conflist)
-  --cluster-cidr CIDR  every pod subnet of the cluster, for the fast path (default: the pod CIDRs)
-  --datapath KIND      auto | netkit | veth (auto)
-  --network-name NAME  the network's name (${DEFAULT_NETWORK_NAME})
-  --host-interface DEV the uplink (default: the device of the default route)
-  --mtu N              pod MTU (default: the uplink's)
-  --no-portmap         leave portmap (hostPort) out of the generated chain
-  --bandwidth          accepted for older scripts: netkit-cni enforces pod bandwidth itself
-  --data-dir DIR       IPAM store (/var/lib/cni/networks)
-  --log-file FILE      plugin log (/var/log/netkit-cni.log)
-  --bpffs-root DIR     where the node's eBPF state is pinned (/sys/fs/bpf/netkit-cni)
-  --binary FILE        install this executable instead of the running one
-  --skip-binary        write only the conflist
-  --force              replace a conflist of the same name that belongs to another plugin
-  --json               print what was done as JSON`;
 
-const STRING = { type: "string" } as const;
-const BOOLEAN = { type: "boolean" } as const;
-const INSTALL_FLAGS = {
-  "bin-dir": STRING,
-  "conf-dir": STRING,
-  conflist: STRING,
-  "conf-name": STRING,
-  "pod-cidr": STRING,
-  "cluster-cidr": STRING,
-  datapath: STRING,
-  "network-name": STRING,
-  "host-interface": STRING,
-  mtu: STRING,
-  "no-portmap": BOOLEAN,
-  bandwidth: BOOLEAN,
-  "data-dir": STRING,
-  "log-file": STRING,
-  "bpffs-root": STRING,
-  binary: STRING,
-  "skip-binary": BOOLEAN,
-  force: BOOLEAN,
-  json: BOOLEAN,
+const fail = (message: string) => new InstallError(message);
+
+/** Every option a flag sets, flat: parseInstallOptions nests the conflist's under `generate`. */
+type InstallFlags = Omit<InstallOptions, "generate"> &
+  Required<Omit<InstallOptions["generate"], "agentStateDir" | "serviceTranslation">>;
+
+const flag = flagsFor<InstallFlags>();
+const cidrs = (text: string, name: string) => cidrList(name, text);
+
+const INSTALL_FLAGS: Flags<InstallFlags> = {
+  "bin-dir": flag.string("binDir", "DIR", DEFAULT_BIN_DIR, `CNI plugin directory (${DEFAULT_BIN_DIR})`),
+  "conf-dir": flag.string("confDir", "DIR", DEFAULT_CONF_DIR, `CNI config directory (${DEFAULT_CONF_DIR})`),
+  conflist: flag.string("conflist", "FILE", undefined, "install this conflist (validated) instead of generating one"),
+  "conf-name": flag.string(
+    "confName",
+    "NAME",
+    undefined,
+    `file name in the config directory (${DEFAULT_CONFLIST_NAME}; 00-netkit-cni.conflist
+when a bridge or ptp config would sort before it)`,
+  ),
+  "pod-cidr": flag.list(
+    "podCidrs",
+    "CIDR",
+    "this node's pod subnet(s), comma-separated or repeated (generated conflist)",
+    cidrs,
+  ),
+  "cluster-cidr": flag.list(
+    "clusterCidrs",
+    "CIDR",
+    "every pod subnet of the cluster, for the fast path (default: the pod CIDRs)",
+    cidrs,
+  ),
+  datapath: flag.string("datapath", "KIND", "auto", "auto | netkit | veth (auto)"),
+  "network-name": flag.string("name", "NAME", DEFAULT_NETWORK_NAME, `the network's name (${DEFAULT_NETWORK_NAME})`),
+  "host-interface": flag.string(
+    "hostInterface",
+    "DEV",
+    undefined,
+    "the uplink (default: the device of the default route)",
+  ),
+  mtu: flag.string("mtu", "N", undefined, "pod MTU (default: the uplink's)", Number),
+  "no-portmap": flag.boolean("portmap", "leave portmap (hostPort) out of the generated chain", false),
+  bandwidth: flag.boolean("bandwidth", "accepted for older scripts: netkit-cni enforces pod bandwidth itself"),
+  "data-dir": flag.string("dataDir", "DIR", undefined, "IPAM store (/var/lib/cni/networks)"),
+  "log-file": flag.string("logFile", "FILE", undefined, "plugin log (/var/log/netkit-cni.log)"),
+  "bpffs-root": flag.string(
+    "bpffsRoot",
+    "DIR",
+    undefined,
+    "where the node's eBPF state is pinned (/sys/fs/bpf/netkit-cni)",
+  ),
+  binary: flag.string("binary", "FILE", undefined, "install this executable instead of the running one"),
+  "skip-binary": flag.boolean("skipBinary", "write only the conflist"),
+  force: flag.boolean("force", "replace a conflist of the same name that belongs to another plugin"),
+  json: flag.boolean("json", "print what was done as JSON"),
 };
+
+export const INSTALL_USAGE = `usage: netkit-cni install [options]\n${flagUsage(INSTALL_FLAGS, 22)}`;
 
 const INSTALL_FLAG_ERRORS = {
   unknown: (arg: string) => new InstallError(`unknown option ${arg}\n${INSTALL_USAGE}`),
   noValue: (flag: string) => new InstallError(`${flag} needs a value`),
 };
 
-/** "a, b,c" → [a, b, c], each a CIDR; `fail` makes the caller's usage error. */
-export function cidrList(
-  flag: string,
-  value: string,
-  fail: (message: string) => Error = (m) => new InstallError(m),
-): string[] {
+/** "a, b,c" → [a, b, c], each a CIDR; `failWith` makes the caller's usage error. */
+export function cidrList(flag: string, value: string, failWith: (message: string) => Error = fail): string[] {
   const list = value
     .split(",")
     .map((c) => c.trim())
     .filter(Boolean);
-  for (const c of list) if (!isCidr(c)) throw fail(`${flag}: "${c}" is not a CIDR`);
+  for (const c of list) if (!isCidr(c)) throw failWith(`${flag}: "${c}" is not a CIDR`);
   return list;
 }
 
 export function parseInstallOptions(args: string[]): InstallOptions {
-  const opts: InstallOptions = {
-    binDir: DEFAULT_BIN_DIR,
-    confDir: DEFAULT_CONF_DIR,
-    conflist: undefined,
-    confName: undefined,
-    binary: undefined,
-    force: false,
-    json: false,
-    skipBinary: false,
-    generate: {
-      podCidrs: [],
-      clusterCidrs: [],
-      datapath: "auto",
-      name: DEFAULT_NETWORK_NAME,
-      hostInterface: undefined,
-      mtu: undefined,
-      portmap: true,
-      bandwidth: false,
-      dataDir: undefined,
-      logFile: undefined,
-      bpffsRoot: undefined,
-    },
-  };
-  const g = opts.generate;
-  for (const { name, flag, value = "" } of readFlags(args, INSTALL_FLAGS, INSTALL_FLAG_ERRORS)) {
-    switch (name) {
-      case "bin-dir":
-        opts.binDir = value;
-        break;
-      case "conf-dir":
-        opts.confDir = value;
-        break;
-      case "conflist":
-        opts.conflist = value;
-        break;
-      case "conf-name":
-        opts.confName = value;
-        break;
-      case "binary":
-        opts.binary = value;
-        break;
-      case "force":
-        opts.force = true;
-        break;
-      case "json":
-        opts.json = true;
-        break;
-      case "skip-binary":
-        opts.skipBinary = true;
-        break;
-      case "pod-cidr":
-        g.podCidrs.push(...cidrList(flag, value));
-        break;
-      case "cluster-cidr":
-        g.clusterCidrs.push(...cidrList(flag, value));
-        break;
-      case "datapath":
-        g.datapath = value;
-        break;
-      case "network-name":
-        g.name = value;
-        break;
-      case "host-interface":
-        g.hostInterface = value;
-        break;
-      case "mtu":
-        g.mtu = Number(value);
-        break;
-      case "no-portmap":
-        g.portmap = false;
-        break;
-      case "bandwidth":
-        g.bandwidth = true;
-        break;
-      case "data-dir":
-        g.dataDir = value;
-        break;
-      case "log-file":
-        g.logFile = value;
-        break;
-      case "bpffs-root":
-        g.bpffsRoot = value;
-        break;
-    }
-  }
-  if (opts.conflist && g.podCidrs.length > 0) throw new InstallError("give either --conflist or --pod-cidr, not both");
-  if (!opts.conflist && g.podCidrs.length === 0) throw new InstallError("give --pod-cidr (or --conflist FILE)");
+  const { binDir, confDir, conflist, confName, binary, force, json, skipBinary, ...generate } = parseFlags(
+    args,
+    INSTALL_FLAGS,
+    INSTALL_FLAG_ERRORS,
+  );
+  if (conflist && generate.podCidrs.length > 0) throw fail("give either --conflist or --pod-cidr, not both");
+  if (!conflist && generate.podCidrs.length === 0) throw fail("give --pod-cidr (or --conflist FILE)");
   // Without either, install picks the name (it depends on what the directory holds).
-  const name = opts.confName ?? (opts.conflist ? path.basename(opts.conflist) : undefined);
+  const name = confName ?? (conflist ? path.basename(conflist) : undefined);
   if (name !== undefined && (name.includes("/") || !/\.(conflist|conf|json)$/.test(name))) {
-    throw new InstallError(`config file name "${name}" must be a plain name ending in .conflist, .conf or .json`);
+    throw fail(`config file name "${name}" must be a plain name ending in .conflist, .conf or .json`);
   }
-  opts.confName = name;
-  return opts;
+  return { binDir, confDir, conflist, confName: name, binary, force, json, skipBinary, generate };
 }

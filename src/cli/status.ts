@@ -45,7 +45,13 @@ import { AF_INET, AF_INET6 } from "../cni/address";
 import { embeddedObjects } from "../datapath/assets";
 import { isOurProxy } from "../datapath/coexist-plan";
 import { parseOwnerAlias } from "../datapath/naming";
-import { dropsOf, endpointMapEntries, limitsOf, pinnedEndpointDevices } from "../datapath/node-state";
+import {
+  dropsOf,
+  endpointMapEntries,
+  limitsOf,
+  pinnedEndpointDevices,
+  podStateHoldersOf,
+} from "../datapath/node-state";
 import { readIngressShapingOff } from "../datapath/pod-shaping";
 import { kernelHasNetkit } from "../datapath/probe";
 import { type PacingOff, readPacingOff } from "../datapath/shaping";
@@ -124,7 +130,7 @@ export interface NodeStatus {
     ingressPacingOff: string | undefined;
   };
   /** What the programs refused, by reason (bpf/lib/frame.h): summed over our pods, and per
-   * uplink for frames from the wire that no pod owns. Absent: maps of an older build. */
+   * uplink for frames from the wire that no pod owns. Absent: no maps pinned yet. */
   drops:
     | { pods: Record<keyof Drops, number>; uplinks: { device: string; drops: Record<keyof Drops, number> }[] }
     | undefined;
@@ -145,8 +151,8 @@ export interface NodeStatus {
   problems: string[];
 }
 
-/** struct bpf_link_info: type, id, prog_id, then (8-aligned) tcx/netkit { ifindex, attach_type }. */
-/** The pinned link at `pinPath`, named in the report by its path below `root`. */
+/** The pinned link at `pinPath`, named in the report by its path below `root`. Its
+ * struct bpf_link_info: type, id, prog_id, then (8-aligned) tcx/netkit { ifindex, attach_type }. */
 function linkStatus(root: string, pinPath: string, byIndex: Map<number, Link>): LinkStatus {
   const pin = path.relative(root, pinPath);
   const link = BpfLink.openPinned(pinPath);
@@ -173,41 +179,92 @@ function kernelHasTcx(release: string): boolean {
   return major > 6 || (major === 6 && minor >= 6);
 }
 
+/** The node as the kernel and the bpffs show it now; read-only. */
 export async function nodeStatus(bpffsRoot: string): Promise<NodeStatus> {
+  const root = bpffsRoot;
+  const { links, netkit, proxies } = await readKernel();
+  const node: NodeView = {
+    root,
+    byIndex: new Map(links.map((l) => [l.index, l])),
+    byName: new Map(links.map((l) => [l.name, l])),
+    initialized: nodeMapsPinned(root),
+    problems: [],
+  };
+  const programs = programsStatus(node);
+  const uplinks = uplinkLinks(node, Object.values(programs.ids));
+  const owned = links.filter((l) => parseOwnerAlias(l.alias) !== undefined);
+  const endpoints = endpointsStatus(node, owned);
+  const { maps, flowTables } = mapsStatus(root, endpoints.hostIfindexes, node.byIndex);
+  const uplinkDevices = listDir(uplinkRoot(root)).flatMap((dev) => {
+    const link = node.byName.get(dev);
+    return link ? [{ device: dev, ifindex: link.index }] : [];
+  });
+  const bpffsMounted = isBpffs("/sys/fs/bpf") || isBpffs(root);
+  if (!bpffsMounted) node.problems.push("no bpffs mounted at /sys/fs/bpf (ADD mounts one)");
+  const release = os.release();
+  return {
+    kernel: { release, netkit, tcx: kernelHasTcx(release), bpffsMounted },
+    autoDatapath: netkit ? "netkit" : "veth",
+    bpffsRoot: root,
+    initialized: node.initialized,
+    programs,
+    flowTables,
+    maps,
+    uplinks,
+    sockBypass: sockBypassStatus(root),
+    serviceTranslation: serviceTranslationStatus(root),
+    bandwidth: bandwidthStatus(root, owned),
+    drops: refusals(
+      root,
+      owned.map((l) => l.index),
+      uplinkDevices,
+    ),
+    sharedSubnets: sharedSubnets(proxies, node.byIndex),
+    endpoints: endpoints.status,
+    problems: node.problems,
+  };
+}
+
+/** What every part of the report reads: the root, the devices, and the problems found. */
+interface NodeView {
+  root: string;
+  byIndex: Map<number, Link>;
+  byName: Map<string, Link>;
+  /** Maps are pinned: some ADD ran here. */
+  initialized: boolean;
+  problems: string[];
+}
+
+/** The node's devices, whether the kernel has netkit, and the proxy entries on its devices. */
+async function readKernel(): Promise<{ links: Link[]; netkit: boolean; proxies: ProxyNeighbor[] }> {
   const host = RtnlSocket.open();
-  let links: Link[];
-  let netkit: boolean;
-  let proxies: ProxyNeighbor[];
   try {
-    links = await listLinks(host);
-    netkit = await kernelHasNetkit(host);
-    proxies = [...(await listProxyNeighbors(host, AF_INET)), ...(await listProxyNeighbors(host, AF_INET6))];
+    return {
+      links: await listLinks(host),
+      netkit: await kernelHasNetkit(host),
+      proxies: [...(await listProxyNeighbors(host, AF_INET)), ...(await listProxyNeighbors(host, AF_INET6))],
+    };
   } finally {
     host.close();
   }
-  const byIndex = new Map(links.map((l) => [l.index, l]));
-  const byName = new Map(links.map((l) => [l.name, l]));
-  const release = os.release();
-  const problems: string[] = [];
-  const root = bpffsRoot;
-  const initialized = nodeMapsPinned(root);
+}
 
+/** This build, the pinned builds, the running one's program ids and its NAT check. */
+function programsStatus(node: NodeView): NodeStatus["programs"] {
   const build = buildName(embeddedObjects());
-  const sets = pinnedProgramSets(root);
-  const pinnedBuilds = sets.map((s) => path.basename(s.dir)).sort();
+  const sets = pinnedProgramSets(node.root);
   const running = sets.reduce<(typeof sets)[number] | undefined>(
     (a, b) => (!a || b.epoch > a.epoch ? b : a),
     undefined,
   );
   if (running && running.build !== build) {
-    problems.push(`the running programs are build ${running.build}, not this executable's ${build}`);
+    node.problems.push(`the running programs are build ${running.build}, not this executable's ${build}`);
   }
   const ids: Record<string, number> = {};
   let jited: boolean | undefined;
   for (const name of Object.values(PROGRAM_NAMES)) {
-    if (!running) break;
-    const pin = path.join(running.dir, name);
-    if (!fs.existsSync(pin)) continue;
+    const pin = running && path.join(running.dir, name);
+    if (!pin || !fs.existsSync(pin)) continue;
     const program = new BpfProgram(openPin(pin), name);
     try {
       ids[name] = program.id();
@@ -216,58 +273,78 @@ export async function nodeStatus(bpffsRoot: string): Promise<NodeStatus> {
       program.close();
     }
   }
-  if (initialized && Object.keys(ids).length === 0) {
-    problems.push(`this build's programs (${build}) are not loaded yet; the next ADD loads them`);
+  if (node.initialized && Object.keys(ids).length === 0) {
+    node.problems.push(`this build's programs (${build}) are not loaded yet; the next ADD loads them`);
   }
-  const natCheck = running?.natCheck;
-  // Informational: "natCheck": "memory" in a config picks the memory check on purpose.
-  const whyNotConntrack = conntrackUnavailable(jited);
+  return {
+    build,
+    pinnedBuilds: sets.map((s) => path.basename(s.dir)).sort(),
+    running: running?.build,
+    ids,
+    natCheck: running?.natCheck,
+    // Informational: "natCheck": "memory" in a config picks the memory check on purpose.
+    conntrackUnavailable: conntrackUnavailable(jited),
+  };
+}
 
+/** The uplinks' pinned links, and what is wrong with them (`running`: the programs' ids). */
+function uplinkLinks(node: NodeView, running: number[]): LinkStatus[] {
   const uplinks: LinkStatus[] = [];
-  for (const dev of listDir(uplinkRoot(root))) {
-    for (const dir of listDir(path.join(uplinkRoot(root), dev))) {
-      const st = linkStatus(root, path.join(uplinkRoot(root), dev, dir), byIndex);
+  const root = uplinkRoot(node.root);
+  for (const dev of listDir(root)) {
+    for (const dir of listDir(path.join(root, dev))) {
+      const st = linkStatus(node.root, path.join(root, dev, dir), node.byIndex);
       uplinks.push(st);
-      if (!byName.has(dev)) problems.push(`uplink ${dev}: pinned ${dir} link, but no device ${dev} exists`);
-      else if (st.ifindex === 0) problems.push(`uplink ${dev}: ${dir} link is defunct (its device went away)`);
-      else if (st.device !== dev) problems.push(`uplink ${dev}: ${dir} link is attached to ${st.device ?? st.ifindex}`);
-      if (Object.keys(ids).length > 0 && !Object.values(ids).includes(st.programId)) {
-        problems.push(
-          `uplink ${dev}: ${dir} runs program ${st.programId}, not this build's (the next ADD switches it)`,
-        );
+      const problem = (what: string) => node.problems.push(`uplink ${dev}: ${what}`);
+      if (!node.byName.has(dev)) problem(`pinned ${dir} link, but no device ${dev} exists`);
+      else if (st.ifindex === 0) problem(`${dir} link is defunct (its device went away)`);
+      else if (st.device !== dev) problem(`${dir} link is attached to ${st.device ?? st.ifindex}`);
+      if (running.length > 0 && !running.includes(st.programId)) {
+        problem(`${dir} runs program ${st.programId}, not this build's (the next ADD switches it)`);
       }
     }
   }
+  return uplinks;
+}
 
-  const owned = links.filter((l) => parseOwnerAlias(l.alias) !== undefined);
+/**
+ * The pods' side: devices we own, their pins and links, the endpoint map, and the state
+ * left of devices that are gone (pins, entries, per-pod state: DEL or GC removes it).
+ */
+function endpointsStatus(node: NodeView, owned: Link[]): { status: NodeStatus["endpoints"]; hostIfindexes: number[] } {
+  const { root, byIndex, byName, problems } = node;
   const pinned = pinnedEndpointDevices(root).sort();
-  const endpointLinks: LinkStatus[] = [];
+  const links: LinkStatus[] = [];
   for (const dev of pinned) {
-    if (!byName.has(dev)) {
-      problems.push(`endpoint pins for ${dev}, which no longer exists (DEL or GC removes them)`);
-    }
+    if (!byName.has(dev)) problems.push(`endpoint pins for ${dev}, which no longer exists (DEL or GC removes them)`);
     for (const pin of listDir(endpointDir(root, dev))) {
       const st = linkStatus(root, path.join(endpointDir(root, dev), pin), byIndex);
-      endpointLinks.push(st);
+      links.push(st);
       if (byName.has(dev) && st.ifindex === 0) problems.push(`endpoint ${dev}: ${pin} link is defunct`);
     }
   }
   for (const l of owned) {
-    if (initialized && !pinned.includes(l.name)) {
+    if (node.initialized && !pinned.includes(l.name)) {
       problems.push(`device ${l.name} (${l.alias}) has no programs pinned (fastPath off, or a failed ADD)`);
     }
   }
   const entries = endpointMapEntries(root);
   for (const [ip, e] of entries) {
-    if (!byIndex.has(e.hostIfindex))
+    if (!byIndex.has(e.hostIfindex)) {
       problems.push(`endpoint map: ${ip} points at ifindex ${e.hostIfindex}, which is gone`);
+    }
   }
-  const { maps, flowTables } = mapsStatus(
-    root,
-    [...entries.values()].map((e) => e.hostIfindex),
-    byIndex,
-  );
+  for (const [ifindex, held] of podStateHoldersOf(root)) {
+    if (!byIndex.has(ifindex)) problems.push(`pod state of ifindex ${ifindex}, which is gone: ${held.join(", ")}`);
+  }
+  return {
+    status: { devices: owned.length, pinned: pinned.length, addresses: entries.size, links },
+    hostIfindexes: [...entries.values()].map((e) => e.hostIfindex),
+  };
+}
 
+/** How many of our pods have rate limits, by how each direction is enforced. */
+function bandwidthStatus(root: string, owned: Link[]): NodeStatus["bandwidth"] {
   const bandwidth = {
     limited: 0,
     modes: {} as Record<string, number>,
@@ -275,30 +352,22 @@ export async function nodeStatus(bpffsRoot: string): Promise<NodeStatus> {
     ingressModes: {} as Record<string, number>,
     ingressPacingOff: readIngressShapingOff(),
   };
+  const count = (modes: Record<string, number>, mode: string | undefined) => {
+    modes[mode ?? "unknown"] = (modes[mode ?? "unknown"] ?? 0) + 1;
+  };
   for (const l of owned) {
     const limits = limitsOf(root, l.index);
     if (!limits) continue;
     bandwidth.limited += 1;
-    if (limits.egress) {
-      const mode = limits.mode ?? "unknown";
-      bandwidth.modes[mode] = (bandwidth.modes[mode] ?? 0) + 1;
-    }
-    if (limits.ingress) {
-      const mode = limits.ingressMode ?? "unknown";
-      bandwidth.ingressModes[mode] = (bandwidth.ingressModes[mode] ?? 0) + 1;
-    }
+    if (limits.egress) count(bandwidth.modes, limits.mode);
+    if (limits.ingress) count(bandwidth.ingressModes, limits.ingressMode);
   }
+  return bandwidth;
+}
 
-  const drops = refusals(
-    root,
-    owned.map((l) => l.index),
-    listDir(uplinkRoot(root)).flatMap((dev) => {
-      const link = byName.get(dev);
-      return link ? [{ device: dev, ifindex: link.index }] : [];
-    }),
-  );
-
-  const sockLinks = listDir(sockRoot(root))
+/** The bypass's links, the sockets it splices, what it refused, and why it is off. */
+function sockBypassStatus(root: string): NodeStatus["sockBypass"] {
+  const links = listDir(sockRoot(root))
     .map((name) => path.join(sockRoot(root), name))
     .filter((pin) => pin !== sockProgramsRoot(root))
     .map((pin) => {
@@ -314,56 +383,30 @@ export async function nodeStatus(bpffsRoot: string): Promise<NodeStatus> {
   let refusedBound = 0;
   let refusedNetns = 0;
   try {
-    sockets = sockMaps ? listBypassedSockets(sockMaps).length : 0;
-    const pods = sockMaps?.pods;
-    for (const ifindex of pods ? sockPodIfindexes(pods) : []) {
-      const pod = pods ? readSockPod(pods, ifindex) : undefined;
-      refusedBound += Number(pod?.refusedBound ?? 0n);
-      refusedNetns += Number(pod?.refusedNetns ?? 0n);
+    if (sockMaps) {
+      sockets = listBypassedSockets(sockMaps).length;
+      for (const ifindex of sockPodIfindexes(sockMaps.pods)) {
+        const pod = readSockPod(sockMaps.pods, ifindex);
+        refusedBound += Number(pod?.refusedBound ?? 0n);
+        refusedNetns += Number(pod?.refusedNetns ?? 0n);
+      }
     }
   } finally {
     sockMaps?.close();
   }
-
-  const bpffsMounted = isBpffs("/sys/fs/bpf") || isBpffs(root);
-  if (!bpffsMounted) problems.push("no bpffs mounted at /sys/fs/bpf (ADD mounts one)");
-
   return {
-    kernel: { release, netkit, tcx: kernelHasTcx(release), bpffsMounted },
-    autoDatapath: netkit ? "netkit" : "veth",
-    bpffsRoot: root,
-    initialized,
-    programs: {
-      build,
-      pinnedBuilds,
-      running: running?.build,
-      ids,
-      natCheck,
-      conntrackUnavailable: whyNotConntrack,
-    },
-    flowTables,
-    maps,
-    uplinks,
-    sockBypass: {
-      links: sockLinks,
-      sockets,
-      bound: SOCK_PER_POD,
-      refusedBound,
-      refusedNetns,
-      unavailable: sockBypassUnavailable(undefined),
-      off: readSockBypassOff(root),
-    },
-    serviceTranslation: serviceTranslationStatus(root),
-    bandwidth,
-    drops,
-    sharedSubnets: sharedSubnets(proxies, byIndex),
-    endpoints: { devices: owned.length, pinned: pinned.length, addresses: entries.size, links: endpointLinks },
-    problems,
+    links,
+    sockets,
+    bound: SOCK_PER_POD,
+    refusedBound,
+    refusedNetns,
+    unavailable: sockBypassUnavailable(undefined),
+    off: readSockBypassOff(root),
   };
 }
 
-/** Refusals by reason: the pods' summed, each uplink's own; undefined before a build with
- * the map has run on the node. */
+/** Refusals by reason: the pods' summed, each uplink's own; undefined before the first ADD
+ * pinned the maps. */
 function refusals(root: string, pods: number[], uplinks: { device: string; ifindex: number }[]): NodeStatus["drops"] {
   if (!fs.existsSync(mapPin(root, MAP_NAMES.drops))) return undefined;
   const counts = (ifindexes: number[]) => {

@@ -13,7 +13,7 @@ import { podDatapath } from "../cni/config";
 import { CniError, ErrorCode } from "../cni/errors";
 import type { Result } from "../cni/result";
 import { syncNeighbourProxies } from "../datapath/coexist";
-import { attachEndpoint, removeEndpoint } from "../datapath/fastpath";
+import { attachEndpoint, type FastPathEndpoint, removeEndpoint, type Uplink } from "../datapath/fastpath";
 import { GATEWAY_V4, GATEWAY_V6 } from "../datapath/gateway";
 import { configureHostEnd, enableForwarding } from "../datapath/host-end";
 import { chooseDatapath, podEndUsesNeighbours } from "../datapath/index";
@@ -22,7 +22,7 @@ import { hostDeviceMac, hostDeviceName, ownerAlias, podDeviceMac } from "../data
 import { configurePodEnd, removeSourceRules } from "../datapath/pod-end";
 import { shapePodIngress } from "../datapath/pod-shaping";
 import { paceUplink, releasePacing } from "../datapath/shaping";
-import type { Endpoint } from "../datapath/types";
+import type { Endpoint, Namespaces } from "../datapath/types";
 import { FALLBACK_MTU, liveIfindexes, resolveUplink } from "../datapath/uplink";
 import { log } from "../log";
 import { deleteLinkByName, getLinkByName } from "../netlink/links";
@@ -44,16 +44,8 @@ async function addPod(inv: Invocation): Promise<Result> {
   const rollback = new Rollback();
   try {
     const hostDevice = hostDeviceName(env.containerId, env.ifname);
-    // Refuse before allocating anything: the runtime asked for a name the pod already uses.
-    if (await getLinkByName(ns.pod, env.ifname)) {
-      throw new CniError(ErrorCode.InvalidEnvironment, `interface "${env.ifname}" already exists in ${env.netns}`);
-    }
-    if (await getLinkByName(ns.host, hostDevice)) {
-      throw new CniError(
-        ErrorCode.InvalidEnvironment,
-        `host device ${hostDevice} for container ${env.containerId} ${env.ifname} already exists; DEL it first`,
-      );
-    }
+    // Refuse before allocating anything: the runtime asked for a name already in use.
+    await refuseTakenNames(ns, inv, hostDevice);
     // Its rate limits (code 7 for bad values), checked before anything is made.
     const bandwidth = podBandwidth(conf.bandwidthRequest);
     // The pod's annotation, if the runtime passed one, over the network's datapath.
@@ -68,16 +60,7 @@ async function addPod(inv: Invocation): Promise<Result> {
     if (addresses.length === 0) throw new CniError(ErrorCode.IpamFailure, `${ipam.name} returned no addresses`);
     await failpoint("ipam-allocated");
 
-    const endpoint: Endpoint = {
-      containerId: env.containerId,
-      ifname: env.ifname,
-      hostDevice,
-      hostMac: hostDeviceMac(env.containerId, env.ifname),
-      podMac: podDeviceMac(env.containerId, env.ifname),
-      mtu: conf.mtu ?? uplink?.mtu ?? FALLBACK_MTU,
-      offload: { gsoMaxSize: uplink?.gsoMaxSize, groMaxSize: uplink?.groMaxSize },
-      addresses,
-    };
+    const endpoint = podEndpoint(inv, hostDevice, uplink, addresses);
     // Deleting the host end takes the pod end and every route through it along. By name,
     // which is safe whatever the request made: the name is this attachment's, no device
     // had it a moment ago, and no other ADD of the attachment runs meanwhile.
@@ -95,38 +78,8 @@ async function addPod(inv: Invocation): Promise<Result> {
     await configureHostEnd(ns.host, pair.hostLink, ownerAlias(conf.name, env.containerId, env.ifname), addresses);
     await failpoint("host-configured");
 
-    // Every pod gets its program: the fast path, or (fastPath false) the source check.
-    if (conf.fastPath.enabled && !uplink) {
-      log.warn("no uplink (no hostInterface, no default route): wire traffic reaches pods via the stack");
-    }
-    // An egress limit is paced by departure times where the uplink can have fq, and
-    // policed where it cannot (datapath/shaping.ts).
-    let egress: EgressEnforcement | undefined;
-    if (bandwidth?.egress && uplink) {
-      rollback.onFailure("release uplink pacing", () => releasePacing(ns.host, hostDevice));
-      egress = await paceUplink(ns.host, uplink, hostDevice);
-    }
-    // An ingress limit is paced by departure times through an fq on the pod's host
-    // device, or shaped by a tbf there, or policed (datapath/pod-shaping.ts). The qdisc
-    // goes with the device: the undo above removes it.
-    const ingress = bandwidth?.ingress
-      ? await shapePodIngress(ns.host, pair.hostLink.index, bandwidth.ingress, endpoint.mtu)
-      : undefined;
-    const gone = { hostIfindex: pair.hostLink.index, addresses };
-    rollback.onFailure("remove fast path state", () =>
-      removeEndpoint(conf.fastPath.bpffsRoot, hostDevice, gone, () => liveIfindexes(ns.host)),
-    );
-    attachEndpoint({ ...conf.fastPath, network: conf.name }, uplink, {
-      hostDevice,
-      hostIfindex: pair.hostLink.index,
-      kind: datapath.kind,
-      resolvesNeighbours,
-      addresses,
-      bandwidth,
-      egress,
-      ingress,
-      netnsCookie: conf.fastPath.sockBypass || conf.fastPath.serviceTranslation ? podNetnsCookie(ns) : undefined,
-    });
+    const fastPath = { kind: datapath.kind, hostIfindex: pair.hostLink.index, resolvesNeighbours, bandwidth };
+    await attachPrograms(inv, ns, rollback, uplink, endpoint, fastPath);
     await failpoint("fastpath-attached");
 
     // Another plugin's pods on a subnet that covers ours (a bridge being replaced on a live
@@ -143,14 +96,7 @@ async function addPod(inv: Invocation): Promise<Result> {
         { name: hostDevice, mac: pair.hostLink.mac },
         { name: env.ifname, mac: pair.podLink.mac, mtu: endpoint.mtu, sandbox: env.netns },
       ],
-      ips: addresses.map((cidr) => {
-        const ip = hostPrefix(cidr);
-        return {
-          address: formatCidr(ip),
-          gateway: ip.family === AF_INET ? GATEWAY_V4 : GATEWAY_V6,
-          interface: 1,
-        };
-      }),
+      ips: addresses.map(podIp),
       routes: podRoutes,
       dns: ipamResult.dns,
     };
@@ -160,4 +106,82 @@ async function addPod(inv: Invocation): Promise<Result> {
   } finally {
     closeNamespaces(ns);
   }
+}
+
+/** Refuses an interface name the pod already has, or a host device that already exists. */
+async function refuseTakenNames(ns: Namespaces, { env }: Invocation, hostDevice: string): Promise<void> {
+  if (await getLinkByName(ns.pod, env.ifname)) {
+    throw new CniError(ErrorCode.InvalidEnvironment, `interface "${env.ifname}" already exists in ${env.netns}`);
+  }
+  if (await getLinkByName(ns.host, hostDevice)) {
+    throw new CniError(
+      ErrorCode.InvalidEnvironment,
+      `host device ${hostDevice} for container ${env.containerId} ${env.ifname} already exists; DEL it first`,
+    );
+  }
+}
+
+/** The pod's device pair as the attachment, the config and the uplink make it. */
+function podEndpoint({ env, conf }: Invocation, hostDevice: string, uplink: Uplink | undefined, addresses: string[]) {
+  return {
+    containerId: env.containerId,
+    ifname: env.ifname,
+    hostDevice,
+    hostMac: hostDeviceMac(env.containerId, env.ifname),
+    podMac: podDeviceMac(env.containerId, env.ifname),
+    mtu: conf.mtu ?? uplink?.mtu ?? FALLBACK_MTU,
+    offload: { gsoMaxSize: uplink?.gsoMaxSize, groMaxSize: uplink?.groMaxSize },
+    addresses,
+  } satisfies Endpoint;
+}
+
+/**
+ * The pod's programs, after its rate limits have their qdiscs: every pod gets its program
+ * (the fast path, or with `"fastPath": false` the source check), and a limited one what
+ * enforces its limits.
+ */
+async function attachPrograms(
+  { conf }: Invocation,
+  ns: Namespaces,
+  rollback: Rollback,
+  uplink: Uplink | undefined,
+  endpoint: Endpoint,
+  pod: Pick<FastPathEndpoint, "kind" | "hostIfindex" | "resolvesNeighbours" | "bandwidth">,
+): Promise<void> {
+  const { hostDevice, addresses } = endpoint;
+  if (conf.fastPath.enabled && !uplink) {
+    log.warn("no uplink (no hostInterface, no default route): wire traffic reaches pods via the stack");
+  }
+  // An egress limit is paced by departure times where the uplink can have fq, and
+  // policed where it cannot (datapath/shaping.ts).
+  let egress: EgressEnforcement | undefined;
+  if (pod.bandwidth?.egress && uplink) {
+    rollback.onFailure("release uplink pacing", () => releasePacing(ns.host, hostDevice));
+    egress = await paceUplink(ns.host, uplink, hostDevice);
+  }
+  // An ingress limit is paced by departure times through an fq on the pod's host
+  // device, or shaped by a tbf there, or policed (datapath/pod-shaping.ts). The qdisc
+  // goes with the device, whose undo is registered.
+  const ingress = pod.bandwidth?.ingress
+    ? await shapePodIngress(ns.host, pod.hostIfindex, pod.bandwidth.ingress, endpoint.mtu)
+    : undefined;
+  const gone = { hostIfindex: pod.hostIfindex, addresses };
+  rollback.onFailure("remove fast path state", () =>
+    removeEndpoint(conf.fastPath.bpffsRoot, hostDevice, gone, () => liveIfindexes(ns.host)),
+  );
+  const { sockBypass, serviceTranslation } = conf.fastPath;
+  attachEndpoint({ ...conf.fastPath, network: conf.name }, uplink, {
+    ...pod,
+    hostDevice,
+    addresses,
+    egress,
+    ingress,
+    netnsCookie: sockBypass || serviceTranslation ? podNetnsCookie(ns) : undefined,
+  });
+}
+
+/** A pod address as the result reports it, with the gateway its routes use. */
+function podIp(cidr: string) {
+  const ip = hostPrefix(cidr);
+  return { address: formatCidr(ip), gateway: ip.family === AF_INET ? GATEWAY_V4 : GATEWAY_V6, interface: 1 };
 }

@@ -6,14 +6,13 @@
  * message that says what is missing and where.
  */
 
-import { limitMismatches } from "../bpf/index";
 import { formatCidr, hostPrefix } from "../cni/address";
 import { type Bandwidth, podBandwidth } from "../cni/bandwidth";
 import { CniError, ErrorCode, invalidConfig } from "../cni/errors";
 import type { IpConfig, Result } from "../cni/result";
 import { closeNamespaces, openNamespaces } from "../datapath/namespaces";
 import { aliasClaims, hostDeviceName } from "../datapath/naming";
-import { endpointMapEntries, endpointState, limitsOf } from "../datapath/node-state";
+import { endpointMapEntries, endpointState, limitsOf, podStateMismatchesOf } from "../datapath/node-state";
 import { ingressQdiscProblem } from "../datapath/pod-shaping";
 import { pacingProblem } from "../datapath/shaping";
 import { listAddresses } from "../netlink/addrs";
@@ -66,19 +65,20 @@ export async function cmdCheck(inv: Invocation): Promise<void> {
         throw mismatch(`route ${dst} dev ${hostDevice} is missing on the host`);
       }
     }
-    // Pods of a network without the fast path that an older build made have no program
-    // (it attached none then): only pods with any state of ours are held to it.
     const root = conf.fastPath.bpffsRoot;
-    if (conf.fastPath.enabled || endpointState(root, hostDevice).pinned || hasEndpointEntry(root, hostLink.index)) {
-      checkFastPath(root, hostDevice, hostLink.index, addresses);
-    }
+    checkFastPath(root, hostDevice, hostLink.index, addresses);
+    // Its state in the node's maps (bpf/pod-state.ts), as the config asks for it now.
+    const pod = { hostIfindex: hostLink.index, bandwidth, serviceTranslation: conf.fastPath.serviceTranslation };
+    const problems = podStateMismatchesOf(root, pod);
+    if (problems.length > 0) throw mismatch(`${hostDevice}: ${problems.join("; ")}`);
     await checkLimits(ns.host, root, hostDevice, hostLink.index, bandwidth);
   } finally {
     closeNamespaces(ns);
   }
 }
 
-/** The pod's programs are pinned and the endpoint map sends each address to its device. */
+/** The pod's program is pinned (the fast path's, or with `"fastPath": false` the source
+ * check) and the endpoint map sends each address to its device. */
 function checkFastPath(root: string, hostDevice: string, hostIfindex: number, addresses: string[]): void {
   if (!endpointState(root, hostDevice).pinned) {
     throw mismatch(`eBPF programs of ${hostDevice} are not attached (no pins under ${root}/endpoints/${hostDevice})`);
@@ -93,8 +93,8 @@ function checkFastPath(root: string, hostDevice: string, hostIfindex: number, ad
   }
 }
 
-/** The pod's rate limits in the map are the config's, an ingress limit has its program
- * and its qdisc, and a paced egress limit still has an uplink that paces. */
+/** An ingress limit has its program and its qdisc, and a paced egress limit still has an
+ * uplink that paces. */
 async function checkLimits(
   host: RtnlSocket,
   root: string,
@@ -103,8 +103,6 @@ async function checkLimits(
   want: Bandwidth | undefined,
 ): Promise<void> {
   const have = limitsOf(root, hostIfindex);
-  const problems = limitMismatches(want, have);
-  if (problems.length > 0) throw mismatch(`rate limits of ${hostDevice}: ${problems.join("; ")}`);
   // A tbf shapes alone; policing and pacing need the program on the host device.
   if (want?.ingress && have?.ingressMode !== "qdisc" && !endpointState(root, hostDevice).ingressLimit) {
     throw mismatch(`ingress limit of ${hostDevice} is not attached (no ${root}/endpoints/${hostDevice}/ingress_limit)`);
@@ -117,10 +115,6 @@ async function checkLimits(
     const problem = await pacingProblem(host, have.pacedIfindex);
     if (problem) throw mismatch(`rate limits of ${hostDevice}: ${problem}`);
   }
-}
-
-function hasEndpointEntry(root: string, hostIfindex: number): boolean {
-  return [...endpointMapEntries(root).values()].some((e) => e.hostIfindex === hostIfindex);
 }
 
 function requireUp(link: Link | undefined, what: string): Link {

@@ -3,10 +3,9 @@
  * whenever they are unsure and the spec asks plugins to complete DEL without error even
  * when resources are missing: the netns may be gone, the device may be gone, DEL may
  * come twice. Each of those succeeds.
- * Only a device carrying this network's ownership alias for the attachment (or an older
- * build's alias for it, which names no network) is deleted, or one with no alias yet: an
- * ADD of the attachment killed before it labelled its device (a live one holds the
- * attachment's lock until it ends, and this DEL waits for it).
+ * Only a device carrying this network's ownership alias for the attachment is deleted,
+ * or one with no alias yet: an ADD of the attachment killed before it labelled its device
+ * (a live one holds the attachment's lock until it ends, and this DEL waits for it).
  */
 import * as fs from "node:fs";
 import { ifnameProblem } from "../cni/env";

@@ -78,14 +78,8 @@ export async function cmdGc(inv: Invocation): Promise<void> {
   }
 }
 
-/**
- * The test for "this device is this network's and its attachment is gone": returns the
- * owner then. Devices labelled by builds before the alias named a network are never
- * stale here: such a device may be any network's (a GC names only its own attachments),
- * and deleting another network's live pod is worse than keeping a stale device. DEL,
- * which names the attachment, still removes it, and a pod lost without DEL loses the
- * device with its netns (the pair goes with either end).
- */
+/** The test for "this device is this network's and its attachment is gone": returns the
+ * owner then. */
 function staleTest(network: string, valid: Attachment[]): (link: Link) => Owner | undefined {
   const token = networkToken(network);
   const keep = new Set(valid.map((a) => `${a.containerId}\0${a.ifname}`));

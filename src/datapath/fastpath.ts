@@ -23,33 +23,27 @@ import {
   attachTcx,
   BpfLink,
   type BpfProgram,
-  createFlowTable,
-  deletePodLimits,
-  deleteSockCounters,
   type EgressEnforcement,
   EndpointMap,
-  type EndpointMaps,
   endpointDir,
   endpointPin,
   ensureBpffsRoot,
   FROM_POD_PIN,
-  flowTableOwners,
   forgetPodState,
-  forgetSocketsOf,
-  forgetSockPod,
+  type GonePod,
   INGRESS_LIMIT_PIN,
   type IngressEnforcement,
   loadNodePrograms,
+  makePodState,
   type NatCheck,
   type NodePrograms,
   nodeMapsPinned,
-  openSockMaps,
+  type PodStateMaps,
   PROGRAM_NAMES,
   podStateHolders,
   programName,
-  recordSockPod,
-  setPodLimits,
   uplinkPin,
+  withPodStateMaps,
 } from "../bpf/index";
 import { hostPrefix } from "../cni/address";
 import type { Bandwidth } from "../cni/bandwidth";
@@ -61,13 +55,8 @@ import { LockTimeoutError, withFileLock } from "../sys/file-lock";
 import { mkdirs } from "../sys/mkdirs";
 import { sha256Hex } from "../sys/sha256";
 import { embeddedObjects, embeddedSockObject, embeddedSvcObject } from "./assets";
-import { pinnedEndpointDevices, withNodeMaps } from "./node-state";
-import {
-  ensureServiceTranslation,
-  forgetServicePods,
-  recordServicePod,
-  servicePodIfindexes,
-} from "./service-translation";
+import { pinnedEndpointDevices, withPodState } from "./node-state";
+import { ensureServiceTranslation } from "./service-translation";
 import { clearSockBypassOff, ensureSockBypass, noteSockBypassOff } from "./sockbypass";
 import type { DeviceKind } from "./types";
 
@@ -185,11 +174,12 @@ export function attachEndpoint(settings: FastPathSettings, uplink: Uplink | unde
 }
 
 /**
- * The pod's part: a fresh flow table and its rate limits, then its one link (what the pod
- * sends; each link costs an RCU grace period under RTNL on attach and again on delete)
- * running `program`, a second one only for a pod with an ingress limit, then, last, its
- * addresses: the programs, the table and the limits must be in place before traffic is
- * steered here.
+ * The pod's part: its state in every map that holds one (bpf/pod-state.ts: a fresh flow
+ * table, its rate limits, its namespace for the bypass and for Service translation), then
+ * its one link (what the pod sends; each link costs an RCU grace period under RTNL on
+ * attach and again on delete) running `program`, a second one only for a pod with an
+ * ingress limit, then, last, its addresses: everything else must be in place before
+ * traffic is steered here.
  */
 function attachPod(
   root: string,
@@ -198,12 +188,27 @@ function attachPod(
   program: BpfProgram,
   settings: Pick<FastPathSettings, "sockBypass" | "serviceTranslation">,
 ): void {
-  createFlowTable(node.maps.flows, ep.hostIfindex);
-  // An entry left by an earlier holder of the ifindex must not limit this pod.
+  if (settings.serviceTranslation && ep.netnsCookie === undefined) {
+    throw new CniError(
+      ErrorCode.PluginNotAvailable,
+      `"serviceTranslation" cannot run on this node: the kernel does not say a namespace's cookie (SO_NETNS_COOKIE, Linux 5.14)`,
+    );
+  }
+  // The socket bypass splices TCP past every hook that enforces rate limits: a limited
+  // pod's sockets stay on the packet path.
+  const bypass = settings.sockBypass === true && !ep.bandwidth;
   const ingress = ep.ingress ?? { mode: "police" };
-  if (ep.bandwidth) {
-    setPodLimits(node.maps.bandwidth, ep.hostIfindex, ep.bandwidth, ep.egress ?? { mode: "police" }, ingress);
-  } else deletePodLimits(node.maps.bandwidth, ep.hostIfindex);
+  withPodStateMaps(root, node.maps, (maps) =>
+    makePodState(maps, {
+      hostIfindex: ep.hostIfindex,
+      bandwidth: ep.bandwidth,
+      egress: ep.egress,
+      ingress,
+      netnsCookie: ep.netnsCookie,
+      sockBypass: bypass,
+      serviceTranslation: settings.serviceTranslation,
+    }),
+  );
   // Pins left by an ADD that was killed before it could clean up name a dead device.
   unpinEndpoint(root, ep.hostDevice);
   const link =
@@ -221,19 +226,6 @@ function attachPod(
         : attachTcx(node.programs.podIngress, ep.hostIfindex, "egress");
     pinAndClose(limit, endpointPin(root, ep.hostDevice, INGRESS_LIMIT_PIN));
   }
-  // The socket bypass splices TCP past every hook that enforces rate limits: a limited
-  // pod's sockets stay on the packet path.
-  const bypass = settings.sockBypass === true && !ep.bandwidth;
-  if (bypass) recordSockNamespace(root, ep);
-  if (settings.serviceTranslation) {
-    if (ep.netnsCookie === undefined) {
-      throw new CniError(
-        ErrorCode.PluginNotAvailable,
-        `"serviceTranslation" cannot run on this node: the kernel does not say a namespace's cookie (SO_NETNS_COOKIE, Linux 5.14)`,
-      );
-    }
-    recordServicePod(root, ep.hostIfindex, ep.netnsCookie);
-  }
   for (const cidr of ep.addresses) {
     node.endpoints.upsert(hostPrefix(cidr).address, {
       hostIfindex: ep.hostIfindex,
@@ -241,18 +233,6 @@ function attachPod(
       sockBypass: bypass,
       noArp: !ep.resolvesNeighbours,
     });
-  }
-}
-
-/** The pod's namespace for the bypass's programs, before its addresses can lead to it.
- * Without the map (the bypass could not run here) or the cookie, nothing is admitted. */
-function recordSockNamespace(root: string, ep: FastPathEndpoint): void {
-  if (ep.netnsCookie === undefined) return;
-  const sock = openSockMaps(root);
-  try {
-    if (sock?.pods) recordSockPod(sock.pods, ep.hostIfindex, ep.netnsCookie);
-  } finally {
-    sock?.close();
   }
 }
 
@@ -293,11 +273,10 @@ export function attachUplink(root: string, uplink: Uplink, direction: "ingress" 
 
 /**
  * Points every pod's pinned link at this build's program of the same kind (the fast
- * path's, or the source check's) with BPF_LINK_UPDATE: the program is replaced in place,
- * with no moment without one. Pods added by older builds get a flow table here (until
- * then they remember nothing: their flows take the stack).
+ * path's, the source check's, the ingress limit's) with BPF_LINK_UPDATE: the program is
+ * replaced in place, with no moment without one.
  */
-export function switchEndpoints(root: string, node: Pick<NodePrograms, "programs" | "maps">): void {
+export function switchEndpoints(root: string, node: Pick<NodePrograms, "programs">): void {
   const { fromPod, sourceCheck, podIngress } = node.programs;
   const ours = new Set([fromPod.id(), sourceCheck.id(), podIngress.id()]);
   for (const dev of pinnedEndpointDevices(root)) {
@@ -320,12 +299,6 @@ export function switchEndpoints(root: string, node: Pick<NodePrograms, "programs
       }
     }
   }
-  const withTable = new Set(flowTableOwners(node.maps.flows));
-  for (const { hostIfindex } of new EndpointMap(node.maps.endpoints).list().values()) {
-    if (withTable.has(hostIfindex)) continue;
-    createFlowTable(node.maps.flows, hostIfindex);
-    withTable.add(hostIfindex);
-  }
 }
 
 /**
@@ -347,10 +320,10 @@ export async function removeEndpoint(
   if (!nodeMapsPinned(root)) return;
   const dead = gone.hostIfindex === undefined ? await deadEndpointState(root, liveIfindexes) : undefined;
   underNodeLock(root, () =>
-    withNodeMaps(root, (maps) => {
-      const endpoints = new EndpointMap(maps.endpoints);
+    withPodState(root, (maps) => {
       const { hostIfindex } = gone;
       if (hostIfindex !== undefined) {
+        const endpoints = new EndpointMap(maps.node.endpoints);
         const ips = gone.addresses.map((cidr) => hostPrefix(cidr).address);
         const owned = ips.length > 0 ? ips : [...endpoints.list()].filter(([, e]) => e.hostIfindex === hostIfindex);
         const removed = new Set<string>();
@@ -359,32 +332,17 @@ export async function removeEndpoint(
           // Another pod may hold the address by now; only our device's entry goes.
           if (endpoints.get(ip)?.hostIfindex === hostIfindex && endpoints.delete(ip)) removed.add(ip);
         }
-        forgetIfindex(maps, hostIfindex);
-        // After the entries: from here on no new socket of the pod enters the sockhash.
-        forgetSockets(root, removed, [hostIfindex]);
-        forgetServicePods(root, [hostIfindex]);
+        // After the entries: from here on nothing new is steered to the pod.
+        forgetPods(maps, [{ hostIfindex, addresses: removed }]);
       }
-      if (dead) removeDead(root, maps, dead);
+      if (dead) removeDead(maps, dead);
     }),
   );
 }
 
-/**
- * The bypass's part of forgetting endpoints: their namespace records first (from then on
- * no socket redirects to or from them: nkc_sk_msg checks both ends' records), then their
- * sockets and counters.
- */
-function forgetSockets(root: string, ips: ReadonlySet<string>, ifindexes: number[]): void {
-  const sock = openSockMaps(root);
-  if (!sock) return;
-  try {
-    for (const ifindex of ifindexes) if (sock.pods) forgetSockPod(sock.pods, ifindex);
-    const n = ips.size > 0 ? forgetSocketsOf(sock, ips) : 0;
-    if (n > 0) log.info(`socket bypass: took ${n} sockets of ${[...ips].join(", ")} out of the sockhash`);
-    for (const ifindex of ifindexes) deleteSockCounters(sock.stats, ifindex);
-  } finally {
-    sock.close();
-  }
+/** Forgets the pods' state in every map that holds some (bpf/pod-state.ts), in its order. */
+function forgetPods(maps: PodStateMaps, pods: GonePod[]): void {
+  for (const note of forgetPodState(maps, pods)) log.info(note);
 }
 
 /** Removes an endpoint's link pins; with them go the links (and so the attachments). */
@@ -399,11 +357,11 @@ interface DeadState {
 }
 
 /**
- * GC's half: drops endpoint entries, counters and flow tables of devices that no longer
- * exist. The map is listed before the live devices are: an entry an ADD writes after the
- * listing is not looked at, and one it wrote before belongs to a device that the later
- * device list includes. Deletion happens under the node lock and only if the entry still
- * names the dead device.
+ * GC's half: drops endpoint entries and every other piece of state of devices that no
+ * longer exist. The map is listed before the live devices are: an entry an ADD writes
+ * after the listing is not looked at, and one it wrote before belongs to a device that
+ * the later device list includes. Deletion happens under the node lock and only if the
+ * entry still names the dead device.
  */
 export async function pruneDeadEndpoints(
   root: string,
@@ -411,13 +369,13 @@ export async function pruneDeadEndpoints(
 ): Promise<string[]> {
   if (!nodeMapsPinned(root)) return [];
   const dead = await deadEndpointState(root, liveIfindexes);
-  return underNodeLock(root, () => withNodeMaps(root, (maps) => removeDead(root, maps, dead))) ?? [];
+  return underNodeLock(root, () => withPodState(root, (maps) => removeDead(maps, dead))) ?? [];
 }
 
 async function deadEndpointState(root: string, liveIfindexes: () => Promise<ReadonlySet<number>>): Promise<DeadState> {
-  const listed = withNodeMaps(root, (maps) => ({
-    entries: [...new EndpointMap(maps.endpoints).list()].map(([ip, e]): [string, number] => [ip, e.hostIfindex]),
-    ifindexes: [...new Set([...podStateHolders(maps.perPod), ...servicePodIfindexes(root)])],
+  const listed = withPodState(root, (maps) => ({
+    entries: [...new EndpointMap(maps.node.endpoints).list()].map(([ip, e]): [string, number] => [ip, e.hostIfindex]),
+    ifindexes: [...podStateHolders(maps).keys()],
   })) ?? { entries: [], ifindexes: [] };
   // An ADD may create its device and write its entries right here: its entries are not in
   // `listed`, so they are safe however late its device shows in `live`.
@@ -429,22 +387,18 @@ async function deadEndpointState(root: string, liveIfindexes: () => Promise<Read
   };
 }
 
-function removeDead(root: string, maps: EndpointMaps, dead: DeadState): string[] {
-  const removed: string[] = [];
-  const endpoints = new EndpointMap(maps.endpoints);
+function removeDead(maps: PodStateMaps, dead: DeadState): string[] {
+  const endpoints = new EndpointMap(maps.node.endpoints);
+  const pods = new Map(dead.ifindexes.map((hostIfindex) => [hostIfindex, new Set<string>()]));
   for (const [ip, ifindex] of dead.entries) {
-    if (endpoints.get(ip)?.hostIfindex === ifindex && endpoints.delete(ip)) removed.push(ip);
+    if (endpoints.get(ip)?.hostIfindex !== ifindex || !endpoints.delete(ip)) continue;
+    pods.set(ifindex, (pods.get(ifindex) ?? new Set()).add(ip));
   }
-  for (const ifindex of dead.ifindexes) forgetIfindex(maps, ifindex);
-  forgetSockets(root, new Set(removed), dead.ifindexes);
-  forgetServicePods(root, dead.ifindexes);
-  return removed;
-}
-
-/** Everything keyed by a device's ifindex (bpf/pod-maps.ts): counters, refusals, flow
- * table and its statistics, rate limits. */
-function forgetIfindex(maps: EndpointMaps, hostIfindex: number): void {
-  forgetPodState(maps.perPod, hostIfindex);
+  forgetPods(
+    maps,
+    [...pods].map(([hostIfindex, addresses]) => ({ hostIfindex, addresses })),
+  );
+  return [...pods.values()].flatMap((addresses) => [...addresses]);
 }
 
 export type { NatCheck };

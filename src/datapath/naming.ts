@@ -58,30 +58,22 @@ export function networkToken(network: string): string {
 }
 
 export interface Owner {
-  /** The network's token (see networkToken); undefined on devices of builds before it was recorded. */
-  network: string | undefined;
+  /** The network's token (see networkToken). */
+  network: string;
   containerId: string;
   ifname: string;
 }
 
-/** Reads both the current alias and the older `netkit-cni:<ifname>/<containerID>`. */
+/** The owner an alias names; undefined for anything but `netkit-cni:<network>/<ifname>/<containerID>`. */
 export function parseOwnerAlias(alias: string | undefined): Owner | undefined {
   if (!alias?.startsWith(OWNER_ALIAS_PREFIX)) return undefined;
-  const parts = alias.slice(OWNER_ALIAS_PREFIX.length).split("/");
-  if (parts.some((p) => p === "")) return undefined;
-  if (parts.length === 2) return { network: undefined, ifname: parts[0] ?? "", containerId: parts[1] ?? "" };
-  if (parts.length === 3) return { network: parts[0], ifname: parts[1] ?? "", containerId: parts[2] ?? "" };
-  return undefined;
+  const [network, ifname, containerId, ...rest] = alias.slice(OWNER_ALIAS_PREFIX.length).split("/");
+  if (!network || !ifname || !containerId || rest.length > 0) return undefined;
+  return { network, ifname, containerId };
 }
 
-/**
- * Whether a device's alias makes it `network`'s attachment (containerId, ifname). An
- * older build's alias for the same attachment counts too: its network is unknown, but a
- * pod has one interface of a name, so the verbs that name the attachment (DEL, CHECK)
- * may take it as theirs. GC, which names no attachment, may not (see gc.ts).
- */
+/** Whether a device's alias makes it `network`'s attachment (containerId, ifname). */
 export function aliasClaims(alias: string | undefined, network: string, containerId: string, ifname: string): boolean {
   const owner = parseOwnerAlias(alias);
-  if (!owner || owner.containerId !== containerId || owner.ifname !== ifname) return false;
-  return owner.network === undefined || owner.network === networkToken(network);
+  return owner?.network === networkToken(network) && owner.containerId === containerId && owner.ifname === ifname;
 }

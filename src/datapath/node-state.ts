@@ -10,24 +10,29 @@ import {
   type Drops,
   ENDPOINT_PINS,
   EndpointMap,
-  type EndpointMaps,
   endpointPin,
   endpointsRoot,
   type FlowStats,
   flowTableSize,
   INGRESS_LIMIT_PIN,
+  type NodeMaps,
   nodeMapsPinned,
   openNodeMaps,
   type PodLimits,
+  type PodSpec,
+  type PodStateMaps,
   podLimits,
+  podStateHolders,
+  podStateMismatches,
   readCounters,
   readDrops,
   readFlowStats,
+  withPodStateMaps,
 } from "../bpf/index";
 import type { DeviceKind } from "./types";
 
 /** Runs `fn` with the pinned maps, or returns undefined when the node has none yet. */
-export function withNodeMaps<T>(root: string, fn: (maps: EndpointMaps) => T): T | undefined {
+export function withNodeMaps<T>(root: string, fn: (maps: NodeMaps) => T): T | undefined {
   if (!nodeMapsPinned(root)) return undefined;
   const maps = openNodeMaps(root);
   try {
@@ -35,6 +40,12 @@ export function withNodeMaps<T>(root: string, fn: (maps: EndpointMaps) => T): T 
   } finally {
     maps.close();
   }
+}
+
+/** Runs `fn` with every map that can hold a pod's state (bpf/pod-state.ts), or returns
+ * undefined when the node has no maps yet. */
+export function withPodState<T>(root: string, fn: (maps: PodStateMaps) => T): T | undefined {
+  return withNodeMaps(root, (node) => withPodStateMaps(root, node, fn));
 }
 
 /** Which endpoint pins exist (for CHECK and GC): the pod's program, its ingress limit. */
@@ -45,9 +56,19 @@ export function endpointState(root: string, hostDevice: string): { pinned: boole
   };
 }
 
+/** What differs between the pod's state in the maps and `pod` (CHECK); nothing without maps. */
+export function podStateMismatchesOf(root: string, pod: PodSpec): string[] {
+  return withPodState(root, (maps) => podStateMismatches(maps, pod)) ?? [];
+}
+
+/** Each ifindex holding state of a pod, with the maps that hold it (status). */
+export function podStateHoldersOf(root: string): Map<number, string[]> {
+  return withPodState(root, podStateHolders) ?? new Map();
+}
+
 /** The pod's rate limits as the programs see them; undefined: none (or no map yet). */
 export function limitsOf(root: string, hostIfindex: number): PodLimits | undefined {
-  return withNodeMaps(root, (maps) => (maps.bandwidth ? podLimits(maps.bandwidth, hostIfindex) : undefined));
+  return withNodeMaps(root, (maps) => podLimits(maps.bandwidth, hostIfindex));
 }
 
 export function endpointMapEntries(root: string): Map<string, { hostIfindex: number; datapath: DeviceKind }> {
@@ -65,7 +86,7 @@ export function countersOf(root: string, hostIfindex: number): Counters | undefi
 
 /** Why the programs refused packets of this device (a pod's, or the uplink's own). */
 export function dropsOf(root: string, ifindex: number): Drops | undefined {
-  return withNodeMaps(root, (maps) => (maps.drops ? readDrops(maps.drops, ifindex) : undefined));
+  return withNodeMaps(root, (maps) => readDrops(maps.drops, ifindex));
 }
 
 /** An endpoint's direct-flow table: how full it is and what went in and out. */
@@ -78,7 +99,6 @@ export interface FlowTableUsage extends FlowStats {
 
 export function flowTableOf(root: string, hostIfindex: number): FlowTableUsage | undefined {
   return withNodeMaps(root, (maps) => {
-    if (!maps.flows || !maps.flowStats) return undefined;
     const entries = flowTableSize(maps.flows, hostIfindex);
     if (entries === undefined) return undefined;
     const stats = readFlowStats(maps.flowStats, hostIfindex);

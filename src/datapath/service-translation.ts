@@ -2,9 +2,10 @@
  * Service translation as the verbs use it ("serviceTranslation": true): bpf_svc.c's eight
  * programs attached to a cgroup v2 (the node's root unless configured) as links pinned
  * under `<bpffsRoot>/svc/`, switched in place when a newer build loads, never detached by
- * an ADD; and each pod's record, which is what makes the programs act for its sockets.
- * The Service tables have one writer of their own (bpf/svc-table.ts); while they hold
- * no Service, a recorded pod's sockets are simply not translated.
+ * an ADD. Each pod's record, which is what makes the programs act for its sockets, is
+ * part of its state (bpf/pod-state.ts), made and forgotten with the rest. The Service
+ * tables have one writer of their own (bpf/svc-table.ts); while they hold no Service, a
+ * recorded pod's sockets are simply not translated.
  *
  * Not optional once asked: a network that asks for translation and lands on a kernel
  * that cannot run it fails its ADD (code 50) with the kernel's reason, because its pods
@@ -13,15 +14,11 @@
  */
 import {
   attachCgroup,
-  forgetSvcPod,
   loadSvcPrograms,
-  openSvcMaps,
-  recordSvcPod,
   SVC_PROGRAM_NAMES,
   type SvcHook,
   sectionAttachType,
   svcLinkPin,
-  svcPodIfindexes,
 } from "../bpf/index";
 import { CniError, ErrorCode } from "../cni/errors";
 import { log } from "../log";
@@ -42,10 +39,6 @@ const attachTypeOf = (hook: SvcHook): number => {
   if (type === undefined) throw new Error(`no attach type for ${hook}`);
   return type;
 };
-
-/** The links' pins on `cgroup` (status lists them; a node that never translated has none). */
-export const serviceLinkPins = (root: string, cgroup: string): string[] =>
-  HOOKS.map((hook) => svcLinkPin(root, hook, cgroup));
 
 /**
  * Makes sure the programs run on `cgroup` (undefined: the node's cgroup v2 root): loads or
@@ -89,37 +82,4 @@ function unavailable(reason: string): CniError {
     `"serviceTranslation" cannot run on this node: ${reason}`,
     'set "serviceTranslation": false to leave Services to kube-proxy',
   );
-}
-
-/** The pod's namespace, recorded before its addresses lead anywhere. */
-export function recordServicePod(root: string, hostIfindex: number, netnsCookie: bigint): void {
-  const maps = openSvcMaps(root);
-  if (!maps) throw new Error("service translation's maps are not pinned");
-  try {
-    recordSvcPod(maps, hostIfindex, netnsCookie);
-  } finally {
-    maps.close();
-  }
-}
-
-/** Forgets the pods on `ifindexes` (DEL, GC); nothing where no network ever translated. */
-export function forgetServicePods(root: string, ifindexes: readonly number[]): void {
-  const maps = openSvcMaps(root);
-  if (!maps) return;
-  try {
-    for (const ifindex of ifindexes) forgetSvcPod(maps, ifindex);
-  } finally {
-    maps.close();
-  }
-}
-
-/** The ifindexes with a record (GC compares them with the node's devices). */
-export function servicePodIfindexes(root: string): number[] {
-  const maps = openSvcMaps(root);
-  if (!maps) return [];
-  try {
-    return svcPodIfindexes(maps);
-  } finally {
-    maps.close();
-  }
 }

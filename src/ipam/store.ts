@@ -94,7 +94,7 @@ export interface LockedStore {
   remove(ip: string, file?: string): void;
   lastReserved(rangeSet: number): string | undefined;
   setLastReserved(rangeSet: number, ip: string): void;
-  /** Removes temp files that processes killed mid-write left behind (older versions' too). */
+  /** Removes temp files that processes killed mid-write left behind. */
   removeTemps(): void;
 }
 

@@ -74,11 +74,9 @@ export function sleepSync(ms: number): void {
   Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
 }
 
-/** The queue directory of a lock file: one per file, wherever it is found from. */
-const queueDirOf = (st: fs.Stats, queueRoot: string) => path.join(queueRoot, `${st.dev}-${st.ino}`);
-
-/** The queue directory of the lock file at `lockPath` (which must exist), for cleaning up after tests. */
-export const lockQueueDir = (lockPath: string, queueRoot = QUEUE_ROOT) => queueDirOf(fs.statSync(lockPath), queueRoot);
+/** The queue directory of a lock file (`st`: its fstat or stat): one per file, by its device
+ * and inode, wherever it is found from. */
+export const queueDirOf = (st: fs.Stats, queueRoot = QUEUE_ROOT) => path.join(queueRoot, `${st.dev}-${st.ino}`);
 
 /** `ms` give or take a quarter, so that waiters do not poll in step. */
 const jittered = (ms: number) => ms * (0.75 + Math.random() / 2);

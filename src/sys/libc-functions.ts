@@ -27,7 +27,6 @@ export const LIBC_FUNCTIONS = {
   // Variadic in C; the requests we make take no argument.
   ioctl: { args: ["i32", "u64"], returns: "i32" },
   mount: { args: ["cstring", "cstring", "cstring", "u64", "cstring"], returns: "i32" },
-  umount2: { args: ["cstring", "i32"], returns: "i32" },
   poll: { args: ["bytes", "u64", "i32"], returns: "i32" },
   isatty: { args: ["i32"], returns: "i32" },
   clock_gettime: { args: ["i32", "address"], returns: "i32" },

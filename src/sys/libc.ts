@@ -83,12 +83,6 @@ export function mountBpffs(target: string, mode: number): void {
   callOrThrow("mount", ["bpf", target, "bpf", 0, `mode=${mode.toString(8)}`], target);
 }
 
-export const MNT_DETACH = 2;
-
-export function unmount(target: string, flags = 0): void {
-  callOrThrow("umount2", [target, flags], target);
-}
-
 const POLLIN = 0x001;
 const POLLOUT = 0x004;
 const EINTR = 4;

@@ -18,13 +18,13 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { Counters } from "../../src/bpf/abi";
-import { createFlowTable, listEndpointFlows, readFlowStats, removeFlowTable } from "../../src/bpf/direct";
+import { createFlowTable, listEndpointFlows, readFlowStats } from "../../src/bpf/direct";
 import { conntrackUnavailable } from "../../src/bpf/kernel-probe";
 import { loadNodePrograms, type NatCheck, type NodePrograms } from "../../src/bpf/node";
 import type { BpfProgram } from "../../src/bpf/programs";
 import { inNetns } from "../../src/sys/netns";
 import { TestBpffs } from "./helpers/bpffs";
-import { ageFlows, clearFlowTable, rawEntries, tableId, writeEntries } from "./helpers/flows";
+import { ageFlows, clearFlowTable, forgetPod, rawEntries, tableId, writeEntries } from "./helpers/flows";
 import type { TestNetns } from "./helpers/netns";
 import { DROP, GATEWAY_MAC, makeTestNode, NEXT, POD1, POD2, REDIRECT, REMOTE } from "./helpers/node";
 import { buildObjects } from "./helpers/objects";
@@ -210,7 +210,7 @@ describe.each(VARIANTS)("%s NAT check", (natCheck) => {
       expect(written).toHaveLength(1);
       // DEL of pod 1, then ADD of a pod on the same ifindex: it takes the freed table.
       const table = tableId(node.maps.flows, h1);
-      removeFlowTable(node.maps.flows, h1);
+      forgetPod(node.maps, h1);
       createFlowTable(node.maps.flows, h1);
       expect(tableId(node.maps.flows, h1)).toBe(table);
       expect(fromPod2(reply).verdict).toBe(NEXT);
@@ -534,8 +534,8 @@ describe.each(VARIANTS)("%s NAT check", (natCheck) => {
       expect(counted(h1)).toEqual({ redirectedLocal: 1n, passedStack: 1n });
     });
 
-    it("an endpoint without a table (an older build's pod) remembers nothing and stays correct", () => {
-      removeFlowTable(node.maps.flows, h2);
+    it("an endpoint without a table (its DEL under way) remembers nothing and stays correct", () => {
+      forgetPod(node.maps, h2);
       try {
         const syn = {
           src: POD2.v4,

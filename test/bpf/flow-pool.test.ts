@@ -6,10 +6,11 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FLOW_OWNER_SIZE, ifindexKey, u32Key } from "../../src/bpf/abi";
-import { createFlowTable, filledSlots, flowTableOwners, POOL_GROWTH, removeFlowTable } from "../../src/bpf/direct";
+import { createFlowTable, filledSlots, POOL_GROWTH } from "../../src/bpf/direct";
 import { loadNodePrograms, type NodePrograms } from "../../src/bpf/node";
+import { ifindexHolders } from "../../src/bpf/pod-state";
 import { TestBpffs } from "./helpers/bpffs";
-import { tableId } from "./helpers/flows";
+import { forgetPod, tableId } from "./helpers/flows";
 import { buildObjects } from "./helpers/objects";
 
 let bpffs: TestBpffs;
@@ -55,7 +56,7 @@ describe("the flow-table pool", () => {
     expect(slotTables()).toEqual(grown);
     const held = first.map((ifindex) => tableId(node.maps.flows, ifindex));
     expect(new Set(held).size).toBe(POOL_GROWTH);
-    expect(flowTableOwners(node.maps.flows).sort()).toEqual(first);
+    expect(ifindexHolders(node.maps.flowOwner).sort()).toEqual(first);
   });
 
   it("grows by another batch only when every table is held", () => {
@@ -69,8 +70,7 @@ describe("the flow-table pool", () => {
     const before = slotTables();
     const freed = tableId(node.maps.flows, 105);
     const oldGen = generation(105) as bigint;
-    expect(removeFlowTable(node.maps.flows, 105)).toBe(true);
-    expect(removeFlowTable(node.maps.flows, 105)).toBe(false);
+    forgetPod(node.maps, 105);
     expect(tableId(node.maps.flows, 105)).toBeUndefined();
     createFlowTable(node.maps.flows, 300);
     expect(tableId(node.maps.flows, 300)).toBe(freed);
@@ -79,10 +79,10 @@ describe("the flow-table pool", () => {
   });
 
   it("an ifindex that already holds a table (its DEL never came) gets a new generation, not a second table", () => {
-    const owners = flowTableOwners(node.maps.flows).length;
+    const owners = ifindexHolders(node.maps.flowOwner).length;
     const oldGen = generation(101) as bigint;
     createFlowTable(node.maps.flows, 101);
-    expect(flowTableOwners(node.maps.flows)).toHaveLength(owners);
+    expect(ifindexHolders(node.maps.flowOwner)).toHaveLength(owners);
     expect(generation(101)).toBeGreaterThan(oldGen);
   });
 });

@@ -16,9 +16,10 @@ import { mapPin, mapsDir } from "../../src/bpf/layout";
 import { BpfMap } from "../../src/bpf/maps";
 import { loadNodePrograms, type NodeMaps, type NodeObjects, openNodeMaps } from "../../src/bpf/node";
 import { ensureBpffs, isBpffs, pinObject } from "../../src/bpf/pins";
-import { POD_MAP_NAMES } from "../../src/bpf/pod-maps";
+import { POD_STATE } from "../../src/bpf/pod-state";
 import { POLICY_MAP_NAMES } from "../../src/bpf/policy-abi";
 import { loadProgram } from "../../src/bpf/programs";
+import { SVC_MAP_NAMES } from "../../src/bpf/svc-abi";
 import { ProgLoadError } from "../../src/sys/bpf-syscall";
 import {
   ATTR,
@@ -112,11 +113,11 @@ describe("NativeBuffer", () => {
 });
 
 describe("ELF objects", () => {
-  it("pod-maps.ts names every node map keyed by a pod's host ifindex, so DEL and GC forget a pod everywhere", () => {
-    // Every hash map keyed by a u32 is keyed by a host ifindex. The socket bypass's go
-    // their own way (sock-pods.ts, forgotten in an order of their own).
+  it("pod-state.ts names every map keyed by a pod's host ifindex, so DEL and GC forget a pod everywhere", () => {
+    // In the node's objects and the socket bypass's, every hash map keyed by a u32 is
+    // keyed by a host ifindex (Service translation's are not: a backend's id is a u32).
     const object = (file: string) => readObject(fs.readFileSync(path.join(repoRoot, "dist/bpf", file)));
-    const files = ["bpf_lxc.o", "bpf_lxc_ct.o", "bpf_host.o", "bpf_host_ct.o"];
+    const files = ["bpf_lxc.o", "bpf_lxc_ct.o", "bpf_host.o", "bpf_host_ct.o", "bpf_sock.o"];
     const hashes: number[] = [BPF_MAP_TYPE.HASH, BPF_MAP_TYPE.PERCPU_HASH];
     const byIfindex = new Set(
       files.flatMap((file) =>
@@ -125,9 +126,10 @@ describe("ELF objects", () => {
           .map((m) => m.name),
       ),
     );
-    expect([...byIfindex].sort()).toEqual([...POD_MAP_NAMES].sort());
-    const sock = object("bpf_sock.o").maps.filter((m) => hashes.includes(m.type) && m.keySize === 4);
-    expect(sock.map((m) => m.name).sort()).toEqual([SOCK_MAP_NAMES.pods, SOCK_MAP_NAMES.stats].sort());
+    const listed = POD_STATE.filter((s) => s.byIfindex).map((s) => s.map);
+    expect(listed).toContain(SVC_MAP_NAMES.pods);
+    expect(listed.filter((name) => name !== SVC_MAP_NAMES.pods).sort()).toEqual([...byIfindex].sort());
+    expect([...byIfindex]).toEqual(expect.arrayContaining([SOCK_MAP_NAMES.pods, SOCK_MAP_NAMES.stats]));
   });
 
   it("bpf_lxc.o has from_pod and src_check (a pod runs one of them), pod_ingress, pod_policy, the shared maps and a GPL license", () => {
@@ -323,23 +325,6 @@ describe("maps and programs in a private bpffs", () => {
     }
   });
 
-  it("opens the endpoint maps for DEL and GC where a map this version adds is not pinned yet", () => {
-    bpffs = TestBpffs.mount();
-    const first = loadNodePrograms(bpffs.root, objects, { clusterCidrs: ["10.244.0.0/16"] });
-    first.endpoints.upsert("10.244.1.10", { hostIfindex: 7, datapath: "veth" });
-    first.close();
-    // A node whose maps an older build pinned: no flow tables yet.
-    fs.unlinkSync(path.join(mapsDir(bpffs.root), MAP_NAMES.flowTables));
-    fs.unlinkSync(path.join(mapsDir(bpffs.root), MAP_NAMES.flowStats));
-    const maps = openNodeMaps(bpffs.root);
-    try {
-      expect([...maps.endpoints.keys()].length).toBe(1);
-      expect(maps.flows).toBeUndefined();
-    } finally {
-      maps.close();
-    }
-  });
-
   it("refuses a pinned map whose layout differs", () => {
     bpffs = TestBpffs.mount();
     const wrong = BpfMap.create({
@@ -397,7 +382,7 @@ function pinnedIds(root: string): number[] {
 /** Every map the loaded programs hand out (NodeMaps' fields, named as in MAP_NAMES; the
  * flow-table pool's three sit in `flows`) is the one pinned under its name. */
 function expectHandlesArePins(maps: NodeMaps, root: string): void {
-  const { flows, ...rest } = maps;
+  const { flows, policy, ...rest } = maps;
   const handles: Record<string, BpfMap> = {
     ...rest,
     flowTables: flows.tables,
@@ -406,10 +391,14 @@ function expectHandlesArePins(maps: NodeMaps, root: string): void {
   };
   const named = Object.entries(MAP_NAMES).filter(([field]) => handles[field] !== undefined);
   expect(named.length).toBe(Object.keys(handles).length);
-  for (const [field, name] of named) {
-    const pinned = BpfMap.openPinned(mapPin(root, name));
+  const policyNamed = Object.entries(POLICY_MAP_NAMES).map(([role, name]) => [
+    policy[role as keyof typeof policy],
+    name,
+  ]);
+  for (const [handle, name] of [...named.map(([field, name]) => [handles[field], name]), ...policyNamed]) {
+    const pinned = BpfMap.openPinned(mapPin(root, name as string));
     try {
-      expect(idOf(handles[field] as BpfMap), name).toBe(idOf(pinned));
+      expect(idOf(handle as BpfMap), name as string).toBe(idOf(pinned));
     } finally {
       pinned.close();
     }

@@ -10,12 +10,10 @@ import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { Counters } from "../../src/bpf/index";
 import type { NodeStatus } from "../../src/cli/status";
-import { countersOf } from "../../src/datapath/node-state";
 import { startServer, tcpRequest } from "../integration/tcp";
 import { BINARY, CNI_PATH, Fixture, inNs, TEST_DATAPATH } from "../support/harness";
-import { addPod, CLUSTER_CIDRS, type ClusterNode, ifindexOf, makeCluster, type Pod } from "../support/topology";
+import { addPod, CLUSTER_CIDRS, type ClusterNode, counterDelta, makeCluster, type Pod } from "../support/topology";
 
 const VIP = "10.96.0.10";
 /** A host outside the cluster, reached through node A's second link (TEST-NET-1). */
@@ -40,22 +38,6 @@ function status(node: ClusterNode): NodeStatus {
     { encoding: "utf8" },
   );
   return JSON.parse(r.stdout) as NodeStatus;
-}
-
-const counters = (pod: Pod): Counters => {
-  const c = countersOf(pod.node.bpffsRoot, ifindexOf(pod.node.netns, pod.hostDevice));
-  if (!c) throw new Error("no counters map");
-  return c;
-};
-
-/** Counter increase over `fn`. */
-function delta(pod: Pod, fn: () => void): Counters {
-  const before = counters(pod);
-  fn();
-  const after = counters(pod);
-  return Object.fromEntries(
-    Object.entries(after).map(([k, v]) => [k, v - before[k as keyof Counters]]),
-  ) as unknown as Counters;
 }
 
 /**
@@ -167,10 +149,10 @@ describe(`Debian's packaged kernel, ${TEST_DATAPATH} pods`, () => {
     // The Service, DNAT'd on the client's node; the reply comes back across the wire
     // and must meet conntrack's reverse DNAT on node A before the client sees it.
     kubeProxyService(a, backend);
-    const service = delta(client, () => expect(tcpRequest(client.netns, VIP, 80)).toBe(`from ${client.v4}`));
+    const service = counterDelta(client, () => expect(tcpRequest(client.netns, VIP, 80)).toBe(`from ${client.v4}`));
     expect(service.passedStack).toBeGreaterThanOrEqual(1);
     // Between the same two pods, untranslated, the fast path still redirects.
-    const direct = delta(client, () =>
+    const direct = counterDelta(client, () =>
       expect(tcpRequest(client.netns, backend.v4, POD_PORT)).toBe(`from ${client.v4}`),
     );
     expect(direct.redirectedFib + direct.redirectedNeigh).toBeGreaterThanOrEqual(1);
@@ -195,7 +177,9 @@ describe(`Debian's packaged kernel, ${TEST_DATAPATH} pods`, () => {
       "-j",
       "MASQUERADE",
     ]);
-    const masq = delta(client, () => expect(tcpRequest(client.netns, OUTSIDE.host, 9090)).toBe(`from ${OUTSIDE.node}`));
+    const masq = counterDelta(client, () =>
+      expect(tcpRequest(client.netns, OUTSIDE.host, 9090)).toBe(`from ${OUTSIDE.node}`),
+    );
     expect(masq.passedStack).toBeGreaterThanOrEqual(1);
   });
 });

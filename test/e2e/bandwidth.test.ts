@@ -8,7 +8,8 @@
  */
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { limitedIfindexes, openNodeMaps, podLimits } from "../../src/bpf/index";
+import { openNodeMaps, podLimits } from "../../src/bpf/index";
+import { ifindexHolders } from "../../src/bpf/pod-state";
 import { Fixture } from "../support/harness";
 import { ifindexOf } from "../support/topology";
 import { cnitoolPath, leftovers, NOTHING_LEFT, Sandbox } from "./sandbox";
@@ -75,10 +76,7 @@ describe("the bandwidth capability through cnitool", () => {
   const limitsOf = (hostIfindex: number) => {
     const maps = openNodeMaps(fx.bpffsRoot);
     try {
-      const { bandwidth } = maps;
-      return bandwidth
-        ? { pod: podLimits(bandwidth, hostIfindex), all: limitedIfindexes(bandwidth) }
-        : { pod: undefined, all: [] };
+      return { pod: podLimits(maps.bandwidth, hostIfindex), all: ifindexHolders(maps.bandwidth) };
     } finally {
       maps.close();
     }

@@ -14,7 +14,8 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { EndpointMap, limitedIfindexes, openNodeMaps, podLimits, readCounters } from "../../src/bpf/index";
+import { EndpointMap, openNodeMaps, podLimits, readCounters } from "../../src/bpf/index";
+import { ifindexHolders } from "../../src/bpf/pod-state";
 import { cgroup2Root } from "../../src/datapath/sockbypass";
 import { BINARY, Fixture, inNs, pluginLinks, runPlugin, trySh, uniqueName, waitUntil } from "../support/harness";
 import { netperf, startNetserver } from "../support/netperf";
@@ -125,7 +126,7 @@ const hostQdiscs = (pod: Pod) => qdiscsOf(pod.node.netns, pod.hostDevice);
 function limitsOn(node: ClusterNode, hostIfindex: number) {
   const maps = openNodeMaps(node.bpffsRoot);
   try {
-    return maps.bandwidth ? podLimits(maps.bandwidth, hostIfindex) : undefined;
+    return podLimits(maps.bandwidth, hostIfindex);
   } finally {
     maps.close();
   }
@@ -134,7 +135,7 @@ function limitsOn(node: ClusterNode, hostIfindex: number) {
 function limitedCount(node: ClusterNode): number {
   const maps = openNodeMaps(node.bpffsRoot);
   try {
-    return maps.bandwidth ? limitedIfindexes(maps.bandwidth).length : 0;
+    return ifindexHolders(maps.bandwidth).length;
   } finally {
     maps.close();
   }
@@ -325,7 +326,7 @@ describe("rate limits in the pod's lifecycle", () => {
     try {
       const key = Buffer.alloc(4);
       key.writeUInt32LE(ifindex(pod));
-      maps.bandwidth?.delete(key);
+      maps.bandwidth.delete(key);
     } finally {
       maps.close();
     }

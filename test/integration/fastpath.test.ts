@@ -7,16 +7,14 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { endpointKey, ifindexKey, MAP_NAMES } from "../../src/bpf/abi";
-import type { Counters } from "../../src/bpf/index";
+import { ifindexKey, MAP_NAMES } from "../../src/bpf/abi";
 import { mapPin } from "../../src/bpf/layout";
 import { BpfMap } from "../../src/bpf/maps";
-import { openNodeMaps } from "../../src/bpf/node";
-import { POD_MAP_NAMES } from "../../src/bpf/pod-maps";
+import { POD_STATE } from "../../src/bpf/pod-state";
 import { POLICY_MAP_NAMES } from "../../src/bpf/policy-abi";
-import { countersOf, endpointMapEntries, pinnedEndpointDevices } from "../../src/datapath/node-state";
+import { endpointMapEntries, pinnedEndpointDevices } from "../../src/datapath/node-state";
 import { Fixture, inNs, ping, runPlugin, runPluginAsync, sh, TEST_DATAPATH } from "../support/harness";
-import { addPod, type ClusterNode, delPod, ifindexOf, makeCluster, type Pod } from "../support/topology";
+import { addPod, type ClusterNode, counterDelta, delPod, ifindexOf, makeCluster } from "../support/topology";
 import { startServer, tcpRequest } from "./tcp";
 
 let fx: Fixture;
@@ -29,27 +27,11 @@ beforeEach(() => {
 });
 afterEach(() => fx.cleanup());
 
-const counters = (pod: Pod): Counters => {
-  const c = countersOf(pod.node.bpffsRoot, ifindexOf(pod.node.netns, pod.hostDevice));
-  if (!c) throw new Error("no counters map");
-  return c;
-};
-
-/** Counter increase over `fn`. */
-function delta(pod: Pod, fn: () => void): Counters {
-  const before = counters(pod);
-  fn();
-  const after = counters(pod);
-  return Object.fromEntries(
-    Object.entries(after).map(([k, v]) => [k, v - before[k as keyof Counters]]),
-  ) as unknown as Counters;
-}
-
 describe("fast path", () => {
   it("redirects pod-to-pod traffic on one node (v4 and v6)", () => {
     const p1 = addPod(fx, a, "a1");
     const p2 = addPod(fx, a, "a2");
-    const d = delta(p1, () => {
+    const d = counterDelta(p1, () => {
       expect(ping(p1.netns, p2.v4)).toBe(true);
       expect(ping(p1.netns, p2.v6)).toBe(true);
     });
@@ -61,8 +43,8 @@ describe("fast path", () => {
   it("forwards pod-to-pod traffic across nodes by FIB lookup, and delivers wire traffic with redirect_peer", () => {
     const pa = addPod(fx, a, "a1");
     const pb = addPod(fx, b, "b1");
-    const da = delta(pa, () => {
-      const db = delta(pb, () => {
+    const da = counterDelta(pa, () => {
+      const db = counterDelta(pb, () => {
         expect(ping(pa.netns, pb.v4)).toBe(true);
         expect(ping(pa.netns, pb.v6)).toBe(true);
       });
@@ -77,7 +59,7 @@ describe("fast path", () => {
     const pa = addPod(fx, a, "a1");
     expect(ping(a.netns, pa.v4)).toBe(true);
     expect(ping(a.netns, pa.v6)).toBe(true);
-    const d = delta(pa, () => expect(ping(pa.netns, a.wireV4)).toBe(true));
+    const d = counterDelta(pa, () => expect(ping(pa.netns, a.wireV4)).toBe(true));
     expect(d.passedStack).toBeGreaterThanOrEqual(1);
   });
 
@@ -92,7 +74,7 @@ describe("fast path", () => {
     inNs(p1.netns, "ip", ["-6", "addr", "add", "fd21:1::250/128", "dev", "eth0", "nodad"]);
     const spoofedPing = (from: string, to: string) =>
       sh("sh", ["-c", `nsenter --net=/run/netns/${p1.netns} ping -c2 -W1 -I ${from} ${to} >/dev/null 2>&1; echo $?`]);
-    const d = delta(p1, () => {
+    const d = counterDelta(p1, () => {
       expect(spoofedPing("10.221.1.250", p2.v4).trim()).not.toBe("0");
       expect(spoofedPing("fd21:1::250", p2.v6).trim()).not.toBe("0");
       // Off the node too: the stack would have routed these.
@@ -142,7 +124,7 @@ describe("fast path", () => {
     expect(String(r.json?.msg)).toContain(`eBPF programs of ${pod.hostDevice} are not attached`);
   });
 
-  it("CHECK holds a fastPath false pod to its source check, unless an older build made it without one", () => {
+  it("CHECK holds a fastPath false pod to its source check", () => {
     const conf = { ...a.conf, fastPath: false };
     const pod = addPod(fx, a, "plain", conf);
     const att = { containerId: "plain", netns: `/run/netns/${pod.netns}`, ifname: "eth0" };
@@ -150,14 +132,6 @@ describe("fast path", () => {
     expect(runPlugin(a.netns, "CHECK", att, withPrev).status).toBe(0);
     fs.rmSync(path.join(a.bpffsRoot, "endpoints", pod.hostDevice), { recursive: true });
     expect(runPlugin(a.netns, "CHECK", att, withPrev).json).toMatchObject({ code: 101 });
-    // As an older build left such a pod: no program, no endpoint entries.
-    const maps = openNodeMaps(a.bpffsRoot);
-    try {
-      for (const ip of [pod.v4, pod.v6]) maps.endpoints.delete(endpointKey(ip));
-    } finally {
-      maps.close();
-    }
-    expect(runPlugin(a.netns, "CHECK", att, withPrev).status).toBe(0);
   });
 
   it("concurrent ADDs on a fresh node agree on one set of maps and programs", async () => {
@@ -200,7 +174,7 @@ describe("fast path", () => {
     const lost = ifindexOf(a.netns, p.hostDevice);
     // Every per-pod map but NetworkPolicy's: this network does not enforce policy.
     const policyMaps: string[] = Object.values(POLICY_MAP_NAMES);
-    expect(holdersOf(lost)).toEqual(POD_MAP_NAMES.filter((n) => !policyMaps.includes(n)).sort());
+    expect(holdersOf(lost)).toEqual(NODE_POD_MAPS.filter((n) => !policyMaps.includes(n)).sort());
     // The runtime lost the pod: its netns vanished (taking the veth), no DEL followed.
     fx.deleteNetns(p.netns);
     const gc = runPlugin(
@@ -217,9 +191,14 @@ describe("fast path", () => {
   });
 });
 
+/** The node's maps that hold pods' state, NetworkPolicy's among them (the bypass and
+ * translation are off here). */
+const NODE_MAPS: string[] = [...Object.values(MAP_NAMES), ...Object.values(POLICY_MAP_NAMES)];
+const NODE_POD_MAPS = POD_STATE.map((s) => s.map).filter((name) => NODE_MAPS.includes(name));
+
 /** The per-pod maps on node A that hold state of `ifindex`. */
 function holdersOf(ifindex: number): string[] {
-  return POD_MAP_NAMES.filter((name) => {
+  return NODE_POD_MAPS.filter((name) => {
     const map = BpfMap.openPinned(mapPin(a.bpffsRoot, name));
     try {
       return map.lookup(ifindexKey(ifindex)) !== undefined;
@@ -229,33 +208,26 @@ function holdersOf(ifindex: number): string[] {
   }).sort();
 }
 
+/** A DNAT rule on a node, as kube-proxy (a Service VIP) or portmap (a hostPort) writes one. */
+function dnat(netns: string, dst: string, port: number, to: string): void {
+  const match = ["-d", dst, "-p", "tcp", "--dport", String(port)];
+  inNs(netns, "iptables", ["-t", "nat", "-A", "PREROUTING", ...match, "-j", "DNAT", "--to-destination", to]);
+}
+
 describe("NAT stays correct", () => {
   it("a Service VIP DNAT'ed on node A to a pod on node B completes TCP connections", async () => {
     const client = addPod(fx, a, "client");
     const backend = addPod(fx, b, "backend");
     await startServer(fx, backend.netns, "0.0.0.0", 8080);
-    inNs(a.netns, "iptables", [
-      "-t",
-      "nat",
-      "-A",
-      "PREROUTING",
-      "-d",
-      "10.96.0.10",
-      "-p",
-      "tcp",
-      "--dport",
-      "80",
-      "-j",
-      "DNAT",
-      "--to-destination",
-      `${backend.v4}:8080`,
-    ]);
-    const d = delta(client, () => {
+    dnat(a.netns, "10.96.0.10", 80, `${backend.v4}:8080`);
+    const d = counterDelta(client, () => {
       expect(tcpRequest(client.netns, "10.96.0.10", 80)).toBe(`from ${client.v4}`);
     });
     expect(d.passedStack).toBeGreaterThanOrEqual(1);
     // And plain pod-to-pod traffic between the same two pods is still redirected.
-    const direct = delta(client, () => expect(tcpRequest(client.netns, backend.v4, 8080)).toBe(`from ${client.v4}`));
+    const direct = counterDelta(client, () =>
+      expect(tcpRequest(client.netns, backend.v4, 8080)).toBe(`from ${client.v4}`),
+    );
     expect(direct.redirectedFib + direct.redirectedNeigh).toBeGreaterThanOrEqual(1);
   });
 
@@ -263,22 +235,7 @@ describe("NAT stays correct", () => {
     const client = addPod(fx, a, "client");
     const backend = addPod(fx, b, "backend");
     await startServer(fx, backend.netns, "0.0.0.0", 8080);
-    inNs(b.netns, "iptables", [
-      "-t",
-      "nat",
-      "-A",
-      "PREROUTING",
-      "-d",
-      b.wireV4,
-      "-p",
-      "tcp",
-      "--dport",
-      "30080",
-      "-j",
-      "DNAT",
-      "--to-destination",
-      `${backend.v4}:8080`,
-    ]);
+    dnat(b.netns, b.wireV4, 30080, `${backend.v4}:8080`);
     expect(tcpRequest(client.netns, b.wireV4, 30080)).toBe(`from ${client.v4}`);
   });
 
@@ -296,7 +253,7 @@ describe("NAT stays correct", () => {
     ] as const) {
       inNs(b.netns, tool, ["-t", "nat", "-A", "POSTROUTING", "-s", subnet, "!", "-d", cluster, "-j", "MASQUERADE"]);
     }
-    const d = delta(backend, () => {
+    const d = counterDelta(backend, () => {
       expect(tcpRequest(a.netns, backend.v4, 8080)).toBe(`from ${a.wireV4}`);
       expect(tcpRequest(a.netns, backend.v6, 8081)).toBe(`from ${a.wireV6}`);
     });
@@ -319,7 +276,7 @@ describe("NAT stays correct", () => {
       "-j",
       "MASQUERADE",
     ]);
-    const d = delta(client, () => expect(tcpRequest(client.netns, b.wireV4, 9090)).toBe(`from ${a.wireV4}`));
+    const d = counterDelta(client, () => expect(tcpRequest(client.netns, b.wireV4, 9090)).toBe(`from ${a.wireV4}`));
     expect(d.passedStack).toBeGreaterThanOrEqual(1);
   });
 });

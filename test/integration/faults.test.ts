@@ -13,7 +13,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { attachmentLockPath } from "../../src/commands/attachment-lock";
 import { nodeLockPath } from "../../src/datapath/fastpath";
 import { endpointMapEntries, pinnedEndpointDevices } from "../../src/datapath/node-state";
-import { lockQueueDir } from "../../src/sys/file-lock";
+import { queueDirOf } from "../../src/sys/file-lock";
 import { CNI_PATH, Fixture, inNs, pluginLinks, runPlugin, runPluginAsync, waitForFile } from "../support/harness";
 import { type ClusterNode, makeCluster } from "../support/topology";
 
@@ -212,7 +212,7 @@ describe("a DEL while the ADD it follows still runs", () => {
     const lock = attachmentLockPath(att.containerId, att.ifname);
     const queued = () => {
       try {
-        return fs.readdirSync(lockQueueDir(lock)).length > 0;
+        return fs.readdirSync(queueDirOf(fs.statSync(lock))).length > 0;
       } catch {
         return false; // no lock file, or no queue
       }

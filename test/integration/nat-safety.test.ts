@@ -3,7 +3,7 @@
  * connection through a Service VIP (iptables DNAT on node A, like kube-proxy's) to a
  * backend; pod Y on the same node then sends more distinct flows than any flow memory
  * holds, each seen twice (UDP from every source port, TCP SYNs, echo requests), to
- * addresses outside the cluster (what filled the node-wide memory of earlier builds) and
+ * addresses outside the cluster (flows that must enter no flow memory at all) and
  * to a pod on the other node (flows the fast path proves direct and remembers, in Y's
  * own table); then the backend pushes data on the idle connection
  * (what a database notification or an HTTP/2 PING does). The push must reach X with the

@@ -10,16 +10,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { decodeCidrKey } from "../../src/bpf/abi";
 import { BpfMap } from "../../src/bpf/maps";
 import { endpointMapEntries, pinnedEndpointDevices } from "../../src/datapath/node-state";
-import {
-  Fixture,
-  inNs,
-  type PluginRun,
-  ping,
-  pluginLinks,
-  runPlugin,
-  TEST_DATAPATH,
-  waitUntil,
-} from "../support/harness";
+import { Fixture, type PluginRun, ping, pluginLinks, runPlugin, TEST_DATAPATH, waitUntil } from "../support/harness";
 import { ifindexOf } from "../support/topology";
 
 type IpamType = "host-local" | "netkit-cni";
@@ -266,28 +257,5 @@ describe("two networks on one node", () => {
     const del = verb("DEL", a, onB);
     expect(del.status, del.stdout).toBe(0);
     expectIntact(onB);
-  });
-
-  it("DEL removes a device labelled by an older build, whose alias names no network", () => {
-    const att = add(a, "old", fx.makeNetns());
-    inNs(node, "ip", ["link", "set", att.hostDevice, "alias", "netkit-cni:eth0/old"]);
-    expect(verb("CHECK", a, att).status).toBe(0);
-    const del = verb("DEL", a, att);
-    expect(del.status, del.stdout).toBe(0);
-    expectCollected(att);
-    expect(reserved(a)).toEqual([]);
-  });
-
-  it("GC leaves a device labelled by an older build alone: it may be another network's", () => {
-    const att = add(a, "old", fx.makeNetns());
-    inNs(node, "ip", ["link", "set", att.hostDevice, "alias", "netkit-cni:eth0/old"]);
-    const run = gc(b, []);
-    expect(run.status, run.stdout).toBe(0);
-    const again = gc(a, []);
-    expect(again.status, again.stdout).toBe(0);
-    expect(pluginLinks(node)).toContain(att.hostDevice);
-    expect(pinnedEndpointDevices(fx.bpffsRoot)).toContain(att.hostDevice);
-    expect(endpointMapEntries(fx.bpffsRoot).get(att.v4)?.hostIfindex).toBe(ifindexOf(node, att.hostDevice));
-    expect(ping(node, att.v4)).toBe(true);
   });
 });

@@ -217,7 +217,7 @@ export function socketStates(env: SockEnv): BypassedSocket[] {
   const maps = openSockMaps(env.node.bpffsRoot);
   if (!maps) return [];
   try {
-    return [...(maps.admitted?.keys() ?? [])].map(decodeSockKey);
+    return [...maps.admitted.keys()].map(decodeSockKey);
   } finally {
     maps.close();
   }
@@ -228,7 +228,7 @@ export function socketCookies(env: SockEnv): number {
   const maps = openSockMaps(env.node.bpffsRoot);
   if (!maps) return 0;
   try {
-    return maps.cookies?.countKeys() ?? 0;
+    return maps.cookies.countKeys();
   } finally {
     maps.close();
   }
@@ -242,7 +242,7 @@ export function sockRecordOf(env: SockEnv, pod: Pod): SockPod | undefined {
 /** The record kept for a host ifindex (whose device may be gone). */
 export function sockRecordAt(env: SockEnv, hostIfindex: number): SockPod | undefined {
   const maps = openSockMaps(env.node.bpffsRoot);
-  if (!maps?.pods) return undefined;
+  if (!maps) return undefined;
   try {
     return readSockPod(maps.pods, hostIfindex);
   } finally {

@@ -12,7 +12,7 @@ import * as path from "node:path";
 import { afterEach, beforeEach, expect, it } from "vitest";
 import { nodeLockPath } from "../../src/datapath/fastpath";
 import { endpointMapEntries, pinnedEndpointDevices } from "../../src/datapath/node-state";
-import { lockQueueDir } from "../../src/sys/file-lock";
+import { queueDirOf } from "../../src/sys/file-lock";
 import { Fixture, type PluginRun, pluginLinks, runPluginAsync } from "../support/harness";
 import { type ClusterNode, makeCluster } from "../support/topology";
 
@@ -94,7 +94,7 @@ it(`adds and deletes ${PODS} pods at concurrency ${CONCURRENCY} without failures
   expect(fs.readdirSync(ipamDir).filter((f) => /^[0-9a-f.:]+$/.test(f) && /[.:]/.test(f))).toEqual([]);
   expect(fs.readdirSync(ipamDir).filter((f) => f.startsWith("."))).toEqual([]);
   for (const lock of [path.join(ipamDir, "lock"), nodeLockPath(node.bpffsRoot)]) {
-    expect(fs.existsSync(lockQueueDir(lock)), `queue of ${lock}`).toBe(false);
+    expect(fs.existsSync(queueDirOf(fs.statSync(lock))), `queue of ${lock}`).toBe(false);
   }
   expect(pluginLinks(node.netns)).toEqual([]);
   expect(pinnedEndpointDevices(node.bpffsRoot)).toEqual([]);

@@ -13,56 +13,19 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
+# shellcheck source=test/support/guest-run.sh
+source "$HERE/../support/guest-run.sh"
 
-usage() {
-  sed -n '4,12s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
-  exit 2
-}
-
-die() {
-  echo "run.sh: $1" >&2
-  exit "${2:-125}"
-}
-
-timeout=600
-envs=()
-while (($#)); do
-  case $1 in
-    --timeout)
-      [[ ${2:-} =~ ^[0-9]+$ ]] || usage
-      timeout=$2
-      shift 2
-      ;;
-    --timeout=*)
-      timeout=${1#*=}
-      [[ $timeout =~ ^[0-9]+$ ]] || usage
-      shift
-      ;;
-    --env)
-      [[ ${2:-} =~ ^[A-Za-z_][A-Za-z0-9_]*= ]] || usage
-      envs+=("$2")
-      shift 2
-      ;;
-    --)
-      shift
-      break
-      ;;
-    *) usage ;;
-  esac
-done
-(($#)) || usage
-
-kernel=$("$HERE/kernel.sh") || die "no guest kernel (kernel.sh failed)"
+guest_args "$@"
+kernel=$("$HERE/kernel.sh") || guest_die "no guest kernel (kernel.sh failed)"
 
 # qemu's option syntax separates with commas (a literal one would be doubled).
-cwd=$(pwd -P)
-[[ $cwd != *,* ]] || die "the current folder's path contains a comma: $cwd" 2
+guest_cwd
 
 # Private folder per run: the folder shared with the guest and the output
 # FIFOs, so concurrent runs never meet.
 run=$(mktemp -d /dev/shm/netkit-qemu.XXXXXX)
 timeout_pid=
-relays=()
 # qemu runs under timeout(1), whose death would orphan it: kill qemu (the
 # child) first. Runs from the EXIT trap too, so nothing in it may fail under
 # set -e.
@@ -80,22 +43,9 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM HUP
 
-share=$run/share
-mkdir "$share"
-printf '%s\0' "$@" >"$share/argv"
-# Test runs inside keep a note of the files they are in (test/support/progress.ts), so
-# that a time-out can say where it struck.
-envs+=("NETKIT_TEST_PROGRESS=/run/netkit-vm/progress")
-printf '%s\0' "${envs[@]}" >"$share/env"
-printf '%s\n' "$cwd" >"$share/cwd"
-
 # qemu writes each serial port into a FIFO; the relays pass it on, so qemu
 # never reopens (and truncates) whatever our stdout/stderr are.
-mkfifo "$run/stdout" "$run/stderr"
-cat "$run/stdout" &
-relays+=($!)
-cat "$run/stderr" >&2 &
-relays+=($!)
+guest_share "$run"
 
 # The guest kernel's own console (boot log, panics) is discarded unless
 # NETKIT_VM_DEBUG=1, which sends it to stderr.
@@ -131,18 +81,5 @@ timeout_pid=$!
 qemu_status=0
 wait "$timeout_pid" || qemu_status=$?
 timeout_pid=
-wait "${relays[@]}" || true
-
-if [[ -s $share/status ]]; then
-  exit "$(<"$share/status")"
-fi
-if ((qemu_status == 124)); then
-  if [[ -s $share/progress ]]; then
-    echo "run.sh: guest timed out after ${timeout}s, in:" >&2
-    sed 's/^/  /' "$share/progress" >&2
-    exit 124
-  fi
-  die "guest timed out after ${timeout}s" 124
-fi
 qemu_log=$(tail -n 3 "$run/qemu.log")
-die "guest ended without reporting the command's exit status (qemu exit status $qemu_status${qemu_log:+; qemu said: $qemu_log}; NETKIT_VM_DEBUG=1 shows the guest's console)" 125
+guest_finish "$qemu_status" "qemu exit status $qemu_status${qemu_log:+; qemu said: $qemu_log}; NETKIT_VM_DEBUG=1 shows the guest's console"

@@ -11,7 +11,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { nodeLockPath } from "../../src/datapath/fastpath";
 import { sockBypassNotePath } from "../../src/datapath/sockbypass";
-import { lockQueueDir } from "../../src/sys/file-lock";
+import { queueDirOf } from "../../src/sys/file-lock";
 
 /**
  * The executable under test: the Bun-compiled build (dist/netkit-cni, the default), or
@@ -160,7 +160,7 @@ function storeLocks(dir: string): string[] {
 
 /** A plugin killed while queued for a lock leaves its ticket in /run: the queue goes with its lock. */
 function removeLockQueue(lockPath: string): void {
-  if (fs.existsSync(lockPath)) fs.rmSync(lockQueueDir(lockPath), { recursive: true, force: true });
+  if (fs.existsSync(lockPath)) fs.rmSync(queueDirOf(fs.statSync(lockPath)), { recursive: true, force: true });
 }
 
 function pluginEnv(verb: string, att: Partial<Attachment>, extraEnv: Record<string, string>): Record<string, string> {

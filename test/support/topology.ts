@@ -5,7 +5,9 @@
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
+import type { Counters } from "../../src/bpf/index";
 import { programsRoot } from "../../src/bpf/layout";
+import { countersOf } from "../../src/datapath/node-state";
 import { type Fixture, inNs, type PluginRun, runPlugin, TEST_DATAPATH } from "./harness";
 
 export interface ClusterNode {
@@ -146,4 +148,21 @@ export function ifindexOf(netns: string, device: string): number {
   const [link] = JSON.parse(inNs(netns, "ip", ["-j", "link", "show", "dev", device])) as { ifindex: number }[];
   if (!link) throw new Error(`no ${device} in ${netns}`);
   return link.ifindex;
+}
+
+/** The pod's packets by path, as its node's programs counted them. */
+export function podCounters(pod: Pod): Counters {
+  const c = countersOf(pod.node.bpffsRoot, ifindexOf(pod.node.netns, pod.hostDevice));
+  if (!c) throw new Error("no counters map");
+  return c;
+}
+
+/** How much each of the pod's counters grew while `fn` ran. */
+export function counterDelta(pod: Pod, fn: () => void): Counters {
+  const before = podCounters(pod);
+  fn();
+  const after = podCounters(pod);
+  return Object.fromEntries(
+    Object.entries(after).map(([k, v]) => [k, v - before[k as keyof Counters]]),
+  ) as unknown as Counters;
 }

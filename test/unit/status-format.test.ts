@@ -146,7 +146,7 @@ describe("formatStatus", () => {
     expect(formatStatus(s)).not.toMatch(/^fullest table/m);
   });
 
-  it("says nothing of refusals on a node whose maps an older build made", () => {
+  it("says nothing of refusals on a node without maps", () => {
     const s = facts();
     s.drops = undefined;
     expect(formatStatus(s)).not.toMatch(/^refused/m);

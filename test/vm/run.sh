@@ -13,58 +13,21 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
+# shellcheck source=test/support/guest-run.sh
+source "$HERE/../support/guest-run.sh"
 
-usage() {
-  sed -n '4,12s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
-  exit 2
-}
-
-die() {
-  echo "run.sh: $1" >&2
-  exit "${2:-125}"
-}
-
-timeout=600
-envs=()
-while (($#)); do
-  case $1 in
-    --timeout)
-      [[ ${2:-} =~ ^[0-9]+$ ]] || usage
-      timeout=$2
-      shift 2
-      ;;
-    --timeout=*)
-      timeout=${1#*=}
-      [[ $timeout =~ ^[0-9]+$ ]] || usage
-      shift
-      ;;
-    --env)
-      [[ ${2:-} =~ ^[A-Za-z_][A-Za-z0-9_]*= ]] || usage
-      envs+=("$2")
-      shift 2
-      ;;
-    --)
-      shift
-      break
-      ;;
-    *) usage ;;
-  esac
-done
-(($#)) || usage
-
-kernel=$("$HERE/kernel.sh") || die "no UML kernel (kernel.sh failed)"
+guest_args "$@"
+kernel=$("$HERE/kernel.sh") || guest_die "no UML kernel (kernel.sh failed)"
 
 # hostfs takes the host path as its whole mount option string; mount(8)
 # would split it at commas.
-cwd=$(pwd -P)
-[[ $cwd != *,* ]] || die "the current folder's path contains a comma: $cwd" 2
+guest_cwd
 
 # Private folder per run: guest RAM file, UML's pid/console socket folder and
 # the folder shared with the guest, so concurrent runs never meet.
 run=$(mktemp -d /dev/shm/netkit-vm.XXXXXX)
 UMID=guest
 timeout_pid=
-relays=()
 # UML starts by calling setsid, so neither our process group nor timeout(1)'s
 # reaches its host processes: kill the session of timeout's child (before
 # timeout goes and the child is orphaned), and the one named in UML's pid file.
@@ -90,22 +53,9 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM HUP
 
-share=$run/share
-mkdir "$share"
-printf '%s\0' "$@" >"$share/argv"
-# Test runs inside keep a note of the files they are in (test/support/progress.ts), so
-# that a time-out can say where it struck.
-envs+=("NETKIT_TEST_PROGRESS=/run/netkit-vm/progress")
-printf '%s\0' "${envs[@]}" >"$share/env"
-printf '%s\n' "$cwd" >"$share/cwd"
-
 # UML marks its console file descriptors non-blocking, which would leak to
 # whoever shares our stdout/stderr; relays through FIFOs keep that contained.
-mkfifo "$run/stdout" "$run/stderr"
-cat "$run/stdout" &
-relays+=($!)
-cat "$run/stderr" >&2 &
-relays+=($!)
+guest_share "$run"
 
 # A crashing UML aborts; its core dump is of no use and would land in $cwd.
 ulimit -c 0
@@ -134,17 +84,4 @@ uml_status=0
 timeout_pid=
 # Leftover UML helpers would hold the FIFOs open; then let the relays drain.
 kill_guest
-wait "${relays[@]}" || true
-
-if [[ -s $share/status ]]; then
-  exit "$(<"$share/status")"
-fi
-if ((uml_status == 124)); then
-  if [[ -s $share/progress ]]; then
-    echo "run.sh: guest timed out after ${timeout}s, in:" >&2
-    sed 's/^/  /' "$share/progress" >&2
-    exit 124
-  fi
-  die "guest timed out after ${timeout}s" 124
-fi
-die "guest ended without reporting the command's exit status (UML exit status $uml_status; NETKIT_VM_DEBUG=1 shows the guest's console)" 125
+guest_finish "$uml_status" "UML exit status $uml_status; NETKIT_VM_DEBUG=1 shows the guest's console"

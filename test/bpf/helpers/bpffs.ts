@@ -2,9 +2,9 @@
  * A private bpffs mount per test file (/run/nkb-bpffs-<pid>-<n>), so pins never touch
  * the node's /sys/fs/bpf. release() unmounts and removes the directory.
  */
+import { execFileSync } from "node:child_process";
 import * as fs from "node:fs";
 import { ensureBpffs, isBpffs } from "../../../src/bpf/pins";
-import { MNT_DETACH, unmount } from "../../../src/sys/libc";
 
 let counter = 0;
 
@@ -18,7 +18,7 @@ export class TestBpffs {
   }
 
   release(): void {
-    if (isBpffs(this.root)) unmount(this.root, MNT_DETACH); // pins inside go with it
+    if (isBpffs(this.root)) execFileSync("umount", ["--lazy", this.root]); // pins inside go with it
     fs.rmSync(this.root, { recursive: true, force: true });
   }
 }

@@ -4,6 +4,8 @@
  * what a program of an earlier holder of the table would have.
  */
 import { type FlowTableMaps, withEndpointTable } from "../../../src/bpf/direct";
+import type { NodeMaps } from "../../../src/bpf/node";
+import { forgetPodState } from "../../../src/bpf/pod-state";
 import { objGetInfo } from "../../../src/sys/bpf-syscall";
 import { ATTR, SIZEOF } from "../../../src/sys/bpf-uapi";
 
@@ -73,4 +75,10 @@ export function tableId(maps: FlowTableMaps, hostIfindex: number): number | unde
 /** The kernel's id of the map open on `fd`: tells whether two fds are one map. */
 export function mapId(fd: number): number {
   return objGetInfo(fd, SIZEOF["struct bpf_map_info"]).readUInt32LE(ATTR.MAP_INFO.id);
+}
+
+/** What DEL does to a pod's state in the node's maps (bpf/pod-state.ts): its table goes
+ * back to the pool, its counters and limits go. */
+export function forgetPod(node: NodeMaps, hostIfindex: number): void {
+  forgetPodState({ node, sock: undefined, svc: undefined }, [{ hostIfindex, addresses: new Set() }]);
 }
