@@ -100,6 +100,7 @@ describe("netkit-cni status", () => {
       "nkc_from_pod",
       "nkc_host_in",
       "nkc_pod_ingress",
+      "nkc_pod_policy",
       "nkc_src_check",
     ]);
     expect(s.programs.running).toBe(s.programs.build);
