@@ -55,6 +55,7 @@ export {
   INGRESS_LIMIT_PIN,
   mapPin,
   mapsDir,
+  POLICY_PIN,
   programsRoot,
   sockLinkPins,
   sockProgramsRoot,

@@ -29,6 +29,8 @@ export const uplinkPin = (root: string, ifname: string, direction: "ingress" | "
 export const FROM_POD_PIN = "from_pod";
 /** A pod with an ingress limit also has nkc_pod_ingress on its host device's transmit. */
 export const INGRESS_LIMIT_PIN = "ingress_limit";
+/** A pod of a network that enforces NetworkPolicy has nkc_pod_policy on its host device's transmit. */
+export const POLICY_PIN = "policy";
 /** The pins every endpoint has. */
 export const ENDPOINT_PINS = [FROM_POD_PIN] as const;
 

@@ -22,7 +22,8 @@ import {
 import { createFlowTable } from "./direct";
 import type { BpfMap } from "./maps";
 import type { NodeMaps } from "./node";
-import { POLICY_MAP_NAMES } from "./policy-abi";
+import { markPolicyPending, policyFlowTables, recordPolicyEndpoint } from "./policy";
+import { POL_F_PENDING, POLICY_MAP_NAMES } from "./policy-abi";
 import { forgetSocketsOf, openSockMaps, type SockMaps } from "./sock";
 import { recordSockPod } from "./sock-pods";
 import { forgetSvcPod, openSvcMaps, recordSvcPod, type SvcMaps, svcPodIfindexes } from "./svc";
@@ -51,6 +52,8 @@ export interface PodSpec {
   sockBypass?: boolean;
   /** Service translation acts for its sockets. */
   serviceTranslation?: boolean;
+  /** NetworkPolicy: the pod's key, and whether it waits for the agent's judgment. */
+  policy?: { key: bigint; pending: boolean } | undefined;
 }
 
 /** A pod being forgotten: its host ifindex, and the addresses whose endpoint entries went. */
@@ -83,10 +86,11 @@ const nodeMap = (role: keyof typeof MAP_NAMES, more: Partial<PodState> = {}): Po
 });
 
 /** A NetworkPolicy map keyed by host ifindex. */
-const policyMap = (role: keyof typeof POLICY_MAP_NAMES): PodState => ({
+const policyMap = (role: keyof typeof POLICY_MAP_NAMES, more: Partial<PodState> = {}): PodState => ({
   map: POLICY_MAP_NAMES[role],
   in: (maps) => maps.node.policy[role],
   byIfindex: true,
+  ...more,
 });
 
 /** In the order DEL and GC forget them. */
@@ -111,8 +115,30 @@ export const POD_STATE: readonly PodState[] = [
   }),
   // NetworkPolicy: the key its policy is found by, its slot of the policy's flow-table
   // pool, the flows its policy allowed and denied.
-  policyMap("endpoints"),
-  policyMap("ctOwner"),
+  // A pod the agent has not judged yet is marked pending (create-only: a judgment the agent
+  // made already stands); an entry an earlier holder of the ifindex left must not name it.
+  policyMap("endpoints", {
+    make: ({ node }, pod) => {
+      const key = ifindexKey(pod.hostIfindex);
+      if (!pod.policy) {
+        node.policy.endpoints.delete(key);
+        return;
+      }
+      if (pod.policy.pending) markPolicyPending(node.policy, pod.policy.key, POL_F_PENDING);
+      recordPolicyEndpoint(node.policy, pod.hostIfindex, pod.policy.key);
+    },
+    check: ({ node }, pod) => {
+      if (!pod.policy) return [];
+      const v = node.policy.endpoints.lookup(ifindexKey(pod.hostIfindex));
+      return v?.readBigUInt64LE(0) === pod.policy.key ? [] : ["NetworkPolicy: the pod's key is not recorded"];
+    },
+  }),
+  policyMap("ctOwner", {
+    make: ({ node }, pod) => {
+      if (pod.policy) createFlowTable(policyFlowTables(node.policy), pod.hostIfindex);
+      else node.policy.ctOwner.delete(ifindexKey(pod.hostIfindex));
+    },
+  }),
   policyMap("stats"),
   // The bypass: the pod's namespace first (from then on no socket is spliced to or from
   // it: nkc_sk_msg checks both ends' records), then its sockets, then their counters.

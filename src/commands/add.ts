@@ -7,6 +7,7 @@
  */
 
 import type { EgressEnforcement } from "../bpf/index";
+import { namespaceHasPolicies, podKey } from "../bpf/index";
 import { AF_INET, canonicalAddress, formatCidr, hostPrefix } from "../cni/address";
 import { podBandwidth } from "../cni/bandwidth";
 import { podDatapath } from "../cni/config";
@@ -141,7 +142,7 @@ function podEndpoint({ env, conf }: Invocation, hostDevice: string, uplink: Upli
  * enforces its limits.
  */
 async function attachPrograms(
-  { conf }: Invocation,
+  { conf, env }: Invocation,
   ns: Namespaces,
   rollback: Rollback,
   uplink: Uplink | undefined,
@@ -177,7 +178,21 @@ async function attachPrograms(
     egress,
     ingress,
     netnsCookie: sockBypass || serviceTranslation ? podNetnsCookie(ns) : undefined,
+    policy: conf.fastPath.networkPolicy ? podPolicy(conf.fastPath.bpffsRoot, env.args) : undefined,
   });
+}
+
+/**
+ * The pod as NetworkPolicy knows it: by namespace and name (CNI_ARGS; a runtime that
+ * does not pass them wires pods no policy can select). A pod of a namespace that has a
+ * policy, which the agent has not judged yet, gets nothing but its node's traffic until
+ * it has (bpf/lib/policy.h, PENDING); elsewhere it is not isolated until a policy says.
+ */
+function podPolicy(root: string, args: Record<string, string>): FastPathEndpoint["policy"] {
+  const namespace = args.K8S_POD_NAMESPACE;
+  const name = args.K8S_POD_NAME;
+  if (!namespace || !name) return undefined;
+  return { key: podKey(namespace, name), pending: namespaceHasPolicies(root, namespace) };
 }
 
 /** A pod address as the result reports it, with the gateway its routes use. */

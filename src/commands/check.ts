@@ -6,6 +6,7 @@
  * message that says what is missing and where.
  */
 
+import { podKey } from "../bpf/index";
 import { formatCidr, hostPrefix } from "../cni/address";
 import { type Bandwidth, podBandwidth } from "../cni/bandwidth";
 import { CniError, ErrorCode, invalidConfig } from "../cni/errors";
@@ -67,8 +68,20 @@ export async function cmdCheck(inv: Invocation): Promise<void> {
     }
     const root = conf.fastPath.bpffsRoot;
     checkFastPath(root, hostDevice, hostLink.index, addresses);
+    if (conf.fastPath.networkPolicy && !endpointState(root, hostDevice).policy) {
+      throw mismatch(`NetworkPolicy of ${hostDevice} is not attached (no ${root}/endpoints/${hostDevice}/policy)`);
+    }
     // Its state in the node's maps (bpf/pod-state.ts), as the config asks for it now.
-    const pod = { hostIfindex: hostLink.index, bandwidth, serviceTranslation: conf.fastPath.serviceTranslation };
+    const named = env.args.K8S_POD_NAMESPACE && env.args.K8S_POD_NAME;
+    const pod = {
+      hostIfindex: hostLink.index,
+      bandwidth,
+      serviceTranslation: conf.fastPath.serviceTranslation,
+      policy:
+        conf.fastPath.networkPolicy && named
+          ? { key: podKey(env.args.K8S_POD_NAMESPACE as string, env.args.K8S_POD_NAME as string), pending: false }
+          : undefined,
+    };
     const problems = podStateMismatchesOf(root, pod);
     if (problems.length > 0) throw mismatch(`${hostDevice}: ${problems.join("; ")}`);
     await checkLimits(ns.host, root, hostDevice, hostLink.index, bandwidth);

@@ -38,6 +38,7 @@ import {
   type NatCheck,
   type NodePrograms,
   nodeMapsPinned,
+  POLICY_PIN,
   type PodStateMaps,
   PROGRAM_NAMES,
   podStateHolders,
@@ -76,6 +77,8 @@ export interface FastPathSettings {
   /** Service translation (service-translation.ts); absent = off. */
   serviceTranslation?: boolean;
   serviceTranslationCgroup?: string | undefined;
+  /** NetworkPolicy (bpf/lib/policy.h); absent = off. */
+  networkPolicy?: boolean;
 }
 
 export interface Uplink {
@@ -106,6 +109,9 @@ export interface FastPathEndpoint {
    * sockets of that namespace, and Service translation acts only for them. Absent: none
    * of its sockets is spliced or translated. */
   netnsCookie?: bigint | undefined;
+  /** NetworkPolicy: the pod's key, and whether it waits for the agent's judgment
+   * (commands/add.ts); absent: its network does not enforce policy, or it has no name. */
+  policy?: { key: bigint; pending: boolean } | undefined;
 }
 
 /** One lock per bpffs root, outside the bpffs (which holds no regular files). */
@@ -186,7 +192,7 @@ function attachPod(
   node: NodePrograms,
   ep: FastPathEndpoint,
   program: BpfProgram,
-  settings: Pick<FastPathSettings, "sockBypass" | "serviceTranslation">,
+  settings: Pick<FastPathSettings, "sockBypass" | "serviceTranslation" | "networkPolicy">,
 ): void {
   if (settings.serviceTranslation && ep.netnsCookie === undefined) {
     throw new CniError(
@@ -207,6 +213,7 @@ function attachPod(
       netnsCookie: ep.netnsCookie,
       sockBypass: bypass,
       serviceTranslation: settings.serviceTranslation,
+      policy: ep.policy,
     }),
   );
   // Pins left by an ADD that was killed before it could clean up name a dead device.
@@ -216,6 +223,15 @@ function attachPod(
       ? attachNetkit(program, ep.hostIfindex, "peer")
       : attachTcx(program, ep.hostIfindex, "ingress");
   pinAndClose(link, endpointPin(root, ep.hostDevice, FROM_POD_PIN));
+  // NetworkPolicy on what the stack delivers to the pod (the other ways in judge before
+  // their redirects), ahead of the ingress limit's program: what it drops is not charged.
+  if (settings.networkPolicy) {
+    const judge =
+      ep.kind === "netkit"
+        ? attachNetkit(node.programs.podPolicy, ep.hostIfindex, "primary")
+        : attachTcx(node.programs.podPolicy, ep.hostIfindex, "egress");
+    pinAndClose(judge, endpointPin(root, ep.hostDevice, POLICY_PIN));
+  }
   // The ingress limit's program on the host device's transmit: before the qdisc when it
   // paces (netkit's primary hook runs after it), anywhere when it polices; a tbf alone
   // needs none.
@@ -277,10 +293,15 @@ export function attachUplink(root: string, uplink: Uplink, direction: "ingress" 
  * replaced in place, with no moment without one.
  */
 export function switchEndpoints(root: string, node: Pick<NodePrograms, "programs">): void {
-  const { fromPod, sourceCheck, podIngress } = node.programs;
-  const ours = new Set([fromPod.id(), sourceCheck.id(), podIngress.id()]);
+  const { fromPod, sourceCheck, podIngress, podPolicy } = node.programs;
+  const ours = new Set([fromPod.id(), sourceCheck.id(), podIngress.id(), podPolicy.id()]);
+  const byKind = new Map([
+    [PROGRAM_NAMES.podIngress, podIngress],
+    [PROGRAM_NAMES.sourceCheck, sourceCheck],
+    [PROGRAM_NAMES.podPolicy, podPolicy],
+  ]);
   for (const dev of pinnedEndpointDevices(root)) {
-    for (const name of [FROM_POD_PIN, INGRESS_LIMIT_PIN]) {
+    for (const name of [FROM_POD_PIN, INGRESS_LIMIT_PIN, POLICY_PIN]) {
       const pin = endpointPin(root, dev, name);
       if (!fs.existsSync(pin)) continue;
       const link = BpfLink.openPinned(pin);
@@ -288,9 +309,7 @@ export function switchEndpoints(root: string, node: Pick<NodePrograms, "programs
         const running = link.programId();
         if (ours.has(running)) continue;
         const kind = programName(running);
-        link.update(
-          kind === PROGRAM_NAMES.podIngress ? podIngress : kind === PROGRAM_NAMES.sourceCheck ? sourceCheck : fromPod,
-        );
+        link.update(byKind.get(kind as never) ?? fromPod);
       } catch (e) {
         // A link whose device is gone is GC's to remove; the other pods still move.
         log.warn(`endpoint ${dev}: cannot switch ${name} to this build's program: ${(e as Error).message}`);

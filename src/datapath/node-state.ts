@@ -18,6 +18,7 @@ import {
   type NodeMaps,
   nodeMapsPinned,
   openNodeMaps,
+  POLICY_PIN,
   type PodLimits,
   type PodSpec,
   type PodStateMaps,
@@ -49,10 +50,14 @@ export function withPodState<T>(root: string, fn: (maps: PodStateMaps) => T): T 
 }
 
 /** Which endpoint pins exist (for CHECK and GC): the pod's program, its ingress limit. */
-export function endpointState(root: string, hostDevice: string): { pinned: boolean; ingressLimit: boolean } {
+export function endpointState(
+  root: string,
+  hostDevice: string,
+): { pinned: boolean; ingressLimit: boolean; policy: boolean } {
   return {
     pinned: ENDPOINT_PINS.every((p) => fs.existsSync(endpointPin(root, hostDevice, p))),
     ingressLimit: fs.existsSync(endpointPin(root, hostDevice, INGRESS_LIMIT_PIN)),
+    policy: fs.existsSync(endpointPin(root, hostDevice, POLICY_PIN)),
   };
 }
 
