@@ -6,7 +6,7 @@
  * scenario the policies go into the API, then every pod probes every pod on TCP and UDP
  * ports, over IPv4 and IPv6, and the matrix must equal the model's
  * (test/support/policy-model.ts, read from the API's prose), within the seconds a change
- * may take. A test fails with the grid of what differs.
+ * may take; with the fast path and without it. A test fails with the grid of what differs.
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import * as path from "node:path";
@@ -270,113 +270,198 @@ async function expectTable(policies: RawPolicy[], within = 20_000): Promise<void
 const policy = (namespace: string, name: string, spec: Record<string, unknown>): RawPolicy =>
   ({ metadata: { namespace, name }, spec }) as RawPolicy;
 
-describe("NetworkPolicy truth tables, two nodes, agents in their DaemonSet containers", () => {
-  beforeAll(async () => {
-    fx = new Fixture();
-    api = new StandInApiServer(fx.tempDir("nkt-api-"), "agent-token", 500);
-    await api.start();
-    await makeCluster();
-    let i = 0;
-    for (const ns of NAMESPACES) for (const p of PODS) await addPod(`${ns}/${p}`, nodes[i++ % 2] as Node);
-  }, 180_000);
+/** The conflist's network as the agent wrote it; `fastPath` false for the second pass. */
+let fastPath = true;
+const confOf = (node: Node) => {
+  const conflist = readJson(path.join(node.agentNode.confDir, "10-netkit-cni.conflist"));
+  return { ...conflist.plugins[0], cniVersion: "1.1.0", name: conflist.name, fastPath };
+};
 
-  afterAll(async () => {
-    await api?.stop();
-    fx?.cleanup();
+describe.each([true, false])(
+  "NetworkPolicy truth tables, two nodes, agents in their DaemonSet containers, fastPath %s",
+  (withFastPath) => {
+    beforeAll(async () => {
+      fastPath = withFastPath;
+      pods.clear();
+      currentPods.clear();
+      applied = [];
+      fx = new Fixture();
+      api = new StandInApiServer(fx.tempDir("nkt-api-"), "agent-token", 500);
+      await api.start();
+      await makeCluster();
+      let i = 0;
+      for (const ns of NAMESPACES) for (const p of PODS) await addPod(`${ns}/${p}`, nodes[i++ % 2] as Node);
+    }, 180_000);
+
+    afterAll(async () => {
+      await api?.stop();
+      fx?.cleanup();
+    });
+
+    it("connects everything without a policy", async () => {
+      await expectTable([]);
+    }, 120_000);
+
+    it("denies all ingress into x, its pods still reaching out and their answers coming back", async () => {
+      await expectTable([policy("x", "deny-all", { podSelector: {} })]);
+    }, 120_000);
+
+    it("allows into x/a from namespace y on TCP 80 only", async () => {
+      await expectTable([
+        policy("x", "allow-y", {
+          podSelector: { matchLabels: { pod: "a" } },
+          ingress: [
+            {
+              from: [{ namespaceSelector: { matchLabels: { ns: "y" } } }],
+              ports: [{ port: 80, protocol: "TCP" }],
+            },
+          ],
+        }),
+      ]);
+    }, 120_000);
+
+    it("ANDs a namespace and a pod selector in one peer, ORs them as two; matchExpressions", async () => {
+      await expectTable([
+        policy("x", "and", {
+          podSelector: { matchLabels: { pod: "a" } },
+          ingress: [
+            { from: [{ namespaceSelector: { matchLabels: { ns: "y" } }, podSelector: { matchLabels: { pod: "b" } } }] },
+          ],
+        }),
+        policy("x", "or", {
+          podSelector: { matchLabels: { pod: "b" } },
+          ingress: [
+            {
+              from: [
+                { namespaceSelector: { matchExpressions: [{ key: "ns", operator: "In", values: ["z"] }] } },
+                { podSelector: { matchExpressions: [{ key: "pod", operator: "NotIn", values: ["a", "b"] }] } },
+              ],
+            },
+          ],
+        }),
+      ]);
+    }, 120_000);
+
+    it("resolves named ports on the target and ranges with endPort", async () => {
+      await expectTable([
+        policy("y", "named", {
+          podSelector: {},
+          ingress: [
+            {
+              ports: [
+                { port: "serve-81-udp", protocol: "UDP" },
+                { port: 80, endPort: 80, protocol: "TCP" },
+              ],
+            },
+          ],
+        }),
+      ]);
+    }, 120_000);
+
+    it("denies egress but to an ipBlock with an except, and to DNS-like UDP 80", async () => {
+      const yb = pods.get("y/b") as PodHere;
+      await expectTable([
+        policy("z", "egress", {
+          podSelector: { matchLabels: { pod: "a" } },
+          policyTypes: ["Egress"],
+          egress: [
+            {
+              to: [
+                { ipBlock: { cidr: "10.40.0.0/16", except: [`${yb.v4}/32`] } },
+                { ipBlock: { cidr: "fd40::/48", except: [`${yb.v6}/128`] } },
+              ],
+              ports: [{ port: 81, protocol: "TCP" }],
+            },
+            { ports: [{ port: 80, protocol: "UDP" }] },
+          ],
+        }),
+      ]);
+    }, 120_000);
+
+    it("follows a live label change, then the policy's deletion", async () => {
+      const policies = [
+        policy("x", "from-chosen", {
+          podSelector: {},
+          ingress: [{ from: [{ namespaceSelector: {}, podSelector: { matchLabels: { chosen: "yes" } } }] }],
+        }),
+      ];
+      await expectTable(policies);
+      labelPod("z/c", { pod: "c", chosen: "yes" });
+      await expectTable(policies, 10_000);
+      labelPod("z/c", { pod: "c" });
+      await expectTable(policies, 10_000);
+      await expectTable([], 10_000);
+    }, 180_000);
+
+    it("lets nothing through to a new pod that its policy denies, from the first packet after ADD", async () => {
+      await expectTable([policy("x", "deny-all", { podSelector: {} })]);
+      const node = nodes[0] as Node;
+      const client = pods.get("y/a") as PodHere;
+      // ADD before the API has the pod: the agent has not judged it, its namespace has a
+      // policy, so it is pending; the peer hammers it from the moment ADD returns.
+      const netns = fx.makeNetns("nkpn");
+      inNs(netns, "ip", ["link", "set", "lo", "up"]);
+      const conflist = readJson(path.join(node.agentNode.confDir, "10-netkit-cni.conflist"));
+      const conf = { ...conflist.plugins[0], cniVersion: "1.1.0", name: conflist.name };
+      const r = runPlugin(
+        node.netns,
+        "ADD",
+        { containerId: "x-late", netns: `/run/netns/${netns}`, ifname: "eth0" },
+        conf,
+        {
+          CNI_ARGS: "K8S_POD_NAMESPACE=x;K8S_POD_NAME=late",
+        },
+      );
+      expect(r.status, r.stdout).toBe(0);
+      const ip = ((r.json?.ips ?? []) as { address: string }[])[0]?.address.split("/")[0] as string;
+      const hammering = hammer(client.netns, ip, 6);
+      const server = spawn("nsenter", [`--net=/run/netns/${netns}`, "python3", PROBE, "serve", "80"], {
+        stdio: "ignore",
+      });
+      fx.processes.push({ kill: () => server.kill("SIGKILL") });
+      await new Promise((r) => setTimeout(r, 2500));
+      putPod(podObject("x/late", node.name, { pod: "late" }, [ip])); // the agent judges it: deny-all
+      expect(await hammering).toEqual({ through: 0, tries: expect.any(Number) });
+      // The control: once a policy allows the peer, the same hammer gets through.
+      api.put(
+        "networkpolicies",
+        policy("x", "allow-y", {
+          podSelector: { matchLabels: { pod: "late" } },
+          ingress: [{ from: [{ namespaceSelector: { matchLabels: { ns: "y" } } }] }],
+        }) as unknown as Record<string, unknown>,
+      );
+      applied = [...applied, policy("x", "allow-y", {})];
+      const allowed = await hammer(client.netns, ip, 4);
+      expect(allowed.through).toBeGreaterThan(0);
+      await expectTable([], 10_000);
+    }, 120_000);
+  },
+);
+
+/** Connects to ip:80 again and again for `seconds`: how many got an answer. */
+function hammer(netns: string, ip: string, seconds: number): Promise<{ through: number; tries: number }> {
+  const code = [
+    "import socket, sys, time",
+    "end = time.time() + float(sys.argv[2]); through = tries = 0",
+    "while time.time() < end:",
+    "    s = socket.socket(socket.AF_INET6 if ':' in sys.argv[1] else socket.AF_INET); s.settimeout(0.05); tries += 1",
+    "    try:",
+    "        s.connect((sys.argv[1], 80)); through += s.recv(4).startswith(b'ok')",
+    "    except OSError: pass",
+    "    finally: s.close()",
+    "print(through, tries)",
+  ].join("\n");
+  return new Promise((resolve) => {
+    const child = spawn("nsenter", [`--net=/run/netns/${netns}`, "python3", "-c", code, ip, String(seconds)], {
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    let out = "";
+    child.stdout.on("data", (d: Buffer) => {
+      out += d.toString();
+    });
+    child.on("close", () => {
+      const [through, tries] = out.trim().split(" ").map(Number);
+      resolve({ through: through ?? -1, tries: tries ?? 0 });
+    });
   });
-
-  it("connects everything without a policy", async () => {
-    await expectTable([]);
-  }, 120_000);
-
-  it("denies all ingress into x, its pods still reaching out and their answers coming back", async () => {
-    await expectTable([policy("x", "deny-all", { podSelector: {} })]);
-  }, 120_000);
-
-  it("allows into x/a from namespace y on TCP 80 only", async () => {
-    await expectTable([
-      policy("x", "allow-y", {
-        podSelector: { matchLabels: { pod: "a" } },
-        ingress: [
-          {
-            from: [{ namespaceSelector: { matchLabels: { ns: "y" } } }],
-            ports: [{ port: 80, protocol: "TCP" }],
-          },
-        ],
-      }),
-    ]);
-  }, 120_000);
-
-  it("ANDs a namespace and a pod selector in one peer, ORs them as two; matchExpressions", async () => {
-    await expectTable([
-      policy("x", "and", {
-        podSelector: { matchLabels: { pod: "a" } },
-        ingress: [
-          { from: [{ namespaceSelector: { matchLabels: { ns: "y" } }, podSelector: { matchLabels: { pod: "b" } } }] },
-        ],
-      }),
-      policy("x", "or", {
-        podSelector: { matchLabels: { pod: "b" } },
-        ingress: [
-          {
-            from: [
-              { namespaceSelector: { matchExpressions: [{ key: "ns", operator: "In", values: ["z"] }] } },
-              { podSelector: { matchExpressions: [{ key: "pod", operator: "NotIn", values: ["a", "b"] }] } },
-            ],
-          },
-        ],
-      }),
-    ]);
-  }, 120_000);
-
-  it("resolves named ports on the target and ranges with endPort", async () => {
-    await expectTable([
-      policy("y", "named", {
-        podSelector: {},
-        ingress: [
-          {
-            ports: [
-              { port: "serve-81-udp", protocol: "UDP" },
-              { port: 80, endPort: 80, protocol: "TCP" },
-            ],
-          },
-        ],
-      }),
-    ]);
-  }, 120_000);
-
-  it("denies egress but to an ipBlock with an except, and to DNS-like UDP 80", async () => {
-    const yb = pods.get("y/b") as PodHere;
-    await expectTable([
-      policy("z", "egress", {
-        podSelector: { matchLabels: { pod: "a" } },
-        policyTypes: ["Egress"],
-        egress: [
-          {
-            to: [
-              { ipBlock: { cidr: "10.40.0.0/16", except: [`${yb.v4}/32`] } },
-              { ipBlock: { cidr: "fd40::/48", except: [`${yb.v6}/128`] } },
-            ],
-            ports: [{ port: 81, protocol: "TCP" }],
-          },
-          { ports: [{ port: 80, protocol: "UDP" }] },
-        ],
-      }),
-    ]);
-  }, 120_000);
-
-  it("follows a live label change, then the policy's deletion", async () => {
-    const policies = [
-      policy("x", "from-chosen", {
-        podSelector: {},
-        ingress: [{ from: [{ namespaceSelector: {}, podSelector: { matchLabels: { chosen: "yes" } } }] }],
-      }),
-    ];
-    await expectTable(policies);
-    labelPod("z/c", { pod: "c", chosen: "yes" });
-    await expectTable(policies, 10_000);
-    labelPod("z/c", { pod: "c" });
-    await expectTable(policies, 10_000);
-    await expectTable([], 10_000);
-  }, 180_000);
-});
+}
