@@ -49,6 +49,7 @@ export class AgentMetrics {
   private readonly verbs: Histogram;
   private readonly packets: Counter;
   private readonly limitDrops: Counter;
+  private readonly policyFlows: Counter;
   private readonly flowEntries: Gauge;
   private readonly flowCapacity: Gauge;
   private readonly evictions: Counter;
@@ -148,6 +149,12 @@ export class AgentMetrics {
       labelNames: [...POD, "event"],
       registers: [registry],
     });
+    this.policyFlows = new Counter({
+      name: "netkit_cni_pod_policy_flows_total",
+      help: "New flows a pod's NetworkPolicy judged, by direction and verdict (allowed, denied)",
+      labelNames: [...POD, "direction", "verdict"],
+      registers: [registry],
+    });
     this.pods = new Gauge({
       name: "netkit_cni_pods",
       help: "Pod interfaces the plugin wired on this node",
@@ -183,8 +190,9 @@ export class AgentMetrics {
   }
 
   private async refreshPods(): Promise<void> {
-    const { packets, limitDrops, flowEntries, flowCapacity, evictions, svcAffinity, svcEvents } = this;
-    for (const m of [packets, limitDrops, flowEntries, flowCapacity, evictions, svcAffinity, svcEvents]) m.reset();
+    const { packets, limitDrops, flowEntries, flowCapacity, evictions, svcAffinity, svcEvents, policyFlows } = this;
+    for (const m of [packets, limitDrops, flowEntries, flowCapacity, evictions, svcAffinity, svcEvents, policyFlows])
+      m.reset();
     let rows: Awaited<ReturnType<typeof listEndpoints>> = [];
     try {
       rows = await listEndpoints(this.bpffsRoot);
@@ -215,6 +223,12 @@ export class AgentMetrics {
         svcEvents.inc({ ...l, event: "no-socket-state" }, r.services.noSocketState);
         svcEvents.inc({ ...l, event: "socket-replaced" }, r.services.socketReplaced);
         svcEvents.inc({ ...l, event: "affinity-replaced" }, r.services.affinityReplaced);
+      }
+      if (r.policy) {
+        for (const direction of ["ingress", "egress"] as const) {
+          policyFlows.inc({ ...l, direction, verdict: "allowed" }, r.policy.allowed[direction]);
+          policyFlows.inc({ ...l, direction, verdict: "denied" }, r.policy.denied[direction]);
+        }
       }
     }
     // A name whose pod went without a DEL through this node's plugin (GC): dropped

@@ -14,9 +14,15 @@ import {
   type Counters,
   type Drops,
   listBypassedSockets,
+  openPolicyMaps,
   openSockMaps,
   openSvcMaps,
+  POL_F_ISOLATED_IN,
+  POL_F_ISOLATED_OUT,
+  POL_F_PENDING,
   type PodLimits,
+  readPolicyPod,
+  readPolicyStats,
   readSockCounters,
   readSockPod,
   readSvcClients,
@@ -63,6 +69,18 @@ export interface EndpointRow {
   limits: PodLimits | undefined;
   /** Its own Service translation state (absent: its sockets are not translated). */
   services: ServiceState | undefined;
+  /** NetworkPolicy (absent: its network does not enforce it). */
+  policy: PolicyState | undefined;
+}
+
+export interface PolicyState {
+  /** Whether its policy isolates it each way; pending: the agent has not judged it yet. */
+  ingress: boolean;
+  egress: boolean;
+  pending: boolean;
+  /** New flows its policy judged, by direction. */
+  allowed: { ingress: number; egress: number };
+  denied: { ingress: number; egress: number };
 }
 
 export interface ServiceState {
@@ -134,6 +152,7 @@ export async function listEndpoints(bpffsRoot: string): Promise<EndpointRow[]> {
   } finally {
     svc?.close();
   }
+  const policyOf = policyReader(bpffsRoot);
   const rows: EndpointRow[] = [];
   for (const link of links) {
     const owner = parseOwnerAlias(link.alias);
@@ -155,9 +174,45 @@ export async function listEndpoints(bpffsRoot: string): Promise<EndpointRow[]> {
       sockRecord: sockRecord(link.index),
       limits: limitsOf(bpffsRoot, link.index),
       services: serviceStateOf(clients.get(link.index)),
+      policy: policyOf(link.index),
     });
   }
   return rows;
+}
+
+/** Each pod's NetworkPolicy state, read once from the pinned maps (none where no policy network ran). */
+function policyReader(bpffsRoot: string): (ifindex: number) => PolicyState | undefined {
+  const maps = openPolicyMaps(bpffsRoot);
+  if (!maps) return () => undefined;
+  const states = new Map<number, PolicyState>();
+  try {
+    for (const k of maps.endpoints.keys()) {
+      const ifindex = k.readUInt32LE(0);
+      const key = maps.endpoints.lookup(k)?.readBigUInt64LE(0);
+      const pod = key === undefined ? undefined : readPolicyPod(maps, key);
+      const flags = pod?.flags ?? 0;
+      const stats = readPolicyStats(maps, ifindex);
+      states.set(ifindex, {
+        ingress: (flags & POL_F_ISOLATED_IN) !== 0,
+        egress: (flags & POL_F_ISOLATED_OUT) !== 0,
+        pending: (flags & POL_F_PENDING) !== 0,
+        allowed: { ingress: Number(stats.allowed.ingress), egress: Number(stats.allowed.egress) },
+        denied: { ingress: Number(stats.denied.ingress), egress: Number(stats.denied.egress) },
+      });
+    }
+  } finally {
+    maps.close();
+  }
+  return (ifindex) => states.get(ifindex);
+}
+
+/** "in,out denied 3": which ways the policy isolates the pod, and the new flows it denied. */
+function formatPolicy(p: PolicyState | undefined): string {
+  if (!p) return "-";
+  const ways = p.pending
+    ? "pending"
+    : [p.ingress ? "in" : "", p.egress ? "out" : ""].filter(Boolean).join(",") || "open";
+  return `${ways} denied ${p.denied.ingress + p.denied.egress}`;
 }
 
 export function formatEndpoints(rows: EndpointRow[]): string {
@@ -182,6 +237,7 @@ export function formatEndpoints(rows: EndpointRow[]): string {
     "SVC AFFINITY",
     "SVC NO STATE",
     "SVC GIVEN UP",
+    "POLICY",
   ];
   const table = rows.map((r) => {
     const c = r.counters;
@@ -207,6 +263,7 @@ export function formatEndpoints(rows: EndpointRow[]): string {
       r.services ? `${r.services.affinityHeld}/${r.services.affinityCapacity}` : "-",
       r.services ? String(r.services.noSocketState) : "-",
       r.services ? `sockets ${r.services.socketReplaced} affinity ${r.services.affinityReplaced}` : "-",
+      formatPolicy(r.policy),
     ];
   });
   const widths = header.map((h, i) => Math.max(h.length, ...table.map((row) => row[i]?.length ?? 0)));

@@ -15,7 +15,8 @@ import { formatStatus } from "./status-format";
 const USAGE = `usage: netkit-cni <command> [options]
 commands:
   endpoints [--json] [--bpffs-root DIR]   pods wired on this node, with fast-path counters
-  status [--json] [--bpffs-root DIR]      kernel features, programs and links, endpoints, problems
+  status [--json] [--bpffs-root DIR] [--state-dir DIR]
+                                          kernel features, programs and links, endpoints, problems
                                           (exit status 1 when there are problems)
   monitor [--json] [--bpffs-root DIR] [--state-dir DIR] [--pod NS/NAME] [--reason denied|pending|opaque]
           [--direction ingress|egress] [--for-seconds N]
@@ -29,17 +30,23 @@ Without a command, netkit-cni acts as a CNI plugin (CNI_COMMAND in the environme
 interface Options {
   json: boolean;
   bpffsRoot: string;
+  stateDir: string;
 }
 
-const VIEW_FLAGS = { json: { type: "boolean" }, "bpffs-root": { type: "string" } } as const;
+const VIEW_FLAGS = {
+  json: { type: "boolean" },
+  "bpffs-root": { type: "string" },
+  "state-dir": { type: "string" },
+} as const;
 
 const unknownOption = (arg: string) => new Error(`unknown option ${arg}`);
 
 function parseOptions(args: string[]): Options {
-  const opts: Options = { json: false, bpffsRoot: DEFAULT_BPFFS_ROOT };
+  const opts: Options = { json: false, bpffsRoot: DEFAULT_BPFFS_ROOT, stateDir: DEFAULT_AGENT_STATE_DIR };
   // --bpffs-root without a directory is as unknown as any other misspelling.
   for (const f of readFlags(args, VIEW_FLAGS, { unknown: unknownOption, noValue: (_, arg) => unknownOption(arg) })) {
     if (f.name === "json") opts.json = true;
+    else if (f.name === "state-dir") opts.stateDir = f.value as string;
     else opts.bpffsRoot = f.value as string;
   }
   return opts;
@@ -97,7 +104,7 @@ export async function runCli(argv: string[]): Promise<number> {
       }
       case "status": {
         const opts = parseOptions(rest);
-        const status = await nodeStatus(opts.bpffsRoot);
+        const status = await nodeStatus(opts.bpffsRoot, opts.stateDir);
         process.stdout.write(`${opts.json ? JSON.stringify(status, null, 2) : formatStatus(status)}\n`);
         return status.problems.length > 0 ? 1 : 0;
       }

@@ -3,8 +3,10 @@
  * per subject and the maps as a table. A pure function: no system calls, so it is
  * tested on made-up facts (test/unit/status-format.test.ts).
  */
+
 import type { MapOccupancy } from "../bpf/index";
 import type { NodeStatus } from "./status";
+import { formatNetworkPolicy } from "./status-policy";
 import type { ServiceTranslationStatus } from "./status-services";
 
 /** How a pod's egress limit is enforced, in words. */
@@ -72,6 +74,7 @@ export function formatStatus(s: NodeStatus): string {
   if (sb.links.length > 0 && sb.off)
     lines.push(`socket bypass   off for ${sb.off.cgroup ?? "the cgroup v2 root"}: ${sb.off.reason}`);
   lines.push(formatServiceTranslation(s.serviceTranslation));
+  lines.push(...formatNetworkPolicy(s.networkPolicy));
   const bw = s.bandwidth;
   const modes = (counts: Record<string, number>, text: Record<string, string>) =>
     Object.entries(counts).map(([m, n]) => `${n} ${text[m] ?? m}`);

@@ -42,6 +42,7 @@ import {
   uplinkRoot,
 } from "../bpf/index";
 import { AF_INET, AF_INET6 } from "../cni/address";
+import { DEFAULT_AGENT_STATE_DIR } from "../commands/agent-state";
 import { embeddedObjects } from "../datapath/assets";
 import { isOurProxy } from "../datapath/coexist-plan";
 import { parseOwnerAlias } from "../datapath/naming";
@@ -61,6 +62,7 @@ import { listProxyNeighbors, type ProxyNeighbor } from "../netlink/neighbors";
 import { RtnlSocket } from "../netlink/socket";
 import { objGetInfo } from "../sys/bpf-syscall";
 import { type FlowTablesStatus, mapsStatus } from "./status-maps";
+import { type NetworkPolicyStatus, networkPolicyStatus } from "./status-policy";
 import { type ServiceTranslationStatus, serviceTranslationStatus } from "./status-services";
 
 export interface LinkStatus {
@@ -118,6 +120,8 @@ export interface NodeStatus {
   };
   /** Service translation ("serviceTranslation"): its links, pods, tables and counters. */
   serviceTranslation: ServiceTranslationStatus;
+  /** NetworkPolicy ("networkPolicy"): its pods, their isolation and verdicts; undefined: never enforced here. */
+  networkPolicy: NetworkPolicyStatus | undefined;
   /** Pods with rate limits (the bandwidth capability), by how their egress is enforced
    * (edt: paced by fq on the uplink; police: token bucket) and why an uplink cannot pace,
    * and by how their ingress is (edt: paced by fq on the pod's host device; qdisc: a tbf
@@ -180,7 +184,7 @@ function kernelHasTcx(release: string): boolean {
 }
 
 /** The node as the kernel and the bpffs show it now; read-only. */
-export async function nodeStatus(bpffsRoot: string): Promise<NodeStatus> {
+export async function nodeStatus(bpffsRoot: string, stateDir = DEFAULT_AGENT_STATE_DIR): Promise<NodeStatus> {
   const root = bpffsRoot;
   const { links, netkit, proxies } = await readKernel();
   const node: NodeView = {
@@ -213,6 +217,7 @@ export async function nodeStatus(bpffsRoot: string): Promise<NodeStatus> {
     uplinks,
     sockBypass: sockBypassStatus(root),
     serviceTranslation: serviceTranslationStatus(root),
+    networkPolicy: networkPolicyStatus(root, stateDir),
     bandwidth: bandwidthStatus(root, owned),
     drops: refusals(
       root,

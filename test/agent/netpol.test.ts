@@ -12,7 +12,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import * as path from "node:path";
 import type { V1Namespace, V1Pod } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Fixture, inNs, runPlugin, TEST_DATAPATH } from "../support/harness";
+import { BINARY, Fixture, inNs, runPlugin, TEST_DATAPATH } from "../support/harness";
 import { StandInApiServer } from "../support/kube-apiserver";
 import { type Cluster, diffTables, type Protocol, type RawPolicy, truthTable } from "../support/policy-model";
 import { type AgentNode, AgentProcess, agentNode, eventually, readJson, scrape } from "./harness";
@@ -304,6 +304,69 @@ describe.each([true, false])(
 
     it("denies all ingress into x, its pods still reaching out and their answers coming back", async () => {
       await expectTable([policy("x", "deny-all", { podSelector: {} })]);
+    }, 120_000);
+
+    it("tells why: monitor streams the drops, status names the isolating policy, the metrics count them", async () => {
+      await expectTable([policy("x", "deny-all", { podSelector: {} })]);
+      const target = pods.get("x/a") as PodHere;
+      const node = target.node;
+      const root = `${fx.bpffsRoot}-${node.name.slice(-1)}`;
+      const monitor = spawn(
+        "nsenter",
+        [
+          `--net=/run/netns/${node.netns}`,
+          BINARY,
+          "monitor",
+          "--json",
+          "--for-seconds",
+          "4",
+          "--bpffs-root",
+          root,
+          "--state-dir",
+          node.agentNode.stateDir,
+          "--pod",
+          "x/a",
+        ],
+        { stdio: ["ignore", "pipe", "inherit"] },
+      );
+      let out = "";
+      monitor.stdout.on("data", (d: Buffer) => {
+        out += d.toString();
+      });
+      const done = new Promise((r) => monitor.on("close", r));
+      await new Promise((r) => setTimeout(r, 500));
+      await probeFrom((pods.get("y/b") as PodHere).netns, [`${target.v4} 80 tcp`, `${target.v6} 81 udp`]);
+      await done;
+      const events = out
+        .trim()
+        .split("\n")
+        .filter(Boolean)
+        .map((l) => JSON.parse(l));
+      expect(events).toEqual(
+        expect.arrayContaining([
+          expect.objectContaining({
+            pod: "x/a",
+            direction: "ingress",
+            protocol: "TCP",
+            dst: target.v4,
+            dport: 80,
+            srcPod: expect.any(String),
+            reason: "denied",
+            why: "default deny (ingress; isolated by x/deny-all)",
+          }),
+          expect.objectContaining({ pod: "x/a", protocol: "UDP", dst: target.v6, dport: 81, reason: "denied" }),
+        ]),
+      );
+      expect(events.every((e) => e.pod === "x/a")).toBe(true);
+      const status = JSON.parse(
+        inNs(node.netns, BINARY, ["status", "--json", "--bpffs-root", root, "--state-dir", node.agentNode.stateDir]),
+      );
+      expect(status.networkPolicy.selectedBy["x/a"]).toEqual(["x/deny-all"]);
+      expect(status.networkPolicy.denied.ingress).toBeGreaterThan(0);
+      const metrics = scrape(node.agentNode, "/metrics")[1];
+      expect(metrics).toMatch(
+        /^netkit_cni_pod_policy_flows_total\{pod="x\/a",interface="eth0",direction="ingress",verdict="denied"\} [1-9]\d*$/m,
+      );
     }, 120_000);
 
     it("allows into x/a from namespace y on TCP 80 only", async () => {

@@ -50,6 +50,7 @@ const facts = (): NodeStatus => ({
     unavailable: undefined,
     off: undefined,
   },
+  networkPolicy: undefined,
   serviceTranslation: {
     links: 0,
     pods: 0,
@@ -89,6 +90,7 @@ describe("formatStatus", () => {
       "uplink link     uplink/eth0/ingress: link 3, program 13, on eth0",
       `socket bypass   off (no pod of a network with "sockBypass": true yet)`,
       `services        not translated (no pod of a network with "serviceTranslation": true yet)`,
+      `network policy  not enforced (no pod of a network with "networkPolicy": true yet)`,
       "rate limits     0 pods",
       "refused         by pods: spoofed:3,tagged:1",
       "refused         from the wire on eth0: none",
@@ -231,5 +233,23 @@ describe("formatStatus", () => {
       "problem         endpoint pins for nk1, which no longer exists (DEL or GC removes them)",
       "problem         second",
     ]);
+  });
+
+  it("says how many pods enforce NetworkPolicy, which ways they are isolated, and which policies select them", () => {
+    const s = facts();
+    expect(formatStatus(s)).toMatch(/^network policy {2}not enforced/m);
+    s.networkPolicy = {
+      pods: 3,
+      isolated: { ingress: 2, egress: 1 },
+      pending: 1,
+      allowed: { ingress: 10, egress: 4 },
+      denied: { ingress: 7, egress: 0 },
+      selectedBy: { "x/a": ["x/deny-all", "x/allow-y"] },
+    };
+    const text = formatStatus(s);
+    expect(text).toMatch(
+      /^network policy {2}3 pods enforce it: 2 isolated for ingress, 1 for egress, 1 pending; new flows allowed 10 in \/ 4 out, denied 7 in \/ 0 out$/m,
+    );
+    expect(text).toMatch(/^ {2}x\/a {2}selected by x\/deny-all, x\/allow-y$/m);
   });
 });
