@@ -8,7 +8,7 @@
  *   routes      routes to the other nodes' pod CIDRs (controllers/routes.ts)
  *   masquerade  the agent's nftables table (controllers/masquerade.ts)
  *   services    the Service tables, with --service-translation (controllers/services.ts)
- *   policy      NetworkPolicy per local pod, with --network-policy (controllers/policy.ts)
+ *   policy      NetworkPolicy per local pod, unless --network-policy=false (controllers/policy.ts)
  *
  * An event syncs the key that changed (one Node, one Service); every --resync-seconds
  * each controller reconciles everything once more, the safety net. It serves metrics and

@@ -34,8 +34,9 @@ export interface AgentOptions {
   /** Translate ClusterIP Services at connect time: the conflist asks for it, and the agent
    * keeps the node's Service tables from the API's Services and EndpointSlices. */
   serviceTranslation: boolean;
-  /** Enforce NetworkPolicy: the conflist asks for it, and the agent keeps each local pod's
-   * policy from the API's Pods, Namespaces and NetworkPolicies. */
+  /** Enforce NetworkPolicy (on unless --network-policy=false): the conflist asks for it,
+   * and the agent keeps each local pod's policy from the API's Pods, Namespaces and
+   * NetworkPolicies. */
   networkPolicy: boolean;
 }
 
@@ -57,7 +58,7 @@ InternalIP, masquerades pod traffic leaving the cluster CIDRs, serves metrics.
   --service-translation      translate ClusterIP Services at connect time for this node's pods
                              (watches Services and EndpointSlices; off by default)
   --network-policy true|false  enforce NetworkPolicy in the datapath (watches Pods, Namespaces,
-                             NetworkPolicies and Services; false, while it is being completed)
+                             NetworkPolicies and Services; true)
 and the conflist options of \`netkit-cni install\`: --bin-dir, --conf-dir, --conf-name,
   --datapath, --network-name, --host-interface, --mtu, --no-portmap, --data-dir, --log-file,
   --bpffs-root, --binary, --force`;
@@ -112,7 +113,7 @@ export function parseAgentOptions(args: string[], env: NodeJS.ProcessEnv, hostna
     installArgs: [],
     installBinary: true,
     serviceTranslation: false,
-    networkPolicy: false,
+    networkPolicy: true,
   };
   for (const { name, flag, value = "" } of readFlags(args, AGENT_FLAGS, FLAG_ERRORS)) {
     switch (name) {

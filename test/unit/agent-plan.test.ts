@@ -122,6 +122,17 @@ describe("agent options and small parts", () => {
       installArgs: ["--datapath=veth", "--no-portmap"],
     });
     expect(parseAgentOptions(["--cluster-cidr=10.0.0.0/8"], {}, "host-1").nodeName).toBe("host-1");
+    // NetworkPolicy is enforced unless the admin turns it off; Service translation is opt-in.
+    expect(parseAgentOptions(["--cluster-cidr=10.0.0.0/8"], {}, "h")).toMatchObject({
+      networkPolicy: true,
+      serviceTranslation: false,
+    });
+    expect(parseAgentOptions(["--cluster-cidr=10.0.0.0/8", "--network-policy=false"], {}, "h").networkPolicy).toBe(
+      false,
+    );
+    expect(() => parseAgentOptions(["--cluster-cidr=10.0.0.0/8", "--network-policy=maybe"], {}, "h")).toThrow(
+      /true or false/,
+    );
     expect(() => parseAgentOptions([], {}, "h")).toThrow(/--cluster-cidr/);
     expect(() => parseAgentOptions(["--cluster-cidr=10.0.0.0/8", "--masquerade=no"], {}, "h")).toThrow(AgentUsageError);
     expect(() => parseAgentOptions(["--cluster-cidr=10.0.0.0/8", "--datapath=x"], {}, "h")).toThrow(/datapath/);
