@@ -2,11 +2,14 @@
 # Kubernetes' own sig-network conformance tests against a kind cluster running netkit-cni:
 # install/kind/up.sh (image, cluster with kind's CNI off, the DaemonSet, Ready nodes, a
 # pod-to-pod check), then the e2e.test binary of the cluster's Kubernetes version with
-# the focus \[sig-network\].*\[Conformance\]. Needs docker, kind, kubectl and curl (or
-# E2E_TEST pointing at an e2e.test already at hand), and a build (make build).
+# one of two focuses: "conformance" (the default), sig-network's [Conformance] tests; or
+# "netpol", upstream's NetworkPolicy truth tables (sig-network ... Feature:NetworkPolicy),
+# which the agent enforces unless it runs with --network-policy=false. Needs docker, kind,
+# kubectl and curl (or E2E_TEST pointing at an e2e.test already at hand), and a build
+# (make build).
 #
-#   install/kind/conformance.sh
-#   E2E_TEST=/path/to/e2e.test  E2E_SKIP='regex'  ARTIFACTS=dir  KIND_CLUSTER_NAME=x  install/kind/conformance.sh
+#   install/kind/conformance.sh [conformance|netpol]
+#   E2E_TEST=/path/to/e2e.test  E2E_FOCUS='regex'  E2E_SKIP='regex'  ARTIFACTS=dir  KIND_CLUSTER_NAME=x  install/kind/conformance.sh
 #
 # e2e.test comes from kubernetes-test-linux-amd64.tar.gz of the server's version
 # (downloaded here into $ARTIFACTS when E2E_TEST is not set). Results (JUnit) go to
@@ -17,10 +20,16 @@ here=$(cd "$(dirname "$0")" && pwd)
 name=${KIND_CLUSTER_NAME:-netkit}
 ctx=kind-$name
 artifacts=${ARTIFACTS:-$(mktemp -d -t netkit-cni-conformance.XXXXXX)}
-focus='\[sig-network\].*\[Conformance\]'
 
 say() { printf '==> %s\n' "$*"; }
 die() { printf 'conformance.sh: %s\n' "$*" >&2; exit 1; }
+
+case "${1:-conformance}" in
+  conformance) focus='\[sig-network\].*\[Conformance\]' ;;
+  netpol) focus='\[sig-network\].*Feature:NetworkPolicy' ;;
+  *) die "unknown suite '$1' (conformance or netpol)" ;;
+esac
+focus=${E2E_FOCUS:-$focus}
 
 "$here/up.sh"
 mkdir -p "$artifacts"

@@ -191,8 +191,8 @@ esac
     return stubs;
   }
 
-  const runScript = (script: string, dir: string, env: Record<string, string> = {}) =>
-    spawnSync(path.join(REPO, script), [], {
+  const runScript = (script: string, dir: string, env: Record<string, string> = {}, args: string[] = []) =>
+    spawnSync(path.join(REPO, script), args, {
       encoding: "utf8",
       env: { PATH: `${standIns(dir)}:/usr/sbin:/usr/bin:/sbin:/bin`, HOME: dir, ...env },
       timeout: 120_000,
@@ -241,5 +241,23 @@ esac
     );
     expect(calls).toContain("kind get kubeconfig --name netkit");
     expect(fs.readFileSync(path.join(dir, "applied.yaml"), "utf8")).toMatch(/^ {2}datapath: "veth"$/m);
+  });
+
+  it("kind/conformance.sh netpol runs upstream's NetworkPolicy tests; an unknown suite is refused before any cluster", () => {
+    const dir = fx.tempDir("nke2e-netpol-");
+    const artifacts = path.join(dir, "artifacts");
+    const env = { E2E_TEST: path.join(dir, "bin/e2e.test"), ARTIFACTS: artifacts };
+    const r = runScript("install/kind/conformance.sh", dir, env, ["netpol"]);
+    expect(r.status, `${r.stdout}${r.stderr}`).toBe(0);
+    const calls = fs.readFileSync(path.join(dir, "calls.log"), "utf8").trim().split("\n");
+    expect(calls.find((c) => c.startsWith("e2e.test "))).toContain(
+      "--ginkgo.focus=\\[sig-network\\].*Feature:NetworkPolicy ",
+    );
+
+    const other = fx.tempDir("nke2e-bad-");
+    const bad = runScript("install/kind/conformance.sh", other, env, ["smoke"]);
+    expect(bad.status).not.toBe(0);
+    expect(bad.stderr).toMatch(/unknown suite 'smoke' \(conformance or netpol\)/);
+    expect(fs.existsSync(path.join(other, "calls.log"))).toBe(false);
   });
 });
