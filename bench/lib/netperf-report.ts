@@ -11,7 +11,7 @@ import { type Run, runName } from "./results-dir";
 import { samplesOf } from "./run-figures";
 import { pairedRatio, summarize } from "./stats";
 import { barChart, type Group, PALETTE } from "./svg";
-import { RR_TARGET } from "./targets-report";
+import { VETH_TARGET } from "./targets-report";
 
 /** One test's table: per path and placement, the median [min–max], × host and × bridge. */
 function netperfTable(r: BenchResult, t: NetperfTest, hasBridge: boolean): string[] {
@@ -177,7 +177,7 @@ export function netperfChart(r: BenchResult, test: NetperfTest): string | undefi
     { value: 1, label: PATH_LABELS[base], color: "#222" },
   ];
   if (base === "bridge" && test !== "TCP_STREAM") {
-    refLines.push({ value: RR_TARGET, label: `target for the veth datapath: ${RR_TARGET}×`, color: "#b5484b" });
+    refLines.push({ value: VETH_TARGET, label: `target for the veth fast path: ${VETH_TARGET}×`, color: "#b5484b" });
   }
   return barChart({
     title: `netperf ${test} on Linux ${r.machine.kernel}, relative to ${PATH_LABELS[base]}`,

@@ -6,6 +6,7 @@
 import type { NetperfTest } from "../../test/support/netperf";
 import type { CpId } from "./control-plane";
 import type { CrossingResult } from "./dataplane";
+import type { KernelFloor } from "./kernel-floor";
 import type { PathId, Placement } from "./paths";
 import type { BenchResult } from "./result";
 
@@ -27,4 +28,15 @@ export function stormMean(r: BenchResult, id: CpId): { wall: number; failures: n
     failures: s.reduce((a, x) => a + x.failures, 0),
     walls,
   };
+}
+
+/**
+ * The least an ADD+DEL of the Bun executable can take, by its parts (medians): the pod's
+ * tcx link attached and released, two bare starts, the veth pair made and deleted.
+ */
+export function cycleFloor(f: KernelFloor): { link: number; starts: number; pair: number; total: number } {
+  const link = f.tcxAttachMs.median + f.linkReleaseMs.median;
+  const starts = 2 * f.bunBareMs.median;
+  const pair = f.vethCreateMs.median + f.vethDeleteMs.median;
+  return { link, starts, pair, total: link + starts + pair };
 }
