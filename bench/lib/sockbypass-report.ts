@@ -153,7 +153,7 @@ function sockBypassBody(r: BenchResult, vm?: BenchResult): string {
   return [
     `Run ${minute(r.startedAt)} UTC: ${sb.datapath} pods, ${rounds} × ${sb.seconds} s per test, ` +
       `sockperf ${r.machine.sockperf ?? ""}. The method (what *on*, *off* and *loopback* are, the sizes, ` +
-      "where CPU is read) is under *What is measured, and how* above.",
+      "where CPU is read) is in *What is measured, and how*, after these results.",
     "",
     `Each cell: the median of the per-round ratios to bypass off [min–max]. Above 1 is better for TCP_RR and ` +
       "TCP_STREAM, below 1 for round trips and CPU.",
