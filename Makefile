@@ -68,8 +68,8 @@ test-integration: build build-older
 	NETKIT_CNI_TEST_BINARY=node npx vitest run --project integration $(NODE_INTEGRATION_TESTS)
 
 # The guest suites: each runs in a guest what needs that guest's kernel, and nothing the
-# host suites already prove on this one. Three kernels (the README's "Which kernel each lane
-# proves"): this machine's (veth, the conntrack NAT check), the UML 6.12 guest's (test/vm:
+# host suites already prove on this one. Three kernels (test/README.md, "Which kernels each
+# lane proves"): this machine's (veth, the conntrack NAT check), the UML 6.12 guest's (test/vm:
 # netkit, no JIT, so the memory NAT check; built once, ~10 min, then cached) and Debian's
 # packaged 6.12 under qemu (test/qemu: netkit, JIT, the conntrack check, fq; nothing
 # built; user space ~25x slower, so only what that kernel decides). Each is one guest run:
@@ -86,10 +86,11 @@ test-integration: build build-older
 #   netkit's crossings and the frame corpus, every node held to the conntrack NAT check;
 #   Service translation and the socket iterators that close a withdrawn backend's
 #   sockets (they need the JIT the UML guest lacks).
-# Guards: about three times what each took in a quiet `make test` on a 2-CPU machine (the
-# README's "Tests" has the figures). A CPU hog on each core halves what each guest gets,
-# and a guest driven by ptrace loses more than its share; the guard must leave room for
-# that, since its job is a hung test, which it names (test/support/progress.ts). qemu's
+# Guards: about three times what each took in a quiet `make test` on a 2-CPU machine
+# (test/README.md, "How long it takes", has the figures). A CPU hog on each core halves
+# what each guest gets, and a guest driven by ptrace loses more than its share; the guard
+# must leave room for that, since its job is a hung test, which it names
+# (test/support/progress.ts). qemu's
 # emulated CPU loses most: under a hog on each core VM_DISTRO took 2540 s against its
 # quiet 870, so its guard is four times.
 VM_NETKIT_SKIP := protocol-errors embedded-ipam security netlink-errors nat-safety bandwidth sock-bypass

@@ -31,21 +31,21 @@ import * as os from "node:os";
 import * as path from "node:path";
 import type { NetperfTest } from "../test/support/netperf";
 import { measureAgentScale } from "./lib/agent-scale";
-import { type AppPathId, measureApps } from "./lib/apps/index";
-import { LATENCY_LIMITS, measureBandwidth, RATE_LIMITS } from "./lib/bandwidth";
+import { type AppPathId, type AppsRun, measureApps } from "./lib/apps/index";
+import { type BandwidthRun, LATENCY_LIMITS, measureBandwidth, RATE_LIMITS } from "./lib/bandwidth";
 import { BURSTS_MS, type BwVariant } from "./lib/bandwidth-pods";
 import { cleanupAll, newFixture, tick } from "./lib/cleanup";
 import { OUR_PLUGIN } from "./lib/cni";
 import { CP_LABELS, type CpId, makeConfig, measureCycles, measureRss, storm } from "./lib/control-plane";
 import { NetifRxCounter, pingSized } from "./lib/crossings";
 import { measureCrossings, measureNetperf, startServers } from "./lib/dataplane";
-import { measureAttachStorm, measureKernelFloor } from "./lib/kernel-floor";
+import { type KernelFloor, measureAttachStorm, measureKernelFloor } from "./lib/kernel-floor";
 import { type Options, parseOptions, SECTIONS } from "./lib/options";
 import { type BenchPath, buildPath, checkPath, type PathId } from "./lib/paths";
 import { renderReport } from "./lib/report";
 import type { BenchResult } from "./lib/result";
-import { measureServices } from "./lib/services";
-import { measureSockBypass } from "./lib/sockbypass";
+import { measureServices, type ServicesRun } from "./lib/services";
+import { measureSockBypass, type SockBypassRun } from "./lib/sockbypass";
 import { measureStartup } from "./lib/startup";
 
 const BENCH_DIR = path.resolve(__dirname, "..");
@@ -129,11 +129,11 @@ function log(msg: string): void {
   process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
 }
 
-async function run(kind: "host" | "vm", argv: string[]): Promise<string> {
-  const o = parseOptions(kind, argv);
-  preflight(o);
-  const started = Date.now();
-  const result: BenchResult = {
+type Kind = "host" | "vm";
+
+/** The results document before any section ran: the machine and the settings. */
+function newResult(kind: Kind, o: Options, started: number): BenchResult {
+  return {
     schema: 1,
     kind,
     startedAt: new Date(started).toISOString(),
@@ -158,84 +158,163 @@ async function run(kind: "host" | "vm", argv: string[]): Promise<string> {
       skipped: [...o.skip],
     },
   };
-  log(`${kind} run on ${result.machine.kernel}, plugin ${result.machine.plugin.sha256}`);
+}
 
+/** The paths each kind builds, and those of them netperf times. */
+function dataplanePaths(kind: Kind, o: Options): { ids: PathId[]; netperfIds: PathId[] } {
   // The baseline build's path, when given, sits beside ours in every data plane round.
   const baseline: PathId[] = o.baseline && kind === "host" ? ["veth-baseline"] : [];
-  const ids: PathId[] =
-    kind === "host"
-      ? ["host", "bridge", "ptp", "veth", "veth-memory", ...baseline, "veth-plain"]
-      : ["host", "bridge", "veth", "veth-plain", "netkit", "netkit-plain"];
-  const netperfIds: PathId[] =
-    kind === "host"
-      ? ["host", "bridge", "ptp", "veth", "veth-memory", ...baseline, "veth-plain"]
-      : ["host", "bridge", "veth", "netkit"];
-  result.paths = ids;
-
-  if (!o.skip.has("crossings") || !o.skip.has("netperf")) {
-    log(`building ${ids.length} two-node clusters: ${ids.join(", ")}`);
-    const paths: BenchPath[] = [];
-    for (const id of ids) {
-      paths.push(buildPath(id, o.baseline));
-      await tick();
-    }
-    for (const p of paths) checkPath(p, pingSized);
-    startServers(paths);
-
-    if (!o.skip.has("crossings")) {
-      log(`crossings: ${o.pings} pings and ${o.transactions} TCP_RR transactions per path and placement`);
-      const counter = new NetifRxCounter(`netkit-cni-bench-${process.pid}`);
-      result.crossings = await measureCrossings(paths, counter, { pings: o.pings, transactions: o.transactions });
-    }
-    if (!o.skip.has("netperf") && o.rounds > 0) {
-      const tests: NetperfTest[] = ["TCP_RR", "TCP_CRR", "TCP_STREAM"];
-      log(
-        `netperf: ${o.rounds} rounds × ${tests.length} tests × 2 placements × ${netperfIds.length} paths, ${o.seconds} s each`,
-      );
-      const np = paths.filter((p) => netperfIds.includes(p.id));
-      result.netperf = await measureNetperf(np, {
-        rounds: o.rounds,
-        seconds: o.seconds,
-        tests,
-        placements: ["across", "same"],
-      });
-    }
-    for (const p of paths) p.fx.cleanup();
-  }
-
-  if (!o.skip.has("control") && o.cycles > 0) {
-    const ids: CpId[] = ["ours-embedded", "ours-node", "ours-host-local", "ours-no-programs", "ptp"];
-    if (o.baseline) ids.unshift("ours-baseline");
-    const datapath = kind === "vm" ? "netkit" : "veth";
-    const cfgs = ids.map((id) => makeConfig(id, datapath, o.baseline));
-    log(`control plane: ${o.cycles} ADD+DEL cycles each, interleaved: ${ids.map((i) => CP_LABELS[i]).join(", ")}`);
-    const cycles = await measureCycles(cfgs, o.cycles);
-    const storms: Record<string, Awaited<ReturnType<typeof storm>>[]> = {};
-    for (let rep = 0; rep < o.stormRepeats; rep++) {
-      const order = rep % 2 === 0 ? cfgs : [...cfgs].reverse();
-      for (const cfg of order) {
-        log(`storm ${rep + 1}/${o.stormRepeats}: ${o.storm} ADDs, ${o.concurrency} at a time, ${CP_LABELS[cfg.id]}`);
-        const outcome = await storm(cfg, o.storm, o.concurrency);
-        storms[cfg.id] = [...(storms[cfg.id] ?? []), outcome];
+  return kind === "host"
+    ? {
+        ids: ["host", "bridge", "ptp", "veth", "veth-memory", ...baseline, "veth-plain"],
+        netperfIds: ["host", "bridge", "ptp", "veth", "veth-memory", ...baseline, "veth-plain"],
       }
-    }
-    log(`peak RSS: ${o.rssRuns} ADD and DEL each`);
-    const rss: Record<string, Awaited<ReturnType<typeof measureRss>>> = {};
-    for (const c of cfgs) rss[c.id] = await measureRss(c, o.rssRuns);
-    log(
-      `the floor: ${o.cycles} tcx attaches and releases on fresh veth pairs, ${o.cycles} starts of a bare Bun executable`,
-    );
-    const floorFx = newFixture("cp-floor");
-    const kernelFloor = measureKernelFloor(floorFx, o.cycles);
-    if (o.storm > 0) {
-      log(`the storm's floor: ${o.storm} tcx attachments, ${o.concurrency} at a time, ${o.stormRepeats} rounds`);
-      kernelFloor.attachStorm = await measureAttachStorm(floorFx, o.storm, o.concurrency, o.stormRepeats);
-    }
-    floorFx.cleanup();
-    result.controlPlane = { cycles, storms, rss, kernelFloor };
-    for (const c of cfgs) c.fx.cleanup();
-  }
+    : {
+        ids: ["host", "bridge", "veth", "veth-plain", "netkit", "netkit-plain"],
+        netperfIds: ["host", "bridge", "veth", "netkit"],
+      };
+}
 
+/** Crossings and netperf, on one two-node cluster per path. */
+async function runDataplane(kind: Kind, o: Options, result: BenchResult): Promise<void> {
+  const { ids, netperfIds } = dataplanePaths(kind, o);
+  result.paths = ids;
+  if (o.skip.has("crossings") && o.skip.has("netperf")) return;
+  log(`building ${ids.length} two-node clusters: ${ids.join(", ")}`);
+  const paths: BenchPath[] = [];
+  for (const id of ids) {
+    paths.push(buildPath(id, o.baseline));
+    await tick();
+  }
+  for (const p of paths) checkPath(p, pingSized);
+  startServers(paths);
+
+  if (!o.skip.has("crossings")) {
+    log(`crossings: ${o.pings} pings and ${o.transactions} TCP_RR transactions per path and placement`);
+    const counter = new NetifRxCounter(`netkit-cni-bench-${process.pid}`);
+    result.crossings = await measureCrossings(paths, counter, { pings: o.pings, transactions: o.transactions });
+  }
+  if (!o.skip.has("netperf") && o.rounds > 0) {
+    const tests: NetperfTest[] = ["TCP_RR", "TCP_CRR", "TCP_STREAM"];
+    log(
+      `netperf: ${o.rounds} rounds × ${tests.length} tests × 2 placements × ${netperfIds.length} paths, ${o.seconds} s each`,
+    );
+    const np = paths.filter((p) => netperfIds.includes(p.id));
+    result.netperf = await measureNetperf(np, {
+      rounds: o.rounds,
+      seconds: o.seconds,
+      tests,
+      placements: ["across", "same"],
+    });
+  }
+  for (const p of paths) p.fx.cleanup();
+}
+
+/** ADD+DEL cycles, storms, peak RSS, then the floor below them, measured in the same run. */
+async function runControlPlane(kind: Kind, o: Options): Promise<NonNullable<BenchResult["controlPlane"]>> {
+  const ids: CpId[] = ["ours-embedded", "ours-node", "ours-host-local", "ours-no-programs", "ptp"];
+  if (o.baseline) ids.unshift("ours-baseline");
+  const datapath = kind === "vm" ? "netkit" : "veth";
+  const cfgs = ids.map((id) => makeConfig(id, datapath, o.baseline));
+  log(`control plane: ${o.cycles} ADD+DEL cycles each, interleaved: ${ids.map((i) => CP_LABELS[i]).join(", ")}`);
+  const cycles = await measureCycles(cfgs, o.cycles);
+  const storms: Record<string, Awaited<ReturnType<typeof storm>>[]> = {};
+  for (let rep = 0; rep < o.stormRepeats; rep++) {
+    const order = rep % 2 === 0 ? cfgs : [...cfgs].reverse();
+    for (const cfg of order) {
+      log(`storm ${rep + 1}/${o.stormRepeats}: ${o.storm} ADDs, ${o.concurrency} at a time, ${CP_LABELS[cfg.id]}`);
+      const outcome = await storm(cfg, o.storm, o.concurrency);
+      storms[cfg.id] = [...(storms[cfg.id] ?? []), outcome];
+    }
+  }
+  log(`peak RSS: ${o.rssRuns} ADD and DEL each`);
+  const rss: Record<string, Awaited<ReturnType<typeof measureRss>>> = {};
+  for (const c of cfgs) rss[c.id] = await measureRss(c, o.rssRuns);
+  const kernelFloor = await runKernelFloor(o);
+  for (const c of cfgs) c.fx.cleanup();
+  return { cycles, storms, rss, kernelFloor };
+}
+
+async function runKernelFloor(o: Options): Promise<KernelFloor> {
+  log(
+    `the floor: ${o.cycles} tcx attaches and releases on fresh veth pairs, ${o.cycles} starts of a bare Bun executable`,
+  );
+  const floorFx = newFixture("cp-floor");
+  const kernelFloor = measureKernelFloor(floorFx, o.cycles);
+  if (o.storm > 0) {
+    log(`the storm's floor: ${o.storm} tcx attachments, ${o.concurrency} at a time, ${o.stormRepeats} rounds`);
+    kernelFloor.attachStorm = await measureAttachStorm(floorFx, o.storm, o.concurrency, o.stormRepeats);
+  }
+  floorFx.cleanup();
+  return kernelFloor;
+}
+
+async function runSockBypass(kind: Kind, o: Options): Promise<SockBypassRun> {
+  const datapath = kind === "vm" ? "netkit" : "veth";
+  log(
+    `socket bypass (${datapath} pods): ${o.sockRounds} rounds × on, off, loopback × 4 sizes × TCP_RR, TCP_STREAM, sockperf, ${SOCK_SECONDS} s each`,
+  );
+  return await measureSockBypass({ rounds: o.sockRounds, seconds: SOCK_SECONDS, datapath });
+}
+
+async function runApps(kind: Kind, o: Options): Promise<AppsRun> {
+  // The guest (and the smoke run) only checks that every workload completes on our pods.
+  const appPaths: AppPathId[] = o.smoke
+    ? ["veth"]
+    : kind === "vm"
+      ? ["netkit"]
+      : ["host", "bridge", "ptp", "veth", "veth-plain", "veth-bypass"];
+  const placements = o.smoke ? (["across"] as const) : (["across", "same"] as const);
+  log(
+    `applications: ${o.appRounds} rounds × 11 workloads × ${appPaths.join(", ")} × ${placements.join(", ")}, ${o.appSeconds} s each`,
+  );
+  const apps = await measureApps({
+    paths: appPaths,
+    placements: [...placements],
+    rounds: o.appRounds,
+    seconds: o.appSeconds,
+    log,
+  });
+  const missing = apps.workloads.filter((w) => !(apps.completed[w] ?? 0));
+  for (const e of apps.errors) log(`  applications: ${e}`);
+  log(`applications: completed ${JSON.stringify(apps.completed)}`);
+  if (missing.length) throw new Error(`applications: no operation completed for ${missing.join(", ")}`);
+  // Where timing is not the point, any failed run is a failure.
+  if ((o.smoke || kind === "vm") && apps.errors.length) {
+    throw new Error(`applications: ${apps.errors.length} runs failed`);
+  }
+  return apps;
+}
+
+async function runBandwidth(kind: Kind, o: Options): Promise<BandwidthRun> {
+  // The reference plugins run on this kernel only; the guest has netkit for ours.
+  const variants: BwVariant[] = kind === "vm" ? ["ours-netkit", "ours-veth"] : ["ours-veth", "reference"];
+  log(
+    `rate limits: ${o.bwRounds} rounds × ${variants.join(", ")} × ${RATE_LIMITS.join(", ")} Mbit/s × bursts of ${BURSTS_MS.join(" and ")} ms both ways, then TCP_RR at ${LATENCY_LIMITS.join(" and ")} Mbit/s unloaded and beside a bulk flow each way, ${o.bwSeconds} s each`,
+  );
+  const bandwidth = await measureBandwidth({ variants, rounds: o.bwRounds, seconds: o.bwSeconds });
+  for (const [v, modes] of Object.entries(bandwidth.modes))
+    log(`  rate limits: ${v} modes (egress/ingress) ${JSON.stringify(modes)}`);
+  for (const e of bandwidth.errors) log(`  rate limits: ${e}`);
+  return bandwidth;
+}
+
+async function runServices(o: Options): Promise<ServicesRun> {
+  log(`services: translated vs kube-proxy DNAT vs pod to pod, ${o.rounds} rounds of TCP_RR and TCP_CRR`);
+  const counter = new NetifRxCounter(`netkit-cni-bench-svc-${process.pid}`);
+  const services = await measureServices(counter, {
+    rounds: o.rounds,
+    seconds: o.seconds,
+    transactions: o.transactions,
+  });
+  for (const e of services.errors) log(`  services: ${e}`);
+  return services;
+}
+
+/** Every section the options leave in, in order, each into its part of `result`. */
+async function runSections(kind: Kind, o: Options, result: BenchResult): Promise<void> {
+  await runDataplane(kind, o, result);
+  if (!o.skip.has("control") && o.cycles > 0) result.controlPlane = await runControlPlane(kind, o);
   if (!o.skip.has("startup") && o.startupRuns > 0) {
     log(`start-up breakdown: ${o.startupRuns} probed runs per verb, ${o.profileRuns} CPU profiles, one strace each`);
     result.startup = await measureStartup({
@@ -244,86 +323,43 @@ async function run(kind: "host" | "vm", argv: string[]): Promise<string> {
       datapath: kind === "vm" ? "netkit" : "veth",
     });
   }
-
-  if (!o.skip.has("sockbypass") && o.sockRounds > 0) {
-    const datapath = kind === "vm" ? "netkit" : "veth";
-    log(
-      `socket bypass (${datapath} pods): ${o.sockRounds} rounds × on, off, loopback × 4 sizes × TCP_RR, TCP_STREAM, sockperf, ${SOCK_SECONDS} s each`,
-    );
-    result.sockBypass = await measureSockBypass({ rounds: o.sockRounds, seconds: SOCK_SECONDS, datapath });
-  }
-
-  if (!o.skip.has("apps") && o.appRounds > 0) {
-    // The guest (and the smoke run) only checks that every workload completes on our pods.
-    const appPaths: AppPathId[] = o.smoke
-      ? ["veth"]
-      : kind === "vm"
-        ? ["netkit"]
-        : ["host", "bridge", "ptp", "veth", "veth-plain", "veth-bypass"];
-    const placements = o.smoke ? (["across"] as const) : (["across", "same"] as const);
-    log(
-      `applications: ${o.appRounds} rounds × 11 workloads × ${appPaths.join(", ")} × ${placements.join(", ")}, ${o.appSeconds} s each`,
-    );
-    result.apps = await measureApps({
-      paths: appPaths,
-      placements: [...placements],
-      rounds: o.appRounds,
-      seconds: o.appSeconds,
-      log,
-    });
-    const missing = result.apps.workloads.filter((w) => !(result.apps?.completed[w] ?? 0));
-    for (const e of result.apps.errors) log(`  applications: ${e}`);
-    log(`applications: completed ${JSON.stringify(result.apps.completed)}`);
-    if (missing.length) throw new Error(`applications: no operation completed for ${missing.join(", ")}`);
-    // Where timing is not the point, any failed run is a failure.
-    if ((o.smoke || kind === "vm") && result.apps.errors.length) {
-      throw new Error(`applications: ${result.apps.errors.length} runs failed`);
-    }
-  }
-
-  if (!o.skip.has("bandwidth") && o.bwRounds > 0) {
-    // The reference plugins run on this kernel only; the guest has netkit for ours.
-    const variants: BwVariant[] = kind === "vm" ? ["ours-netkit", "ours-veth"] : ["ours-veth", "reference"];
-    log(
-      `rate limits: ${o.bwRounds} rounds × ${variants.join(", ")} × ${RATE_LIMITS.join(", ")} Mbit/s × bursts of ${BURSTS_MS.join(" and ")} ms both ways, then TCP_RR at ${LATENCY_LIMITS.join(" and ")} Mbit/s unloaded and beside a bulk flow each way, ${o.bwSeconds} s each`,
-    );
-    const bandwidth = await measureBandwidth({ variants, rounds: o.bwRounds, seconds: o.bwSeconds });
-    result.bandwidth = bandwidth;
-    for (const [v, modes] of Object.entries(bandwidth.modes))
-      log(`  rate limits: ${v} modes (egress/ingress) ${JSON.stringify(modes)}`);
-    for (const e of bandwidth.errors) log(`  rate limits: ${e}`);
-  }
-
+  if (!o.skip.has("sockbypass") && o.sockRounds > 0) result.sockBypass = await runSockBypass(kind, o);
+  if (!o.skip.has("apps") && o.appRounds > 0) result.apps = await runApps(kind, o);
+  if (!o.skip.has("bandwidth") && o.bwRounds > 0) result.bandwidth = await runBandwidth(kind, o);
   // Service traffic on this kernel only: the guest's kernel has no JIT for what the agent
   // runs beside translation, and its figures cannot tell paths apart.
-  if (!o.skip.has("services") && kind === "host" && o.rounds > 0) {
-    log(`services: translated vs kube-proxy DNAT vs pod to pod, ${o.rounds} rounds of TCP_RR and TCP_CRR`);
-    const counter = new NetifRxCounter(`netkit-cni-bench-svc-${process.pid}`);
-    result.services = await measureServices(counter, {
-      rounds: o.rounds,
-      seconds: o.seconds,
-      transactions: o.transactions,
-    });
-    for (const e of result.services.errors) log(`  services: ${e}`);
-  }
-
+  if (!o.skip.has("services") && kind === "host" && o.rounds > 0) result.services = await runServices(o);
   // The agent's control plane, this kernel only (it needs the JIT for --service-translation).
   if (!o.skip.has("agent") && kind === "host" && o.agentChanges > 0) {
     result.agent = await measureAgentScale({ changes: o.agentChanges, settleSeconds: 8, log });
     for (const e of result.agent.errors) log(`  agent: ${e}`);
   }
+}
 
+/** bench/results/<UTC date and time>-<kernel release>.json; its path. */
+function writeResult(result: BenchResult): string {
+  fs.mkdirSync(RESULTS_DIR, { recursive: true });
+  const file = path.join(RESULTS_DIR, `${stamp()}-${result.machine.kernel.replace(/[^A-Za-z0-9._-]/g, "_")}.json`);
+  fs.writeFileSync(file, `${JSON.stringify(result, null, 2)}\n`);
+  log(`wrote ${path.relative(process.cwd(), file)} (${result.durationS} s)`);
+  return file;
+}
+
+/** One run of `kind`: the results file written, or "" for a smoke run, which keeps nothing. */
+async function run(kind: Kind, argv: string[]): Promise<string> {
+  const o = parseOptions(kind, argv);
+  preflight(o);
+  const started = Date.now();
+  const result = newResult(kind, o, started);
+  log(`${kind} run on ${result.machine.kernel}, plugin ${result.machine.plugin.sha256}`);
+  await runSections(kind, o, result);
   result.finishedAt = new Date().toISOString();
   result.durationS = Math.round((Date.now() - started) / 1000);
   if (o.smoke) {
     log(`smoke run passed (${result.durationS} s); nothing written`);
     return "";
   }
-  fs.mkdirSync(RESULTS_DIR, { recursive: true });
-  const file = path.join(RESULTS_DIR, `${stamp()}-${result.machine.kernel.replace(/[^A-Za-z0-9._-]/g, "_")}.json`);
-  fs.writeFileSync(file, `${JSON.stringify(result, null, 2)}\n`);
-  log(`wrote ${path.relative(process.cwd(), file)} (${result.durationS} s)`);
-  return file;
+  return writeResult(result);
 }
 
 async function main(): Promise<number> {
