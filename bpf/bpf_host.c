@@ -1,5 +1,5 @@
 /*
- * The node's side: the program on the node's uplink NIC.
+ * The node's side: the programs on the node's uplink NIC.
  *
  * nkc_host_in - tcx ingress of the uplink. A packet for a local pod whose flow
  *   is proven direct (direct.h) goes straight into the pod's namespace with
@@ -97,6 +97,29 @@ int nkc_host_in(struct __sk_buff *skb)
 	 * frame whatever its destination MAC. */
 	nkc_count(pod, NKC_CNT_REDIRECTED_PEER);
 	return bpf_redirect_peer(pod, 0);
+}
+
+/*
+ * nkc_host_out - tcx egress of the uplink, where a network enforces NetworkPolicy. A
+ * local pod's packet leaving the node meets the pod's egress rules here too: a flow to a
+ * Service ClusterIP passed its pod's program unjudged (policy.h: deferred to the backend
+ * the stack's DNAT chooses), and when that backend is on another node this is the last
+ * place the pod's policy sees it. A flow the pod's program judged already is in the
+ * pod's flow table: one lookup. The node's own packets, and what the stack masqueraded
+ * (its source no longer a pod's), pass: so does what is not IP, which the pod's program
+ * read and checked before the stack took it.
+ */
+SEC("tc/host_out")
+int nkc_host_out(struct __sk_buff *skb)
+{
+	struct nkc_pkt p;
+
+	if (nkc_parse_ip(skb, &p, nkc_ethertype(skb), L3_OFF) != NKC_PARSE_IP)
+		return NKC_NEXT;
+	struct nkc_endpoint *src = nkc_endpoint_lookup(p.family, p.src);
+	if (src && nkc_policy(&p, src->host_ifindex, NKC_POL_EGRESS, 0) == NKC_POL_DROP)
+		return NKC_DROP;
+	return NKC_NEXT;
 }
 
 char __license[] SEC("license") = "GPL";

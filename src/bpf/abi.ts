@@ -21,6 +21,7 @@ export const PROGRAM_NAMES = {
   fromPod: "nkc_from_pod",
   sourceCheck: "nkc_src_check",
   hostIn: "nkc_host_in",
+  hostOut: "nkc_host_out",
   podIngress: "nkc_pod_ingress",
   podPolicy: "nkc_pod_policy",
 } as const;

@@ -5,9 +5,11 @@
  *
  *   maps/nkc_*                                    node maps (bpf/README.md lists them)
  *   programs/<epoch>-<hash>-<variant>/nkc_*        one build's programs (node.ts)
- *   uplink/<ifname>/ingress                       the uplink's link
+ *   uplink/<ifname>/ingress                       the uplink's link (the fast path)
+ *   uplink/<ifname>/egress                        its egress link (NetworkPolicy)
  *   endpoints/<host device>/from_pod              each pod's link
  *   endpoints/<host device>/ingress_limit         a pod with an ingress limit
+ *   endpoints/<host device>/policy                a pod of a network that enforces NetworkPolicy
  *   sock/programs/<epoch>-<hash>/…                the socket bypass's programs (sock.ts)
  *   sock/sk_msg, sock/cgroup-<id>, sock/release-<id>   its links (sockbypass.ts)
  *   svc/programs/<epoch>-<hash>/…                 Service translation's programs (svc.ts)

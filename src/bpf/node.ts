@@ -92,11 +92,13 @@ export interface NodePrograms {
   endpoints: EndpointMap;
   /** fromPod: a pod's program with the fast path; sourceCheck: without it (fastPath false);
    * podIngress: a limited pod's ingress limit on its host device's transmit; podPolicy:
-   * NetworkPolicy there, for pods of networks that enforce it. */
+   * NetworkPolicy there, for pods of networks that enforce it; hostIn and hostOut: the
+   * uplink's ingress (the fast path) and egress (NetworkPolicy). */
   programs: {
     fromPod: BpfProgram;
     sourceCheck: BpfProgram;
     hostIn: BpfProgram;
+    hostOut: BpfProgram;
     podIngress: BpfProgram;
     podPolicy: BpfProgram;
   };
@@ -220,6 +222,7 @@ function openPinnedNode(bpffsRoot: string, set: ProgramSet, opened: { close(): v
       fromPod: open(PROGRAM_NAMES.fromPod),
       sourceCheck: open(PROGRAM_NAMES.sourceCheck),
       hostIn: open(PROGRAM_NAMES.hostIn),
+      hostOut: open(PROGRAM_NAMES.hostOut),
       podIngress: open(PROGRAM_NAMES.podIngress),
       podPolicy: open(PROGRAM_NAMES.podPolicy),
     },
@@ -291,6 +294,7 @@ function loadVariant(
       fromPod: load(objects.lxc, PROGRAM_NAMES.fromPod),
       sourceCheck: load(objects.lxc, PROGRAM_NAMES.sourceCheck),
       hostIn: load(objects.host, PROGRAM_NAMES.hostIn),
+      hostOut: load(objects.host, PROGRAM_NAMES.hostOut),
       podIngress: load(objects.lxc, PROGRAM_NAMES.podIngress),
       podPolicy: load(objects.lxc, PROGRAM_NAMES.podPolicy),
     };

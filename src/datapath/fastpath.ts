@@ -1,6 +1,7 @@
 /**
  * The eBPF fast path of one node, as the verbs use it. Node-wide state (pinned maps, the
- * newest build's programs, the uplink's ingress link) is made once and reused; an uplink
+ * newest build's programs, the uplink's ingress link and, for NetworkPolicy, its egress
+ * link) is made once and reused; an uplink
  * link running an older program is switched with BPF_LINK_UPDATE, never detached. Per
  * endpoint: its own direct-flow table, its addresses in the endpoint map and its one link
  * pinned under `<bpffsRoot>/endpoints/<host device>/`.
@@ -154,6 +155,11 @@ export function attachEndpoint(settings: FastPathSettings, uplink: Uplink | unde
         // A network without the fast path leaves the uplink to those that have it.
         if (uplink && settings.enabled) {
           attachUplink(root, uplink, "ingress", node.programs.hostIn);
+        }
+        // NetworkPolicy's last look at a pod's packet leaving the node (a Service flow
+        // the DNAT sent to another node's backend), with or without the fast path.
+        if (uplink && settings.networkPolicy) {
+          attachUplink(root, uplink, "egress", node.programs.hostOut);
         }
         if (node.loaded) switchEndpoints(root, node);
       }

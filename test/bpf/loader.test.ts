@@ -217,9 +217,9 @@ describe("ELF objects", () => {
     expect(fromPod?.kfuncCalls).toEqual([]);
   });
 
-  it("bpf_host.o has host_in, the uplink's only program", () => {
+  it("bpf_host.o has the uplink's programs: host_in, and host_out for NetworkPolicy", () => {
     const spec = readObject(objects.variants.memory.host);
-    expect(spec.programs.map((p) => p.name)).toEqual([PROGRAM_NAMES.hostIn]);
+    expect(spec.programs.map((p) => p.name)).toEqual([PROGRAM_NAMES.hostIn, PROGRAM_NAMES.hostOut]);
     expect(spec.programs[0]?.relocations.length).toBeGreaterThan(0);
   });
 

@@ -114,6 +114,7 @@ describe.each(VARIANTS)("%s NAT check", (natCheck) => {
   const plain1 = (spec: PacketSpec) => run(node.programs.sourceCheck, h1, packet(spec));
   const fromWire = (spec: PacketSpec) => run(node.programs.hostIn, up.ifindex, packet({ dstMac: up.mac, ...spec }));
   const intoPod = (spec: PacketSpec) => run(node.programs.podPolicy, h1, packet(spec));
+  const toWire = (spec: PacketSpec) => run(node.programs.hostOut, up.ifindex, packet({ srcMac: up.mac, ...spec }));
   const dropsOf = (ifindex: number) =>
     (node.maps.drops.lookupPerCpu(Buffer.from(new Uint32Array([ifindex]).buffer)) ?? []).reduce(
       (n, cpu) => n + cpu.readBigUInt64LE(6 * 8),
@@ -221,6 +222,29 @@ describe.each(VARIANTS)("%s NAT check", (natCheck) => {
       expect(run(node.programs.podPolicy, h2, packet(tcp(POD1[af], POD2[af], 80, TCP.SYN, 42000)))).toBe(DROP);
       expect(readPolicyStats(pol, h1)).toMatchObject({ denied: { egress: 1n } });
       expect(fromPod1(tcp(POD1[af], OUTSIDE[af], 80))).toBe(DROP);
+    });
+
+    it("judges on the uplink's egress a Service flow the DNAT sent to another node's backend", () => {
+      policy(KEY1, POL_F_ISOLATED_OUT, {
+        egress: [{ peers: [{ cidr: host(REMOTE[af]), except: [] }], ports: [{ protocol: "TCP", from: 80, to: 80 }] }],
+      });
+      pol.vips.update(vipKey(VIP[af], af === "v4" ? AF_INET : AF_INET6), Buffer.alloc(4));
+      const stranger = af === "v4" ? "10.244.2.21" : "fd00:244:2::21";
+      // Both to the ClusterIP: deferred by the pod's program, on to the stack.
+      expect(fromPod1(tcp(POD1[af], VIP[af], 80, TCP.SYN, 42100))).toBe(NEXT);
+      expect(fromPod1(tcp(POD1[af], VIP[af], 80, TCP.SYN, 42101))).toBe(NEXT);
+      // After the DNAT, leaving for the backends: the one its rules allow, not the other.
+      expect(toWire(tcp(POD1[af], REMOTE[af], 80, TCP.SYN, 42100))).toBe(NEXT);
+      expect(toWire(tcp(POD1[af], stranger, 80, TCP.SYN, 42101))).toBe(DROP);
+      expect(readPolicyStats(pol, h1)).toMatchObject({ allowed: { egress: 1n }, denied: { egress: 1n } });
+      expect(dropsOf(h1)).toBe(1n);
+      // A flow the pod's program judged is remembered: no second judgment on the way out.
+      expect(fromPod1(tcp(POD1[af], REMOTE[af], 80, TCP.SYN, 42102))).not.toBe(DROP);
+      expect(toWire(tcp(POD1[af], REMOTE[af], 80, TCP.ACK, 42102))).toBe(NEXT);
+      expect(readPolicyStats(pol, h1)).toMatchObject({ allowed: { egress: 2n } });
+      // The node's own packets, and a pod without a policy of its namespace, pass unjudged.
+      expect(toWire(tcp(OUTSIDE[af], stranger, 80))).toBe(NEXT);
+      expect(toWire(tcp(POD2[af], stranger, 80))).toBe(NEXT);
     });
 
     it("denies all but neighbour discovery to a pod wired before its policy was judged", () => {
