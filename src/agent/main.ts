@@ -196,6 +196,7 @@ class Agent {
         opts.nodeName,
         this.policyWriter,
       );
+      this.metrics.watchPolicy(this.policy);
     }
   }
 
