@@ -46,7 +46,7 @@ import { AgentMetrics } from "./metrics";
 import { nodeObject, serviceObject, sliceObject } from "./objects";
 import { AGENT_USAGE, type AgentOptions, AgentUsageError, installOptionsFor, parseAgentOptions } from "./options";
 import { namespaceObject, networkPolicyObject, podObject } from "./policy/objects";
-import { KernelPolicyWriter, writePolicyFile } from "./policy-maps";
+import { KernelPolicyWriter, writePolicyFile, writePolicyProblemsFile } from "./policy-maps";
 import { KernelRouteTable } from "./route-table";
 import { boundPort, serve } from "./server";
 import { kernelServiceTables } from "./service-tables";
@@ -133,6 +133,7 @@ class Agent {
   private readonly policy: PolicyController | undefined;
   private policyWriter: KernelPolicyWriter | undefined;
   private policyFileText = "";
+  private policyProblemsText = "";
   private lastTick = Date.now();
   private compactPending = false;
   private timers: NodeJS.Timeout[] = [];
@@ -196,18 +197,25 @@ class Agent {
         opts.nodeName,
         this.policyWriter,
       );
+      this.metrics.watchPolicy(this.policy);
     }
   }
 
-  /** Which policies select each local pod, for `status` and `monitor`: written when it changed. */
+  /** Which policies select each local pod, and those skipped, for `status` and `monitor`: written when it changed. */
   private writePolicyFile(): void {
     if (!this.policy) return;
-    const pods = this.policy.status.pods;
+    const { pods, problems } = this.policy.status;
     const text = JSON.stringify(pods);
-    if (text === this.policyFileText) return;
+    const problemsText = JSON.stringify(problems);
     try {
-      writePolicyFile(this.opts.stateDir, pods);
-      this.policyFileText = text;
+      if (text !== this.policyFileText) {
+        writePolicyFile(this.opts.stateDir, pods);
+        this.policyFileText = text;
+      }
+      if (problemsText !== this.policyProblemsText) {
+        writePolicyProblemsFile(this.opts.stateDir, problems);
+        this.policyProblemsText = problemsText;
+      }
     } catch (e) {
       agentLog.warn(`network policy: cannot write ${this.opts.stateDir}: ${(e as Error).message}`);
     }

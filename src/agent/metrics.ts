@@ -3,7 +3,9 @@
  * live: per pod, the fast path's counters, rate-limit drops, flow table and Service
  * translation state from the pinned maps (as `netkit-cni endpoints` reads them), each
  * map's occupancy (as `status` does), and the plugin's verb timings (verb-log.ts); the
- * agent's own routes, peers, syncs and errors are set by its controllers as they happen.
+ * agent's own routes, peers, syncs and errors are set by its controllers as they happen;
+ * NetworkPolicy's skipped policies and pods past a datapath bound are read from its
+ * controller at each collect, every kind present (0 when none has it).
  *
  * A pod is labelled namespace/name where the runtime passed K8S_POD_NAMESPACE and
  * K8S_POD_NAME to ADD, else by its container id.
@@ -13,7 +15,10 @@ import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import { pinnedMapOccupancy } from "../bpf/index";
 import { listEndpoints } from "../cli/endpoints";
 import { podNames } from "../commands/agent-state";
+import type { PolicyController } from "./controllers/policy";
 import { agentLog } from "./log";
+import { MAX_PORT_RANGES, MAX_RULES } from "./policy/compile";
+import { BOUND_KINDS, UNREADABLE_KINDS } from "./policy/parse";
 import type { PeerState } from "./route-plan";
 import { VerbLog } from "./verb-log";
 
@@ -58,6 +63,7 @@ export class AgentMetrics {
   private readonly pods: Gauge;
   private readonly mapEntries: Gauge;
   private readonly mapCapacity: Gauge;
+  private policy: Pick<PolicyController, "skippedCounts" | "overBoundCounts"> | undefined;
 
   constructor(
     private readonly bpffsRoot: string,
@@ -155,6 +161,34 @@ export class AgentMetrics {
       labelNames: [...POD, "direction", "verdict"],
       registers: [registry],
     });
+    // Read at each collect; registered, so kept by the registry.
+    const metrics = this;
+    new Gauge({
+      name: "netkit_cni_network_policies_skipped",
+      help: "NetworkPolicies the agent cannot read and skips whole, by kind of problem (a policy counts once per kind it has)",
+      labelNames: ["kind"],
+      registers: [registry],
+      collect() {
+        this.reset();
+        const policy = metrics.policy;
+        if (!policy) return;
+        const counts = policy.skippedCounts();
+        for (const kind of UNREADABLE_KINDS) this.set({ kind }, counts[kind] ?? 0);
+      },
+    });
+    new Gauge({
+      name: "netkit_cni_network_policy_pods_over_bound",
+      help: `Local pods whose policy in a direction is past a datapath bound (rules-bound: ${MAX_RULES} rules, port-ranges-bound: ${MAX_PORT_RANGES} port ranges a rule), so that direction denies everything`,
+      labelNames: ["direction", "kind"],
+      registers: [registry],
+      collect() {
+        this.reset();
+        const policy = metrics.policy;
+        if (!policy) return;
+        for (const direction of ["ingress", "egress"]) for (const kind of BOUND_KINDS) this.set({ direction, kind }, 0);
+        for (const c of policy.overBoundCounts()) this.set({ direction: c.direction, kind: c.kind }, c.pods);
+      },
+    });
     this.pods = new Gauge({
       name: "netkit_cni_pods",
       help: "Pod interfaces the plugin wired on this node",
@@ -179,6 +213,11 @@ export class AgentMetrics {
     for (const t of this.verbLog.read()) this.verbs.observe({ verb: t.verb, result: t.ok ? "ok" : "error" }, t.seconds);
     await this.refreshPods();
     this.refreshMaps();
+  }
+
+  /** NetworkPolicy's controller, whose skipped policies and pods past a bound are counted from now on. */
+  watchPolicy(policy: Pick<PolicyController, "skippedCounts" | "overBoundCounts">): void {
+    this.policy = policy;
   }
 
   setPeers(peers: Iterable<{ state: PeerState }>, routesByFamily: { v4: number; v6: number }): void {

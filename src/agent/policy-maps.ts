@@ -2,7 +2,9 @@
  * The NetworkPolicy controller's writes to this node's pinned maps (bpf/policy.ts): pods'
  * entries by key, the slots' tables, the namespaces that have policies and the Service
  * ClusterIPs. It also leaves, for `netkit-cni status` and `monitor` (which read no API),
- * which policies select each local pod: <stateDir>/policies.json, by pod key.
+ * which policies select each local pod: <stateDir>/policies.json, by pod key, with what
+ * keeps each from its policies as written (a direction past a bound, a skipped policy);
+ * and the policies it skips as unreadable: <stateDir>/policy-problems.json.
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
@@ -25,8 +27,10 @@ import {
 } from "../bpf/index";
 import { addressFamily } from "../cni/address";
 import type { PolicyPodStatus, PolicyWriter } from "./controllers/policy";
+import type { PolicyProblem } from "./policy/parse";
 
 export const POLICY_FILE = "policies.json";
+export const POLICY_PROBLEMS_FILE = "policy-problems.json";
 
 const keyOf = (pod: string): bigint => {
   const cut = pod.indexOf("/");
@@ -101,7 +105,15 @@ export class KernelPolicyWriter implements PolicyWriter {
 /** Writes <stateDir>/policies.json (by rename): which policies select each local pod, by its key in hex. */
 export function writePolicyFile(stateDir: string, pods: Record<string, PolicyPodStatus>): void {
   const byKey = Object.fromEntries(Object.entries(pods).map(([pod, s]) => [keyOf(pod).toString(16), { pod, ...s }]));
-  const file = path.join(stateDir, POLICY_FILE);
-  fs.writeFileSync(`${file}.tmp`, `${JSON.stringify(byKey)}\n`);
+  writeByRename(path.join(stateDir, POLICY_FILE), byKey);
+}
+
+/** Writes <stateDir>/policy-problems.json (by rename): `skipped`, the unreadable policies' problems. */
+export function writePolicyProblemsFile(stateDir: string, skipped: PolicyProblem[]): void {
+  writeByRename(path.join(stateDir, POLICY_PROBLEMS_FILE), { skipped });
+}
+
+function writeByRename(file: string, content: unknown): void {
+  fs.writeFileSync(`${file}.tmp`, `${JSON.stringify(content)}\n`);
   fs.renameSync(`${file}.tmp`, file);
 }

@@ -1,8 +1,11 @@
 /**
  * NetworkPolicy as `status` shows it: how many pods enforce it, which ways their policies
  * isolate them, pods waiting for the agent's judgment, the new flows allowed and denied,
- * and, from what the agent left in its state directory (policies.json), which policies
- * select each isolated pod. Read-only.
+ * how full the bounded tables the agent writes are, and, from what the agent left in its
+ * state directory, which policies select each isolated pod and what could not be
+ * enforced as written: a pod's direction past a datapath bound (policies.json, which
+ * denies that direction whole) and the policies skipped as unreadable
+ * (policy-problems.json). Read-only.
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
@@ -11,9 +14,26 @@ import {
   POL_F_ISOLATED_IN,
   POL_F_ISOLATED_OUT,
   POL_F_PENDING,
+  POLICY_MAP_NAMES,
   readPolicyPod,
   readPolicyStats,
 } from "../bpf/index";
+
+/** A problem as the agent reports it ("namespace/name" of the policies, its kind, why). */
+export interface AgentPolicyProblem {
+  policy: string;
+  kind: string;
+  reason: string;
+  /** Set for a bound: the direction denied whole. */
+  direction?: string;
+}
+
+/** One bounded map: the keys it holds now, of max_entries (a full one refuses the agent's writes). */
+export interface PolicyMapFill {
+  name: string;
+  entries: number;
+  capacity: number;
+}
 
 export interface NetworkPolicyStatus {
   /** Pod interfaces of networks that enforce it. */
@@ -24,11 +44,21 @@ export interface NetworkPolicyStatus {
   denied: { ingress: number; egress: number };
   /** Isolated pods by namespace/name, with the policies that select them (the agent's account). */
   selectedBy: Record<string, string[]>;
+  /** nkc_pol_pods, nkc_pol_peers, nkc_pol_ports, nkc_pol_vips. */
+  maps: PolicyMapFill[];
+  /** Pods by namespace/name with a direction past a datapath bound, denied whole (the agent's account). */
+  overBound: Record<string, AgentPolicyProblem[]>;
+  /** Policies the agent skips as unreadable, a problem each (none without an agent). */
+  skipped: AgentPolicyProblem[];
 }
+
+/** The maps whose size bounds what the agent can write: its pods, peers, ports and ClusterIPs. */
+const BOUNDED = ["pods", "peers", "ports", "vips"] as const;
 
 export function networkPolicyStatus(root: string, stateDir: string): NetworkPolicyStatus | undefined {
   const maps = openPolicyMaps(root);
   if (!maps) return undefined;
+  const agent = readAgentAccount(stateDir);
   const s: NetworkPolicyStatus = {
     pods: 0,
     isolated: { ingress: 0, egress: 0 },
@@ -36,8 +66,10 @@ export function networkPolicyStatus(root: string, stateDir: string): NetworkPoli
     allowed: { ingress: 0, egress: 0 },
     denied: { ingress: 0, egress: 0 },
     selectedBy: {},
+    maps: [],
+    overBound: {},
+    skipped: agent.skipped,
   };
-  const agent = agentAccount(stateDir);
   try {
     for (const k of maps.endpoints.keys()) {
       s.pods += 1;
@@ -46,13 +78,21 @@ export function networkPolicyStatus(root: string, stateDir: string): NetworkPoli
       if (flags & POL_F_ISOLATED_IN) s.isolated.ingress += 1;
       if (flags & POL_F_ISOLATED_OUT) s.isolated.egress += 1;
       if (flags & POL_F_PENDING) s.pending += 1;
-      const pod = key === undefined ? undefined : agent.get(key.toString(16));
-      if (pod && flags & (POL_F_ISOLATED_IN | POL_F_ISOLATED_OUT)) s.selectedBy[pod.pod] = pod.selectedBy;
+      const pod = key === undefined ? undefined : agent.pods.get(key.toString(16));
+      if (pod && flags & (POL_F_ISOLATED_IN | POL_F_ISOLATED_OUT)) {
+        s.selectedBy[pod.pod] = pod.selectedBy;
+        const bounds = (Array.isArray(pod.problems) ? pod.problems : []).filter((p) => p?.direction !== undefined);
+        if (bounds.length > 0) s.overBound[pod.pod] = bounds;
+      }
       const stats = readPolicyStats(maps, k.readUInt32LE(0));
       for (const dir of ["ingress", "egress"] as const) {
         s.allowed[dir] += Number(stats.allowed[dir]);
         s.denied[dir] += Number(stats.denied[dir]);
       }
+    }
+    for (const role of BOUNDED) {
+      const map = maps[role];
+      s.maps.push({ name: POLICY_MAP_NAMES[role], entries: map.countKeys(), capacity: map.spec.maxEntries });
     }
   } finally {
     maps.close();
@@ -60,16 +100,43 @@ export function networkPolicyStatus(root: string, stateDir: string): NetworkPoli
   return s;
 }
 
-function agentAccount(stateDir: string): Map<string, { pod: string; selectedBy: string[] }> {
-  try {
-    const file = JSON.parse(fs.readFileSync(path.join(stateDir, "policies.json"), "utf8")) as Record<
-      string,
-      { pod: string; selectedBy: string[] }
-    >;
-    return new Map(Object.entries(file));
-  } catch {
-    return new Map(); // no agent here, or not yet
-  }
+export interface AgentPolicyPod {
+  pod: string;
+  selectedBy: string[];
+  /** Absent where an older agent wrote the file. */
+  problems?: AgentPolicyProblem[];
+}
+
+export interface AgentPolicyAccount {
+  /** Local pods by key in hex. */
+  pods: Map<string, AgentPolicyPod>;
+  skipped: AgentPolicyProblem[];
+}
+
+/**
+ * What the agent left in `stateDir`: policies.json (each local pod by key; `problems`
+ * absent where an older agent wrote it) and policy-problems.json. Either may be missing
+ * (no agent here, or not yet) or half-understood: what cannot be read is left out.
+ */
+export function readAgentAccount(stateDir: string): AgentPolicyAccount {
+  const read = (file: string): unknown => {
+    try {
+      return JSON.parse(fs.readFileSync(path.join(stateDir, file), "utf8"));
+    } catch {
+      return undefined;
+    }
+  };
+  const isRecord = (v: unknown): v is Record<string, unknown> =>
+    typeof v === "object" && v !== null && !Array.isArray(v);
+  const pods = read("policies.json");
+  const problems = read("policy-problems.json");
+  const skipped = isRecord(problems) && Array.isArray(problems.skipped) ? problems.skipped : [];
+  return {
+    pods: new Map(isRecord(pods) ? (Object.entries(pods) as [string, AgentPolicyPod][]) : []),
+    skipped: skipped.filter(
+      (p): p is AgentPolicyProblem => isRecord(p) && typeof p.policy === "string" && typeof p.reason === "string",
+    ),
+  };
 }
 
 export function formatNetworkPolicy(s: NetworkPolicyStatus | undefined): string[] {
@@ -77,6 +144,20 @@ export function formatNetworkPolicy(s: NetworkPolicyStatus | undefined): string[
   const lines = [
     `network policy  ${s.pods} pods enforce it: ${s.isolated.ingress} isolated for ingress, ${s.isolated.egress} for egress, ${s.pending} pending; new flows allowed ${s.allowed.ingress} in / ${s.allowed.egress} out, denied ${s.denied.ingress} in / ${s.denied.egress} out`,
   ];
-  for (const [pod, by] of Object.entries(s.selectedBy).sort()) lines.push(`  ${pod}  selected by ${by.join(", ")}`);
+  if (s.maps.length > 0) {
+    const full = s.maps.filter((m) => m.entries >= m.capacity).map((m) => m.name);
+    lines.push(
+      `  maps          ${s.maps.map((m) => `${m.name} ${m.entries}/${m.capacity}`).join(", ")}${
+        full.length > 0 ? `; full: ${full.join(", ")} (the agent's writes to it fail)` : ""
+      }`,
+    );
+  }
+  const pods = [...new Set([...Object.keys(s.selectedBy), ...Object.keys(s.overBound)])].sort();
+  for (const pod of pods) {
+    const by = s.selectedBy[pod];
+    if (by) lines.push(`  ${pod}  selected by ${by.join(", ")}`);
+    for (const p of s.overBound[pod] ?? []) lines.push(`  ${pod}  ${p.reason} (${p.policy})`);
+  }
+  for (const p of s.skipped) lines.push(`  skipped       ${p.policy}: ${p.reason}`);
   return lines;
 }

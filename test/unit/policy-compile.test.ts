@@ -252,6 +252,7 @@ describe("the datapath's bounds", () => {
         policy: "x/p",
         kind: "rules-bound",
         reason: "ingress: 65 rules after merging, the datapath holds 64; all ingress denied",
+        direction: "ingress",
       },
     ]);
   });

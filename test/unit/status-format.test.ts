@@ -245,11 +245,59 @@ describe("formatStatus", () => {
       allowed: { ingress: 10, egress: 4 },
       denied: { ingress: 7, egress: 0 },
       selectedBy: { "x/a": ["x/deny-all", "x/allow-y"] },
+      maps: [],
+      overBound: {},
+      skipped: [],
     };
     const text = formatStatus(s);
     expect(text).toMatch(
       /^network policy {2}3 pods enforce it: 2 isolated for ingress, 1 for egress, 1 pending; new flows allowed 10 in \/ 4 out, denied 7 in \/ 0 out$/m,
     );
     expect(text).toMatch(/^ {2}x\/a {2}selected by x\/deny-all, x\/allow-y$/m);
+    expect(text).not.toMatch(/^ {2}(maps|skipped) /m);
+  });
+
+  it("shows how full NetworkPolicy's bounded maps are, the pods past a datapath bound and the policies skipped", () => {
+    const s = facts();
+    s.networkPolicy = {
+      pods: 2,
+      isolated: { ingress: 1, egress: 1 },
+      pending: 0,
+      allowed: { ingress: 0, egress: 0 },
+      denied: { ingress: 0, egress: 0 },
+      selectedBy: { "x/a": ["x/many"], "x/b": ["x/web"] },
+      maps: [
+        { name: "nkc_pol_pods", entries: 2, capacity: 16384 },
+        { name: "nkc_pol_peers", entries: 40, capacity: 262144 },
+        { name: "nkc_pol_ports", entries: 65536, capacity: 65536 },
+        { name: "nkc_pol_vips", entries: 5, capacity: 65536 },
+      ],
+      overBound: {
+        "x/a": [
+          {
+            policy: "x/many",
+            kind: "rules-bound",
+            reason: "egress: 65 rules after merging, the datapath holds 64; all egress denied",
+            direction: "egress",
+          },
+        ],
+      },
+      skipped: [
+        {
+          policy: "x/bad",
+          kind: "protocol",
+          reason: 'spec.ingress[0].ports[0].protocol: "ICMP" is not TCP, UDP or SCTP',
+        },
+      ],
+    };
+    const lines = formatStatus(s).split("\n");
+    const at = lines.findIndex((l) => l.startsWith("network policy"));
+    expect(lines.slice(at + 1, at + 6)).toEqual([
+      "  maps          nkc_pol_pods 2/16384, nkc_pol_peers 40/262144, nkc_pol_ports 65536/65536, nkc_pol_vips 5/65536; full: nkc_pol_ports (the agent's writes to it fail)",
+      "  x/a  selected by x/many",
+      "  x/a  egress: 65 rules after merging, the datapath holds 64; all egress denied (x/many)",
+      "  x/b  selected by x/web",
+      '  skipped       x/bad: spec.ingress[0].ports[0].protocol: "ICMP" is not TCP, UDP or SCTP',
+    ]);
   });
 });

@@ -13,11 +13,17 @@
  * - The full sync ("*", after the lists and at every resync) rebuilds the index and
  *   rewrites what differs; a pod's entry is removed only when the pod is gone from the
  *   API, and never one the plugin marked pending for a pod the agent has not seen yet.
+ * - What could not be enforced as written, never stopping the rest: a policy that cannot
+ *   be read is skipped whole (reported, and logged when its reasons change); a pod's
+ *   direction past a datapath bound denies everything (fail closed: reported with the
+ *   pod, and logged when the pod's bounds problems change). Both are counted for metrics.
  */
 import type { Informer } from "../informer";
 import { agentLog } from "../log";
+import { getOrMake } from "../maps";
 import type { CompiledPolicy, CompileResult } from "../policy/compile";
 import type { KeptPolicy, PolicyNamespace, PolicyPod } from "../policy/objects";
+import type { Direction, PolicyProblem, ProblemKind } from "../policy/parse";
 import { PolicyIndex } from "../policy/policy-index";
 import { type PodRules, PolicySlots, type SlotWriter } from "../policy-slots";
 import type { ServiceObject } from "../service-plan";
@@ -44,6 +50,12 @@ export interface PolicyPodStatus {
   selectedBy: string[];
   isolated: { ingress: boolean; egress: boolean };
   slot: number;
+  /**
+   * What keeps its policy from being what its policies say: a direction past a datapath
+   * bound (`direction` set: that direction denies everything), and the unreadable
+   * policies of its namespace that might select it (skipped).
+   */
+  problems: PolicyProblem[];
 }
 
 export interface PolicyStatus {
@@ -52,7 +64,14 @@ export interface PolicyStatus {
   pods: Record<string, PolicyPodStatus>;
   slots: number;
   /** Policies skipped as a whole, and why. */
-  problems: { policy: string; reason: string }[];
+  problems: PolicyProblem[];
+}
+
+/** Local pods with a direction past a datapath bound, by direction and kind of bound. */
+export interface OverBoundCount {
+  direction: Direction;
+  kind: ProblemKind;
+  pods: number;
 }
 
 /** A compiled policy as the slots take it. */
@@ -77,6 +96,8 @@ export class PolicyController {
   private readonly states = new Map<string, PolicyPodStatus>();
   /** The namespaces the maps mark as having a policy. */
   private readonly namespacesWritten = new Map<string, boolean>();
+  /** The reasons each skipped policy was last logged with, by key. */
+  private readonly skippedLogged = new Map<string, string>();
   private isSynced = false;
 
   constructor(
@@ -106,6 +127,7 @@ export class PolicyController {
     namespaces.onChange((key, before, after) => touched(this.index.namespaceChanged(key, before, after)));
     policies.onChange((key, before, after) => {
       touched(this.index.policyChanged(key, before, after));
+      if (this.isSynced) this.logSkipped(key);
       for (const ns of new Set([before?.namespace, after?.namespace])) {
         if (ns !== undefined) this.countPolicy(ns, before?.namespace === ns ? -1 : 0, after?.namespace === ns ? 1 : 0);
       }
@@ -127,8 +149,27 @@ export class PolicyController {
       synced: this.isSynced,
       pods: Object.fromEntries([...this.states].sort(([a], [b]) => a.localeCompare(b))),
       slots: this.slots.size,
-      problems: this.index.policyProblems().map((p) => ({ policy: p.policy, reason: p.reason })),
+      problems: this.index.policyProblems(),
     };
+  }
+
+  /** Unreadable policies by kind of problem (a policy counts once per kind it has). */
+  skippedCounts(): Partial<Record<ProblemKind, number>> {
+    return this.index.problemCounts();
+  }
+
+  /** Local pods with a direction past a bound (a pod counts once per direction and kind). */
+  overBoundCounts(): OverBoundCount[] {
+    const counts = new Map<string, OverBoundCount>();
+    for (const state of this.states.values()) {
+      for (const p of state.problems) {
+        if (p.direction === undefined) continue;
+        const key = `${p.direction} ${p.kind}`;
+        const c = getOrMake(counts, key, () => ({ direction: p.direction as Direction, kind: p.kind, pods: 0 }));
+        c.pods += 1;
+      }
+    }
+    return [...counts.values()];
   }
 
   private countPolicy(namespace: string, minus: number, plus: number): void {
@@ -153,11 +194,24 @@ export class PolicyController {
       else if (e.pod === undefined && !e.pending) this.writer.deletePodKey(e.key);
     }
     for (const key of [...this.states.keys()]) if (!targets.has(key)) this.removePod(key);
-    if (!this.isSynced) {
-      agentLog.info(`network policy: synced ${targets.size} local pods, ${this.slots.size} slots`);
-      for (const p of this.index.policyProblems()) agentLog.warn(`network policy ${p.policy} skipped: ${p.reason}`);
-    }
+    if (!this.isSynced) agentLog.info(`network policy: synced ${targets.size} local pods, ${this.slots.size} slots`);
+    const policyKeys = [...this.policies.values()].map((p) => `${p.namespace}/${p.name}`);
+    for (const key of new Set([...policyKeys, ...this.skippedLogged.keys()])) this.logSkipped(key);
     this.isSynced = true;
+  }
+
+  /** Logs a policy's problems when they differ from those last logged (so not at every resync). */
+  private logSkipped(key: string): void {
+    const problems = this.index.problemsOf(key);
+    const text = problems.map((p) => p.reason).join("\n");
+    if (text === (this.skippedLogged.get(key) ?? "")) return;
+    if (problems.length === 0) {
+      this.skippedLogged.delete(key);
+      if (this.policies.get(key)) agentLog.info(`network policy ${key} is read again`);
+      return;
+    }
+    this.skippedLogged.set(key, text);
+    for (const p of problems) agentLog.warn(`network policy ${p.policy} skipped: ${p.reason}`);
   }
 
   private syncNamespace(namespace: string): void {
@@ -187,11 +241,22 @@ export class PolicyController {
       if ((this.policiesIn.get(namespace) ?? 0) > 0) this.writer.setPod(key, 0, isolated);
       else this.writer.deletePod(key);
       this.slots.release(key);
-      this.states.set(key, { selectedBy: result.selectedBy, isolated, slot: 0 });
+      this.setState(key, { selectedBy: result.selectedBy, isolated, slot: 0, problems: result.problems });
       return;
     }
     const slot = this.slots.place(key, podRules(result.policy), (s) => this.writer.setPod(key, s, isolated));
-    this.states.set(key, { selectedBy: result.selectedBy, isolated, slot });
+    this.setState(key, { selectedBy: result.selectedBy, isolated, slot, problems: result.problems });
+  }
+
+  /** Keeps a pod's state; logs its bounds problems when they changed (its skipped policies are logged once, by policy). */
+  private setState(key: string, state: PolicyPodStatus): void {
+    const bounds = (s: PolicyPodStatus | undefined) => s?.problems.filter((p) => p.direction !== undefined) ?? [];
+    const before = bounds(this.states.get(key));
+    const after = bounds(state);
+    this.states.set(key, state);
+    if (JSON.stringify(before) === JSON.stringify(after)) return;
+    if (after.length === 0) agentLog.info(`network policy: pod ${key} is within the datapath's bounds again`);
+    for (const p of after) agentLog.warn(`network policy: pod ${key}: ${p.reason} (${p.policy})`);
   }
 
   private removePod(key: string): void {

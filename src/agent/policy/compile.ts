@@ -109,6 +109,7 @@ export interface CompileResult {
   policy: CompiledPolicy;
   /** The readable policies that select the pod, by key. */
   selectedBy: string[];
+  /** The directions past a bound (`direction` set), after the index's unreadable policies that might select the pod. */
   problems: PolicyProblem[];
 }
 
@@ -160,7 +161,12 @@ function compileDirection(
   const over = overBounds(rules);
   if (!over) return { rules };
   const policy = isolating.map((p) => p.key).join(", ");
-  problems.push({ policy, kind: over.kind, reason: `${direction}: ${over.reason}; all ${direction} denied` });
+  problems.push({
+    policy,
+    kind: over.kind,
+    reason: `${direction}: ${over.reason}; all ${direction} denied`,
+    direction,
+  });
   return { rules: [] };
 }
 

@@ -96,24 +96,28 @@ export interface ParsedPolicy {
   egress?: ParsedRule[];
 }
 
-export type ProblemKind =
-  | "shape"
-  | "unknown-field"
-  | "policy-types"
-  | "selector"
-  | "peer"
-  | "cidr"
-  | "except"
-  | "protocol"
-  | "port"
-  | "rules-bound"
-  | "port-ranges-bound";
+/** What makes a policy unreadable (parse.ts); then what makes a pod's direction deny all (compile.ts). */
+export const UNREADABLE_KINDS = [
+  "shape",
+  "unknown-field",
+  "policy-types",
+  "selector",
+  "peer",
+  "cidr",
+  "except",
+  "protocol",
+  "port",
+] as const;
+export const BOUND_KINDS = ["rules-bound", "port-ranges-bound"] as const;
+export type ProblemKind = (typeof UNREADABLE_KINDS)[number] | (typeof BOUND_KINDS)[number];
 
 export interface PolicyProblem {
   /** The policy ("namespace/name"), or the policies, the problem is about. */
   policy: string;
   kind: ProblemKind;
   reason: string;
+  /** A bound's: the direction it denies whole. */
+  direction?: Direction;
 }
 
 export type PolicyParse =

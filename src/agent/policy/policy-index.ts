@@ -414,6 +414,12 @@ export class PolicyIndex {
     return [...this.policies.values()].flatMap((s) => (s.parse.ok ? [] : s.parse.problems));
   }
 
+  /** One policy's problems: none while it is readable (or unknown). */
+  problemsOf(policyKey: string): PolicyProblem[] {
+    const parse = this.policies.get(policyKey)?.parse;
+    return parse && !parse.ok ? parse.problems : [];
+  }
+
   /** Unreadable policies by kind of problem (a policy counts once per kind it has). */
   problemCounts(): Partial<Record<ProblemKind, number>> {
     const counts: Partial<Record<ProblemKind, number>> = {};
