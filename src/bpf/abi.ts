@@ -141,7 +141,7 @@ export function addCounters(into: Counters, value: Buffer): Counters {
 }
 
 /** enum nkc_drop_reason, in order: why the programs refused packets (nkc_drops). */
-export const DROP_REASONS = ["spoofed", "tagged", "ethertype", "unparsable", "limit", "rewrite"] as const;
+export const DROP_REASONS = ["spoofed", "tagged", "ethertype", "unparsable", "limit", "rewrite", "policy"] as const;
 export type DropReason = (typeof DROP_REASONS)[number];
 export type Drops = Record<DropReason, bigint>;
 
