@@ -63,7 +63,12 @@ const facts = (): NodeStatus => ({
   bandwidth: { limited: 0, modes: {}, pacingOff: [], ingressModes: {}, ingressPacingOff: undefined },
   drops: {
     pods: { spoofed: 3, tagged: 1, ethertype: 0, unparsable: 0, limit: 0, rewrite: 0, policy: 4 },
-    uplinks: [{ device: "eth0", drops: { spoofed: 0, tagged: 0, ethertype: 0, unparsable: 0, limit: 0, rewrite: 0, policy: 0 } }],
+    uplinks: [
+      {
+        device: "eth0",
+        drops: { spoofed: 0, tagged: 0, ethertype: 0, unparsable: 0, limit: 0, rewrite: 0, policy: 0 },
+      },
+    ],
   },
   sharedSubnets: [],
   endpoints: { devices: 2, pinned: 2, addresses: 2, links: [] },
