@@ -46,7 +46,7 @@ import { AgentMetrics } from "./metrics";
 import { nodeObject, serviceObject, sliceObject } from "./objects";
 import { AGENT_USAGE, type AgentOptions, AgentUsageError, installOptionsFor, parseAgentOptions } from "./options";
 import { namespaceObject, networkPolicyObject, podObject } from "./policy/objects";
-import { KernelPolicyWriter, writePolicyFile, writePolicyProblemsFile } from "./policy-maps";
+import { forgetNetworkPolicy, KernelPolicyWriter, writePolicyFile, writePolicyProblemsFile } from "./policy-maps";
 import { KernelRouteTable } from "./route-table";
 import { boundPort, serve } from "./server";
 import { kernelServiceTables } from "./service-tables";
@@ -78,6 +78,10 @@ export async function runAgent(argv: string[]): Promise<number> {
   if (closer instanceof Error) {
     process.stderr.write(`netkit-cni agent: ${closer.message}\n`);
     return 2;
+  }
+  if (!opts.networkPolicy) {
+    const pods = forgetNetworkPolicy(bpffsRoot, opts.stateDir);
+    if (pods > 0) agentLog.info(`network policy off: the policies of ${pods} pods forgotten`);
   }
   const agent = new Agent(opts, loadKubeConfig(opts.kubeconfig, process.env), bpffsRoot, closer);
   const server = await serve(

@@ -13,6 +13,7 @@ import {
   decodePolicyPod,
   deletePolicyPod,
   ensureBpffsRoot,
+  forgetPolicies,
   namespaceKey,
   openOrCreatePolicyMaps,
   openOrCreatePolicyNamespaces,
@@ -116,4 +117,15 @@ export function writePolicyProblemsFile(stateDir: string, skipped: PolicyProblem
 function writeByRename(file: string, content: unknown): void {
   fs.writeFileSync(`${file}.tmp`, `${JSON.stringify(content)}\n`);
   fs.renameSync(`${file}.tmp`, file);
+}
+
+/**
+ * --network-policy=false where an agent enforced it before: the pods it isolated are
+ * isolated no more (their programs find no entry, bpf/policy.ts), and status names no
+ * policies. How many pods were isolated or pending.
+ */
+export function forgetNetworkPolicy(bpffsRoot: string, stateDir: string): number {
+  const pods = forgetPolicies(bpffsRoot);
+  for (const name of [POLICY_FILE, POLICY_PROBLEMS_FILE]) fs.rmSync(path.join(stateDir, name), { force: true });
+  return pods;
 }

@@ -108,6 +108,7 @@ export {
 export {
   applyTableWrites,
   deletePolicyPod,
+  forgetPolicies,
   markPolicyPending,
   namespaceHasPolicies,
   namespaceKey,

@@ -166,3 +166,33 @@ export function applyTableWrites(
 export function readPolicyStats(maps: Pick<PolicyMaps, "stats">, hostIfindex: number): PolicyStats {
   return sumPolicyStats(maps.stats.lookupPerCpu(ifindexKey(hostIfindex)) ?? []);
 }
+
+/**
+ * NetworkPolicy turned off on a node: every pod's isolation, every namespace's mark and
+ * every slot's tables go, so the pods that still carry the policy programs are judged
+ * by nothing (no entry: not isolated) and no ADD waits for an agent that will not come.
+ * What the programs keep per pod (flow tables, counters) goes with each pod's DEL.
+ * Returns how many pods were isolated or pending; 0 where the maps were never made.
+ */
+export function forgetPolicies(bpffsRoot: string): number {
+  let pods = 0;
+  const namespacesPin = mapPin(bpffsRoot, POLICY_NAMESPACES_SPEC.name);
+  if (fs.existsSync(namespacesPin)) {
+    const namespaces = BpfMap.openPinned(namespacesPin);
+    try {
+      for (const key of [...namespaces.keys()]) namespaces.delete(key);
+    } finally {
+      namespaces.close();
+    }
+  }
+  const maps = openPolicyMaps(bpffsRoot);
+  if (!maps) return 0;
+  try {
+    // The pods first: a slot's tables are read only through a pod's entry.
+    for (const key of [...maps.pods.keys()]) if (maps.pods.delete(key)) pods += 1;
+    for (const map of [maps.peers, maps.ports, maps.vips]) for (const key of [...map.keys()]) map.delete(key);
+  } finally {
+    maps.close();
+  }
+  return pods;
+}

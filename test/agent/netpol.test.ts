@@ -86,6 +86,38 @@ function putPod(pod: V1Pod): void {
   api.put("pods", pod as unknown as Record<string, unknown>);
 }
 
+const bpffsRootOf = (n: number) => `${fx.bpffsRoot}-${n}`;
+
+/** Node n's agent in its DaemonSet container, enforcing NetworkPolicy or told not to. */
+function startAgent(n: number, an: AgentNode, networkPolicy: boolean): AgentProcess {
+  return AgentProcess.start(
+    fx,
+    an,
+    [
+      "--skip-binary",
+      `--network-policy=${networkPolicy}`,
+      "--host-interface",
+      "wire0",
+      "--bpffs-root",
+      bpffsRootOf(n),
+      "--data-dir",
+      path.join(an.dir, "ipam"),
+      "--resync-seconds",
+      "2",
+    ],
+    { "cluster-cidr": CLUSTER.join(","), datapath: TEST_DATAPATH === "netkit" ? "netkit" : "veth" },
+  );
+}
+
+async function agentSynced(n: Node): Promise<void> {
+  await eventually(
+    "synced",
+    () => scrape(n.agentNode, "/readyz")[0] === 200,
+    ceiling(30_000),
+    () => n.agent.log,
+  );
+}
+
 /** Two nodes on a wire, an agent each (the DaemonSet's container), the namespaces. */
 async function makeCluster(): Promise<void> {
   const netnses = [fx.makeNetns("nkpa"), fx.makeNetns("nkpb")];
@@ -115,35 +147,11 @@ async function makeCluster(): Promise<void> {
       internalIPs: [`10.30.0.${n}`, `fd30::${n}`],
     });
     const an = agentNode(fx, api, netns, name);
-    const root = `${fx.bpffsRoot}-${n}`;
-    fx.extraBpffsRoots.push(root);
-    const agent = AgentProcess.start(
-      fx,
-      an,
-      [
-        "--skip-binary",
-        "--network-policy=true",
-        "--host-interface",
-        "wire0",
-        "--bpffs-root",
-        root,
-        "--data-dir",
-        fx.tempDir(`nkt-ipam-${n}-`),
-        "--resync-seconds",
-        "2",
-      ],
-      { "cluster-cidr": CLUSTER.join(","), datapath: TEST_DATAPATH === "netkit" ? "netkit" : "veth" },
-    );
+    fx.extraBpffsRoots.push(bpffsRootOf(n));
+    const agent = startAgent(n, an, true);
     return { name, netns, agentNode: an, agent };
   });
-  for (const n of nodes) {
-    await eventually(
-      "synced",
-      () => scrape(n.agentNode, "/readyz")[0] === 200,
-      ceiling(30_000),
-      () => n.agent.log,
-    );
-  }
+  for (const n of nodes) await agentSynced(n);
   namespaces = NAMESPACES.map((ns) => ({ metadata: { name: ns, labels: { ns, "kubernetes.io/metadata.name": ns } } }));
   for (const ns of namespaces) api.put("namespaces", ns as unknown as Record<string, unknown>);
 }
@@ -345,7 +353,13 @@ const SERVICE_VIEW: View = {
 
 /** Applies `policies` (replacing the scenario's previous ones) and waits until the cluster answers as the model does. */
 let applied: RawPolicy[] = [];
-async function expectTable(policies: RawPolicy[], within = ceiling(20_000), view: View = POD_VIEW): Promise<void> {
+async function expectTable(
+  policies: RawPolicy[],
+  within = ceiling(20_000),
+  view: View = POD_VIEW,
+  /** What the cluster must answer as: the policies in the API, unless an agent was told to ignore them. */
+  model: RawPolicy[] = policies,
+): Promise<void> {
   for (const p of applied) {
     if (!policies.some((q) => q.metadata?.name === p.metadata?.name && q.metadata?.namespace === p.metadata?.namespace))
       api.remove("networkpolicies", p.metadata?.namespace ?? "", p.metadata?.name ?? "");
@@ -355,7 +369,7 @@ async function expectTable(policies: RawPolicy[], within = ceiling(20_000), view
   const end = Date.now() + within;
   let last = "";
   for (;;) {
-    last = view.differences(policies, await view.observe());
+    last = view.differences(model, await view.observe());
     if (last === "" || Date.now() > end) break;
   }
   if (last !== "") {
@@ -609,6 +623,39 @@ describe.each([true, false])(
         await expectTable(policies, ceiling(10_000));
         labelPod("z/c", { pod: "c" });
         await expectTable(policies, ceiling(10_000));
+        await expectTable([], ceiling(10_000));
+      },
+      ceiling(180_000),
+    );
+
+    it(
+      "forgets every pod's policy when its agent is told --network-policy=false, and enforces it again when not",
+      async () => {
+        const denyAll = [policy("x", "deny-all", { podSelector: {} })];
+        await expectTable(denyAll);
+        const restart = async (networkPolicy: boolean) => {
+          for (const [i, n] of nodes.entries()) {
+            await n.agent.kill("SIGTERM");
+            n.agent = startAgent(i + 1, n.agentNode, networkPolicy);
+            await agentSynced(n);
+          }
+        };
+        await restart(false);
+        // The policy is still in the API; no agent enforces it, and nothing of it is left.
+        await expectTable(denyAll, ceiling(10_000), POD_VIEW, []);
+        for (const [i, n] of nodes.entries()) {
+          const root = bpffsRootOf(i + 1);
+          const status = JSON.parse(
+            inNs(n.netns, BINARY, ["status", "--json", "--bpffs-root", root, "--state-dir", n.agentNode.stateDir]),
+          );
+          expect(status.networkPolicy).toMatchObject({
+            isolated: { ingress: 0, egress: 0 },
+            pending: 0,
+            selectedBy: {},
+          });
+        }
+        await restart(true);
+        await expectTable(denyAll, ceiling(10_000));
         await expectTable([], ceiling(10_000));
       },
       ceiling(180_000),
