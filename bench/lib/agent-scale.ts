@@ -26,6 +26,8 @@ import { BINARY, inNs, runPlugin } from "../../test/support/harness";
 import { netnsForwarder, StandInApiServer } from "../../test/support/kube-apiserver";
 import { type BenchFixture, newFixture, onCleanup, tick } from "./cleanup";
 
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
 export interface AgentRss {
   /** VmRSS right after the first sync, MB. */
   afterSyncMb: number;
@@ -255,8 +257,8 @@ function addPod(fx: BenchFixture, node: string, conf: Record<string, unknown>, i
   return { netns, ip };
 }
 
-/** A TCP server in `pod` answering each connection "NAME <peer>". */
-function serve(fx: BenchFixture, pod: Pod, name: string): void {
+/** A TCP server in `pod` answering each connection "NAME <peer>"; resolves once it listens. */
+async function serve(fx: BenchFixture, pod: Pod, name: string): Promise<void> {
   const code = [
     "import socket, sys",
     "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)",
@@ -273,6 +275,15 @@ function serve(fx: BenchFixture, pod: Pod, name: string): void {
     stdio: ["ignore", "pipe", "inherit"],
   });
   fx.processes.push({ kill: () => child.kill("SIGKILL") });
+  let out = "";
+  child.stdout.on("data", (d: Buffer) => {
+    out += d.toString();
+  });
+  const end = Date.now() + 30_000;
+  while (!out.startsWith("up")) {
+    if (child.exitCode !== null || Date.now() > end) throw new Error(`server ${name} in ${pod.netns} did not start`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
 }
 
 async function measureServiceScale(
@@ -308,16 +319,20 @@ async function measureServiceScale(
   // The pods: a client, and two backends the probes tell apart.
   const root = cgroup2Root();
   if (!root) throw new Error("agent bench: no cgroup v2 hierarchy on this machine");
-  const cgroup = path.join(root, `netkit-cni-bench-${process.pid}-agent`);
-  fs.mkdirSync(cgroup, { recursive: true });
-  onCleanup(() => fs.rmdirSync(cgroup));
+  // One cgroup per size, gone with it: a name shared by the sizes would be removed once
+  // and then missed by every other size's cleanup.
+  const cgroup = path.join(root, `netkit-cni-bench-${process.pid}-agent-${services}`);
+  fs.mkdirSync(cgroup);
+  const removeCgroup = () => fs.existsSync(cgroup) && fs.rmdirSync(cgroup);
+  onCleanup(removeCgroup);
   const conflist = JSON.parse(fs.readFileSync(path.join(dir, "net.d", "10-netkit-cni.conflist"), "utf8"));
   const conf = { ...conflist.plugins[0], cniVersion: "1.1.0", name: conflist.name, serviceTranslationCgroup: cgroup };
   const client = addPod(fx, netns, conf, "client");
   const a = addPod(fx, netns, conf, "backend-a");
   const b = addPod(fx, netns, conf, "backend-b");
-  serve(fx, a, "a");
-  serve(fx, b, "b");
+  // Listening before the first change is timed: a server still starting would be
+  // counted as the agent's latency.
+  await Promise.all([serve(fx, a, "a"), serve(fx, b, "b")]);
 
   const addMs: number[] = [];
   const withdrawMs: number[] = [];
@@ -343,6 +358,7 @@ async function measureServiceScale(
   for (const pod of [client, a, b])
     runPlugin(netns, "DEL", { containerId: "", netns: `/run/netns/${pod.netns}`, ifname: "eth0" }, conf);
   fx.cleanup();
+  removeCgroup();
   return { services, endpoints, firstSyncMs, addMs, withdrawMs, rss };
 }
 
@@ -363,6 +379,22 @@ class RouteMonitor {
         rest = rest.slice(nl + 1);
       }
     });
+  }
+
+  /**
+   * Resolves once `ip monitor` is subscribed: a route change made before that is never
+   * announced to it, and would be waited for in vain. A canary route, added and taken out.
+   */
+  async ready(netns: string): Promise<void> {
+    const canary = "198.51.100.1/32";
+    const shown = this.time(/^blackhole 198\.51\.100\.1 /, () => undefined);
+    for (let i = 0; i < 300; i++) {
+      inNs(netns, "ip", ["route", "replace", "blackhole", canary]);
+      const seen = await Promise.race([shown.then(() => true), sleep(100).then(() => false)]);
+      if (seen) break;
+    }
+    await shown;
+    inNs(netns, "ip", ["route", "del", "blackhole", canary]);
   }
 
   /** ms from `write` until a route line matching `re` arrives. */
@@ -401,6 +433,7 @@ async function measureNodeScale(nodes: number, opts: { changes: number; settleSe
   const firstSyncMs = synced - agent.started;
   const rss = await rssOf(agent, opts.settleSeconds);
   const monitor = new RouteMonitor(fx, netns);
+  await monitor.ready(netns);
   const addMs: number[] = [];
   const moveMs: number[] = [];
   const deleteMs: number[] = [];
