@@ -43,8 +43,8 @@ import { measureCrossings, measureNetperf, startServers } from "./lib/dataplane"
 import { type KernelFloor, measureAttachStorm, measureKernelFloor } from "./lib/kernel-floor";
 import { type Options, parseOptions, SECTIONS } from "./lib/options";
 import { type BenchPath, buildPath, checkPath, type PathId } from "./lib/paths";
-import { renderReport } from "./lib/report";
 import { measurePolicy, type PolicyRun } from "./lib/policy";
+import { renderReport } from "./lib/report";
 import type { BenchResult } from "./lib/result";
 import { measureServices, type ServicesRun } from "./lib/services";
 import { measureSockBypass, type SockBypassRun } from "./lib/sockbypass";
@@ -321,7 +321,9 @@ async function runPolicy(o: Options): Promise<PolicyRun> {
   const counter = new NetifRxCounter(`netkit-cni-bench-pol-${process.pid}`);
   const policy = await measurePolicy(counter, { rounds: o.rounds, seconds: o.seconds, transactions: o.transactions });
   for (const m of policy.maps) {
-    log(`  policy: node ${m.node}: ${m.pods} pods judged on ${m.slots} slots, ${m.peers} peer and ${m.ports} port prefixes`);
+    log(
+      `  policy: node ${m.node}: ${m.pods} pods judged on ${m.slots} slots, ${m.peers} peer and ${m.ports} port prefixes`,
+    );
   }
   for (const e of policy.errors) log(`  policy: ${e}`);
   return policy;

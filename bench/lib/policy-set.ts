@@ -79,7 +79,8 @@ function netperfPolicies(): RawPolicy[] {
   ];
 }
 
-const otherNamespace = (i: number) => OTHER_NAMESPACES[i % OTHER_NAMESPACES.length] as (typeof OTHER_NAMESPACES)[number];
+const otherNamespace = (i: number) =>
+  OTHER_NAMESPACES[i % OTHER_NAMESPACES.length] as (typeof OTHER_NAMESPACES)[number];
 const tier = (i: number) => `t${i % TIERS}`;
 
 /** The i-th of the other policies: app-i's pods isolated both ways. */

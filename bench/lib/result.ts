@@ -7,7 +7,7 @@ import type { CpId, CycleResult, RssResult, StormResult } from "./control-plane"
 import type { CrossingResult, NetperfRun } from "./dataplane";
 import type { KernelFloor } from "./kernel-floor";
 import type { PathId } from "./paths";
-import type { PolicyRun } from "./policy";
+import type { PolicyRun } from "./policy-result";
 import type { ServicesRun } from "./services";
 import type { SockBypassRun } from "./sockbypass";
 import type { StartupReport } from "./startup";
