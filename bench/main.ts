@@ -4,7 +4,11 @@
  *   node bench/.build/bench.js host [options]   this kernel: host, bridge, ptp, veth, veth plain;
  *                                               control plane; start-up breakdown; the socket
  *                                               bypass on, off and host loopback; rate limits,
- *                                               ours (veth) against ptp + bandwidth
+ *                                               ours (veth) against ptp + bandwidth; Service
+ *                                               traffic; NetworkPolicy's cost (section "policy":
+ *                                               no policy, none for the pods, 100 policies with
+ *                                               a few selecting them; --rounds, --seconds,
+ *                                               --transactions); the agent at scale
  *   node bench/.build/bench.js vm [options]     inside the UML guest (make bench-vm): host,
  *                                               bridge, veth and netkit, with and without programs;
  *                                               the socket bypass with netkit pods (correctness);
