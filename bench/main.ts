@@ -4,7 +4,11 @@
  *   node bench/.build/bench.js host [options]   this kernel: host, bridge, ptp, veth, veth plain;
  *                                               control plane; start-up breakdown; the socket
  *                                               bypass on, off and host loopback; rate limits,
- *                                               ours (veth) against ptp + bandwidth
+ *                                               ours (veth) against ptp + bandwidth; Service
+ *                                               traffic; NetworkPolicy's cost (section "policy":
+ *                                               no policy, none for the pods, 100 policies with
+ *                                               a few selecting them; --rounds, --seconds,
+ *                                               --transactions); the agent at scale
  *   node bench/.build/bench.js vm [options]     inside the UML guest (make bench-vm): host,
  *                                               bridge, veth and netkit, with and without programs;
  *                                               the socket bypass with netkit pods (correctness);
@@ -19,7 +23,8 @@
  *          --app-rounds N --app-seconds S --bw-rounds N --bw-seconds S (rate limits)
  *          --agent-changes N (the agent at scale: changes timed per size)
  *          --smoke (the applications once, one path, results not kept: make test's check)
- *          --skip netperf,control,startup,crossings,sockbypass,apps,bandwidth,services,agent   --only (the same, inverted)
+ *          --skip netperf,control,startup,crossings,sockbypass,apps,bandwidth,services,policy,agent
+ *          --only (the same, inverted)
  *          --baseline PATH (another build of the executable, measured side by side in the
  *          data plane and the control plane: before/after figures for a change, from one run)
  * Writes bench/results/<UTC date and time>-<kernel release>.json, then the report.
@@ -42,6 +47,7 @@ import { measureCrossings, measureNetperf, startServers } from "./lib/dataplane"
 import { type KernelFloor, measureAttachStorm, measureKernelFloor } from "./lib/kernel-floor";
 import { type Options, parseOptions, SECTIONS } from "./lib/options";
 import { type BenchPath, buildPath, checkPath, type PathId } from "./lib/paths";
+import { measurePolicy, type PolicyRun } from "./lib/policy";
 import { renderReport } from "./lib/report";
 import type { BenchResult } from "./lib/result";
 import { measureServices, type ServicesRun } from "./lib/services";
@@ -103,6 +109,7 @@ const SECTION_TOOLS: Record<string, { tools: string[]; install: string }> = {
     tools: ["netperf", "netserver", "nft", "nginx", "wrk", "redis-server", "redis-benchmark"],
     install: "scripts/deps.sh apps",
   },
+  policy: { tools: ["netperf", "netserver", "timeout", "bash"], install: "scripts/deps.sh" },
   agent: { tools: ["python3"], install: "scripts/deps.sh" },
 };
 
@@ -311,6 +318,21 @@ async function runServices(o: Options): Promise<ServicesRun> {
   return services;
 }
 
+async function runPolicy(o: Options): Promise<PolicyRun> {
+  log(
+    `policy: no policy vs policy on, none for the pods vs 100 policies, a few selecting them; ${o.rounds} rounds of TCP_RR and TCP_CRR`,
+  );
+  const counter = new NetifRxCounter(`netkit-cni-bench-pol-${process.pid}`);
+  const policy = await measurePolicy(counter, { rounds: o.rounds, seconds: o.seconds, transactions: o.transactions });
+  for (const m of policy.maps) {
+    log(
+      `  policy: node ${m.node}: ${m.pods} pods judged on ${m.slots} slots, ${m.peers} peer and ${m.ports} port prefixes`,
+    );
+  }
+  for (const e of policy.errors) log(`  policy: ${e}`);
+  return policy;
+}
+
 /** Every section the options leave in, in order, each into its part of `result`. */
 async function runSections(kind: Kind, o: Options, result: BenchResult): Promise<void> {
   await runDataplane(kind, o, result);
@@ -329,6 +351,8 @@ async function runSections(kind: Kind, o: Options, result: BenchResult): Promise
   // Service traffic on this kernel only: the guest's kernel has no JIT for what the agent
   // runs beside translation, and its figures cannot tell paths apart.
   if (!o.skip.has("services") && kind === "host" && o.rounds > 0) result.services = await runServices(o);
+  // NetworkPolicy's cost, this kernel only: the guest's timings cannot tell it apart.
+  if (!o.skip.has("policy") && kind === "host" && o.rounds > 0) result.policy = await runPolicy(o);
   // The agent's control plane, this kernel only (it needs the JIT for --service-translation).
   if (!o.skip.has("agent") && kind === "host" && o.agentChanges > 0) {
     result.agent = await measureAgentScale({ changes: o.agentChanges, settleSeconds: 8, log });

@@ -42,6 +42,7 @@ export const SECTIONS = [
   "apps",
   "bandwidth",
   "services",
+  "policy",
   "agent",
 ];
 

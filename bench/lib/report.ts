@@ -17,6 +17,7 @@ import { crossingsChart, crossingsSection } from "./crossings-report";
 import { type Img, minute } from "./format";
 import { historySection } from "./history-report";
 import { natCheckSection, netperfChart, netperfSection, vmNetperfSection } from "./netperf-report";
+import { policySection, policyTargets } from "./policy-report";
 import type { BenchResult } from "./result";
 import { allRuns, latest, type Run, runName } from "./results-dir";
 import { servicesSection } from "./services-report";
@@ -41,6 +42,7 @@ interface Picked {
   bandwidth?: Run;
   bandwidthVm?: Run;
   services?: Run;
+  policy?: Run;
   agent?: Run;
 }
 
@@ -60,11 +62,12 @@ function pickRuns(dir: string): Picked {
     bandwidth: latest(dir, "host", (r) => r.bandwidth !== undefined),
     bandwidthVm: latest(dir, "vm", (r) => r.bandwidth !== undefined),
     services: latest(dir, "host", (r) => r.services !== undefined),
+    policy: latest(dir, "host", (r) => r.policy !== undefined),
     agent: latest(dir, "host", (r) => r.agent !== undefined),
   };
   // The guest's applications and the NAT check come with runs picked above.
   const shown = [picked.core, picked.coreVm, picked.sockBypass, picked.sockBypassVm, picked.apps];
-  shown.push(picked.bandwidth, picked.bandwidthVm, picked.services, picked.agent);
+  shown.push(picked.bandwidth, picked.bandwidthVm, picked.services, picked.policy, picked.agent);
   if (shown.every((x) => x === undefined)) throw new Error(`no results in ${dir}`);
   return picked;
 }
@@ -108,7 +111,7 @@ function machineLine(host?: BenchResult, vm?: BenchResult): string {
 
 function sourcesLine(p: Picked): string {
   const files = [p.core, p.coreVm, p.sockBypass, p.sockBypassVm, p.apps, p.appsVm, p.bandwidth, p.bandwidthVm];
-  return `Sources: ${[...new Set([...files, p.services, p.agent].map((x) => x?.file))]
+  return `Sources: ${[...new Set([...files, p.services, p.policy, p.agent].map((x) => x?.file))]
     .filter(Boolean)
     .map((f) => `[\`results/${f}\`](results/${f})`)
     .join(", ")}.`;
@@ -135,6 +138,12 @@ function laterSections(p: Picked, img: Img): string[] {
       ? `From ${runName(p.services)}.\n\n${servicesSection(p.services.r)}`
       : "_no Service traffic run on this kernel yet._",
     "",
+    `### NetworkPolicy: no policy, none selecting the pods, a few of 100 selecting them (Linux ${p.policy?.r.machine.kernel ?? "?"})`,
+    "",
+    p.policy
+      ? `From ${runName(p.policy)}.\n\n${policySection(p.policy.r.policy, p.policy.r.settings.transactions)}`
+      : "_no NetworkPolicy run on this kernel yet._",
+    "",
     `### The agent at cluster scale (Linux ${p.agent?.r.machine.kernel ?? "?"})`,
     "",
     p.agent ? `From ${runName(p.agent)}.\n\n${agentSection(p.agent.r.agent)}` : "_no agent run on this kernel yet._",
@@ -152,7 +161,7 @@ function resultsMarkdown(p: Picked, img: Img, runs: Run[]): string {
     "",
     sourcesLine(p),
     "",
-    ...targetsSection([...targets(host, vm), ...agentTargets(p.agent?.r.agent)]),
+    ...targetsSection([...targets(host, vm), ...policyTargets(p.policy?.r.policy), ...agentTargets(p.agent?.r.agent)]),
     ...crossingsSection(host, vm, img),
     ...netperfSection(host, img),
     ...natCheckSection(p.natCheck),

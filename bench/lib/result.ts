@@ -7,6 +7,7 @@ import type { CpId, CycleResult, RssResult, StormResult } from "./control-plane"
 import type { CrossingResult, NetperfRun } from "./dataplane";
 import type { KernelFloor } from "./kernel-floor";
 import type { PathId } from "./paths";
+import type { PolicyRun } from "./policy-result";
 import type { ServicesRun } from "./services";
 import type { SockBypassRun } from "./sockbypass";
 import type { StartupReport } from "./startup";
@@ -50,6 +51,8 @@ export interface BenchResult {
   bandwidth?: BandwidthRun | OlderRun;
   /** Service traffic: translated at connect, kube-proxy's DNAT, and pod to pod. */
   services?: ServicesRun;
+  /** NetworkPolicy's cost: no policy, policy on but none for the pods, 100 policies with a few selecting them. */
+  policy?: PolicyRun;
   /** The agent at cluster scale: first sync, one change's latency, memory. */
   agent?: AgentScaleRun;
 }

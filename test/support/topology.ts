@@ -107,9 +107,16 @@ export function makeCluster(
   return nodes;
 }
 
-export function addPod(fx: Fixture, node: ClusterNode, containerId: string, conf = node.conf): Pod {
+/** `env`: more of the runtime's environment, e.g. CNI_ARGS naming the pod for NetworkPolicy. */
+export function addPod(
+  fx: Fixture,
+  node: ClusterNode,
+  containerId: string,
+  conf = node.conf,
+  env: Record<string, string> = {},
+): Pod {
   const netns = fx.makeNetns("nkp");
-  const add = runPlugin(node.netns, "ADD", { containerId, netns: `/run/netns/${netns}`, ifname: "eth0" }, conf);
+  const add = runPlugin(node.netns, "ADD", { containerId, netns: `/run/netns/${netns}`, ifname: "eth0" }, conf, env);
   if (add.status !== 0) throw new Error(`ADD ${containerId} on node ${node.name} failed: ${add.stdout}`);
   const ips = (add.json?.ips ?? []) as { address: string }[];
   const ip = (v6: boolean) => ips.find((i) => i.address.includes(":") === v6)?.address.split("/")[0] ?? "";

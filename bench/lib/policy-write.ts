@@ -1,0 +1,93 @@
+/**
+ * The NetworkPolicy section's maps (bench/lib/policy.ts), written as each node's agent
+ * writes them (src/agent/policy: the compiler, the slots, KernelPolicyWriter) from the
+ * cluster policy-set.ts describes; no API server.
+ */
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { podRules } from "../../src/agent/controllers/policy";
+import { KernelPolicyWriter } from "../../src/agent/policy-maps";
+import { PolicySlots } from "../../src/agent/policy-slots";
+import { nodeObjectsFrom, openPolicyMaps } from "../../src/bpf/index";
+import { snapshotOf } from "../../test/support/policy-cluster";
+import type { Cluster } from "../../test/support/policy-model";
+import type { ClusterNode } from "../../test/support/topology";
+import { OUR_PLUGIN } from "./cni";
+import { type ModePods, namedPods, nodeOf } from "./policy-pods";
+import type { PolicyMapFill, PolicyRun } from "./policy-result";
+import { localPods, type NetperfPod, namespacesWithPolicies, policyCluster, SELECTED_NS } from "./policy-set";
+
+/** The lxc object the agent reads the maps' specs from (this build's, beside the executable). */
+function lxcObject(): Buffer {
+  const dir = path.join(path.dirname(OUR_PLUGIN), "bpf");
+  return nodeObjectsFrom((file) => {
+    const p = path.join(dir, file);
+    return fs.existsSync(p) ? fs.readFileSync(p) : undefined;
+  }).variants.memory.lxc;
+}
+
+/** Prefixes in the node's two tries. */
+function tableFill(node: ClusterNode): { peers: number; ports: number } {
+  const maps = openPolicyMaps(node.bpffsRoot);
+  if (!maps) throw new Error(`policy: no NetworkPolicy maps on node ${node.name}`);
+  try {
+    return { peers: maps.peers.countKeys(), ports: maps.ports.countKeys() };
+  } finally {
+    maps.close();
+  }
+}
+
+/**
+ * One node's agent's writes: the namespaces that have policies, then every local pod of
+ * them, a pod some policy isolates on its slot (written whole before the pod's entry
+ * points at it). Records which policies select each netperf pod in `selecting`.
+ */
+function writeNode(
+  node: ClusterNode,
+  cluster: Cluster,
+  object: Buffer,
+  selecting: Record<string, string[]>,
+): PolicyMapFill {
+  const snapshot = snapshotOf(cluster);
+  const writer = new KernelPolicyWriter(node.bpffsRoot, object);
+  try {
+    const slots = new PolicySlots(writer);
+    for (const ns of namespacesWithPolicies(cluster)) writer.setNamespace(ns, true);
+    const local = new Set(localPods(cluster, node.name));
+    let judged = 0;
+    for (const target of snapshot.pods.filter((p) => local.has(`${p.namespace}/${p.name}`))) {
+      const key = `${target.namespace}/${target.name}`;
+      const { policy, selectedBy } = snapshot.compile(target);
+      if (target.namespace === SELECTED_NS) selecting[target.name] = selectedBy;
+      const isolated = { ingress: policy.ingress !== undefined, egress: policy.egress !== undefined };
+      // As the controller: a pod of a namespace with policies gets an entry either way.
+      if (!isolated.ingress && !isolated.egress) writer.setPod(key, 0, isolated);
+      else slots.place(key, podRules(policy), (slot) => writer.setPod(key, slot, isolated));
+      judged += 1;
+    }
+    return { node: node.name, pods: judged, slots: slots.size, ...tableFill(node) };
+  } finally {
+    writer.close();
+  }
+}
+
+/** Both nodes' maps for the selected mode's pods among the 100 policies. */
+export function writePolicies(
+  nodes: [ClusterNode, ClusterNode],
+  selected: ModePods,
+): { policies: PolicyRun["policies"]; maps: PolicyMapFill[] } {
+  const netperfPods: NetperfPod[] = namedPods(selected).map(([name, pod]) => ({
+    name,
+    role: name === "client" ? "client" : "server",
+    node: nodeOf(pod),
+    ips: [pod.v4, pod.v6],
+  }));
+  const cluster = policyCluster(netperfPods);
+  const object = lxcObject();
+  const selecting: Record<string, string[]> = {};
+  const maps = nodes.map((node) => writeNode(node, cluster, object, selecting));
+  return {
+    policies: { total: cluster.policies.length, namespaces: namespacesWithPolicies(cluster), selecting },
+    maps,
+  };
+}
