@@ -1,0 +1,84 @@
+/**
+ * The flags of the commands that show a node's state (`endpoints`, `status`, `monitor`),
+ * each declared once in a table (args.ts) that parses them and writes their usage, so
+ * `--help` and a misspelt flag both show what the command takes.
+ */
+import { DEFAULT_BPFFS_ROOT } from "../cni/config";
+import { DEFAULT_AGENT_STATE_DIR } from "../commands/agent-state";
+import { type Flags, flagsFor, flagUsage, parseFlags } from "./args";
+import type { MonitorOptions } from "./monitor";
+
+/** A command line this CLI cannot read: the message says what, and the usage follows. */
+export class UsageError extends Error {}
+
+export interface EndpointsOptions {
+  json: boolean;
+  bpffsRoot: string;
+}
+
+export interface StatusOptions extends EndpointsOptions {
+  stateDir: string;
+}
+
+const BPFFS_HELP = `where the node's eBPF state is pinned (${DEFAULT_BPFFS_ROOT})`;
+const STATE_HELP = `the agent's files: its sync, NetworkPolicy (${DEFAULT_AGENT_STATE_DIR})`;
+
+const endpointsFlag = flagsFor<EndpointsOptions>();
+const ENDPOINTS_FLAGS: Flags<EndpointsOptions> = {
+  json: endpointsFlag.boolean("json", "print JSON"),
+  "bpffs-root": endpointsFlag.string("bpffsRoot", "DIR", DEFAULT_BPFFS_ROOT, BPFFS_HELP),
+};
+
+const statusFlag = flagsFor<StatusOptions>();
+const STATUS_FLAGS: Flags<StatusOptions> = {
+  json: statusFlag.boolean("json", "print JSON"),
+  "bpffs-root": statusFlag.string("bpffsRoot", "DIR", DEFAULT_BPFFS_ROOT, BPFFS_HELP),
+  "state-dir": statusFlag.string("stateDir", "DIR", DEFAULT_AGENT_STATE_DIR, STATE_HELP),
+};
+
+const monitorFlag = flagsFor<MonitorOptions>();
+const MONITOR_FLAGS: Flags<MonitorOptions> = {
+  json: monitorFlag.boolean("json", "one JSON object per drop"),
+  "bpffs-root": monitorFlag.string("bpffsRoot", "DIR", DEFAULT_BPFFS_ROOT, BPFFS_HELP),
+  "state-dir": monitorFlag.string("stateDir", "DIR", DEFAULT_AGENT_STATE_DIR, STATE_HELP),
+  pod: monitorFlag.string("pod", "NS/NAME", undefined, "only this pod's drops (or its host device)"),
+  reason: monitorFlag.string("reason", "REASON", undefined, "only drops for this reason: denied | pending | opaque"),
+  direction: monitorFlag.string("direction", "DIR", undefined, "only ingress | egress", (text, flag) => {
+    if (text !== "ingress" && text !== "egress") throw new UsageError(`${flag} must be ingress or egress`);
+    return text;
+  }),
+  "for-seconds": monitorFlag.string(
+    "forMs",
+    "N",
+    undefined,
+    "stop after N seconds (default: when interrupted)",
+    (text, flag) => {
+      const seconds = Number(text);
+      if (!Number.isFinite(seconds) || seconds <= 0) throw new UsageError(`${flag} must be a positive number`);
+      return seconds * 1000;
+    },
+  ),
+};
+
+const WIDTH = 22;
+export const ENDPOINTS_USAGE = `usage: netkit-cni endpoints [options]
+The pods wired on this node, with their fast-path counters.
+${flagUsage(ENDPOINTS_FLAGS, WIDTH)}`;
+export const STATUS_USAGE = `usage: netkit-cni status [options]
+The node's kernel features, programs and links, endpoints, maps, the agent's sync and
+NetworkPolicy, and every problem found (exit status 1 when there are problems).
+${flagUsage(STATUS_FLAGS, WIDTH)}`;
+export const MONITOR_USAGE = `usage: netkit-cni monitor [options]
+NetworkPolicy's drops as they happen: time, pods, 5-tuple, direction, reason.
+${flagUsage(MONITOR_FLAGS, WIDTH)}`;
+
+function errorsFor(usage: string) {
+  return {
+    unknown: (arg: string) => new UsageError(`unknown option ${arg}\n${usage}`),
+    noValue: (flag: string) => new UsageError(`${flag} needs a value`),
+  };
+}
+
+export const parseEndpointsOptions = (args: string[]) => parseFlags(args, ENDPOINTS_FLAGS, errorsFor(ENDPOINTS_USAGE));
+export const parseStatusOptions = (args: string[]) => parseFlags(args, STATUS_FLAGS, errorsFor(STATUS_USAGE));
+export const parseMonitorOptions = (args: string[]) => parseFlags(args, MONITOR_FLAGS, errorsFor(MONITOR_USAGE));
