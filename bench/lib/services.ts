@@ -22,12 +22,12 @@ import * as path from "node:path";
 import { openSvcMaps, ServiceTable, svcTables } from "../../src/bpf/index";
 import { cgroup2Root } from "../../src/datapath/sockbypass";
 import { inNs } from "../../test/support/harness";
-import { netperf, startNetserver } from "../../test/support/netperf";
-import { addPod, makeCluster } from "../../test/support/topology";
+import { type NetperfResult, netperf, startNetserver } from "../../test/support/netperf";
+import { addPod, type ClusterNode, makeCluster, type Pod } from "../../test/support/topology";
 import { redisBench, wrk } from "./apps/clients";
 import type { Place } from "./apps/exec";
 import { FILES, PORTS, startNginx, startRedis } from "./apps/servers";
-import { newFixture, onCleanup, tick } from "./cleanup";
+import { type BenchFixture, newFixture, onCleanup, tick } from "./cleanup";
 import {
   type NetifRxCounter,
   type PerPacket,
@@ -71,14 +71,48 @@ export interface ServicesRun {
   errors: string[];
 }
 
+const PLACEMENTS = ["across", "same"] as const;
+
+/** Where a mode's client runs and the address it asks for. */
+type Route = (mode: ServiceMode, placement: Placement) => { client: string; server: string };
+/** One netperf test of a mode and placement (a length as netperf's -l takes it). */
+type Rr = (mode: ServiceMode, placement: Placement, test: ServiceTest, length: number) => NetperfResult;
+
 export async function measureServices(
   counter: NetifRxCounter,
   opts: { rounds: number; seconds: number; transactions: number },
 ): Promise<ServicesRun> {
   const fx = newFixture("services");
+  const { a, backends, translated, plain } = servicePods(fx);
+  for (const pod of Object.values(backends)) startNetserver(fx, pod.netns);
+  writeServices(a, backends);
+  writeKubeProxyRules(a, backends);
+
+  const route: Route = (mode, placement) => ({
+    client: mode === "kube-proxy" ? plain.netns : translated.netns,
+    server: mode === "pod" ? backends[placement].v4 : CLUSTER_IP[placement],
+  });
+  const rr: Rr = (mode, placement, test, length) => {
+    const { client, server } = route(mode, placement);
+    return netperf(client, server, test, length, ["-r", `${RR_REQUEST},${RR_RESPONSE}`, "-P", `,${DATA_PORT}`]);
+  };
+
+  const crossings = await measureCrossings(counter, rr, opts.transactions);
+  const errors: string[] = [];
+  const samples = await measureRates(rr, opts, errors);
+  const apps = await measureApps(fx, backends.across.netns, route, opts, errors);
+  fx.cleanup();
+  return { rounds: opts.rounds, seconds: opts.seconds, crossings, samples, apps, errors };
+}
+
+/**
+ * Two nodes with translation, a backend on each, the client on node a, and a pod of a
+ * network without translation beside it (its own range of the node's subnet).
+ */
+function servicePods(fx: BenchFixture) {
   // Translation on the node's cgroup v2 root: only the recorded pods' sockets are touched.
   const [a, b] = makeCluster(fx, { logLevel: "info", serviceTranslation: true });
-  const backends: Record<Placement, ReturnType<typeof addPod>> = {
+  const backends: Record<Placement, Pod> = {
     across: addPod(fx, b, "srv-b"),
     same: addPod(fx, a, "srv-a"),
   };
@@ -90,14 +124,16 @@ export async function measureServices(
     serviceTranslation: false,
     ipam: { ...ipam, ranges: [[{ subnet: a.podSubnet4, rangeStart: "10.221.1.200", rangeEnd: "10.221.1.250" }]] },
   });
-  for (const pod of Object.values(backends)) startNetserver(fx, pod.netns);
+  return { a, backends, translated, plain };
+}
 
-  // The Services, in the node's tables and as kube-proxy's DNAT rules.
+/** The Services in node a's tables: each ClusterIP's ports to its backend. */
+function writeServices(a: ClusterNode, backends: Record<Placement, Pod>): void {
   const maps = openSvcMaps(a.bpffsRoot);
   if (!maps) throw new Error("services: no Service tables on node a");
   try {
     const table = new ServiceTable(svcTables(maps));
-    for (const placement of ["across", "same"] as const) {
+    for (const placement of PLACEMENTS) {
       for (const port of [CONTROL_PORT, DATA_PORT, PORTS.nginx, PORTS.redis]) {
         table.write({
           frontend: { ip: CLUSTER_IP[placement], port, protocol: "TCP" },
@@ -108,10 +144,14 @@ export async function measureServices(
   } finally {
     maps.close();
   }
+}
+
+/** The same Services as kube-proxy's DNAT rules in node a, for the pod without translation. */
+function writeKubeProxyRules(a: ClusterNode, backends: Record<Placement, Pod>): void {
   const nft = (...args: string[]) => inNs(a.netns, "nft", args);
   nft("add", "table", "ip", "kube-proxy-stand-in");
   nft("add", "chain", "ip", "kube-proxy-stand-in", "pre", "{ type nat hook prerouting priority -100; }");
-  for (const placement of ["across", "same"] as const) {
+  for (const placement of PLACEMENTS) {
     nft(
       "add",
       "rule",
@@ -129,31 +169,25 @@ export async function measureServices(
       backends[placement].v4,
     );
   }
+}
 
-  const route = (mode: ServiceMode, placement: Placement) => ({
-    client: mode === "kube-proxy" ? plain.netns : translated.netns,
-    server: mode === "pod" ? backends[placement].v4 : CLUSTER_IP[placement],
-  });
-  const rr = (mode: ServiceMode, placement: Placement, test: ServiceTest, length: number) => {
-    const { client, server } = route(mode, placement);
-    return netperf(client, server, test, length, ["-r", `${RR_REQUEST},${RR_RESPONSE}`, "-P", `,${DATA_PORT}`]);
-  };
-
+/** Backlog-queue crossings per TCP_RR packet, each mode and placement once (after a warm-up). */
+async function measureCrossings(counter: NetifRxCounter, rr: Rr, transactions: number): Promise<ServiceCrossing[]> {
   const crossings: ServiceCrossing[] = [];
-  for (const placement of ["across", "same"] as const) {
+  for (const placement of PLACEMENTS) {
     for (const mode of SERVICE_MODES) {
       await tick();
       const warm = rr(mode, placement, "TCP_RR", -50);
       if (warm.error) throw new Error(`services, ${mode} ${placement}: ${warm.error}`);
       const events = counter.count(() => {
-        const r = rr(mode, placement, "TCP_RR", -opts.transactions);
+        const r = rr(mode, placement, "TCP_RR", -transactions);
         if (r.error) throw new Error(`services, ${mode} ${placement}: ${r.error}`);
       });
       const c: ServiceCrossing = {
         mode,
         placement,
-        rrRequest: perPacket(events.byLen.get(RR_REQUEST_LEN), opts.transactions),
-        rrResponse: perPacket(events.byLen.get(RR_RESPONSE_LEN), opts.transactions),
+        rrRequest: perPacket(events.byLen.get(RR_REQUEST_LEN), transactions),
+        rrResponse: perPacket(events.byLen.get(RR_RESPONSE_LEN), transactions),
       };
       crossings.push(c);
       process.stderr.write(
@@ -161,15 +195,22 @@ export async function measureServices(
       );
     }
   }
+  return crossings;
+}
 
+/** TCP_RR and TCP_CRR rates, every mode and placement interleaved round by round. */
+async function measureRates(
+  rr: Rr,
+  opts: { rounds: number; seconds: number },
+  errors: string[],
+): Promise<ServicesRun["samples"]> {
   const empty = () => ({ TCP_RR: [] as number[], TCP_CRR: [] as number[] });
   const samples = Object.fromEntries(
     SERVICE_MODES.map((m) => [m, { across: empty(), same: empty() }]),
   ) as ServicesRun["samples"];
-  const errors: string[] = [];
   for (let round = 0; round < opts.rounds; round++) {
     for (const test of SERVICE_TESTS) {
-      for (const placement of ["across", "same"] as const) {
+      for (const placement of PLACEMENTS) {
         for (const mode of SERVICE_MODES) {
           await tick();
           const r = rr(mode, placement, test, test === "TCP_CRR" ? -CRR_CONNECTIONS : opts.seconds);
@@ -180,16 +221,14 @@ export async function measureServices(
     }
     process.stderr.write(`  services round ${round + 1}/${opts.rounds}\n`);
   }
-  const apps = await measureApps(fx, backends.across.netns, route, opts, errors);
-  fx.cleanup();
-  return { rounds: opts.rounds, seconds: opts.seconds, crossings, samples, apps, errors };
+  return samples;
 }
 
 /** nginx and Redis in the backend pod across nodes, reached each way in turn, round by round. */
 async function measureApps(
-  fx: ReturnType<typeof newFixture>,
+  fx: BenchFixture,
   serverNetns: string,
-  route: (mode: ServiceMode, placement: Placement) => { client: string; server: string },
+  route: Route,
   opts: { rounds: number; seconds: number },
   errors: string[],
 ): Promise<ServicesRun["apps"]> {

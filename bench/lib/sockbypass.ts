@@ -32,7 +32,7 @@ import { openSockMaps, readSockCounters, type SockCounters } from "../../src/bpf
 import { sockLinkPins } from "../../src/bpf/layout";
 import { cgroup2Root } from "../../src/datapath/sockbypass";
 import { startListening } from "../../test/support/servers";
-import { addPod, ifindexOf, makeCluster, type Pod } from "../../test/support/topology";
+import { addPod, type ClusterNode, ifindexOf, makeCluster, type Pod } from "../../test/support/topology";
 import { type BenchFixture, newFixture, onCleanup, tick } from "./cleanup";
 import { turnedBy } from "./stats";
 
@@ -280,100 +280,25 @@ export async function measureSockBypass(opts: {
   datapath: "veth" | "netkit";
 }): Promise<SockBypassRun> {
   const sizes = opts.sizes ?? SOCK_SIZES;
-  const root = cgroup2Root();
-  if (!root) throw new Error("socket bypass: no cgroup v2 hierarchy on this machine");
-  // The run's own cgroups, never the machine's root: sock_ops sees only <parent>/on.
-  const parent = path.join(root, `netkit-cni-bench-${process.pid}`);
-  const cgroups = Object.fromEntries(SOCK_VARIANTS.map((v) => [v, path.join(parent, v)])) as Record<
-    SockVariant,
-    string
-  >;
-  // Registered before the fixture: cleanup runs newest first, so the peers are killed
-  // and the bypass's pins removed before the cgroups go.
-  onCleanup(() => removeCgroups(parent, Object.values(cgroups)));
-  fs.mkdirSync(parent);
-  for (const dir of Object.values(cgroups)) fs.mkdirSync(dir);
-
+  const { parent, cgroups } = runCgroups();
   const fx = newFixture("sockbypass");
-  const [node] = makeCluster(fx, {
-    logLevel: "info",
-    datapath: opts.datapath,
-    sockBypass: true,
-    sockBypassCgroup: cgroups.on,
-  });
-  const server = addPod(fx, node, "srv");
-  const client = addPod(fx, node, "cli");
-  if (
-    !fs.existsSync(sockLinkPins.skMsg(node.bpffsRoot)) ||
-    !fs.existsSync(sockLinkPins.cgroup(node.bpffsRoot, cgroups.on))
-  ) {
-    throw new Error(`socket bypass: ADD went on without it (see ${String(node.conf.logFile)})`);
-  }
-  const serverPeers: Record<SockVariant, Peers> = {
-    on: { netns: server.netns, cgroup: cgroups.on, ip: server.v4 },
-    off: { netns: server.netns, cgroup: cgroups.off, ip: server.v4 },
-    loopback: { netns: node.netns, cgroup: cgroups.loopback, ip: "127.0.0.1" },
-  };
-  const clientPeers: Record<SockVariant, Peers> = {
-    on: { netns: client.netns, cgroup: cgroups.on, ip: server.v4 },
-    off: { netns: client.netns, cgroup: cgroups.off, ip: server.v4 },
-    loopback: { netns: node.netns, cgroup: cgroups.loopback, ip: "127.0.0.1" },
-  };
+  const { node, server, client } = bypassPods(fx, opts.datapath, cgroups.on);
+  const peers = peersOf(node, server, client, cgroups);
   for (const v of SOCK_VARIANTS) {
-    const s = serverPeers[v];
+    const s = peers.server[v];
     startServer(fx, s, ["netserver", "-D", "-4", "-L", s.ip, "-p", String(NETSERVER_PORT[v])], NETSERVER_PORT[v]);
     startServer(fx, s, ["sockperf", "server", "--tcp", "-i", s.ip, "-p", String(SOCKPERF_PORT[v])], SOCKPERF_PORT[v]);
   }
-
-  const counters = new Counters(node.bpffsRoot, client, server);
-  const checks: SockBypassCheck[] = [];
-  const errors: string[] = [];
-  const samples = Object.fromEntries(
-    SOCK_VARIANTS.map((v) => [
-      v,
-      Object.fromEntries(
-        sizes.map((s) => [s, { rr: [], rrCpuUs: [], stream: [], streamCpuUsPerMiB: [], p50: [], p99: [] }]),
-      ),
-    ]),
-  ) as unknown as Record<SockVariant, Record<string, SockSizeSamples>>;
-
-  /** One measurement with its CPU and counter deltas; a contradiction fails the run. */
-  const measured = <T extends { bytes: number; error?: string }>(
-    v: SockVariant,
-    size: number,
-    test: SockBypassCheck["test"],
-    run: () => T,
-  ): { result: T; cpuUs: number } => {
-    const before = counters.read();
-    const cpu0 = cpuUsec(cgroups[v]);
-    const result = run();
-    const cpuUs = cpuUsec(cgroups[v]) - cpu0;
-    const after = counters.read();
-    if (result.error) {
-      errors.push(result.error);
-      return { result, cpuUs: Number.NaN };
-    }
-    const check: SockBypassCheck = {
-      variant: v,
-      size,
-      test,
-      bytes: Math.round(result.bytes),
-      client: delta(before.client, after.client),
-      server: delta(before.server, after.server),
-    };
-    checks.push(check);
-    const why = checkFailure(check);
-    if (why) throw new Error(`socket bypass: ${why}`);
-    return { result, cpuUs };
-  };
+  const runs = new CheckedRuns(new Counters(node.bpffsRoot, client, server), cgroups);
+  const samples = emptySamples(sizes);
 
   // Warm-up, untimed: first connections, netserver's first fork; also the first check
   // that each variant is what it claims.
   for (const v of SOCK_VARIANTS) {
     await tick();
-    measured(v, 64, "TCP_RR", () => netperfRun(clientPeers[v], v, "TCP_RR", 64, 1));
+    runs.measured(v, 64, "TCP_RR", () => netperfRun(peers.client[v], v, "TCP_RR", 64, 1));
   }
-  checks.splice(0);
+  runs.checks.splice(0);
 
   for (let round = 0; round < opts.rounds; round++) {
     const t0 = Date.now();
@@ -382,20 +307,8 @@ export async function measureSockBypass(opts: {
     const order = turnedBy(SOCK_VARIANTS, round);
     for (const size of sizes) {
       for (const v of order) {
-        await tick();
-        const s = samples[v][String(size)] as SockSizeSamples;
-        const c = clientPeers[v];
-        const rr = measured(v, size, "TCP_RR", () => netperfRun(c, v, "TCP_RR", size, opts.seconds));
-        s.rr.push(rr.result.value);
-        s.rrCpuUs.push(rr.result.transactions > 0 ? rr.cpuUs / rr.result.transactions : Number.NaN);
-        await tick();
-        const st = measured(v, size, "TCP_STREAM", () => netperfRun(c, v, "TCP_STREAM", size, opts.seconds));
-        s.stream.push(st.result.value);
-        s.streamCpuUsPerMiB.push(st.result.bytes > 0 ? st.cpuUs / (st.result.bytes / 2 ** 20) : Number.NaN);
-        await tick();
-        const sp = measured(v, size, "sockperf", () => sockperfRun(c, v, size, opts.seconds));
-        s.p50.push(sp.result.p50);
-        s.p99.push(sp.result.p99);
+        const into = samples[v][String(size)] as SockSizeSamples;
+        await measureOne(runs, peers.client[v], v, size, opts.seconds, into);
       }
     }
     process.stderr.write(
@@ -411,7 +324,132 @@ export async function measureSockBypass(opts: {
     order: [...SOCK_VARIANTS],
     datapath: opts.datapath,
     samples,
-    checks,
-    errors,
+    checks: runs.checks,
+    errors: runs.errors,
   };
+}
+
+/** The run's own cgroups, never the machine's root: sock_ops sees only <parent>/on. */
+function runCgroups(): { parent: string; cgroups: Record<SockVariant, string> } {
+  const root = cgroup2Root();
+  if (!root) throw new Error("socket bypass: no cgroup v2 hierarchy on this machine");
+  const parent = path.join(root, `netkit-cni-bench-${process.pid}`);
+  const cgroups = Object.fromEntries(SOCK_VARIANTS.map((v) => [v, path.join(parent, v)])) as Record<
+    SockVariant,
+    string
+  >;
+  // Registered before the fixture: cleanup runs newest first, so the peers are killed
+  // and the bypass's pins removed before the cgroups go.
+  onCleanup(() => removeCgroups(parent, Object.values(cgroups)));
+  fs.mkdirSync(parent);
+  for (const dir of Object.values(cgroups)) fs.mkdirSync(dir);
+  return { parent, cgroups };
+}
+
+/** One node with the bypass on for `watched` alone, and its two pods; fails if ADD set up no bypass. */
+function bypassPods(fx: BenchFixture, datapath: "veth" | "netkit", watched: string) {
+  const [node] = makeCluster(fx, {
+    logLevel: "info",
+    datapath,
+    sockBypass: true,
+    sockBypassCgroup: watched,
+  });
+  const server = addPod(fx, node, "srv");
+  const client = addPod(fx, node, "cli");
+  if (
+    !fs.existsSync(sockLinkPins.skMsg(node.bpffsRoot)) ||
+    !fs.existsSync(sockLinkPins.cgroup(node.bpffsRoot, watched))
+  ) {
+    throw new Error(`socket bypass: ADD went on without it (see ${String(node.conf.logFile)})`);
+  }
+  return { node, server, client };
+}
+
+/**
+ * Where each variant's peers run: on and off in the same pods (only the cgroup differs),
+ * loopback in the node's namespace.
+ */
+function peersOf(node: ClusterNode, server: Pod, client: Pod, cgroups: Record<SockVariant, string>) {
+  const at = (pod: Pod, v: SockVariant): Peers =>
+    v === "loopback"
+      ? { netns: node.netns, cgroup: cgroups.loopback, ip: "127.0.0.1" }
+      : { netns: pod.netns, cgroup: cgroups[v], ip: server.v4 };
+  const each = (pod: Pod) =>
+    Object.fromEntries(SOCK_VARIANTS.map((v) => [v, at(pod, v)])) as Record<SockVariant, Peers>;
+  return { server: each(server), client: each(client) };
+}
+
+function emptySamples(sizes: number[]): Record<SockVariant, Record<string, SockSizeSamples>> {
+  return Object.fromEntries(
+    SOCK_VARIANTS.map((v) => [
+      v,
+      Object.fromEntries(
+        sizes.map((s) => [s, { rr: [], rrCpuUs: [], stream: [], streamCpuUsPerMiB: [], p50: [], p99: [] }]),
+      ),
+    ]),
+  ) as unknown as Record<SockVariant, Record<string, SockSizeSamples>>;
+}
+
+/** Runs tests with their CPU and counter deltas, keeping every check and tool error. */
+class CheckedRuns {
+  readonly checks: SockBypassCheck[] = [];
+  readonly errors: string[] = [];
+
+  constructor(
+    private readonly counters: Counters,
+    private readonly cgroups: Record<SockVariant, string>,
+  ) {}
+
+  /** One measurement with its CPU and counter deltas; a contradiction fails the run. */
+  measured<T extends { bytes: number; error?: string }>(
+    v: SockVariant,
+    size: number,
+    test: SockBypassCheck["test"],
+    run: () => T,
+  ): { result: T; cpuUs: number } {
+    const before = this.counters.read();
+    const cpu0 = cpuUsec(this.cgroups[v]);
+    const result = run();
+    const cpuUs = cpuUsec(this.cgroups[v]) - cpu0;
+    const after = this.counters.read();
+    if (result.error) {
+      this.errors.push(result.error);
+      return { result, cpuUs: Number.NaN };
+    }
+    const check: SockBypassCheck = {
+      variant: v,
+      size,
+      test,
+      bytes: Math.round(result.bytes),
+      client: delta(before.client, after.client),
+      server: delta(before.server, after.server),
+    };
+    this.checks.push(check);
+    const why = checkFailure(check);
+    if (why) throw new Error(`socket bypass: ${why}`);
+    return { result, cpuUs };
+  }
+}
+
+/** One variant at one size: TCP_RR, TCP_STREAM and sockperf, with CPU per transaction and per MiB. */
+async function measureOne(
+  runs: CheckedRuns,
+  c: Peers,
+  v: SockVariant,
+  size: number,
+  seconds: number,
+  s: SockSizeSamples,
+) {
+  await tick();
+  const rr = runs.measured(v, size, "TCP_RR", () => netperfRun(c, v, "TCP_RR", size, seconds));
+  s.rr.push(rr.result.value);
+  s.rrCpuUs.push(rr.result.transactions > 0 ? rr.cpuUs / rr.result.transactions : Number.NaN);
+  await tick();
+  const st = runs.measured(v, size, "TCP_STREAM", () => netperfRun(c, v, "TCP_STREAM", size, seconds));
+  s.stream.push(st.result.value);
+  s.streamCpuUsPerMiB.push(st.result.bytes > 0 ? st.cpuUs / (st.result.bytes / 2 ** 20) : Number.NaN);
+  await tick();
+  const sp = runs.measured(v, size, "sockperf", () => sockperfRun(c, v, size, seconds));
+  s.p50.push(sp.result.p50);
+  s.p99.push(sp.result.p99);
 }

@@ -18,7 +18,7 @@
 import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { makeCluster } from "../../test/support/topology";
+import { type ClusterNode, makeCluster } from "../../test/support/topology";
 import { newFixture, tick } from "./cleanup";
 import { type Attachment, cniEnv, OUR_NODE_PLUGIN, runCni } from "./cni";
 import { makeConfig } from "./control-plane";
@@ -293,71 +293,26 @@ interface SampleInfo {
   srcFunction: string;
 }
 
+interface Frame {
+  /** A frame of our bundle (its module known), or of Node and the runtime. */
+  bundle: boolean;
+  module: string;
+  fn: string;
+}
+
+/** Profile time summed over every run, by where it was charged. */
+interface Tally {
+  load: Record<string, number>;
+  verb: Record<string, number>;
+  steps: Record<string, number>;
+  src: Record<string, number>;
+  sampled: number;
+}
+
 function analyseProfiles(docs: ProbeDoc[]): ProfileReport {
   const mods = bundleModules();
-  const load: Record<string, number> = {};
-  const verb: Record<string, number> = {};
-  const bySteps: Record<string, number> = {};
-  const bySrc: Record<string, number> = {};
-  let sampled = 0;
-  for (const doc of docs) {
-    const p = doc.profile;
-    if (!p) continue;
-    const parent = new Map<number, number>();
-    const byId = new Map(p.nodes.map((n) => [n.id, n]));
-    for (const n of p.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
-    const infoOf = new Map<number, SampleInfo>();
-    const frameName = (id: number): { bundle: boolean; module: string; fn: string } => {
-      const f = (byId.get(id) as CpuProfile["nodes"][number]).callFrame;
-      const bundle = f.url.endsWith("/netkit-cni-node.js");
-      return { bundle, module: bundle ? moduleAt(mods, f.lineNumber) : f.url, fn: f.functionName || "(anonymous)" };
-    };
-    const info = (leaf: number): SampleInfo => {
-      const cached = infoOf.get(leaf);
-      if (cached) return cached;
-      const stack: number[] = []; // leaf first
-      for (let cur: number | undefined = leaf; cur !== undefined; cur = parent.get(cur)) stack.push(cur);
-      const frames = stack.map(frameName);
-      const innermost = frames.find((f) => f.bundle);
-      let group: string;
-      if (innermost) {
-        group = groupOf(innermost.module);
-      } else {
-        const fn = frames[0]?.fn ?? "";
-        group =
-          fn === "(garbage collector)"
-            ? "garbage collection"
-            : fn === "(idle)"
-              ? "idle (waiting: I/O, child processes)"
-              : fn === "(program)"
-                ? "native code outside JS (V8, libuv, addons)"
-                : "Node runtime (loader, built-ins)";
-      }
-      const v = frames.findIndex((f) => f.bundle && VERBS.has(f.fn));
-      let step = "";
-      if (v === 0) step = `${frames[0]?.fn} itself`;
-      else if (v > 0) {
-        const callee = frames[v - 1] as { bundle: boolean; module: string; fn: string };
-        step = callee.bundle ? `${callee.fn} (${callee.module})` : `${callee.fn} (Node)`;
-      }
-      const src = frames.find((f) => f.bundle && f.module.startsWith("src/"));
-      const srcFunction = src ? `${src.fn} (${src.module})` : "";
-      const result = { group, step, srcFunction };
-      infoOf.set(leaf, result);
-      return result;
-    };
-    const mainUs = doc.mainHr ? Number(BigInt(doc.mainHr) / 1000n) : Number.POSITIVE_INFINITY;
-    let t = p.startTime;
-    for (let i = 0; i < p.samples.length; i++) {
-      const dt = (p.timeDeltas[i] ?? 0) / 1000;
-      t += p.timeDeltas[i] ?? 0;
-      const s = info(p.samples[i] as number);
-      addTo(t < mainUs ? load : verb, s.group, dt);
-      if (s.step) addTo(bySteps, s.step, dt);
-      if (s.srcFunction && t >= mainUs) addTo(bySrc, s.srcFunction, dt);
-      sampled += dt;
-    }
-  }
+  const tally: Tally = { load: {}, verb: {}, steps: {}, src: {}, sampled: 0 };
+  for (const doc of docs) if (doc.profile) tallyProfile(doc.profile, doc.mainHr, mods, tally);
   const n = docs.filter((d) => d.profile).length || 1;
   const perRun = (r: Record<string, number>) =>
     Object.fromEntries(
@@ -372,137 +327,108 @@ function analyseProfiles(docs: ProbeDoc[]): ProfileReport {
       .slice(0, k);
   return {
     runs: n,
-    sampledMs: sampled / n,
-    load: perRun(load),
-    verb: perRun(verb),
-    steps: top(bySteps, 15),
-    srcFunctions: top(bySrc, 15),
+    sampledMs: tally.sampled / n,
+    load: perRun(tally.load),
+    verb: perRun(tally.verb),
+    steps: top(tally.steps, 15),
+    srcFunctions: top(tally.src, 15),
   };
 }
 
+/**
+ * Adds one run's samples to the tally: before main() they are module loading, after it
+ * the verb; functions of src/ are counted in the verb only.
+ */
+function tallyProfile(p: CpuProfile, mainHr: string | undefined, mods: [number, string][], tally: Tally): void {
+  const info = sampleClassifier(p, mods);
+  const mainUs = mainHr ? Number(BigInt(mainHr) / 1000n) : Number.POSITIVE_INFINITY;
+  let t = p.startTime;
+  for (let i = 0; i < p.samples.length; i++) {
+    const dt = (p.timeDeltas[i] ?? 0) / 1000;
+    t += p.timeDeltas[i] ?? 0;
+    const s = info(p.samples[i] as number);
+    addTo(t < mainUs ? tally.load : tally.verb, s.group, dt);
+    if (s.step) addTo(tally.steps, s.step, dt);
+    if (s.srcFunction && t >= mainUs) addTo(tally.src, s.srcFunction, dt);
+    tally.sampled += dt;
+  }
+}
+
+/** What a sample's stack says, by its leaf node; computed once per leaf (samples repeat). */
+function sampleClassifier(p: CpuProfile, mods: [number, string][]): (leaf: number) => SampleInfo {
+  const parent = new Map<number, number>();
+  const byId = new Map(p.nodes.map((n) => [n.id, n]));
+  for (const n of p.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
+  const frameOf = (id: number): Frame => {
+    const f = (byId.get(id) as CpuProfile["nodes"][number]).callFrame;
+    const bundle = f.url.endsWith("/netkit-cni-node.js");
+    return { bundle, module: bundle ? moduleAt(mods, f.lineNumber) : f.url, fn: f.functionName || "(anonymous)" };
+  };
+  const infoOf = new Map<number, SampleInfo>();
+  return (leaf) => {
+    const cached = infoOf.get(leaf);
+    if (cached) return cached;
+    const stack: number[] = []; // leaf first
+    for (let cur: number | undefined = leaf; cur !== undefined; cur = parent.get(cur)) stack.push(cur);
+    const frames = stack.map(frameOf);
+    const src = frames.find((f) => f.bundle && f.module.startsWith("src/"));
+    const result = {
+      group: groupOfStack(frames),
+      step: stepOf(frames),
+      srcFunction: src ? `${src.fn} (${src.module})` : "",
+    };
+    infoOf.set(leaf, result);
+    return result;
+  };
+}
+
+/** The module group of the innermost bundle frame; without one, what the runtime was doing. */
+function groupOfStack(frames: Frame[]): string {
+  const innermost = frames.find((f) => f.bundle);
+  if (innermost) return groupOf(innermost.module);
+  const fn = frames[0]?.fn ?? "";
+  if (fn === "(garbage collector)") return "garbage collection";
+  if (fn === "(idle)") return "idle (waiting: I/O, child processes)";
+  if (fn === "(program)") return "native code outside JS (V8, libuv, addons)";
+  return "Node runtime (loader, built-ins)";
+}
+
+/** The function the verb was calling (leaf first, so the frame before the verb's), or "". */
+function stepOf(frames: Frame[]): string {
+  const v = frames.findIndex((f) => f.bundle && VERBS.has(f.fn));
+  if (v === 0) return `${frames[0]?.fn} itself`;
+  if (v < 0) return "";
+  const callee = frames[v - 1] as Frame;
+  return callee.bundle ? `${callee.fn} (${callee.module})` : `${callee.fn} (Node)`;
+}
+
 // --- the measurement -----------------------------------------------------------------
+
+/** The node, the pod namespace and the two configurations every timed invocation uses. */
+interface Bench {
+  node: ClusterNode;
+  podNs: string;
+  /** Embedded IPAM, and the same with host-local. */
+  embedded: Record<string, unknown>;
+  hostLocal: Record<string, unknown>;
+  att: (id: string) => Attachment;
+  /** A new file in the run's scratch folder. */
+  scratch: (prefix: string, ext: string) => string;
+}
 
 export async function measureStartup(opts: {
   runs: number;
   profileRuns: number;
   datapath: string;
 }): Promise<StartupReport> {
-  const fx = newFixture("startup");
-  const [node] = makeCluster(fx, { logLevel: "info", datapath: opts.datapath });
-  const scratch = fx.tempDir("nkb-startup-");
-  const dataDir = fx.tempDir("nkb-startup-ipam-");
-  const ranges = [[{ subnet: node.podSubnet4 }]];
-  const embedded = { ...node.conf, cniVersion: "1.0.0", ipam: { type: "netkit-cni", ranges, dataDir } };
-  const hostLocal = { ...node.conf, cniVersion: "1.0.0", ipam: { type: "host-local", ranges, dataDir } };
-  const podNs = fx.makeNetns("nkp");
-  const att = (id: string): Attachment => ({ containerId: id, netns: `/run/netns/${podNs}`, ifname: "eth0" });
-
-  // The node's programs are loaded and pinned by its first ADD: not part of what a pod pays.
-  const warm = runCni(OUR_NODE_PLUGIN, node.netns, "ADD", att("warm"), embedded);
-  runCni(OUR_NODE_PLUGIN, node.netns, "DEL", att("warm"), { ...embedded, prevResult: warm.json });
-
+  const b = warmNode(opts.datapath);
   const nodeBare = timeCommand(process.execPath, ["-e", "0"], { PATH: process.env.PATH ?? "" }, opts.runs);
   const seaVersion = timeCommand(OUR_NODE_PLUGIN, [], { CNI_COMMAND: "VERSION" }, opts.runs);
-
-  let seq = 0;
-  const probed = (verb: string, a: Attachment, conf: unknown, profile: boolean) => {
-    const out = path.join(scratch, `probe-${seq++}.json`);
-    const env = {
-      NODE_OPTIONS: `--require ${PROBE}`,
-      NKBENCH_PROBE_OUT: out,
-      NKBENCH_PROBE_PROFILE: profile ? "1" : "0",
-    };
-    const run = runCni(OUR_NODE_PLUGIN, node.netns, verb, a, conf, { extraEnv: env });
-    if (run.status !== 0) throw new Error(`probed ${verb} failed: ${run.stdout}`);
-    const doc = JSON.parse(fs.readFileSync(out, "utf8")) as ProbeDoc;
-    fs.rmSync(out);
-    return { run, doc };
-  };
-
-  const collect = async (conf: Record<string, unknown>, label: string) => {
-    const adds: ProbeDoc[] = [];
-    const addWalls: number[] = [];
-    const dels: ProbeDoc[] = [];
-    const delWalls: number[] = [];
-    for (let i = 0; i < opts.runs; i++) {
-      await tick();
-      const a = att(`${label}-${i}`);
-      const r = probed("ADD", a, conf, false);
-      adds.push(r.doc);
-      addWalls.push(r.run.ms);
-      const d = probed("DEL", a, { ...conf, prevResult: r.run.json }, false);
-      dels.push(d.doc);
-      delWalls.push(d.run.ms);
-    }
-    return { add: phases(adds, addWalls), del: phases(dels, delWalls) };
-  };
-  const emb = await collect(embedded, "probe-emb");
-  const hl = await collect(hostLocal, "probe-hl");
-
-  // CPU profiles of ADDs (embedded IPAM), each followed by its profiled DEL.
-  const profiled: ProbeDoc[] = [];
-  const profiledDel: ProbeDoc[] = [];
-  for (let i = 0; i < opts.profileRuns; i++) {
-    await tick();
-    const a = att(`prof-${i}`);
-    const r = probed("ADD", a, embedded, true);
-    profiled.push(r.doc);
-    profiledDel.push(probed("DEL", a, { ...embedded, prevResult: r.run.json }, true).doc);
-  }
-
-  let strace: StartupReport["strace"];
+  const emb = await probedPairs(b, b.embedded, "probe-emb", opts.runs);
+  const hl = await probedPairs(b, b.hostLocal, "probe-hl", opts.runs);
+  const { profiled, profiledDel } = await profiledPairs(b, opts.profileRuns);
   await tick();
-  if (spawnSync("strace", ["-V"]).status === 0) {
-    const traced = (plugin: string, nodeNs: string, verb: string, a: Attachment, conf: unknown) => {
-      const file = path.join(scratch, `strace-${seq++}.txt`);
-      const r = spawnSync(
-        "strace",
-        [
-          "-f",
-          "-q",
-          "-T",
-          "-ttt",
-          "--seccomp-bpf",
-          "-e",
-          `trace=${TRACED}`,
-          "-o",
-          file,
-          "nsenter",
-          `--net=/run/netns/${nodeNs}`,
-          plugin,
-        ],
-        { input: JSON.stringify(conf), env: cniEnv(verb, a), encoding: "utf8", timeout: 60_000 },
-      );
-      if (r.status !== 0) throw new Error(`strace ${verb} failed: ${r.stdout}${r.stderr}`);
-      const report = parseStrace(file, plugin);
-      fs.rmSync(file);
-      return { report, json: JSON.parse(r.stdout || "null") as unknown };
-    };
-    // A few traced ADD+DEL pairs per configuration: counts from the first, times as medians.
-    const pairs = (plugin: string, nodeNs: string, conf: Record<string, unknown>, label: string, podNetns: string) => {
-      const adds: SyscallReport[] = [];
-      const dels: SyscallReport[] = [];
-      for (let i = 0; i < STRACE_RUNS; i++) {
-        const a = { containerId: `strace-${label}-${i}`, netns: `/run/netns/${podNetns}`, ifname: "eth0" };
-        const add = traced(plugin, nodeNs, "ADD", a, conf);
-        adds.push(add.report);
-        dels.push(traced(plugin, nodeNs, "DEL", a, { ...conf, prevResult: add.json }).report);
-      }
-      return { add: medianReport(adds), del: medianReport(dels) };
-    };
-    const tracedEmb = pairs(OUR_NODE_PLUGIN, node.netns, embedded, "emb", podNs);
-    const tracedHl = pairs(OUR_NODE_PLUGIN, node.netns, hostLocal, "hl", podNs);
-    const ptp = makeConfig("ptp", opts.datapath);
-    const ptpRuns = pairs(ptp.plugin, ptp.node.netns, ptp.conf, "ptp", ptp.fx.makeNetns("nkp"));
-    strace = {
-      add: tracedEmb.add,
-      addHostLocal: tracedHl.add,
-      del: tracedEmb.del,
-      ptpAdd: ptpRuns.add,
-      ptpDel: ptpRuns.del,
-    };
-  }
-
+  const strace = spawnSync("strace", ["-V"]).status === 0 ? tracedVerbs(b, opts.datapath) : undefined;
   return {
     nodeBare,
     seaVersion,
@@ -513,4 +439,132 @@ export async function measureStartup(opts: {
     profile: opts.profileRuns > 0 ? analyseProfiles(profiled) : undefined,
     profileDel: opts.profileRuns > 0 ? analyseProfiles(profiledDel) : undefined,
   };
+}
+
+/** A node with its programs loaded and pinned by a first ADD: not part of what a pod pays. */
+function warmNode(datapath: string): Bench {
+  const fx = newFixture("startup");
+  const [node] = makeCluster(fx, { logLevel: "info", datapath });
+  const scratchDir = fx.tempDir("nkb-startup-");
+  const dataDir = fx.tempDir("nkb-startup-ipam-");
+  const ranges = [[{ subnet: node.podSubnet4 }]];
+  const embedded = { ...node.conf, cniVersion: "1.0.0", ipam: { type: "netkit-cni", ranges, dataDir } };
+  const hostLocal = { ...node.conf, cniVersion: "1.0.0", ipam: { type: "host-local", ranges, dataDir } };
+  const podNs = fx.makeNetns("nkp");
+  const att = (id: string): Attachment => ({ containerId: id, netns: `/run/netns/${podNs}`, ifname: "eth0" });
+  let seq = 0;
+  const scratch = (prefix: string, ext: string) => path.join(scratchDir, `${prefix}-${seq++}.${ext}`);
+  const warm = runCni(OUR_NODE_PLUGIN, node.netns, "ADD", att("warm"), embedded);
+  runCni(OUR_NODE_PLUGIN, node.netns, "DEL", att("warm"), { ...embedded, prevResult: warm.json });
+  return { node, podNs, embedded, hostLocal, att, scratch };
+}
+
+/** One invocation with the probe preloaded: its exit and what the probe wrote. */
+function probed(b: Bench, verb: string, a: Attachment, conf: unknown, profile: boolean) {
+  const out = b.scratch("probe", "json");
+  const env = {
+    NODE_OPTIONS: `--require ${PROBE}`,
+    NKBENCH_PROBE_OUT: out,
+    NKBENCH_PROBE_PROFILE: profile ? "1" : "0",
+  };
+  const run = runCni(OUR_NODE_PLUGIN, b.node.netns, verb, a, conf, { extraEnv: env });
+  if (run.status !== 0) throw new Error(`probed ${verb} failed: ${run.stdout}`);
+  const doc = JSON.parse(fs.readFileSync(out, "utf8")) as ProbeDoc;
+  fs.rmSync(out);
+  return { run, doc };
+}
+
+/** ADD then DEL of a pod, `runs` times with one configuration: the phases of each verb. */
+async function probedPairs(b: Bench, conf: Record<string, unknown>, label: string, runs: number) {
+  const adds: ProbeDoc[] = [];
+  const addWalls: number[] = [];
+  const dels: ProbeDoc[] = [];
+  const delWalls: number[] = [];
+  for (let i = 0; i < runs; i++) {
+    await tick();
+    const a = b.att(`${label}-${i}`);
+    const r = probed(b, "ADD", a, conf, false);
+    adds.push(r.doc);
+    addWalls.push(r.run.ms);
+    const d = probed(b, "DEL", a, { ...conf, prevResult: r.run.json }, false);
+    dels.push(d.doc);
+    delWalls.push(d.run.ms);
+  }
+  return { add: phases(adds, addWalls), del: phases(dels, delWalls) };
+}
+
+/** CPU profiles of ADDs (embedded IPAM), each followed by its profiled DEL. */
+async function profiledPairs(b: Bench, runs: number) {
+  const profiled: ProbeDoc[] = [];
+  const profiledDel: ProbeDoc[] = [];
+  for (let i = 0; i < runs; i++) {
+    await tick();
+    const a = b.att(`prof-${i}`);
+    const r = probed(b, "ADD", a, b.embedded, true);
+    profiled.push(r.doc);
+    profiledDel.push(probed(b, "DEL", a, { ...b.embedded, prevResult: r.run.json }, true).doc);
+  }
+  return { profiled, profiledDel };
+}
+
+/** The system calls of ADD and DEL: ours with each IPAM, and ptp's for comparison. */
+function tracedVerbs(b: Bench, datapath: string): NonNullable<StartupReport["strace"]> {
+  const tracedEmb = tracedPairs(b, OUR_NODE_PLUGIN, b.node.netns, b.embedded, "emb", b.podNs);
+  const tracedHl = tracedPairs(b, OUR_NODE_PLUGIN, b.node.netns, b.hostLocal, "hl", b.podNs);
+  const ptp = makeConfig("ptp", datapath);
+  const ptpRuns = tracedPairs(b, ptp.plugin, ptp.node.netns, ptp.conf, "ptp", ptp.fx.makeNetns("nkp"));
+  return {
+    add: tracedEmb.add,
+    addHostLocal: tracedHl.add,
+    del: tracedEmb.del,
+    ptpAdd: ptpRuns.add,
+    ptpDel: ptpRuns.del,
+  };
+}
+
+/** A few traced ADD+DEL pairs of one configuration: counts from the first, times as medians. */
+function tracedPairs(
+  b: Bench,
+  plugin: string,
+  nodeNs: string,
+  conf: Record<string, unknown>,
+  label: string,
+  podNetns: string,
+) {
+  const adds: SyscallReport[] = [];
+  const dels: SyscallReport[] = [];
+  for (let i = 0; i < STRACE_RUNS; i++) {
+    const a = { containerId: `strace-${label}-${i}`, netns: `/run/netns/${podNetns}`, ifname: "eth0" };
+    const add = traced(b, plugin, nodeNs, "ADD", a, conf);
+    adds.push(add.report);
+    dels.push(traced(b, plugin, nodeNs, "DEL", a, { ...conf, prevResult: add.json }).report);
+  }
+  return { add: medianReport(adds), del: medianReport(dels) };
+}
+
+/** One invocation under strace: its system calls, and its result for the DEL that follows. */
+function traced(b: Bench, plugin: string, nodeNs: string, verb: string, a: Attachment, conf: unknown) {
+  const file = b.scratch("strace", "txt");
+  const r = spawnSync(
+    "strace",
+    [
+      "-f",
+      "-q",
+      "-T",
+      "-ttt",
+      "--seccomp-bpf",
+      "-e",
+      `trace=${TRACED}`,
+      "-o",
+      file,
+      "nsenter",
+      `--net=/run/netns/${nodeNs}`,
+      plugin,
+    ],
+    { input: JSON.stringify(conf), env: cniEnv(verb, a), encoding: "utf8", timeout: 60_000 },
+  );
+  if (r.status !== 0) throw new Error(`strace ${verb} failed: ${r.stdout}${r.stderr}`);
+  const report = parseStrace(file, plugin);
+  fs.rmSync(file);
+  return { report, json: JSON.parse(r.stdout || "null") as unknown };
 }

@@ -19,13 +19,15 @@ export interface Group {
   bars: Bar[];
 }
 
+type RefLine = { value: number; label: string; color?: string };
+
 export interface ChartSpec {
   title: string;
   subtitle?: string;
   series: { name: string; color: string }[];
   groups: Group[];
   axisLabel: string;
-  refLines?: { value: number; label: string; color?: string }[];
+  refLines?: RefLine[];
   max?: number;
   format?: (v: number) => string;
 }
@@ -42,88 +44,135 @@ function niceStep(max: number, ticks = 5): number {
 
 export const PALETTE = ["#3b6ea8", "#e08a2c", "#5a9e4b", "#b5484b", "#7a5ea8", "#8c8c8c"];
 
+const WIDTH = 860;
+const BAR_H = 14;
+const BAR_GAP = 3;
+const GROUP_GAP = 14;
+
+/** How one bar chart maps values to x and colours its series. */
+interface BarLayout {
+  left: number;
+  x: (v: number) => number;
+  fmt: (v: number) => string;
+  colorOf: Map<string, string>;
+}
+
 export function barChart(spec: ChartSpec): string {
-  const width = 860;
   const left = 270;
   const fmt = spec.format ?? ((v: number) => (Math.abs(v) >= 100 ? v.toFixed(0) : v.toFixed(2)));
-  // Room on the right for the longest value label.
-  const longest = Math.max(...spec.groups.flatMap((g) => g.bars.map((b) => (b.label ?? fmt(b.value)).length)), 4);
-  const right = Math.min(300, Math.max(70, Math.round(longest * 6.4) + 16));
-  const plotW = width - left - right;
-  const barH = 14;
-  const barGap = 3;
-  const groupGap = 14;
-  const values = spec.groups.flatMap((g) => g.bars.flatMap((b) => [b.value, b.hi ?? b.value]));
-  const refs = (spec.refLines ?? []).map((r) => r.value);
-  const dataMax = Math.max(...values.filter(Number.isFinite), ...refs, 0) || 1;
-  const step = niceStep(spec.max ?? dataMax * 1.05);
-  const axisMax = spec.max ?? Math.ceil((dataMax * 1.02) / step) * step;
+  const plotW = WIDTH - left - valueRoom(spec.groups, fmt);
+  const { step, axisMax } = barAxis(spec);
   const x = (v: number) => left + (Math.max(0, Math.min(v, axisMax)) / axisMax) * plotW;
-
-  const legendY = spec.subtitle ? 56 : 38;
-  const nRefs = spec.refLines?.length ?? 0;
-  const top = legendY + 30 + 13 * nRefs;
-  let y = top;
+  const { legendY, top } = plotTop(spec);
+  const layout: BarLayout = { left, x, fmt, colorOf: new Map(spec.series.map((s) => [s.name, s.color])) };
   const body: string[] = [];
-  const colorOf = new Map(spec.series.map((s) => [s.name, s.color]));
-  for (const g of spec.groups) {
-    const blockH = g.bars.length * (barH + barGap) - barGap;
-    const mid = y + blockH / 2;
-    body.push(
-      `<text x="${left - 10}" y="${r1(mid + (g.sublabel ? -2 : 4))}" text-anchor="end" class="group">${esc(g.label)}</text>`,
-    );
-    if (g.sublabel)
-      body.push(`<text x="${left - 10}" y="${r1(mid + 12)}" text-anchor="end" class="sub">${esc(g.sublabel)}</text>`);
-    for (const b of g.bars) {
-      const color = colorOf.get(b.series) ?? "#888";
-      if (Number.isFinite(b.value)) {
-        const w = Math.max(0.5, x(b.value) - left);
-        body.push(
-          `<rect x="${left}" y="${r1(y)}" width="${r1(w)}" height="${barH}" fill="${color}"><title>${esc(`${g.label} — ${b.series}: ${b.label ?? fmt(b.value)}`)}</title></rect>`,
-        );
-        if (b.lo !== undefined && b.hi !== undefined && Number.isFinite(b.lo) && Number.isFinite(b.hi)) {
-          const cy = r1(y + barH / 2);
-          body.push(
-            `<path d="M${r1(x(b.lo))} ${cy}H${r1(x(b.hi))}M${r1(x(b.lo))} ${r1(y + 3)}V${r1(y + barH - 3)}M${r1(x(b.hi))} ${r1(y + 3)}V${r1(y + barH - 3)}" class="whisker"/>`,
-          );
-        }
-        const tx = Math.max(x(b.value), b.hi !== undefined && Number.isFinite(b.hi) ? x(b.hi) : 0) + 5;
-        body.push(`<text x="${r1(tx)}" y="${r1(y + barH - 3)}" class="val">${esc(b.label ?? fmt(b.value))}</text>`);
-      } else {
-        body.push(`<text x="${left + 4}" y="${r1(y + barH - 3)}" class="val">n/a</text>`);
-      }
-      y += barH + barGap;
-    }
-    y += groupGap - barGap;
-  }
+  let y = top;
+  for (const g of spec.groups) y = groupSvg(g, y, layout, body);
   const plotBottom = y;
-  const axis: string[] = [];
-  for (let v = 0; v <= axisMax + step / 1000; v += step) {
-    const xv = r1(x(v));
-    axis.push(`<line x1="${xv}" y1="${top - 6}" x2="${xv}" y2="${r1(plotBottom)}" class="grid"/>`);
-    axis.push(`<text x="${xv}" y="${r1(plotBottom + 16)}" text-anchor="middle" class="tick">${esc(fmt(v))}</text>`);
-  }
-  const refsSvg = (spec.refLines ?? []).map((r, i) => {
-    const xv = r1(x(r.value));
-    const c = r.color ?? "#222";
-    return (
-      `<line x1="${xv}" y1="${top - 10}" x2="${xv}" y2="${r1(plotBottom)}" stroke="${c}" stroke-width="1.5" stroke-dasharray="5 3"/>` +
-      refLabel(xv, top - 10 - (nRefs - 1 - i) * 13, r.label, c, width)
-    );
-  });
-  const legend = legendSvg(spec.series, left, legendY);
-  const height = r1(plotBottom + 44);
   return [
-    ...header(width, height, spec.title, spec.subtitle),
-    ...legend,
-    ...axis,
+    ...header(WIDTH, r1(plotBottom + 44), spec.title, spec.subtitle),
+    ...legendSvg(spec.series, left, legendY),
+    ...gridSvg(x, step, axisMax, top, plotBottom, fmt),
     ...body,
-    ...refsSvg,
-    `<text x="${left + plotW / 2}" y="${r1(plotBottom + 34)}" text-anchor="middle" class="axis">${esc(spec.axisLabel)}</text>`,
+    ...refLinesSvg(spec.refLines, x, top, plotBottom),
+    axisLabelSvg(left + plotW / 2, plotBottom, spec.axisLabel),
     "</svg>",
     "",
   ].join("\n");
 }
+
+/** Room on the right of the plot for the longest value label. */
+function valueRoom(groups: Group[], fmt: (v: number) => string): number {
+  const longest = Math.max(...groups.flatMap((g) => g.bars.map((b) => (b.label ?? fmt(b.value)).length)), 4);
+  return Math.min(300, Math.max(70, Math.round(longest * 6.4) + 16));
+}
+
+/** The axis reaches past every bar, whisker and reference line, unless the spec fixes it. */
+function barAxis(spec: ChartSpec): { step: number; axisMax: number } {
+  const values = spec.groups.flatMap((g) => g.bars.flatMap((b) => [b.value, b.hi ?? b.value]));
+  const refs = (spec.refLines ?? []).map((r) => r.value);
+  const dataMax = Math.max(...values.filter(Number.isFinite), ...refs, 0) || 1;
+  const step = niceStep(spec.max ?? dataMax * 1.05);
+  return { step, axisMax: spec.max ?? Math.ceil((dataMax * 1.02) / step) * step };
+}
+
+/** The legend's row, and the plot's top below it and one label row per reference line. */
+function plotTop(spec: { subtitle?: string; refLines?: RefLine[] }): { legendY: number; top: number } {
+  const legendY = spec.subtitle ? 56 : 38;
+  return { legendY, top: legendY + 30 + 13 * (spec.refLines?.length ?? 0) };
+}
+
+/** One group's label and bars, drawn from y0 down into out; returns the next group's y. */
+function groupSvg(g: Group, y0: number, l: BarLayout, out: string[]): number {
+  const blockH = g.bars.length * (BAR_H + BAR_GAP) - BAR_GAP;
+  const mid = y0 + blockH / 2;
+  out.push(
+    `<text x="${l.left - 10}" y="${r1(mid + (g.sublabel ? -2 : 4))}" text-anchor="end" class="group">${esc(g.label)}</text>`,
+  );
+  if (g.sublabel)
+    out.push(`<text x="${l.left - 10}" y="${r1(mid + 12)}" text-anchor="end" class="sub">${esc(g.sublabel)}</text>`);
+  let y = y0;
+  for (const b of g.bars) {
+    out.push(...barSvg(g.label, b, y, l));
+    y += BAR_H + BAR_GAP;
+  }
+  return y + (GROUP_GAP - BAR_GAP);
+}
+
+/** One bar at y: its rectangle, whiskers when it has a spread, and its value at the end. */
+function barSvg(group: string, b: Bar, y: number, l: BarLayout): string[] {
+  if (!Number.isFinite(b.value)) return [`<text x="${l.left + 4}" y="${r1(y + BAR_H - 3)}" class="val">n/a</text>`];
+  const { x, left } = l;
+  const color = l.colorOf.get(b.series) ?? "#888";
+  const label = b.label ?? l.fmt(b.value);
+  const w = Math.max(0.5, x(b.value) - left);
+  const out = [
+    `<rect x="${left}" y="${r1(y)}" width="${r1(w)}" height="${BAR_H}" fill="${color}"><title>${esc(`${group} — ${b.series}: ${label}`)}</title></rect>`,
+  ];
+  if (b.lo !== undefined && b.hi !== undefined && Number.isFinite(b.lo) && Number.isFinite(b.hi)) {
+    const cy = r1(y + BAR_H / 2);
+    out.push(
+      `<path d="M${r1(x(b.lo))} ${cy}H${r1(x(b.hi))}M${r1(x(b.lo))} ${r1(y + 3)}V${r1(y + BAR_H - 3)}M${r1(x(b.hi))} ${r1(y + 3)}V${r1(y + BAR_H - 3)}" class="whisker"/>`,
+    );
+  }
+  const tx = Math.max(x(b.value), b.hi !== undefined && Number.isFinite(b.hi) ? x(b.hi) : 0) + 5;
+  out.push(`<text x="${r1(tx)}" y="${r1(y + BAR_H - 3)}" class="val">${esc(label)}</text>`);
+  return out;
+}
+
+/** Vertical grid lines at each step of the axis, with their tick labels below the plot. */
+function gridSvg(
+  x: (v: number) => number,
+  step: number,
+  axisMax: number,
+  top: number,
+  plotBottom: number,
+  tick: (v: number) => string,
+): string[] {
+  const out: string[] = [];
+  for (let v = 0; v <= axisMax + step / 1000; v += step) {
+    const xv = r1(x(v));
+    out.push(`<line x1="${xv}" y1="${top - 6}" x2="${xv}" y2="${r1(plotBottom)}" class="grid"/>`);
+    out.push(`<text x="${xv}" y="${r1(plotBottom + 16)}" text-anchor="middle" class="tick">${esc(tick(v))}</text>`);
+  }
+  return out;
+}
+
+/** Dashed reference lines across the plot, their labels stacked above it (the first highest). */
+function refLinesSvg(refLines: RefLine[] | undefined, x: (v: number) => number, top: number, plotBottom: number) {
+  const n = refLines?.length ?? 0;
+  return (refLines ?? []).map((r, i) => {
+    const xv = r1(x(r.value));
+    const c = r.color ?? "#222";
+    return (
+      `<line x1="${xv}" y1="${top - 10}" x2="${xv}" y2="${r1(plotBottom)}" stroke="${c}" stroke-width="1.5" stroke-dasharray="5 3"/>` +
+      refLabel(xv, top - 10 - (n - 1 - i) * 13, r.label, c, WIDTH)
+    );
+  });
+}
+
+const axisLabelSvg = (cx: number, plotBottom: number, label: string) =>
+  `<text x="${cx}" y="${r1(plotBottom + 34)}" text-anchor="middle" class="axis">${esc(label)}</text>`;
 
 const STYLE =
   "<style>.title{font-size:16px;font-weight:bold}.subtitle{font-size:12px;fill:#444}.group{font-size:12px}.sub{font-size:10px;fill:#666}.val{font-size:11px}.tick{font-size:10px;fill:#555}.grid{stroke:#e4e4e4}.legend{font-size:11px}.ref{font-size:10px}.axis{font-size:11px;fill:#333}.whisker{stroke:#222;stroke-width:1;fill:none}.seg{font-size:10px;fill:#fff}</style>";
@@ -165,6 +214,9 @@ export interface StackedRow {
   segments: { series: string; value: number }[];
 }
 
+const ROW_H = 24;
+const ROW_GAP = 16;
+
 /** Horizontal stacked bars: one bar per row, one segment per series, the total at the end. */
 export function stackedChart(spec: {
   title: string;
@@ -172,79 +224,72 @@ export function stackedChart(spec: {
   series: { name: string; color: string }[];
   rows: StackedRow[];
   axisLabel: string;
-  refLines?: { value: number; label: string; color?: string }[];
+  refLines?: RefLine[];
   unit: string;
 }): string {
-  const width = 860;
   const left = 230;
-  const right = 80;
-  const plotW = width - left - right;
-  const barH = 24;
-  const gap = 16;
+  const plotW = WIDTH - left - 80;
   const totals = spec.rows.map((r) => r.segments.reduce((a, s) => a + (Number.isFinite(s.value) ? s.value : 0), 0));
   const max = Math.max(...totals, ...(spec.refLines ?? []).map((r) => r.value), 1);
   const step = niceStep(max * 1.05);
   const axisMax = Math.ceil((max * 1.02) / step) * step;
   const x = (v: number) => left + (v / axisMax) * plotW;
-  const legendY = spec.subtitle ? 56 : 38;
-  const nRefs = spec.refLines?.length ?? 0;
-  const top = legendY + 30 + 13 * nRefs;
-  const colorOf = new Map(spec.series.map((s) => [s.name, s.color]));
+  const { legendY, top } = plotTop(spec);
+  const layout: StackLayout = { left, x, unit: spec.unit, colorOf: new Map(spec.series.map((s) => [s.name, s.color])) };
   const body: string[] = [];
   let y = top;
   spec.rows.forEach((row, i) => {
-    body.push(
-      `<text x="${left - 10}" y="${r1(y + barH / 2 + (row.sublabel ? -1 : 4))}" text-anchor="end" class="group">${esc(row.label)}</text>`,
-    );
-    if (row.sublabel) {
-      body.push(
-        `<text x="${left - 10}" y="${r1(y + barH / 2 + 12)}" text-anchor="end" class="sub">${esc(row.sublabel)}</text>`,
-      );
-    }
-    let acc = 0;
-    for (const seg of row.segments) {
-      if (!Number.isFinite(seg.value) || seg.value <= 0) continue;
-      const x0 = x(acc);
-      const w = x(acc + seg.value) - x0;
-      body.push(
-        `<rect x="${r1(x0)}" y="${r1(y)}" width="${r1(w)}" height="${barH}" fill="${colorOf.get(seg.series) ?? "#888"}" stroke="#fff" stroke-width="0.5"><title>${esc(`${row.label} — ${seg.series}: ${seg.value.toFixed(1)} ${spec.unit}`)}</title></rect>`,
-      );
-      if (w > 26) {
-        body.push(
-          `<text x="${r1(x0 + w / 2)}" y="${r1(y + barH / 2 + 4)}" text-anchor="middle" class="seg">${seg.value.toFixed(0)}</text>`,
-        );
-      }
-      acc += seg.value;
-    }
-    body.push(
-      `<text x="${r1(x(acc) + 6)}" y="${r1(y + barH / 2 + 4)}" class="val">${(totals[i] as number).toFixed(0)} ${esc(spec.unit)}</text>`,
-    );
-    y += barH + gap;
+    body.push(...rowSvg(row, totals[i] as number, y, layout));
+    y += ROW_H + ROW_GAP;
   });
-  const plotBottom = y - gap + 6;
-  const axis: string[] = [];
-  for (let v = 0; v <= axisMax + step / 1000; v += step) {
-    const xv = r1(x(v));
-    axis.push(`<line x1="${xv}" y1="${top - 6}" x2="${xv}" y2="${r1(plotBottom)}" class="grid"/>`);
-    axis.push(`<text x="${xv}" y="${r1(plotBottom + 16)}" text-anchor="middle" class="tick">${v.toFixed(0)}</text>`);
-  }
-  const refs = (spec.refLines ?? []).map((r, i) => {
-    const xv = r1(x(r.value));
-    const c = r.color ?? "#222";
-    return (
-      `<line x1="${xv}" y1="${top - 10}" x2="${xv}" y2="${r1(plotBottom)}" stroke="${c}" stroke-width="1.5" stroke-dasharray="5 3"/>` +
-      refLabel(xv, top - 10 - (nRefs - 1 - i) * 13, r.label, c, width)
-    );
-  });
-  const height = r1(plotBottom + 44);
+  const plotBottom = y - ROW_GAP + 6;
   return [
-    ...header(width, height, spec.title, spec.subtitle),
+    ...header(WIDTH, r1(plotBottom + 44), spec.title, spec.subtitle),
     ...legendSvg(spec.series, left, legendY),
-    ...axis,
-    ...refs,
+    ...gridSvg(x, step, axisMax, top, plotBottom, (v) => v.toFixed(0)),
+    ...refLinesSvg(spec.refLines, x, top, plotBottom),
     ...body,
-    `<text x="${left + plotW / 2}" y="${r1(plotBottom + 34)}" text-anchor="middle" class="axis">${esc(spec.axisLabel)}</text>`,
+    axisLabelSvg(left + plotW / 2, plotBottom, spec.axisLabel),
     "</svg>",
     "",
   ].join("\n");
+}
+
+interface StackLayout {
+  left: number;
+  x: (v: number) => number;
+  unit: string;
+  colorOf: Map<string, string>;
+}
+
+/** One row at y: its label, a segment per positive value (named inside when it has room), the total. */
+function rowSvg(row: StackedRow, total: number, y: number, l: StackLayout): string[] {
+  const { x, left } = l;
+  const out = [
+    `<text x="${left - 10}" y="${r1(y + ROW_H / 2 + (row.sublabel ? -1 : 4))}" text-anchor="end" class="group">${esc(row.label)}</text>`,
+  ];
+  if (row.sublabel) {
+    out.push(
+      `<text x="${left - 10}" y="${r1(y + ROW_H / 2 + 12)}" text-anchor="end" class="sub">${esc(row.sublabel)}</text>`,
+    );
+  }
+  let acc = 0;
+  for (const seg of row.segments) {
+    if (!Number.isFinite(seg.value) || seg.value <= 0) continue;
+    const x0 = x(acc);
+    const w = x(acc + seg.value) - x0;
+    out.push(
+      `<rect x="${r1(x0)}" y="${r1(y)}" width="${r1(w)}" height="${ROW_H}" fill="${l.colorOf.get(seg.series) ?? "#888"}" stroke="#fff" stroke-width="0.5"><title>${esc(`${row.label} — ${seg.series}: ${seg.value.toFixed(1)} ${l.unit}`)}</title></rect>`,
+    );
+    if (w > 26) {
+      out.push(
+        `<text x="${r1(x0 + w / 2)}" y="${r1(y + ROW_H / 2 + 4)}" text-anchor="middle" class="seg">${seg.value.toFixed(0)}</text>`,
+      );
+    }
+    acc += seg.value;
+  }
+  out.push(
+    `<text x="${r1(x(acc) + 6)}" y="${r1(y + ROW_H / 2 + 4)}" class="val">${total.toFixed(0)} ${esc(l.unit)}</text>`,
+  );
+  return out;
 }

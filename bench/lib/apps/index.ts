@@ -19,7 +19,7 @@ import { type BenchFixture, newFixture, onCleanup, tick } from "../cleanup";
 import { buildPath, type Endpoint, type PathId, type Placement } from "../paths";
 import { Counters, removeCgroups } from "../sockbypass";
 import { turnedBy } from "../stats";
-import { type Sample, STEPS, WARMUP_STEPS, WORKLOADS, type Workload } from "./clients";
+import { type Sample, STEPS, type Step, WARMUP_STEPS, WORKLOADS, type Workload } from "./clients";
 import { cpuUsec, type Place } from "./exec";
 import { pgTemplate, type ServerSet, startServers } from "./servers";
 
@@ -105,15 +105,7 @@ export async function measureApps(opts: {
   seconds: number;
   log: (msg: string) => void;
 }): Promise<AppsRun> {
-  const root = cgroup2Root();
-  if (!root) throw new Error("applications: no cgroup v2 hierarchy on this machine");
-  const parent = path.join(root, `netkit-cni-bench-${process.pid}-apps`);
-  const cgroups = opts.paths.map((id) => path.join(parent, id));
-  // Registered before anything that runs inside them: cleanup runs newest first, so the
-  // servers are stopped and the pins removed before the cgroups and the data go.
-  onCleanup(() => removeCgroups(parent, cgroups));
-  fs.mkdirSync(parent);
-  for (const dir of cgroups) fs.mkdirSync(dir);
+  const { parent, cgroups } = runCgroups(opts.paths);
   const base = fs.mkdtempSync("/dev/shm/netkit-cni-bench-apps-");
   onCleanup(() => fs.rmSync(base, { recursive: true, force: true }));
   fs.chmodSync(base, 0o755);
@@ -123,24 +115,7 @@ export async function measureApps(opts: {
   const paths: AppPath[] = [];
   for (const id of opts.paths) {
     await tick();
-    const cgroup = path.join(parent, id);
-    const built = buildCluster(id, cgroup);
-    const pairs: AppPath["pairs"] = {};
-    const started = new Map<string, ServerSet>();
-    for (const pl of opts.placements) {
-      const pair = built.pairs[pl];
-      if (!pair) continue;
-      const { client, server } = pair;
-      let set = started.get(server.netns);
-      if (!set) {
-        opts.log(`applications: servers for ${id} in ${server.netns} (${server.ip})`);
-        const dir = path.join(base, `${id}-${pl}`);
-        set = startServers(built.fx, { netns: server.netns, cgroup }, server.ip, dir, template);
-        started.set(server.netns, set);
-      }
-      pairs[pl] = { client: { netns: client.netns, cgroup, ip: client.ip }, server: set };
-    }
-    paths.push({ id, fx: built.fx, cgroup, pairs, counters: built.counters });
+    paths.push(startPath(id, path.join(parent, id), opts.placements, { base, template, log: opts.log }));
   }
 
   const run: AppsRun = {
@@ -154,21 +129,6 @@ export async function measureApps(opts: {
     bypass: [],
     errors: [],
   };
-  const record = (p: AppPath, pl: Placement, w: Workload, s: Sample, cpuUs: number, ops: number) => {
-    const byPl = run.samples[p.id] ?? {};
-    run.samples[p.id] = byPl;
-    const byW = byPl[pl] ?? {};
-    byPl[pl] = byW;
-    const ws = byW[w] ?? { rate: [], p50: [], p99: [], cpuUsPerOp: [] };
-    byW[w] = ws;
-    ws.rate.push(s.rate);
-    ws.p50.push(s.p50);
-    ws.p99.push(s.p99);
-    ws.cpuUsPerOp.push(ops > 0 ? cpuUs / ops : Number.NaN);
-    run.completed[w] = (run.completed[w] ?? 0) + s.ops;
-    if (s.error) run.errors.push(`${p.id} ${pl}: ${s.error}`);
-  };
-
   // Untimed warm-up: first connections, caches, the flows the fast path learns; the Redis
   // steps also learn each pair's rate, which sizes their timed runs.
   for (const p of paths) {
@@ -185,29 +145,9 @@ export async function measureApps(opts: {
     for (const step of STEPS) {
       for (const pl of opts.placements) {
         for (const p of order) {
-          const pair = p.pairs[pl];
-          if (!pair) continue;
+          if (!p.pairs[pl]) continue;
           await tick();
-          const before = p.counters?.read();
-          const cpu0 = cpuUsec(p.cgroup);
-          const out = step(pair.client, pair.server.ip, opts.seconds);
-          const cpuUs = cpuUsec(p.cgroup) - cpu0;
-          const after = p.counters?.read();
-          const totalOps = Object.values(out).reduce((n, s) => n + (s?.ops ?? 0), 0);
-          for (const [w, s] of Object.entries(out) as [Workload, Sample][]) record(p, pl, w, s, cpuUs, totalOps);
-          if (before && after) {
-            const d = (k: "redirectedBytes" | "passedMsgs" | "added") =>
-              Number(after.client[k] - before.client[k] + (after.server[k] - before.server[k]));
-            const check: BypassCheck = {
-              workload: Object.keys(out)[0] as Workload,
-              redirectedBytes: d("redirectedBytes"),
-              passedMsgs: d("passedMsgs"),
-              added: d("added"),
-            };
-            run.bypass.push(check);
-            // A bypass figure that was not spliced would be a veth figure under a wrong name.
-            if (check.redirectedBytes === 0) run.errors.push(`${p.id}: ${check.workload} was not spliced`);
-          }
+          measureStep(run, p, pl, step, opts.seconds);
         }
       }
     }
@@ -216,4 +156,85 @@ export async function measureApps(opts: {
   for (const p of paths) p.fx.cleanup();
   removeCgroups(parent, cgroups);
   return run;
+}
+
+/** A cgroup v2 directory per path under this run's own parent. */
+function runCgroups(ids: AppPathId[]): { parent: string; cgroups: string[] } {
+  const root = cgroup2Root();
+  if (!root) throw new Error("applications: no cgroup v2 hierarchy on this machine");
+  const parent = path.join(root, `netkit-cni-bench-${process.pid}-apps`);
+  const cgroups = ids.map((id) => path.join(parent, id));
+  // Registered before anything that runs inside them: cleanup runs newest first, so the
+  // servers are stopped and the pins removed before the cgroups and the data go.
+  onCleanup(() => removeCgroups(parent, cgroups));
+  fs.mkdirSync(parent);
+  for (const dir of cgroups) fs.mkdirSync(dir);
+  return { parent, cgroups };
+}
+
+/** One path's cluster, with one set of servers per server namespace its placements use. */
+function startPath(
+  id: AppPathId,
+  cgroup: string,
+  placements: Placement[],
+  data: { base: string; template: string; log: (msg: string) => void },
+): AppPath {
+  const built = buildCluster(id, cgroup);
+  const pairs: AppPath["pairs"] = {};
+  const started = new Map<string, ServerSet>();
+  for (const pl of placements) {
+    const pair = built.pairs[pl];
+    if (!pair) continue;
+    const { client, server } = pair;
+    let set = started.get(server.netns);
+    if (!set) {
+      data.log(`applications: servers for ${id} in ${server.netns} (${server.ip})`);
+      const dir = path.join(data.base, `${id}-${pl}`);
+      set = startServers(built.fx, { netns: server.netns, cgroup }, server.ip, dir, data.template);
+      started.set(server.netns, set);
+    }
+    pairs[pl] = { client: { netns: client.netns, cgroup, ip: client.ip }, server: set };
+  }
+  return { id, fx: built.fx, cgroup, pairs, counters: built.counters };
+}
+
+/** One client step on one path and placement: its samples, its CPU and, with the bypass, its splicing. */
+function measureStep(run: AppsRun, p: AppPath, pl: Placement, step: Step, seconds: number): void {
+  const pair = p.pairs[pl] as NonNullable<AppPath["pairs"][Placement]>;
+  const before = p.counters?.read();
+  const cpu0 = cpuUsec(p.cgroup);
+  const out = step(pair.client, pair.server.ip, seconds);
+  const cpuUs = cpuUsec(p.cgroup) - cpu0;
+  const after = p.counters?.read();
+  const totalOps = Object.values(out).reduce((n, s) => n + (s?.ops ?? 0), 0);
+  for (const [w, s] of Object.entries(out) as [Workload, Sample][]) record(run, p, pl, w, s, cpuUs, totalOps);
+  if (before && after) {
+    const d = (k: "redirectedBytes" | "passedMsgs" | "added") =>
+      Number(after.client[k] - before.client[k] + (after.server[k] - before.server[k]));
+    const check: BypassCheck = {
+      workload: Object.keys(out)[0] as Workload,
+      redirectedBytes: d("redirectedBytes"),
+      passedMsgs: d("passedMsgs"),
+      added: d("added"),
+    };
+    run.bypass.push(check);
+    // A bypass figure that was not spliced would be a veth figure under a wrong name.
+    if (check.redirectedBytes === 0) run.errors.push(`${p.id}: ${check.workload} was not spliced`);
+  }
+}
+
+/** One workload's sample; a step's CPU is shared by its workloads per operation of them all. */
+function record(run: AppsRun, p: AppPath, pl: Placement, w: Workload, s: Sample, cpuUs: number, ops: number): void {
+  const byPl = run.samples[p.id] ?? {};
+  run.samples[p.id] = byPl;
+  const byW = byPl[pl] ?? {};
+  byPl[pl] = byW;
+  const ws = byW[w] ?? { rate: [], p50: [], p99: [], cpuUsPerOp: [] };
+  byW[w] = ws;
+  ws.rate.push(s.rate);
+  ws.p50.push(s.p50);
+  ws.p99.push(s.p99);
+  ws.cpuUsPerOp.push(ops > 0 ? cpuUs / ops : Number.NaN);
+  run.completed[w] = (run.completed[w] ?? 0) + s.ops;
+  if (s.error) run.errors.push(`${p.id} ${pl}: ${s.error}`);
 }
