@@ -366,11 +366,15 @@ async function expectTable(
   }
   for (const p of policies) api.put("networkpolicies", p as unknown as Record<string, unknown>);
   applied = policies;
+  // The verdict is an observation begun after the window: one begun before it may take
+  // longer than the window itself (a whole matrix of probes in a guest), and would judge
+  // the cluster as it was before the change took effect.
   const end = Date.now() + within;
   let last = "";
   for (;;) {
+    const started = Date.now();
     last = view.differences(model, await view.observe());
-    if (last === "" || Date.now() > end) break;
+    if (last === "" || started > end) break;
   }
   if (last !== "") {
     last += `\n--- requests ---\n${JSON.stringify(api.requests.filter((r) => r.path.includes("networkpolic")).slice(-6))}`;
