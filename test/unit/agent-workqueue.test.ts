@@ -56,13 +56,20 @@ describe("the agent's work queue", () => {
     const q = new WorkQueue(observer);
     let version = 1;
     const saw: number[] = [];
+    // The sync says when it has read its objects: a timer racing it (a loaded machine's
+    // event loop may run the timer first) would let it read the newer ones.
+    let started = () => {};
+    const syncing = new Promise<void>((resolve) => {
+      started = resolve;
+    });
     q.register("k", async () => {
       const v = version;
+      started();
       await new Promise((r) => setTimeout(r, 5));
       saw.push(v);
     });
     q.add("k", "x");
-    await new Promise((r) => setTimeout(r, 1));
+    await syncing;
     version = 2;
     q.add("k", "x"); // during the sync
     await q.idle();
