@@ -12,20 +12,32 @@ import type { Uplink } from "./fastpath";
 /** MTU for pods when neither the config nor an uplink says. */
 export const FALLBACK_MTU = 1500;
 
+/**
+ * The WireGuard device `netkit-cni agent --encryption=wireguard` makes: traffic to other
+ * nodes' pods leaves through it, and what it decrypts enters by nkc_wg_in, attached next
+ * to the uplink's program by the ADD that attaches that.
+ */
+export const WIREGUARD_DEVICE = "netkit-wg0";
+
 export async function resolveUplink(host: RtnlSocket, configured: string | undefined): Promise<Uplink | undefined> {
   if (configured) {
     const link = await getLinkByName(host, configured);
     if (!link) {
       throw new CniError(ErrorCode.InvalidNetworkConfig, `hostInterface "${configured}" does not exist on this node`);
     }
-    return uplinkOf(link);
+    return withWireguard(host, uplinkOf(link));
   }
   const routes = await listRoutes(host);
   const dflt =
     routes.find((r) => r.dst === "0.0.0.0/0" && r.ifindex) ?? routes.find((r) => r.dst === "::/0" && r.ifindex);
   if (!dflt) return undefined;
   const link = await getLinkByIndex(host, dflt.ifindex);
-  return link ? uplinkOf(link) : undefined;
+  return link ? withWireguard(host, uplinkOf(link)) : undefined;
+}
+
+async function withWireguard(host: RtnlSocket, uplink: Uplink): Promise<Uplink> {
+  const wg = await getLinkByName(host, WIREGUARD_DEVICE);
+  return wg?.kind === "wireguard" ? { ...uplink, wireguard: { name: wg.name, index: wg.index } } : uplink;
 }
 
 const uplinkOf = (link: Link): Uplink => ({
