@@ -221,5 +221,6 @@ export function installOptionsFor(opts: AgentOptions, podCidrs: string[]): Insta
   if (opts.serviceTranslation) install.generate.serviceTranslation = true;
   if (opts.networkPolicy) install.generate.networkPolicy = true;
   if (opts.podMtu !== undefined) install.generate.mtu = opts.podMtu;
+  if (opts.encryption === "wireguard") install.generate.encryption = "wireguard";
   return install;
 }

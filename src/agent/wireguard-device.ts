@@ -10,7 +10,7 @@
  * Peers are changed through the generic netlink family (netlink/wireguard.ts).
  */
 import { parseCidr } from "../cni/address";
-import { FALLBACK_MTU, resolveUplink, WIREGUARD_DEVICE } from "../datapath/uplink";
+import { FALLBACK_MTU, resolveUplink, WIREGUARD_DEVICE, WIREGUARD_READY_ALIAS } from "../datapath/uplink";
 import { createLink, getLinkByName, isUp, setLinkMtu, setLinkUp } from "../netlink/links";
 import { addRoute } from "../netlink/routes";
 import { NetlinkError, RtnlSocket } from "../netlink/socket";
@@ -90,6 +90,8 @@ export async function startWireguard(
     if (link.mtu !== podMtu) await setLinkMtu(host, link, podMtu);
     if (!isUp(link)) await setLinkUp(host, link);
     await coverCluster(host, link.index, clusterCidrs);
+    // Only now may the plugin add pods (requireEncryption).
+    if (link.alias !== WIREGUARD_READY_ALIAS) await setLinkUp(host, link, WIREGUARD_READY_ALIAS);
   } catch (e) {
     genl.close();
     throw e;

@@ -91,7 +91,7 @@ export interface Uplink {
   /** Transmit queues: pacing puts an fq on each under mq when there are several. */
   txQueues?: number;
   /** The node's WireGuard device, when the agent made one (uplink.ts). */
-  wireguard?: { name: string; index: number };
+  wireguard?: { name: string; index: number; ready: boolean };
 }
 
 /** The endpoint as the fast path sees it. */

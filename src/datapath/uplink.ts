@@ -18,6 +18,25 @@ export const FALLBACK_MTU = 1500;
  * to the uplink's program by the ADD that attaches that.
  */
 export const WIREGUARD_DEVICE = "netkit-wg0";
+/**
+ * The device's alias once the agent has given it its key and routed the cluster CIDRs
+ * through it: before that a pod's traffic to another node could leave in clear.
+ */
+export const WIREGUARD_READY_ALIAS = "netkit-cni: encrypting";
+
+/**
+ * A network that encrypts (the agent's conflist says so) gets no pod before the device is
+ * ready: after a reboot the conflist is there long before the agent, and a pod's first
+ * packets to another node would follow the default route in clear.
+ */
+export function requireEncryption(encryption: "none" | "wireguard", uplink: Uplink | undefined): void {
+  if (encryption === "wireguard" && !uplink?.wireguard?.ready) {
+    throw new CniError(
+      ErrorCode.TryAgainLater,
+      `the network encrypts with WireGuard and ${WIREGUARD_DEVICE} is not ready yet (netkit-cni agent makes it); try again later`,
+    );
+  }
+}
 
 export async function resolveUplink(host: RtnlSocket, configured: string | undefined): Promise<Uplink | undefined> {
   if (configured) {
@@ -37,7 +56,8 @@ export async function resolveUplink(host: RtnlSocket, configured: string | undef
 
 async function withWireguard(host: RtnlSocket, uplink: Uplink): Promise<Uplink> {
   const wg = await getLinkByName(host, WIREGUARD_DEVICE);
-  return wg?.kind === "wireguard" ? { ...uplink, wireguard: { name: wg.name, index: wg.index } } : uplink;
+  if (wg?.kind !== "wireguard") return uplink;
+  return { ...uplink, wireguard: { name: wg.name, index: wg.index, ready: wg.alias === WIREGUARD_READY_ALIAS } };
 }
 
 const uplinkOf = (link: Link): Uplink => ({

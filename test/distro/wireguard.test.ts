@@ -15,8 +15,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { WIREGUARD_KEY_ANNOTATION } from "../../src/agent/node-facts";
 import { type AgentNode, AgentProcess, agentNode, eventually, readJson, scrape } from "../agent/harness";
 import { countNetifRx, pingMany } from "../integration/netif-rx";
-import { Fixture, inNs } from "../support/harness";
+import { Fixture, inNs, runPlugin } from "../support/harness";
 import { StandInApiServer } from "../support/kube-apiserver";
+import { netperf, startNetserver } from "../support/netperf";
 import { addPod, CLUSTER_CIDRS, type ClusterNode, makeCluster, type Pod } from "../support/topology";
 
 const MARKER = "NKWGMARK";
@@ -130,6 +131,26 @@ const reaches = (from: Pod, target: string) =>
 let pa: Pod;
 let pb: Pod;
 
+/** What the first and last phases measured, compared at the end. */
+const measured: {
+  crossings?: { host: number; fast: number; stack: number };
+  encrypted?: Throughput;
+  plain?: Throughput;
+} = {};
+
+interface Throughput {
+  rr: number;
+  stream: number;
+}
+
+/** TCP_RR and TCP_STREAM from `from` to `to`'s netserver, a few seconds each (emulated: ratios only). */
+function throughput(from: Pod, to: Pod): Throughput {
+  const rr = netperf(from.netns, to.v4, "TCP_RR", 5);
+  const stream = netperf(from.netns, to.v4, "TCP_STREAM", 5);
+  if (rr.error || stream.error) throw new Error(rr.error ?? stream.error);
+  return { rr: rr.value, stream: stream.value };
+}
+
 beforeAll(async () => {
   fx = new Fixture();
   api = new StandInApiServer(fx.tempDir("nkt-api-"), "agent-token", 1000);
@@ -189,6 +210,21 @@ describe("WireGuard between nodes (--encryption=wireguard)", () => {
     expect(peer?.lastHandshake).toBeGreaterThan(0);
     const [, metrics] = scrape(agents.get("a")?.node as AgentNode, "/metrics");
     expect(metrics).toMatch(/netkit_cni_agent_wireguard_peers\{state="encrypted"\} 1/);
+
+    // A device the agent has not made ready (after a reboot: none at all) gets no pod.
+    const ready = inNs(a.netns, "ip", ["-j", "link", "show", "dev", "netkit-wg0"]);
+    expect(JSON.parse(ready)[0].ifalias).toBe("netkit-cni: encrypting");
+    inNs(a.netns, "ip", ["link", "set", "dev", "netkit-wg0", "alias", "being made"]);
+    const podNs = fx.makeNetns("nkp");
+    const refused = runPlugin(
+      a.netns,
+      "ADD",
+      { containerId: "wg-early", netns: `/run/netns/${podNs}`, ifname: "eth0" },
+      agentConf(a),
+    );
+    inNs(a.netns, "ip", ["link", "set", "dev", "netkit-wg0", "alias", "netkit-cni: encrypting"]);
+    expect(refused.status).not.toBe(0);
+    expect(refused.json?.code).toBe(11);
   });
 
   it("takes the fast path both ways: crossings per packet as without encryption", () => {
@@ -200,11 +236,16 @@ describe("WireGuard between nodes (--encryption=wireguard)", () => {
     pingMany(plainA.netns, plainB.v4, 5);
     const plain = countNetifRx(() => pingMany(plainA.netns, plainB.v4, 100));
     console.log(`netif_rx per 100 pings: host↔host ${host}; encrypted pods: fast path ${fast}, stack ${plain}`);
+    measured.crossings = { host, fast, stack: plain };
     // A host's ping crosses the backlog once per packet (the wire); so does an encrypted
-    // pod's with the fast path (nkc_from_pod to the device, nkc_wg_in into the pod), where
-    // the stack's way in and out of the pod adds two per packet.
+    // pod's with the fast path (nkc_from_pod to the device, nkc_wg_in into the pod). A pod
+    // without it pays its way out of the pod on every packet, and its way in on the
+    // replies (nkc_wg_in still takes the requests in: an echo request opens its flow,
+    // while a reply proves nothing for a pod whose program remembers no flows): 2.5.
     expect(fast).toBeLessThanOrEqual(host + 10);
-    expect(plain).toBeGreaterThanOrEqual(host + 390);
+    expect(plain).toBeGreaterThanOrEqual(host + 290);
+    startNetserver(fx, pb.netns);
+    measured.encrypted = throughput(pa, pb);
   });
 
   it("rotates a node's key (delete the file, restart): the other agent follows without a restart", async () => {
@@ -250,5 +291,40 @@ describe("WireGuard between nodes (--encryption=wireguard)", () => {
     expect(reaches(pa, pb.v4)).toBe(false);
     expectNothingInClear(await wire.stop());
     expect(drops()).toBeGreaterThan(before);
+  });
+
+  it("without --encryption the same capture sees the pods and the marker (the judge sees what it looks for)", async () => {
+    for (const n of [a, b]) {
+      const agent = agents.get(n.name);
+      if (!agent) throw new Error(`no agent on ${n.name}`);
+      await agent.process.kill("SIGTERM");
+      const plain = AgentProcess.start(
+        fx,
+        agent.node,
+        ["--host-interface=wire0", `--bpffs-root=${n.bpffsRoot}`, "--skip-binary", "--resync-seconds=5"],
+        CONFIG,
+      );
+      agents.set(n.name, { ...agent, process: plain });
+    }
+    // The agents route each other's pods via their InternalIPs again.
+    await eventually("pod to pod in clear", () => reaches(pa, pb.v4) && reaches(pb, pa.v6), 120_000);
+    const wire = capture();
+    sendMarkers(pa, pb);
+    const seen = await wire.stop();
+    expect(seen.raw.includes(Buffer.from(MARKER))).toBe(true);
+    expect(seen.lines.some((l) => l.includes(` ${pa.v4} > ${pb.v4}`))).toBe(true);
+
+    pingMany(pa.netns, pb.v4, 5);
+    const fast = countNetifRx(() => pingMany(pa.netns, pb.v4, 100));
+    measured.plain = throughput(pa, pb);
+    const { encrypted, plain, crossings } = measured;
+    if (!encrypted || !plain || !crossings) throw new Error("an earlier phase measured nothing");
+    console.log(
+      `netif_rx per 100 pings, fast path: encrypted ${crossings.fast}, plain ${fast}; ` +
+        `TCP_RR encrypted ÷ plain ${(encrypted.rr / plain.rr).toFixed(3)} (${encrypted.rr.toFixed(0)} / ${plain.rr.toFixed(0)}), ` +
+        `TCP_STREAM ${(encrypted.stream / plain.stream).toFixed(3)} (${encrypted.stream.toFixed(0)} / ${plain.stream.toFixed(0)} Mbit/s)`,
+    );
+    // Encryption adds no crossing: the fast path's count is the plain one's.
+    expect(Math.abs(crossings.fast - fast)).toBeLessThanOrEqual(10);
   });
 });
