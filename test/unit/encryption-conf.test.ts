@@ -8,7 +8,10 @@ import { installOptionsFor, parseAgentOptions } from "../../src/agent/options";
 import { generateConflist } from "../../src/cli/install";
 import { parseNetConf } from "../../src/cni/config";
 import { CniError } from "../../src/cni/errors";
+import { WIREGUARD_ROOM } from "../../src/datapath/netkit";
 import { requireEncryption, WIREGUARD_DEVICE } from "../../src/datapath/uplink";
+import { parseAttrs } from "../../src/netlink/attrs";
+import { IFLA_NETKIT_HEADROOM, IFLA_NETKIT_TAILROOM, netkitInfoData } from "../../src/netlink/netkit";
 
 const uplink = { name: "eth0", index: 2 };
 
@@ -51,5 +54,15 @@ describe("encryption in the conflist and at ADD", () => {
     expect(code(() => requireEncryption("wireguard", device(true)))).toBe(0);
     expect(code(() => requireEncryption("none", uplink))).toBe(0);
     expect(() => requireEncryption("wireguard", uplink)).toThrow(CniError);
+  });
+
+  it("asks netkit for WireGuard's room as u16 attributes 8 and 9, and only when asked", () => {
+    const opts = { mode: "l3", primaryPolicy: "pass", peerPolicy: "drop", scrub: true } as const;
+    const room = parseAttrs(Buffer.concat(netkitInfoData({ ...opts, room: WIREGUARD_ROOM })));
+    expect(room.get(IFLA_NETKIT_HEADROOM)?.readUInt16LE(0)).toBe(128);
+    expect(room.get(IFLA_NETKIT_TAILROOM)?.readUInt16LE(0)).toBe(32);
+    expect(room.get(IFLA_NETKIT_HEADROOM)?.length).toBe(2);
+    const none = parseAttrs(Buffer.concat(netkitInfoData(opts)));
+    expect([none.has(IFLA_NETKIT_HEADROOM), none.has(IFLA_NETKIT_TAILROOM)]).toEqual([false, false]);
   });
 });
