@@ -131,6 +131,14 @@ const reaches = (from: Pod, target: string) =>
 let pa: Pod;
 let pb: Pod;
 
+/** What the node's WireGuard device dropped for want of a peer (its tx_errors). */
+const wgDrops = (n: ClusterNode): number =>
+  (
+    JSON.parse(inNs(n.netns, "ip", ["-j", "-s", "link", "show", "dev", "netkit-wg0"]))[0] as {
+      stats64: { tx: { errors: number } };
+    }
+  ).stats64.tx.errors;
+
 /** What the first and last phases measured, compared at the end. */
 const measured: {
   crossings?: { host: number; fast: number; stack: number };
@@ -173,8 +181,7 @@ afterAll(async () => {
 describe("WireGuard between nodes (--encryption=wireguard)", () => {
   it("encrypts pod traffic both ways, both families, from the first packet after the agents start", async () => {
     const wire = capture();
-    for (const n of [a, b]) startAgent(n, agentNode(fx, api, n.netns, nodeName(n)));
-    for (const n of [a, b]) {
+    const conflistOf = async (n: ClusterNode) => {
       const agent = agents.get(n.name);
       await eventually(
         `${n.name}'s conflist`,
@@ -182,11 +189,18 @@ describe("WireGuard between nodes (--encryption=wireguard)", () => {
         120_000,
         () => agent?.process.log ?? "",
       );
-    }
-    // Pods the moment the conflist is there, sending before the peers may be set up.
-    pa = addPod(fx, a, "wg-a", agentConf(a));
-    pb = addPod(fx, b, "wg-b", agentConf(b));
-    sendMarkers(pa, pb);
+      return agentConf(n);
+    };
+    // Node a first: node b has no agent yet, so no key, and a's pod talks to b's pods'
+    // range the moment it can (nothing answers; nothing may leave in clear either).
+    startAgent(a, agentNode(fx, api, a.netns, nodeName(a)));
+    pa = addPod(fx, a, "wg-a", await conflistOf(a));
+    const early = { ...pa, v4: "10.221.2.200", v6: "fd21:2::200" };
+    sendMarkers(pa, early);
+    expect(wgDrops(a)).toBeGreaterThan(0);
+    // Node b joins: a follows without a restart; b's pod talks at once.
+    startAgent(b, agentNode(fx, api, b.netns, nodeName(b)));
+    pb = addPod(fx, b, "wg-b", await conflistOf(b));
     sendMarkers(pb, pa);
     await eventually("both keys published", () => Boolean(annotation(a) && annotation(b)), 60_000);
     await eventually(
@@ -271,20 +285,22 @@ describe("WireGuard between nodes (--encryption=wireguard)", () => {
     const agentB = agents.get("b");
     if (!agentB) throw new Error("no agent on b");
     await agentB.process.kill("SIGTERM");
-    api.updateNode(nodeName(b), (node) => {
-      delete (node.metadata as { annotations: Record<string, string> }).annotations[WIREGUARD_KEY_ANNOTATION];
-    });
+    // A node that leaves takes its peer along; back without its key, it is reported.
+    api.deleteNode(nodeName(b));
+    await eventually(
+      "node a forgets b",
+      () => !agentStatus(a).encryption.peers.some((p) => p.node === nodeName(b)),
+      60_000,
+    );
+    expect(inNs(a.netns, "ip", ["route", "show", "proto", "235"])).not.toContain(b.podSubnet4);
+    api.addNode({ name: nodeName(b), podCIDRs: [b.podSubnet4, b.podSubnet6], internalIPs: [b.wireV4, b.wireV6] });
     await eventually(
       "node a reports b without a key",
       () => agentStatus(a).encryption.peers.find((p) => p.node === nodeName(b))?.state === "no-key",
       60_000,
     );
-    const drops = () =>
-      (
-        JSON.parse(inNs(a.netns, "ip", ["-j", "-s", "link", "show", "dev", "netkit-wg0"]))[0] as {
-          stats64: { tx: { errors: number } };
-        }
-      ).stats64.tx.errors;
+    expect(inNs(a.netns, "ip", ["route", "show", "proto", "235"])).toContain(`${b.podSubnet4} dev netkit-wg0`);
+    const drops = () => wgDrops(a);
     const before = drops();
     const wire = capture();
     sendMarkers(pa, pb);
