@@ -102,6 +102,7 @@ describe("netkit-cni status", () => {
       "nkc_pod_ingress",
       "nkc_pod_policy",
       "nkc_src_check",
+      "nkc_wg_in",
     ]);
     expect(s.programs.running).toBe(s.programs.build);
     expect(s.programs.pinnedBuilds).toEqual([`${s.programs.build}-${s.programs.natCheck}`]);
