@@ -16,6 +16,8 @@
  * nkc_wg_in - tcx ingress of the node's WireGuard device (the agent's
  *   --encryption=wireguard): what another node's pods sent, decrypted. The same
  *   way into a local pod as nkc_host_in's, on a device without an L2 header.
+ *   nkc_host_out and nkc_wg_out, on the egress of each: NetworkPolicy's last look
+ *   at a pod's packet leaving the node.
  */
 #include "common.h"
 #include "bandwidth.h"
@@ -113,17 +115,22 @@ int nkc_host_in(struct __sk_buff *skb)
  * (its source no longer a pod's), pass: so does what is not IP, which the pod's program
  * read and checked before the stack took it.
  */
-SEC("tc/host_out")
-int nkc_host_out(struct __sk_buff *skb)
+static __always_inline int nkc_leaving_node(struct __sk_buff *skb, __be16 ethertype, const __u32 l3_off)
 {
 	struct nkc_pkt p;
 
-	if (nkc_parse_ip(skb, &p, nkc_ethertype(skb), L3_OFF) != NKC_PARSE_IP)
+	if (nkc_parse_ip(skb, &p, ethertype, l3_off) != NKC_PARSE_IP)
 		return NKC_NEXT;
 	struct nkc_endpoint *src = nkc_endpoint_lookup(p.family, p.src);
 	if (src && nkc_policy(&p, src->host_ifindex, NKC_POL_EGRESS, 0) == NKC_POL_DROP)
 		return NKC_DROP;
 	return NKC_NEXT;
+}
+
+SEC("tc/host_out")
+int nkc_host_out(struct __sk_buff *skb)
+{
+	return nkc_leaving_node(skb, nkc_ethertype(skb), L3_OFF);
 }
 
 /*
@@ -176,6 +183,19 @@ int nkc_wg_in(struct __sk_buff *skb)
 		return nkc_refuse(pod, NKC_DROP_REWRITE);
 	nkc_count(pod, NKC_CNT_REDIRECTED_PEER);
 	return bpf_redirect_peer(pod, 0);
+}
+
+/*
+ * nkc_wg_out - tcx egress of the node's WireGuard device, where a network enforces
+ * NetworkPolicy: what nkc_host_out is on the uplink. With encryption a pod's packet to
+ * another node leaves through this device, and the uplink sees only WireGuard's UDP from
+ * the node, so a Service flow the stack's DNAT sent to another node's backend meets the
+ * pod's egress rules here or nowhere. The packet has no L2 header (the IP header at 0).
+ */
+SEC("tc/wg_out")
+int nkc_wg_out(struct __sk_buff *skb)
+{
+	return nkc_leaving_node(skb, skb->protocol, 0);
 }
 
 char __license[] SEC("license") = "GPL";

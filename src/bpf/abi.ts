@@ -25,6 +25,7 @@ export const PROGRAM_NAMES = {
   podIngress: "nkc_pod_ingress",
   podPolicy: "nkc_pod_policy",
   wgIn: "nkc_wg_in",
+  wgOut: "nkc_wg_out",
 } as const;
 
 /** NKC_MAX_ENDPOINTS and NKC_DIRECT_TABLE_SIZE of nkc_abi.h. */

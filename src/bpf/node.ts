@@ -101,8 +101,10 @@ export interface NodePrograms {
     hostOut: BpfProgram;
     podIngress: BpfProgram;
     podPolicy: BpfProgram;
-    /** What the node's WireGuard device hands up, decrypted (the agent's --encryption). */
+    /** What the node's WireGuard device hands up, decrypted (the agent's --encryption),
+     * and what it is given to encrypt (NetworkPolicy, as hostOut on the uplink). */
     wgIn: BpfProgram;
+    wgOut: BpfProgram;
   };
   /** Which variant runs on this node. */
   natCheck: NatCheck;
@@ -228,6 +230,7 @@ function openPinnedNode(bpffsRoot: string, set: ProgramSet, opened: { close(): v
       podIngress: open(PROGRAM_NAMES.podIngress),
       podPolicy: open(PROGRAM_NAMES.podPolicy),
       wgIn: open(PROGRAM_NAMES.wgIn),
+      wgOut: open(PROGRAM_NAMES.wgOut),
     },
     natCheck: set.natCheck,
     skippedVariants: [],
@@ -301,6 +304,7 @@ function loadVariant(
       podIngress: load(objects.lxc, PROGRAM_NAMES.podIngress),
       podPolicy: load(objects.lxc, PROGRAM_NAMES.podPolicy),
       wgIn: load(objects.host, PROGRAM_NAMES.wgIn),
+      wgOut: load(objects.host, PROGRAM_NAMES.wgOut),
     };
   } finally {
     kernel?.close();

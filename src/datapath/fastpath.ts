@@ -161,9 +161,11 @@ export function attachEndpoint(settings: FastPathSettings, uplink: Uplink | unde
           if (uplink.wireguard) attachUplink(root, uplink.wireguard, "ingress", node.programs.wgIn);
         }
         // NetworkPolicy's last look at a pod's packet leaving the node (a Service flow
-        // the DNAT sent to another node's backend), with or without the fast path.
+        // the DNAT sent to another node's backend), with or without the fast path; with
+        // encryption such a packet leaves through the WireGuard device, not the uplink.
         if (uplink && settings.networkPolicy) {
           attachUplink(root, uplink, "egress", node.programs.hostOut);
+          if (uplink.wireguard) attachUplink(root, uplink.wireguard, "egress", node.programs.wgOut);
         }
         if (node.loaded) switchEndpoints(root, node);
       }

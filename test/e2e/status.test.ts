@@ -103,6 +103,7 @@ describe("netkit-cni status", () => {
       "nkc_pod_policy",
       "nkc_src_check",
       "nkc_wg_in",
+      "nkc_wg_out",
     ]);
     expect(s.programs.running).toBe(s.programs.build);
     expect(s.programs.pinnedBuilds).toEqual([`${s.programs.build}-${s.programs.natCheck}`]);
