@@ -13,9 +13,10 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { WIREGUARD_KEY_ANNOTATION } from "../../src/agent/node-facts";
+import type { NodeStatus } from "../../src/cli/status";
 import { type AgentNode, AgentProcess, agentNode, eventually, readJson, scrape } from "../agent/harness";
 import { countNetifRx, pingMany } from "../integration/netif-rx";
-import { Fixture, inNs, runPlugin } from "../support/harness";
+import { BINARY, Fixture, inNs, runPlugin } from "../support/harness";
 import { StandInApiServer } from "../support/kube-apiserver";
 import { netperf, startNetserver } from "../support/netperf";
 import { addPod, CLUSTER_CIDRS, type ClusterNode, makeCluster, type Pod } from "../support/topology";
@@ -131,6 +132,21 @@ const reaches = (from: Pod, target: string) =>
 let pa: Pod;
 let pb: Pod;
 
+/** The program each of the WireGuard device's pinned links runs, by direction (status --json). */
+function wireguardPrograms(n: ClusterNode): Record<string, string | undefined> {
+  const r = spawnSync(
+    "nsenter",
+    [`--net=/run/netns/${n.netns}`, BINARY, "status", "--json", "--bpffs-root", n.bpffsRoot],
+    {
+      encoding: "utf8",
+    },
+  );
+  const st = JSON.parse(r.stdout) as NodeStatus;
+  const names = new Map(Object.entries(st.programs.ids).map(([name, id]) => [id, name]));
+  const links = st.uplinks.filter((l) => l.device === "netkit-wg0");
+  return Object.fromEntries(links.map((l) => [path.basename(l.pin), names.get(l.programId)]));
+}
+
 /** What the node's WireGuard device dropped for want of a peer (its tx_errors). */
 const wgDrops = (n: ClusterNode): number =>
   (
@@ -211,6 +227,9 @@ describe("WireGuard between nodes (--encryption=wireguard)", () => {
     sendMarkers(pa, pb);
     sendMarkers(pb, pa);
     const seen = await wire.stop();
+    // The agent's conflist enforces NetworkPolicy (its default): a pod's packet leaving
+    // through the device meets its egress rules there, as on the uplink.
+    expect(wireguardPrograms(a)).toEqual({ ingress: "nkc_wg_in", egress: "nkc_wg_out" });
     expectNothingInClear(seen);
     expect(seen.lines.filter((l) => l.includes(`.${PORT}:`)).length).toBeGreaterThan(0);
 
