@@ -132,16 +132,18 @@ const reaches = (from: Pod, target: string) =>
 let pa: Pod;
 let pb: Pod;
 
-/** The program each of the WireGuard device's pinned links runs, by direction (status --json). */
-function wireguardPrograms(n: ClusterNode): Record<string, string | undefined> {
+/** `netkit-cni status --json` on the node. */
+function nodeStatus(n: ClusterNode): NodeStatus {
   const r = spawnSync(
     "nsenter",
     [`--net=/run/netns/${n.netns}`, BINARY, "status", "--json", "--bpffs-root", n.bpffsRoot],
-    {
-      encoding: "utf8",
-    },
+    { encoding: "utf8" },
   );
-  const st = JSON.parse(r.stdout) as NodeStatus;
+  return JSON.parse(r.stdout) as NodeStatus;
+}
+
+/** The program each of the WireGuard device's pinned links runs, by direction. */
+function wireguardPrograms(st: NodeStatus): Record<string, string | undefined> {
   const names = new Map(Object.entries(st.programs.ids).map(([name, id]) => [id, name]));
   const links = st.uplinks.filter((l) => l.device === "netkit-wg0");
   return Object.fromEntries(links.map((l) => [path.basename(l.pin), names.get(l.programId)]));
@@ -229,7 +231,13 @@ describe("WireGuard between nodes (--encryption=wireguard)", () => {
     const seen = await wire.stop();
     // The agent's conflist enforces NetworkPolicy (its default): a pod's packet leaving
     // through the device meets its egress rules there, as on the uplink.
-    expect(wireguardPrograms(a)).toEqual({ ingress: "nkc_wg_in", egress: "nkc_wg_out" });
+    const st = nodeStatus(a);
+    expect(wireguardPrograms(st)).toEqual({ ingress: "nkc_wg_in", egress: "nkc_wg_out" });
+    // status shows the device ready and the peer as the kernel keeps it.
+    expect(st.encryption?.ready).toBe(true);
+    expect(st.encryption?.peers.map((p) => p.publicKey)).toEqual([annotation(b)]);
+    expect(st.encryption?.peers[0]?.lastHandshake).toBeGreaterThan(0);
+    expect(st.encryption?.peers[0]?.rxBytes).toBeGreaterThan(0);
     expectNothingInClear(seen);
     expect(seen.lines.filter((l) => l.includes(`.${PORT}:`)).length).toBeGreaterThan(0);
 
