@@ -94,7 +94,7 @@ test-integration: build build-older
 # (test/support/progress.ts). qemu's
 # emulated CPU loses most: under a hog on each core VM_DISTRO took 2540 s against its
 # quiet 870, so its guard is four times. The WireGuard file added 215 s to a lane of
-# 1038 s (test/qemu/README.md, "Figures"), up to 450 s run alone on a busy host: the
+# 1038 s (test/qemu/README.md, "Figures"), up to 490 s run alone on a busy host: the
 # guard grew from 3600 s with it.
 VM_NETKIT_SKIP := protocol-errors embedded-ipam security netlink-errors nat-safety bandwidth sock-bypass
 VM_NETKIT_TESTS := $(filter-out $(VM_NETKIT_SKIP:%=test/integration/%.test.ts), \
