@@ -99,6 +99,7 @@ describe("netkit-cni status", () => {
     expect(Object.keys(s.programs.ids).sort()).toEqual([
       "nkc_from_pod",
       "nkc_host_in",
+      "nkc_host_out",
       "nkc_pod_ingress",
       "nkc_pod_policy",
       "nkc_src_check",
