@@ -12,6 +12,12 @@
  *   ingress rules first (policy.h). Packets that claim to come from a local pod cannot have come from the
  *   wire: they are dropped, under up to two tags (frame.h); a frame with more
  *   tags, or IP headers that cannot be read, is refused too.
+ *
+ * nkc_wg_in - tcx ingress of the node's WireGuard device (the agent's
+ *   --encryption=wireguard): what another node's pods sent, decrypted. The same
+ *   way into a local pod as nkc_host_in's, on a device without an L2 header.
+ *   nkc_host_out and nkc_wg_out, on the egress of each: NetworkPolicy's last look
+ *   at a pod's packet leaving the node.
  */
 #include "common.h"
 #include "bandwidth.h"
@@ -109,17 +115,87 @@ int nkc_host_in(struct __sk_buff *skb)
  * (its source no longer a pod's), pass: so does what is not IP, which the pod's program
  * read and checked before the stack took it.
  */
-SEC("tc/host_out")
-int nkc_host_out(struct __sk_buff *skb)
+static __always_inline int nkc_leaving_node(struct __sk_buff *skb, __be16 ethertype, const __u32 l3_off)
 {
 	struct nkc_pkt p;
 
-	if (nkc_parse_ip(skb, &p, nkc_ethertype(skb), L3_OFF) != NKC_PARSE_IP)
+	if (nkc_parse_ip(skb, &p, ethertype, l3_off) != NKC_PARSE_IP)
 		return NKC_NEXT;
 	struct nkc_endpoint *src = nkc_endpoint_lookup(p.family, p.src);
 	if (src && nkc_policy(&p, src->host_ifindex, NKC_POL_EGRESS, 0) == NKC_POL_DROP)
 		return NKC_DROP;
 	return NKC_NEXT;
+}
+
+SEC("tc/host_out")
+int nkc_host_out(struct __sk_buff *skb)
+{
+	return nkc_leaving_node(skb, nkc_ethertype(skb), L3_OFF);
+}
+
+/*
+ * WireGuard hands up decrypted IP packets with no L2 header (the device is ARPHRD_NONE):
+ * the IP header is at 0 and skb->protocol names it. WireGuard has already checked the
+ * source against the sending peer's allowed IPs; a local pod's address as the source is
+ * refused all the same, as on the uplink. bpf_redirect_peer needs no L2 header: the pod's
+ * end receives the packet as it arrived here, and the stack there reads it from the IP
+ * header on. A pod whose ingress is paced or shaped goes through the stack, which hands it
+ * to its host device's qdisc (a plain redirect there would need an Ethernet header).
+ */
+SEC("tc/wg_in")
+int nkc_wg_in(struct __sk_buff *skb)
+{
+	__u32 ifindex = skb->ifindex;
+	struct nkc_pkt p;
+
+	switch (nkc_parse_ip(skb, &p, skb->protocol, 0)) {
+	case NKC_PARSE_IP:
+		break;
+	case NKC_PARSE_NOT_IP:
+		return NKC_NEXT;
+	default:
+		return nkc_refuse(ifindex, NKC_DROP_UNPARSABLE);
+	}
+	if (nkc_endpoint_lookup(p.family, p.src))
+		return nkc_refuse(ifindex, NKC_DROP_SPOOFED);
+	struct nkc_endpoint *ep = nkc_endpoint_lookup(p.family, p.dst);
+	if (!ep) {
+		nkc_count(ifindex, NKC_CNT_PASSED_STACK);
+		return NKC_NEXT;
+	}
+	__u32 pod = ep->host_ifindex;
+	/* The uplink's rules: from outside the pod CIDRs (another node's own address) the
+	 * flow is the stack's both ways; only what is proven direct skips it. */
+	if (!nkc_in_cluster(p.family, p.src) || !nkc_l4_redirectable(&p) || !nkc_ttl_allows_forward(&p) ||
+	    nkc_bw_ingress_via_host(pod)) {
+		nkc_count(pod, NKC_CNT_PASSED_STACK);
+		return NKC_NEXT;
+	}
+	if (!nkc_proven_direct(skb, &p, pod, 0)) {
+		nkc_count(pod, NKC_CNT_PASSED_STACK_UNPROVEN);
+		return NKC_NEXT;
+	}
+	if (nkc_policy(&p, pod, NKC_POL_INGRESS, 0) == NKC_POL_DROP)
+		return NKC_DROP;
+	if (!nkc_bw_ingress_ok(skb, pod, p.family))
+		return nkc_refuse(pod, NKC_DROP_LIMIT);
+	if (nkc_dec_ttl_at(skb, p.family, 0))
+		return nkc_refuse(pod, NKC_DROP_REWRITE);
+	nkc_count(pod, NKC_CNT_REDIRECTED_PEER);
+	return bpf_redirect_peer(pod, 0);
+}
+
+/*
+ * nkc_wg_out - tcx egress of the node's WireGuard device, where a network enforces
+ * NetworkPolicy: what nkc_host_out is on the uplink. With encryption a pod's packet to
+ * another node leaves through this device, and the uplink sees only WireGuard's UDP from
+ * the node, so a Service flow the stack's DNAT sent to another node's backend meets the
+ * pod's egress rules here or nowhere. The packet has no L2 header (the IP header at 0).
+ */
+SEC("tc/wg_out")
+int nkc_wg_out(struct __sk_buff *skb)
+{
+	return nkc_leaving_node(skb, skb->protocol, 0);
 }
 
 char __license[] SEC("license") = "GPL";

@@ -33,10 +33,11 @@ ensure_sources deb "$codename-backports main contrib non-free" "$codename non-fr
 
 apt_install -t "$codename-backports" iproute2 bpftool linux-libc-dev
 # netperf (non-free): the rate-limit tests measure what a limited pod achieves with it.
-# nftables: the agent's masquerade table; curl and openssl: its tests (endpoints, the
+# nftables: the agent's masquerade table; tcpdump: the WireGuard test's capture on the wire
+# (test/distro); curl and openssl: its tests (endpoints, the
 # stand-in API server's certificate).
 apt_install clang llvm libbpf-dev containernetworking-plugins iputils-ping iptables \
-  procps util-linux netperf nftables curl openssl
+  procps util-linux netperf nftables curl openssl tcpdump
 if [ "${1:-}" = bench ]; then apt_install sockperf strace iperf3; fi
 if [ "${1:-}" = bench ] || [ "${1:-}" = apps ]; then
   apt_install nginx-light wrk redis-server redis-tools postgresql-15 postgresql-client-15 \

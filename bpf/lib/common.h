@@ -212,8 +212,9 @@ static __always_inline __u32 nkc_ipv6_skip_ext(struct __sk_buff *skb, struct nkc
 
 /*
  * Reads the IP packet at `l3_off` whose ethertype (network order) the frame gave. The
- * transport header is read only for a packet whose L3 header starts right after the
- * Ethernet header: only those are ever redirected (frame.h).
+ * transport header is read only for an untagged packet, whose L3 header starts right
+ * after the Ethernet header, or at 0 on a device without one (WireGuard's): only those
+ * are ever redirected (frame.h).
  */
 static __always_inline enum nkc_parse_result nkc_parse_ip(struct __sk_buff *skb, struct nkc_pkt *p,
 							  __be16 ethertype, __u32 l3_off)
@@ -231,8 +232,8 @@ static __always_inline enum nkc_parse_result nkc_parse_ip(struct __sk_buff *skb,
 		p->ttl = ip.ttl;
 		/* Options may reroute the packet (source routing) or ask every router
 		 * for work (record route): the stack's to handle. So are fragments. */
-		if (l3_off == L3_OFF && ip.ihl == 5 && !(ip.frag_off & bpf_htons(IP_MF | IP_OFFSET)))
-			nkc_transport(skb, p, L3_OFF + sizeof(struct iphdr));
+		if ((l3_off == L3_OFF || l3_off == 0) && ip.ihl == 5 && !(ip.frag_off & bpf_htons(IP_MF | IP_OFFSET)))
+			nkc_transport(skb, p, l3_off + sizeof(struct iphdr));
 		return NKC_PARSE_IP;
 	}
 	if (ethertype == bpf_htons(ETH_P_IPV6)) {
@@ -245,8 +246,8 @@ static __always_inline enum nkc_parse_result nkc_parse_ip(struct __sk_buff *skb,
 		p->flowinfo = *(__be32 *)&ip6 & bpf_htonl(0x0fffffff);
 		p->proto = ip6.nexthdr;
 		p->ttl = ip6.hop_limit;
-		if (l3_off == L3_OFF) {
-			__u32 off = nkc_ipv6_skip_ext(skb, p, L3_OFF);
+		if (l3_off == L3_OFF || l3_off == 0) {
+			__u32 off = nkc_ipv6_skip_ext(skb, p, l3_off);
 			if (off)
 				nkc_transport(skb, p, off);
 		}

@@ -186,3 +186,42 @@ export async function watchLines(
     res.on("close", () => (failed ? reject(failed) : resolve(events)));
   });
 }
+
+/**
+ * A JSON merge patch (RFC 7386) of one object, authenticated as a GET is: the agent's only
+ * write, its own Node's annotation. Resolves with the object as the API stored it.
+ */
+export async function mergePatch(kc: KubeConfig, apiPath: string, patch: unknown): Promise<unknown> {
+  const cluster = kc.getCurrentCluster();
+  if (!cluster) throw new Error("no current cluster");
+  const url = new URL(cluster.server + apiPath);
+  const body = Buffer.from(JSON.stringify(patch));
+  const options: https.RequestOptions = {
+    method: "PATCH",
+    headers: {
+      accept: "application/json",
+      "content-type": "application/merge-patch+json",
+      "content-length": String(body.length),
+    },
+  };
+  await kc.applyToHTTPSOptions(options);
+  const request = url.protocol === "http:" ? http.request : https.request;
+  const res = await new Promise<http.IncomingMessage>((resolve, reject) => {
+    const req = request(url, { ...options, timeout: REQUEST_TIMEOUT_MS }, resolve);
+    req.on("timeout", () =>
+      req.destroy(new Error(`PATCH ${url.pathname}: no answer in ${REQUEST_TIMEOUT_MS / 1000} s`)),
+    );
+    req.on("error", reject);
+    req.end(body);
+  });
+  if (res.statusCode !== 200) {
+    const e = await failure(res, url);
+    throw new ApiError(e.message.replace(/^GET/, "PATCH"), e.code);
+  }
+  const text = await readBody(res);
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new ApiError(`PATCH ${url.pathname}: HTTP 200, not JSON: ${text.slice(0, 80)}`, undefined);
+  }
+}

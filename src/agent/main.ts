@@ -9,6 +9,7 @@
  *   masquerade  the agent's nftables table (controllers/masquerade.ts)
  *   services    the Service tables, with --service-translation (controllers/services.ts)
  *   policy      NetworkPolicy per local pod, unless --network-policy=false (controllers/policy.ts)
+ *   wireguard   peers on the node's WireGuard device, with --encryption (controllers/wireguard.ts)
  *
  * An event syncs the key that changed (one Node, one Service); every --resync-seconds
  * each controller reconciles everything once more, the safety net. It serves metrics and
@@ -26,12 +27,14 @@ import { SocketCloser } from "../bpf/index";
 import { install } from "../cli/install";
 import { DEFAULT_BPFFS_ROOT } from "../cni/config";
 import { embeddedObjects, embeddedSvcDestroyObject, embeddedSvcObject } from "../datapath/assets";
+import { WIREGUARD_DEVICE } from "../datapath/uplink";
 import { RtnlSocket } from "../netlink/socket";
 import { ConflistController } from "./controllers/conflist";
 import { MasqueradeController } from "./controllers/masquerade";
 import { PolicyController } from "./controllers/policy";
-import { RoutesController } from "./controllers/routes";
+import { ROUTES, RoutesController } from "./controllers/routes";
 import { ServicesController } from "./controllers/services";
+import { WireguardController } from "./controllers/wireguard";
 import { ApiInformer } from "./informer";
 import { loadKubeConfig } from "./kube";
 import { agentLog } from "./log";
@@ -50,6 +53,8 @@ import { forgetNetworkPolicy, KernelPolicyWriter, writePolicyFile, writePolicyPr
 import { KernelRouteTable } from "./route-table";
 import { boundPort, serve } from "./server";
 import { kernelServiceTables } from "./service-tables";
+import { type EncryptionStart, startEncryption } from "./wireguard-device";
+import { publishNodeKey, registerWireguardMetrics } from "./wireguard-metrics";
 import { WorkQueue } from "./workqueue";
 
 /** Bun's collector: `full` collects now, else it is asked to soon. Nothing under Node. */
@@ -79,11 +84,17 @@ export async function runAgent(argv: string[]): Promise<number> {
     process.stderr.write(`netkit-cni agent: ${closer.message}\n`);
     return 2;
   }
+  const encryption = opts.encryption === "wireguard" ? await startEncryption(opts) : undefined;
+  if (encryption instanceof Error) {
+    process.stderr.write(`netkit-cni agent: ${encryption.message}\n`);
+    return 2;
+  }
+  opts.podMtu = encryption?.podMtu;
   if (!opts.networkPolicy) {
     const pods = forgetNetworkPolicy(bpffsRoot, opts.stateDir);
     if (pods > 0) agentLog.info(`network policy off: the policies of ${pods} pods forgotten`);
   }
-  const agent = new Agent(opts, loadKubeConfig(opts.kubeconfig, process.env), bpffsRoot, closer);
+  const agent = new Agent(opts, loadKubeConfig(opts.kubeconfig, process.env), bpffsRoot, closer, encryption);
   const server = await serve(
     opts.metricsAddress,
     agent.metrics,
@@ -135,6 +146,7 @@ class Agent {
   private readonly masquerade: MasqueradeController;
   private readonly services: ServicesController | undefined;
   private readonly policy: PolicyController | undefined;
+  private readonly wireguard: WireguardController | undefined;
   private policyWriter: KernelPolicyWriter | undefined;
   private policyFileText = "";
   private policyProblemsText = "";
@@ -147,6 +159,7 @@ class Agent {
     private readonly kc: KubeConfig,
     bpffsRoot: string,
     closer: SocketCloser | undefined,
+    private readonly encryption?: EncryptionStart,
   ) {
     this.metrics = new AgentMetrics(bpffsRoot, opts.stateDir);
     this.queue = new WorkQueue({
@@ -162,6 +175,25 @@ class Agent {
       },
     });
     const nodes = this.informer("/api/v1/nodes", nodeObject, "nodes");
+    if (encryption) {
+      const { kernel, podMtu, publicKey } = encryption;
+      const wgOpts = {
+        self: opts.nodeName,
+        publicKey,
+        strict: opts.encryptionStrict,
+        podMtu,
+        device: WIREGUARD_DEVICE,
+      };
+      this.wireguard = new WireguardController(
+        this.queue,
+        nodes,
+        kernel,
+        { ...wgOpts, clusterCidrs: opts.clusterCidrs },
+        (key) => publishNodeKey(kc, opts.nodeName, key),
+        (node) => this.queue.add(ROUTES, node),
+      );
+      registerWireguardMetrics(this.metrics.registry, this.wireguard);
+    }
     this.routes = new RoutesController(
       this.queue,
       nodes,
@@ -172,6 +204,7 @@ class Agent {
         peers: (peers, byFamily) => this.metrics.setPeers(peers, byFamily),
         fullSync: () => this.conflist.routesSynced(),
       },
+      this.wireguard,
     );
     this.conflist = new ConflistController(this.queue, nodes, this.routes, opts, install, () =>
       this.metrics.synced.set(1),
@@ -265,12 +298,14 @@ class Agent {
       setInterval(() => {
         this.lastTick = Date.now();
         this.writePolicyFile();
+        this.wireguard?.refresh().catch((e) => agentLog.warn(`wireguard: ${(e as Error).message}`));
       }, 1000),
       setInterval(() => {
         this.routes.resync();
         this.masquerade.resync();
         this.services?.resync();
         this.policy?.resync();
+        this.wireguard?.resync();
       }, this.opts.resyncSeconds * 1000),
     );
   }
@@ -282,6 +317,7 @@ class Agent {
     await this.queue.idle();
     this.services?.close();
     this.policyWriter?.close();
+    this.encryption?.close();
     this.host.close();
   }
 
@@ -303,6 +339,7 @@ class Agent {
       queue: this.queue.length,
       ...(this.services ? { services: this.services.status } : {}),
       ...(this.policy ? { networkPolicy: this.policy.status } : {}),
+      ...(this.wireguard ? { encryption: this.wireguard.status } : {}),
     };
   }
 }

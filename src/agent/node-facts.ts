@@ -1,6 +1,7 @@
 /**
  * What the agent needs of a Node object, checked: its name, pod CIDRs (spec.podCIDRs, or
- * the older single spec.podCIDR) and InternalIP addresses. Anything malformed (a CIDR
+ * the older single spec.podCIDR), InternalIP addresses and the WireGuard public key its
+ * agent published (WIREGUARD_KEY_ANNOTATION). Anything malformed (a CIDR
  * with host bits, an address that is none, fields of the wrong type) is named in
  * `problems` and left out; the rest of the node still counts. Pure.
  */
@@ -14,7 +15,12 @@ export interface NodeFacts {
   /** Canonical text, in the order the node lists them. */
   internalIPs: { text: string; family: Family }[];
   problems: string[];
+  /** base64, 32 bytes: the node encrypts with this key (its agent runs --encryption=wireguard). */
+  wireguardKey?: string;
 }
+
+/** Where an agent with --encryption=wireguard publishes its node's public key (as Calico does). */
+export const WIREGUARD_KEY_ANNOTATION = "netkit-cni.io/wireguard-public-key";
 
 const strings = (v: unknown): unknown[] => (Array.isArray(v) ? v : v === undefined || v === null ? [] : [v]);
 
@@ -44,6 +50,16 @@ export function nodeFacts(node: V1Node): NodeFacts | undefined {
       continue;
     }
     facts.internalIPs.push({ text, family });
+  }
+  const key = (node.metadata?.annotations as Record<string, unknown> | undefined)?.[WIREGUARD_KEY_ANNOTATION];
+  if (key !== undefined) {
+    if (
+      typeof key === "string" &&
+      Buffer.from(key, "base64").length === 32 &&
+      Buffer.from(key, "base64").toString("base64") === key
+    )
+      facts.wireguardKey = key;
+    else facts.problems.push(`annotation ${WIREGUARD_KEY_ANNOTATION} ${JSON.stringify(key)} is not a WireGuard key`);
   }
   return facts;
 }

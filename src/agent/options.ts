@@ -11,6 +11,8 @@ import { DEFAULT_AGENT_STATE_DIR } from "../commands/agent-state";
 
 export const DEFAULT_METRICS_ADDRESS = ":9968";
 export const DEFAULT_STATE_DIR = DEFAULT_AGENT_STATE_DIR;
+/** What outlives a reboot: the node's WireGuard key. */
+export const DEFAULT_DATA_DIR = "/var/lib/netkit-cni/agent";
 
 export interface AgentOptions {
   /** A kubeconfig file; undefined: KUBECONFIG, else the pod's in-cluster credentials. */
@@ -38,6 +40,14 @@ export interface AgentOptions {
    * and the agent keeps each local pod's policy from the API's Pods, Namespaces and
    * NetworkPolicies. */
   networkPolicy: boolean;
+  /** Pod traffic between nodes through a WireGuard device (controllers/wireguard.ts). */
+  encryption: "none" | "wireguard";
+  /** Never in clear to a node that publishes no key (true), or in clear to it (false). */
+  encryptionStrict: boolean;
+  /** Where the agent keeps what outlives a reboot (the WireGuard private key). */
+  dataDir: string;
+  /** The pods' MTU the conflist names, when the agent decides it (WireGuard's overhead). */
+  podMtu?: number;
 }
 
 export class AgentUsageError extends Error {}
@@ -59,6 +69,10 @@ InternalIP, masquerades pod traffic leaving the cluster CIDRs, serves metrics.
                              (watches Services and EndpointSlices; off by default)
   --network-policy true|false  enforce NetworkPolicy in the datapath (watches Pods, Namespaces,
                              NetworkPolicies and Services; true)
+  --encryption none|wireguard  encrypt pod traffic between nodes with WireGuard (none)
+  --encryption-strict true|false  never send pod traffic in clear to a node that publishes no
+                             WireGuard key (true); false: talk to such nodes in clear
+  --agent-data-dir DIR       what outlives a reboot: the WireGuard key (${DEFAULT_DATA_DIR})
 and the conflist options of \`netkit-cni install\`: --bin-dir, --conf-dir, --conf-name,
   --datapath, --network-name, --host-interface, --mtu, --no-portmap, --data-dir, --log-file,
   --bpffs-root, --binary, --force`;
@@ -77,6 +91,9 @@ const AGENT_FLAGS = {
   "skip-binary": BOOLEAN,
   "service-translation": BOOLEAN,
   "network-policy": STRING,
+  encryption: STRING,
+  "encryption-strict": STRING,
+  "agent-data-dir": STRING,
   // Passed on to install:
   "bin-dir": STRING,
   "conf-dir": STRING,
@@ -114,6 +131,9 @@ export function parseAgentOptions(args: string[], env: NodeJS.ProcessEnv, hostna
     installBinary: true,
     serviceTranslation: false,
     networkPolicy: true,
+    encryption: "none",
+    encryptionStrict: true,
+    dataDir: DEFAULT_DATA_DIR,
   };
   for (const { name, flag, value = "" } of readFlags(args, AGENT_FLAGS, FLAG_ERRORS)) {
     switch (name) {
@@ -155,6 +175,17 @@ export function parseAgentOptions(args: string[], env: NodeJS.ProcessEnv, hostna
         if (value !== "true" && value !== "false") throw new AgentUsageError(`${flag} must be true or false`);
         opts.networkPolicy = value === "true";
         break;
+      case "encryption":
+        if (value !== "none" && value !== "wireguard") throw new AgentUsageError(`${flag} must be none or wireguard`);
+        opts.encryption = value;
+        break;
+      case "encryption-strict":
+        if (value !== "true" && value !== "false") throw new AgentUsageError(`${flag} must be true or false`);
+        opts.encryptionStrict = value === "true";
+        break;
+      case "agent-data-dir":
+        opts.dataDir = value;
+        break;
       default:
         opts.installArgs.push(value === "" ? `--${name}` : `--${name}=${value}`);
     }
@@ -189,5 +220,7 @@ export function installOptionsFor(opts: AgentOptions, podCidrs: string[]): Insta
   install.generate.agentStateDir = opts.stateDir;
   if (opts.serviceTranslation) install.generate.serviceTranslation = true;
   if (opts.networkPolicy) install.generate.networkPolicy = true;
+  if (opts.podMtu !== undefined) install.generate.mtu = opts.podMtu;
+  if (opts.encryption === "wireguard") install.generate.encryption = "wireguard";
   return install;
 }

@@ -21,7 +21,8 @@ export interface PeerRoute {
   node: string;
   dst: string;
   family: Family;
-  gateway: string;
+  /** The node's InternalIP; none through the WireGuard device (controllers/wireguard.ts). */
+  gateway?: string;
   ifindex: number;
 }
 

@@ -24,6 +24,8 @@ export const PROGRAM_NAMES = {
   hostOut: "nkc_host_out",
   podIngress: "nkc_pod_ingress",
   podPolicy: "nkc_pod_policy",
+  wgIn: "nkc_wg_in",
+  wgOut: "nkc_wg_out",
 } as const;
 
 /** NKC_MAX_ENDPOINTS and NKC_DIRECT_TABLE_SIZE of nkc_abi.h. */

@@ -101,6 +101,10 @@ export interface NodePrograms {
     hostOut: BpfProgram;
     podIngress: BpfProgram;
     podPolicy: BpfProgram;
+    /** What the node's WireGuard device hands up, decrypted (the agent's --encryption),
+     * and what it is given to encrypt (NetworkPolicy, as hostOut on the uplink). */
+    wgIn: BpfProgram;
+    wgOut: BpfProgram;
   };
   /** Which variant runs on this node. */
   natCheck: NatCheck;
@@ -225,6 +229,8 @@ function openPinnedNode(bpffsRoot: string, set: ProgramSet, opened: { close(): v
       hostOut: open(PROGRAM_NAMES.hostOut),
       podIngress: open(PROGRAM_NAMES.podIngress),
       podPolicy: open(PROGRAM_NAMES.podPolicy),
+      wgIn: open(PROGRAM_NAMES.wgIn),
+      wgOut: open(PROGRAM_NAMES.wgOut),
     },
     natCheck: set.natCheck,
     skippedVariants: [],
@@ -297,6 +303,8 @@ function loadVariant(
       hostOut: load(objects.host, PROGRAM_NAMES.hostOut),
       podIngress: load(objects.lxc, PROGRAM_NAMES.podIngress),
       podPolicy: load(objects.lxc, PROGRAM_NAMES.podPolicy),
+      wgIn: load(objects.host, PROGRAM_NAMES.wgIn),
+      wgOut: load(objects.host, PROGRAM_NAMES.wgOut),
     };
   } finally {
     kernel?.close();

@@ -44,6 +44,8 @@ export interface InstallOptions {
     serviceTranslation?: boolean;
     /** Set by `netkit-cni agent --network-policy=true`, which keeps each pod's policy. */
     networkPolicy?: boolean;
+    /** Set by `netkit-cni agent --encryption=wireguard`, which makes the WireGuard device. */
+    encryption?: "wireguard";
   };
 }
 export class InstallError extends Error {}
@@ -52,7 +54,7 @@ const fail = (message: string) => new InstallError(message);
 
 /** Every option a flag sets, flat: parseInstallOptions nests the conflist's under `generate`. */
 type InstallFlags = Omit<InstallOptions, "generate"> &
-  Required<Omit<InstallOptions["generate"], "agentStateDir" | "serviceTranslation">>;
+  Required<Omit<InstallOptions["generate"], "agentStateDir" | "serviceTranslation" | "encryption">>;
 
 const flag = flagsFor<InstallFlags>();
 const cidrs = (text: string, name: string) => cidrList(name, text);

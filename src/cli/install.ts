@@ -58,6 +58,7 @@ export function generateConflist(g: InstallOptions["generate"]): Record<string, 
   if (g.agentStateDir) plugin.agentStateDir = g.agentStateDir;
   if (g.serviceTranslation) plugin.serviceTranslation = true;
   if (g.networkPolicy) plugin.networkPolicy = true;
+  if (g.encryption) plugin.encryption = g.encryption;
   const ipam: Record<string, unknown> = { type: PLUGIN_TYPE, ranges: g.podCidrs.map((subnet) => [{ subnet }]) };
   if (g.dataDir) ipam.dataDir = g.dataDir;
   plugin.ipam = ipam;

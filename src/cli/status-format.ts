@@ -6,6 +6,7 @@
 
 import type { MapOccupancy } from "../bpf/index";
 import type { NodeStatus } from "./status";
+import { formatEncryption } from "./status-encryption";
 import { formatNetworkPolicy } from "./status-policy";
 import type { ServiceTranslationStatus } from "./status-services";
 
@@ -75,6 +76,7 @@ export function formatStatus(s: NodeStatus): string {
     lines.push(`socket bypass   off for ${sb.off.cgroup ?? "the cgroup v2 root"}: ${sb.off.reason}`);
   lines.push(formatServiceTranslation(s.serviceTranslation));
   lines.push(...formatNetworkPolicy(s.networkPolicy));
+  lines.push(...formatEncryption(s.encryption));
   const bw = s.bandwidth;
   const modes = (counts: Record<string, number>, text: Record<string, string>) =>
     Object.entries(counts).map(([m, n]) => `${n} ${text[m] ?? m}`);

@@ -61,6 +61,7 @@ import { type Link, listLinks } from "../netlink/links";
 import { listProxyNeighbors, type ProxyNeighbor } from "../netlink/neighbors";
 import { RtnlSocket } from "../netlink/socket";
 import { objGetInfo } from "../sys/bpf-syscall";
+import { type EncryptionStatus, encryptionStatus } from "./status-encryption";
 import { type FlowTablesStatus, mapsStatus } from "./status-maps";
 import { type NetworkPolicyStatus, networkPolicyStatus } from "./status-policy";
 import { type ServiceTranslationStatus, serviceTranslationStatus } from "./status-services";
@@ -122,6 +123,8 @@ export interface NodeStatus {
   serviceTranslation: ServiceTranslationStatus;
   /** NetworkPolicy ("networkPolicy"): its pods, their isolation and verdicts; undefined: never enforced here. */
   networkPolicy: NetworkPolicyStatus | undefined;
+  /** The agent's WireGuard device and its peers; undefined: no device (no --encryption). */
+  encryption: EncryptionStatus | undefined;
   /** Pods with rate limits (the bandwidth capability), by how their egress is enforced
    * (edt: paced by fq on the uplink; police: token bucket) and why an uplink cannot pace,
    * and by how their ingress is (edt: paced by fq on the pod's host device; qdisc: a tbf
@@ -218,6 +221,7 @@ export async function nodeStatus(bpffsRoot: string, stateDir = DEFAULT_AGENT_STA
     sockBypass: sockBypassStatus(root),
     serviceTranslation: serviceTranslationStatus(root),
     networkPolicy: networkPolicyStatus(root, stateDir),
+    encryption: await encryptionStatus(node.byName),
     bandwidth: bandwidthStatus(root, owned),
     drops: refusals(
       root,

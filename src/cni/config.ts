@@ -120,6 +120,12 @@ export interface NetConf {
    * synced (STATUS is not ready until then) and the plugin leaves its verb timings.
    */
   agentStateDir: string | undefined;
+  /**
+   * Set in conflists `netkit-cni agent --encryption=wireguard` writes: ADD waits (code 11)
+   * until the agent's WireGuard device is ready, so no pod talks before its traffic to
+   * other nodes is encrypted (datapath/uplink.ts).
+   */
+  encryption: "none" | "wireguard";
   /** The parsed JSON as received, forwarded unchanged to delegated plugins. */
   raw: Record<string, unknown>;
 }
@@ -310,6 +316,7 @@ export function parseNetConf(stdin: Buffer | string): NetConf {
     bandwidthRequest: readBandwidthRequest(raw),
     validAttachments: parseValidAttachments(raw),
     agentStateDir: parseAgentStateDir(raw),
+    encryption: oneOf(raw, "encryption", ["none", "wireguard"] as const, "none"),
     raw,
   };
 }

@@ -24,7 +24,7 @@ import { configurePodEnd, removeSourceRules } from "../datapath/pod-end";
 import { shapePodIngress } from "../datapath/pod-shaping";
 import { paceUplink, releasePacing } from "../datapath/shaping";
 import type { Endpoint, Namespaces } from "../datapath/types";
-import { FALLBACK_MTU, liveIfindexes, resolveUplink } from "../datapath/uplink";
+import { FALLBACK_MTU, liveIfindexes, requireEncryption, resolveUplink } from "../datapath/uplink";
 import { log } from "../log";
 import { deleteLinkByName, getLinkByName } from "../netlink/links";
 import { failpoint } from "../sys/failpoints";
@@ -52,6 +52,7 @@ async function addPod(inv: Invocation): Promise<Result> {
     // The pod's annotation, if the runtime passed one, over the network's datapath.
     const datapath = await chooseDatapath(podDatapath(conf), conf, ns.host);
     const uplink = await resolveUplink(ns.host, conf.fastPath.hostInterface);
+    requireEncryption(conf.encryption, uplink);
 
     // Releasing what was never allocated succeeds; a delegated plugin may allocate and
     // still fail (killed at its timeout, or answering what we cannot read).

@@ -90,6 +90,8 @@ export interface Uplink {
   groMaxSize?: number;
   /** Transmit queues: pacing puts an fq on each under mq when there are several. */
   txQueues?: number;
+  /** The node's WireGuard device, when the agent made one (uplink.ts). */
+  wireguard?: { name: string; index: number; ready: boolean };
 }
 
 /** The endpoint as the fast path sees it. */
@@ -155,11 +157,15 @@ export function attachEndpoint(settings: FastPathSettings, uplink: Uplink | unde
         // A network without the fast path leaves the uplink to those that have it.
         if (uplink && settings.enabled) {
           attachUplink(root, uplink, "ingress", node.programs.hostIn);
+          // The agent's WireGuard device (--encryption): decrypted traffic takes the same way in.
+          if (uplink.wireguard) attachUplink(root, uplink.wireguard, "ingress", node.programs.wgIn);
         }
         // NetworkPolicy's last look at a pod's packet leaving the node (a Service flow
-        // the DNAT sent to another node's backend), with or without the fast path.
+        // the DNAT sent to another node's backend), with or without the fast path; with
+        // encryption such a packet leaves through the WireGuard device, not the uplink.
         if (uplink && settings.networkPolicy) {
           attachUplink(root, uplink, "egress", node.programs.hostOut);
+          if (uplink.wireguard) attachUplink(root, uplink.wireguard, "egress", node.programs.wgOut);
         }
         if (node.loaded) switchEndpoints(root, node);
       }

@@ -7,7 +7,7 @@ import type { DatapathChoice, NetConf } from "../cni/config";
 import { CniError, ErrorCode } from "../cni/errors";
 import { log } from "../log";
 import type { RtnlSocket } from "../netlink/socket";
-import { netkitDatapath } from "./netkit";
+import { netkitDatapath, WIREGUARD_ROOM } from "./netkit";
 import { kernelHasNetkit } from "./probe";
 import type { Datapath } from "./types";
 import { vethDatapath } from "./veth";
@@ -15,7 +15,8 @@ import { vethDatapath } from "./veth";
 export async function chooseDatapath(kind: DatapathChoice, conf: NetConf, host: RtnlSocket): Promise<Datapath> {
   if (kind === "veth") return vethDatapath;
   if (await kernelHasNetkit(host)) {
-    return netkitDatapath({ mode: conf.mode });
+    // An encrypting network's pods send through WireGuard: their pairs leave it room.
+    return netkitDatapath({ mode: conf.mode, room: conf.encryption === "wireguard" ? WIREGUARD_ROOM : undefined });
   }
   if (kind === "netkit") throw netkitMissing();
   log.info("datapath auto: this kernel has no netkit devices (CONFIG_NETKIT, Linux 6.7+); using veth");

@@ -15,7 +15,17 @@ import type { Datapath, DevicePair, Endpoint, Namespaces } from "./types";
 
 export interface NetkitSettings {
   mode: "l2" | "l3";
+  /** Headroom and tailroom for the pair (IFLA_NETKIT_HEADROOM/TAILROOM), where the kernel has them. */
+  room?: { headroom: number; tailroom: number };
 }
+
+/**
+ * What WireGuard's device asks of a packet it encrypts (drivers/net/wireguard/device.c:
+ * needed_headroom DATA_PACKET_HEAD_ROOM, its 16-byte message header and the largest outer
+ * IP + UDP headers past NET_SKB_PAD, 4-aligned: 128; needed_tailroom: padding to 16 and
+ * the 16-byte tag, 32). A pod's packet made with that room is encrypted in place.
+ */
+export const WIREGUARD_ROOM = { headroom: 128, tailroom: 32 };
 
 const EINVAL = 22;
 
@@ -27,7 +37,7 @@ export function netkitDatapath(settings: NetkitSettings): Datapath {
       const l2 = settings.mode === "l2";
       const host = { name: ep.hostDevice, mtu: ep.mtu, mac: l2 ? ep.hostMac : undefined, ...ep.offload };
       const peer = { name: ep.ifname, mtu: ep.mtu, mac: l2 ? ep.podMac : undefined, ...ep.offload };
-      const data = (scrub: boolean) =>
+      const data = (scrub: boolean, room: NetkitSettings["room"]) =>
         netkitInfoData({
           mode: settings.mode,
           primaryPolicy: "pass",
@@ -35,13 +45,23 @@ export function netkitDatapath(settings: NetkitSettings): Datapath {
           // attached the peer drops what the pod sends.
           peerPolicy: "drop",
           scrub,
+          room,
         });
-      try {
-        await createPair(ns.host, "netkit", host, peer, ns.podNetnsFd, data(true));
-      } catch (e) {
-        // Kernels 6.7–6.9 predate the scrub attributes and reject them as unknown.
-        if (!(e instanceof NetlinkError && e.errno === EINVAL && /attribute/i.test(e.extack ?? ""))) throw e;
-        await createPair(ns.host, "netkit", host, peer, ns.podNetnsFd, data(false));
+      // Newest attributes first; each older kernel rejects the ones it predates as unknown:
+      // headroom and tailroom (newer than 6.12), then scrub (6.7–6.9).
+      const attempts = [
+        ...(settings.room ? [data(true, settings.room)] : []),
+        data(true, undefined),
+        data(false, undefined),
+      ];
+      for (const [i, attempt] of attempts.entries()) {
+        try {
+          await createPair(ns.host, "netkit", host, peer, ns.podNetnsFd, attempt);
+          break;
+        } catch (e) {
+          const unknown = e instanceof NetlinkError && e.errno === EINVAL && /attribute/i.test(e.extack ?? "");
+          if (!unknown || i === attempts.length - 1) throw e;
+        }
       }
       await failpoint("pair-requested");
       return readPair(ns, ep, "netkit");

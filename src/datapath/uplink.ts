@@ -12,20 +12,52 @@ import type { Uplink } from "./fastpath";
 /** MTU for pods when neither the config nor an uplink says. */
 export const FALLBACK_MTU = 1500;
 
+/**
+ * The WireGuard device `netkit-cni agent --encryption=wireguard` makes: traffic to other
+ * nodes' pods leaves through it, and what it decrypts enters by nkc_wg_in, attached next
+ * to the uplink's program by the ADD that attaches that.
+ */
+export const WIREGUARD_DEVICE = "netkit-wg0";
+/**
+ * The device's alias once the agent has given it its key and routed the cluster CIDRs
+ * through it: before that a pod's traffic to another node could leave in clear.
+ */
+export const WIREGUARD_READY_ALIAS = "netkit-cni: encrypting";
+
+/**
+ * A network that encrypts (the agent's conflist says so) gets no pod before the device is
+ * ready: after a reboot the conflist is there long before the agent, and a pod's first
+ * packets to another node would follow the default route in clear.
+ */
+export function requireEncryption(encryption: "none" | "wireguard", uplink: Uplink | undefined): void {
+  if (encryption === "wireguard" && !uplink?.wireguard?.ready) {
+    throw new CniError(
+      ErrorCode.TryAgainLater,
+      `the network encrypts with WireGuard and ${WIREGUARD_DEVICE} is not ready yet (netkit-cni agent makes it); try again later`,
+    );
+  }
+}
+
 export async function resolveUplink(host: RtnlSocket, configured: string | undefined): Promise<Uplink | undefined> {
   if (configured) {
     const link = await getLinkByName(host, configured);
     if (!link) {
       throw new CniError(ErrorCode.InvalidNetworkConfig, `hostInterface "${configured}" does not exist on this node`);
     }
-    return uplinkOf(link);
+    return withWireguard(host, uplinkOf(link));
   }
   const routes = await listRoutes(host);
   const dflt =
     routes.find((r) => r.dst === "0.0.0.0/0" && r.ifindex) ?? routes.find((r) => r.dst === "::/0" && r.ifindex);
   if (!dflt) return undefined;
   const link = await getLinkByIndex(host, dflt.ifindex);
-  return link ? uplinkOf(link) : undefined;
+  return link ? withWireguard(host, uplinkOf(link)) : undefined;
+}
+
+async function withWireguard(host: RtnlSocket, uplink: Uplink): Promise<Uplink> {
+  const wg = await getLinkByName(host, WIREGUARD_DEVICE);
+  if (wg?.kind !== "wireguard") return uplink;
+  return { ...uplink, wireguard: { name: wg.name, index: wg.index, ready: wg.alias === WIREGUARD_READY_ALIAS } };
 }
 
 const uplinkOf = (link: Link): Uplink => ({

@@ -201,3 +201,28 @@ export async function deleteLinkByName(sock: RtnlSocket, name: string): Promise<
     throw e;
   }
 }
+
+/**
+ * Creates a device of `kind` that needs no kind-specific data (`wireguard`); the kernel
+ * loads the kind's module first, and answers EOPNOTSUPP when it has none.
+ */
+export async function createLink(sock: RtnlSocket, kind: string, name: string, mtu?: number): Promise<void> {
+  const attrs = [attrString(IFLA_IFNAME, name)];
+  if (mtu) attrs.push(attrU32(IFLA_MTU, mtu));
+  await sock.request(
+    `create ${kind} device ${name}`,
+    RTM_NEWLINK,
+    NLM_F_CREATE | NLM_F_EXCL,
+    Buffer.concat([ifinfomsg(), ...attrs, attrNested(IFLA_LINKINFO, [attrString(IFLA_INFO_KIND, kind)])]),
+  );
+}
+
+/** Sets a link's MTU. */
+export async function setLinkMtu(sock: RtnlSocket, link: Link, mtu: number): Promise<void> {
+  await sock.request(
+    `set ${link.name} mtu ${mtu}`,
+    RTM_NEWLINK,
+    0,
+    Buffer.concat([ifinfomsg(link.index), attrU32(IFLA_MTU, mtu)]),
+  );
+}

@@ -14,6 +14,8 @@ import { inNetnsFd, netnsCookieOf } from "../sys/netns";
 import { parseAttrs, readString } from "./attrs";
 
 const NETLINK_ROUTE = 0;
+/** Generic netlink: families registered by name (WireGuard's, netlink/genl.ts). */
+export const NETLINK_GENERIC = 16;
 const SOL_NETLINK = 270;
 const NETLINK_CAP_ACK = 10;
 const NETLINK_EXT_ACK = 11;
@@ -70,14 +72,17 @@ export class RtnlSocket {
 
   private constructor(private readonly fd: NetlinkFd) {}
 
-  /** Opens a socket in the caller's current namespace, or inside the netns open on `netnsFd`. */
-  static open(netnsFd?: number): RtnlSocket {
-    const create = () => RtnlSocket.createWithExtack();
+  /**
+   * Opens a socket in the caller's current namespace, or inside the netns open on `netnsFd`;
+   * route netlink unless `protocol` says otherwise (the framing is the same).
+   */
+  static open(netnsFd?: number, protocol = NETLINK_ROUTE): RtnlSocket {
+    const create = () => RtnlSocket.createWithExtack(protocol);
     return new RtnlSocket(netnsFd === undefined ? create() : inNetnsFd(netnsFd, create));
   }
 
-  private static createWithExtack(): NetlinkFd {
-    const fd = new NetlinkFd(NETLINK_ROUTE, REQUEST_TIMEOUT_SECONDS);
+  private static createWithExtack(protocol: number): NetlinkFd {
+    const fd = new NetlinkFd(protocol, REQUEST_TIMEOUT_SECONDS);
     enableExtack(fd.descriptor);
     return fd;
   }

@@ -31,6 +31,8 @@ export interface AgentNode {
   binDir: string;
   /** Where the agent's state is, the same path inside its container and on the node. */
   stateDir: string;
+  /** The node's /var/lib/netkit-cni (its WireGuard key under agent/). */
+  dataDir: string;
   /** The service account's files (token, ca.crt, namespace). */
   serviceAccountDir: string;
   /** The node's own mount namespace (a sandbox's), when it has one. */
@@ -73,6 +75,7 @@ export function agentNode(
     dir,
     confDir: dirs.confDir ?? path.join(dir, "net.d"),
     binDir: dirs.binDir ?? path.join(dir, "bin"),
+    dataDir: path.join(dir, "var-lib"),
     stateDir,
     serviceAccountDir,
     mountNs: dirs.mountNs,
@@ -94,7 +97,9 @@ export class AgentProcess {
       netns: node.netns,
       nodeName: node.name,
       hostMountNs: node.mountNs,
-      hostPaths: node.mountNs ? {} : { "/opt/cni/bin": node.binDir, "/etc/cni/net.d": node.confDir },
+      hostPaths: node.mountNs
+        ? {}
+        : { "/opt/cni/bin": node.binDir, "/etc/cni/net.d": node.confDir, "/var/lib/netkit-cni": node.dataDir },
       configMap,
       serviceAccountDir: node.serviceAccountDir,
       apiHost: "127.0.0.1",

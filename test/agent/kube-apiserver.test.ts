@@ -12,8 +12,8 @@ import * as path from "node:path";
 import type { V1Node } from "@kubernetes/client-node";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { ApiInformer } from "../../src/agent/informer";
-import { loadKubeConfig } from "../../src/agent/kube";
-import type { NodeFacts } from "../../src/agent/node-facts";
+import { ApiError, loadKubeConfig, mergePatch } from "../../src/agent/kube";
+import { type NodeFacts, WIREGUARD_KEY_ANNOTATION } from "../../src/agent/node-facts";
 import { nodeObject } from "../../src/agent/objects";
 import { StandInApiServer } from "../support/kube-apiserver";
 
@@ -76,6 +76,34 @@ describe("stand-in API server", () => {
   afterEach(async () => {
     await api.stop();
     fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("merge-patches a Node as RBAC allows (403 without `patch`), telling watchers; the agent's patch is read back", async () => {
+    const kc = loadKubeConfig(api.kubeconfig(), {});
+    const patch = { metadata: { annotations: { [WIREGUARD_KEY_ANNOTATION]: "k1" } } };
+    api.restrictTo([{ apiGroups: [""], resources: ["nodes"], verbs: ["get", "list", "watch"] }]);
+    const refused = await mergePatch(kc, "/api/v1/nodes/node-2", patch).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(ApiError);
+    expect((refused as ApiError).code).toBe(403);
+    expect((refused as ApiError).message).toMatch(/PATCH .*cannot patch resource "nodes"/);
+    expect(api.patches).toEqual([]);
+
+    api.restrictTo([{ apiGroups: [""], resources: ["nodes"], verbs: ["get", "list", "watch", "patch"] }]);
+    const watch = get(api, `/api/v1/nodes?watch=true&resourceVersion=${api.resourceVersion}`, (l) => l.length >= 2);
+    await mergePatch(kc, "/api/v1/nodes/node-2", patch);
+    // null deletes (RFC 7386); other fields stay.
+    const stored = (await mergePatch(kc, "/api/v1/nodes/node-2", {
+      metadata: { annotations: { [WIREGUARD_KEY_ANNOTATION]: null, other: "x" } },
+    })) as V1Node;
+    expect(stored.metadata?.annotations).toEqual({ other: "x" });
+    expect(stored.spec?.podCIDRs).toEqual(["10.9.2.0/24"]);
+    const events = (await watch).lines;
+    expect(events.map((e) => e.type)).toEqual(["MODIFIED", "MODIFIED"]);
+    expect((events[0]?.object as V1Node | undefined)?.metadata?.annotations).toEqual({
+      [WIREGUARD_KEY_ANNOTATION]: "k1",
+    });
+    const missing = await mergePatch(kc, "/api/v1/nodes/node-9", patch).catch((e: unknown) => e);
+    expect((missing as ApiError).code).toBe(404);
   });
 
   it("lists in chunks at one resourceVersion and watches from it in chunked JSON lines", async () => {

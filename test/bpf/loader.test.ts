@@ -217,10 +217,16 @@ describe("ELF objects", () => {
     expect(fromPod?.kfuncCalls).toEqual([]);
   });
 
-  it("bpf_host.o has the uplink's programs: host_in, and host_out for NetworkPolicy", () => {
+  it("bpf_host.o has the uplink's programs (host_in; host_out for NetworkPolicy) and the WireGuard device's", () => {
     const spec = readObject(objects.variants.memory.host);
-    expect(spec.programs.map((p) => p.name)).toEqual([PROGRAM_NAMES.hostIn, PROGRAM_NAMES.hostOut]);
+    expect(spec.programs.map((p) => p.name)).toEqual([
+      PROGRAM_NAMES.hostIn,
+      PROGRAM_NAMES.hostOut,
+      PROGRAM_NAMES.wgIn,
+      PROGRAM_NAMES.wgOut,
+    ]);
     expect(spec.programs[0]?.relocations.length).toBeGreaterThan(0);
+    expect(spec.programs[2]?.relocations.length).toBeGreaterThan(0);
   });
 
   it("the conntrack objects call the conntrack kfuncs, found as calls to undefined symbols", () => {

@@ -99,9 +99,12 @@ describe("netkit-cni status", () => {
     expect(Object.keys(s.programs.ids).sort()).toEqual([
       "nkc_from_pod",
       "nkc_host_in",
+      "nkc_host_out",
       "nkc_pod_ingress",
       "nkc_pod_policy",
       "nkc_src_check",
+      "nkc_wg_in",
+      "nkc_wg_out",
     ]);
     expect(s.programs.running).toBe(s.programs.build);
     expect(s.programs.pinnedBuilds).toEqual([`${s.programs.build}-${s.programs.natCheck}`]);

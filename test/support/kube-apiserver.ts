@@ -109,6 +109,8 @@ export interface RecordedRequest {
 
 export class StandInApiServer {
   readonly requests: RecordedRequest[] = [];
+  /** Every merge patch of a Node served, in order. */
+  readonly patches: { name: string; patch: unknown }[] = [];
   private readonly stores: Record<Resource, Map<string, Record<string, unknown>>> = {
     nodes: new Map(),
     services: new Map(),
@@ -364,11 +366,15 @@ export class StandInApiServer {
       res.end("<html>502 upstream</html>\n{not json");
       return;
     }
+    const named = url.pathname.match(/^\/api\/v1\/nodes\/([^/]+)$/);
+    if (req.method === "PATCH" && named) {
+      this.patchNode(req, res, decodeURIComponent(named[1] ?? ""));
+      return;
+    }
     if (req.method !== "GET") {
       this.status(res, 405, "MethodNotAllowed", `the server does not allow this method on the requested resource`);
       return;
     }
-    const named = url.pathname.match(/^\/api\/v1\/nodes\/([^/]+)$/);
     const watching = query.watch === "true" || query.watch === "1";
     const target = named ? "nodes" : resourceAt(url.pathname);
     const verb = named ? "get" : watching ? "watch" : "list";
@@ -394,6 +400,45 @@ export class StandInApiServer {
     }
     if (watching) this.watch(res, query, resource);
     else this.list(res, query, resource);
+  }
+
+  /**
+   * PATCH of one Node: a JSON merge patch (RFC 7386, content type
+   * application/merge-patch+json) only, as the agent sends; others get 415.
+   */
+  private patchNode(req: http.IncomingMessage, res: http.ServerResponse, name: string): void {
+    if (!this.allowed("patch", "nodes")) {
+      this.status(
+        res,
+        403,
+        "Forbidden",
+        `nodes "${name}" is forbidden: User "system:serviceaccount:kube-system:netkit-cni" cannot patch resource "nodes" in API group "" at the cluster scope`,
+      );
+      return;
+    }
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => {
+      if (req.headers["content-type"] !== "application/merge-patch+json") {
+        this.status(res, 415, "UnsupportedMediaType", `the body of the request was in an unknown format`);
+        return;
+      }
+      const current = this.nodes.get(name);
+      if (!current) {
+        this.status(res, 404, "NotFound", `nodes "${name}" not found`);
+        return;
+      }
+      let patch: unknown;
+      try {
+        patch = JSON.parse(Buffer.concat(chunks).toString("utf8"));
+      } catch {
+        this.status(res, 400, "BadRequest", "the body is not JSON");
+        return;
+      }
+      this.patches.push({ name, patch });
+      this.write("MODIFIED", mergePatch(structuredClone(current), patch) as Record<string, unknown>);
+      this.json(res, 200, this.nodes.get(name));
+    });
   }
 
   private list(res: http.ServerResponse, query: Record<string, string>, resource: Resource): void {
@@ -484,6 +529,18 @@ export class StandInApiServer {
   private status(res: http.ServerResponse, code: number, reason: string, message: string): void {
     this.json(res, code, statusObject(code, reason, message));
   }
+}
+
+/** RFC 7386: objects merge key by key, null deletes, anything else replaces. */
+export function mergePatch(target: unknown, patch: unknown): unknown {
+  if (typeof patch !== "object" || patch === null || Array.isArray(patch)) return patch;
+  const out: Record<string, unknown> =
+    typeof target === "object" && target !== null && !Array.isArray(target) ? { ...(target as object) } : {};
+  for (const [k, v] of Object.entries(patch)) {
+    if (v === null) delete out[k];
+    else out[k] = mergePatch(out[k], v);
+  }
+  return out;
 }
 
 /**

@@ -51,6 +51,7 @@ const facts = (): NodeStatus => ({
     off: undefined,
   },
   networkPolicy: undefined,
+  encryption: undefined,
   serviceTranslation: {
     links: 0,
     pods: 0,
@@ -96,6 +97,7 @@ describe("formatStatus", () => {
       `socket bypass   off (no pod of a network with "sockBypass": true yet)`,
       `services        not translated (no pod of a network with "serviceTranslation": true yet)`,
       `network policy  not enforced (no pod of a network with "networkPolicy": true yet)`,
+      "encryption      off (no WireGuard device: the agent runs without --encryption)",
       "rate limits     0 pods",
       "refused         by pods: spoofed:3,tagged:1,policy:4",
       "refused         from the wire on eth0: none",
@@ -304,5 +306,46 @@ describe("formatStatus", () => {
       "  x/b  selected by x/web",
       '  skipped       x/bad: spec.ingress[0].ports[0].protocol: "ICMP" is not TCP, UDP or SCTP',
     ]);
+  });
+
+  it("shows the WireGuard device, whether pods may be added, and each peer's handshake and bytes", () => {
+    const s = facts();
+    expect(formatStatus(s)).toContain("encryption      off (no WireGuard device: the agent runs without --encryption)");
+    s.encryption = {
+      device: "netkit-wg0",
+      ready: true,
+      listenPort: 51871,
+      publicKey: "Qk9CQk9CQk9CQk9CQk9CQk9CQk9CQk9CQk9CQk9CQk8=",
+      peers: [
+        {
+          publicKey: "QUxJQ0VBTElDRUFMSUNFQUxJQ0VBTElDRUFMSUNFQUw=",
+          endpoint: "[fd30::2]:51871",
+          allowedIps: ["10.221.2.0/24", "fd21:2::/64"],
+          lastHandshake: 1_780_000_000,
+          rxBytes: 1200,
+          txBytes: 3400,
+        },
+        {
+          publicKey: "Q0FST0xDQVJPTENBUk9MQ0FST0xDQVJPTENBUk9MQ0E=",
+          endpoint: undefined,
+          allowedIps: [],
+          lastHandshake: 0,
+          rxBytes: 0,
+          txBytes: 0,
+        },
+      ],
+      unreadable: undefined,
+    };
+    const lines = formatStatus(s).split("\n");
+    const at = lines.findIndex((l) => l.startsWith("encryption"));
+    expect(lines.slice(at, at + 3)).toEqual([
+      "encryption      WireGuard on netkit-wg0 (ready), port 51871, key Qk9CQk9C…, 2 peers",
+      "  peer QUxJQ0VB… [fd30::2]:51871: 10.221.2.0/24, fd21:2::/64; handshake 2026-05-28T20:26:40.000Z; rx 1200 B, tx 3400 B",
+      "  peer Q0FST0xD… (no endpoint): no allowed IPs; handshake none yet; rx 0 B, tx 0 B",
+    ]);
+    s.encryption = { ...s.encryption, ready: false, peers: [], unreadable: "no WireGuard generic netlink family" };
+    expect(formatStatus(s)).toContain(
+      "encryption      WireGuard on netkit-wg0 (not ready: ADD of an encrypting network waits (code 11)); peers unreadable: no WireGuard generic netlink family",
+    );
   });
 });

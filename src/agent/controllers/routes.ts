@@ -36,13 +36,27 @@ import type { WorkQueue } from "../workqueue";
 export const ROUTES = "routes";
 export const ALL = "*";
 
+/**
+ * How routes leave this node when something other than the uplink carries them (the
+ * WireGuard device, with --encryption): each node's routes as planned, turned, and
+ * routes of no node (the cluster CIDRs, so nothing unplanned leaves in clear).
+ */
+export interface RouteSteering {
+  steer(node: NodeFacts, routes: PeerRoute[]): PeerRoute[];
+  readonly extra: PeerRoute[];
+}
+
+/** The owner of the steering's own routes: no Node can be named "". */
+const NO_NODE = "";
+
 export interface RoutesObserver {
   peers(peers: Iterable<Peer>, routes: { v4: number; v6: number }): void;
   /** A full sync ended: every node's routes are as planned. */
   fullSync(): void;
 }
 
-const describe = (r: { dst: string; gateway?: string }) => `${r.dst} via ${r.gateway ?? "-"}`;
+const describe = (r: { dst: string; gateway?: string; ifindex: number }) =>
+  r.gateway ? `${r.dst} via ${r.gateway}` : `${r.dst} dev #${r.ifindex}`;
 const sameRoute = (a: PeerRoute, b: Route) => a.gateway === b.gateway && a.ifindex === b.ifindex;
 
 export class RoutesController {
@@ -65,6 +79,7 @@ export class RoutesController {
     private readonly self: string,
     clusterCidrs: readonly string[],
     private readonly observer: RoutesObserver,
+    private readonly steering?: RouteSteering,
   ) {
     this.cluster = clusterCidrs.flatMap((c) => {
       const s = parseSubnet(c);
@@ -128,7 +143,7 @@ export class RoutesController {
       this.told.delete(name);
     } else {
       this.tell(node);
-      const { routes, peer } = planPeer(node, ctx);
+      const { routes, peer } = this.plan(node, ctx);
       const blocked = await this.apply(name, routes);
       this.record(peer, blocked);
     }
@@ -148,10 +163,12 @@ export class RoutesController {
     for (const node of this.nodes.values()) {
       this.tell(node);
       if (node.name === this.self) continue;
-      const plan = planPeer(node, ctx);
+      const plan = this.plan(node, ctx);
       planned.set(node.name, plan);
       for (const r of plan.routes) nodeOfDst.set(r.dst, node.name);
     }
+    const extra = this.steering?.extra ?? [];
+    for (const r of extra) nodeOfDst.set(r.dst, NO_NODE);
     this.made.clear();
     this.byFamily = { v4: 0, v6: 0 };
     for (const r of view.ours) {
@@ -164,6 +181,9 @@ export class RoutesController {
       this.remember(owner, r);
     }
     this.peers.clear();
+    for (const dst of await this.apply(NO_NODE, extra)) {
+      agentLog.warn(`route to ${dst} not made: a route not made by the agent has that destination`);
+    }
     for (const [name, plan] of planned) {
       const blocked = await this.apply(name, plan.routes);
       this.record(plan.peer, blocked);
@@ -171,6 +191,11 @@ export class RoutesController {
     this.fullSyncDone = true;
     this.observer.peers(this.peers.values(), this.byFamily);
     this.observer.fullSync();
+  }
+
+  private plan(node: NodeFacts, ctx: PlanContext): { routes: PeerRoute[]; peer: Peer } {
+    const plan = planPeer(node, ctx);
+    return this.steering ? { ...plan, routes: this.steering.steer(node, plan.routes) } : plan;
   }
 
   /** Makes node `name`'s routes of ours exactly `wanted`; returns the destinations taken by others. */
