@@ -103,10 +103,12 @@ export async function runMonitor(opts: MonitorOptions, write: (line: string) => 
     write(`no NetworkPolicy maps under ${opts.bpffsRoot}: no pod of a network with "networkPolicy": true yet`);
     return 1;
   }
-  const end = opts.forMs === undefined ? Number.POSITIVE_INFINITY : Date.now() + opts.forMs;
   let names = await readNames(opts);
+  // --for-seconds counts from when drops are read, and the queue is read at least once:
+  // on a slow machine reading the names alone could outlast a short window.
+  const end = opts.forMs === undefined ? Number.POSITIVE_INFINITY : Date.now() + opts.forMs;
   try {
-    while (Date.now() < end) {
+    for (let first = true; first || Date.now() < end; first = false) {
       const events: PolicyEvent[] = [];
       for (let raw = maps.events.pop(); raw; raw = maps.events.pop()) events.push(decodePolicyEvent(raw));
       if (events.some((e) => !names.pods.has(e.ifindex))) names = await readNames(opts);

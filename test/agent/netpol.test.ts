@@ -113,7 +113,8 @@ async function agentSynced(n: Node): Promise<void> {
   await eventually(
     "synced",
     () => scrape(n.agentNode, "/readyz")[0] === 200,
-    ceiling(30_000),
+    // An agent's first start in a guest reads its executable through the shared folder.
+    ceiling(60_000),
     () => n.agent.log,
   );
 }
@@ -441,7 +442,7 @@ describe.each([true, false])(
             "monitor",
             "--json",
             "--for-seconds",
-            "4",
+            String(inGuest ? 20 : 4),
             "--bpffs-root",
             root,
             "--state-dir",
