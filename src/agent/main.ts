@@ -53,7 +53,7 @@ import { forgetNetworkPolicy, KernelPolicyWriter, writePolicyFile, writePolicyPr
 import { KernelRouteTable } from "./route-table";
 import { boundPort, serve } from "./server";
 import { kernelServiceTables } from "./service-tables";
-import { type EncryptionStart, startEncryption } from "./wireguard-device";
+import { type EncryptionStart, removeWireguard, startEncryption } from "./wireguard-device";
 import { publishNodeKey, registerWireguardMetrics } from "./wireguard-metrics";
 import { WorkQueue } from "./workqueue";
 
@@ -90,11 +90,13 @@ export async function runAgent(argv: string[]): Promise<number> {
     return 2;
   }
   opts.podMtu = encryption?.podMtu;
+  const kc = loadKubeConfig(opts.kubeconfig, process.env);
+  if (!encryption) await stopEncrypting(opts, kc, bpffsRoot);
   if (!opts.networkPolicy) {
     const pods = forgetNetworkPolicy(bpffsRoot, opts.stateDir);
     if (pods > 0) agentLog.info(`network policy off: the policies of ${pods} pods forgotten`);
   }
-  const agent = new Agent(opts, loadKubeConfig(opts.kubeconfig, process.env), bpffsRoot, closer, encryption);
+  const agent = new Agent(opts, kc, bpffsRoot, closer, encryption);
   const server = await serve(
     opts.metricsAddress,
     agent.metrics,
@@ -131,6 +133,23 @@ function loadSocketCloser(): SocketCloser | Error {
     return new Error(
       `--service-translation needs the kernel to close sockets of withdrawn backends (bpf_sock_destroy, Linux 6.5+, with BTF and a BPF JIT): ${(e as Error).message.split("\n")[0]}`,
     );
+  }
+}
+
+/**
+ * Encryption turned off on a node that had it: the device goes (and with it the routes
+ * steering other nodes' pods through it), and the node's key is withdrawn from its Node,
+ * so that the other agents stop encrypting to a node that can no longer decrypt (strict
+ * ones report it keyless; the others talk to it in clear).
+ */
+async function stopEncrypting(opts: AgentOptions, kc: KubeConfig, bpffsRoot: string): Promise<void> {
+  if (!(await removeWireguard(bpffsRoot))) return;
+  agentLog.info(`encryption off: ${WIREGUARD_DEVICE} removed, with its routes and programs`);
+  try {
+    await publishNodeKey(kc, opts.nodeName, null);
+    agentLog.info(`encryption off: this node's WireGuard key withdrawn from node ${opts.nodeName}`);
+  } catch (e) {
+    agentLog.warn(`encryption off: could not withdraw this node's WireGuard key: ${(e as Error).message}`);
   }
 }
 

@@ -9,9 +9,11 @@
  *
  * Peers are changed through the generic netlink family (netlink/wireguard.ts).
  */
+import * as fs from "node:fs";
+import { uplinkPin } from "../bpf/index";
 import { parseCidr } from "../cni/address";
 import { FALLBACK_MTU, resolveUplink, WIREGUARD_DEVICE, WIREGUARD_READY_ALIAS } from "../datapath/uplink";
-import { createLink, getLinkByName, isUp, setLinkMtu, setLinkUp } from "../netlink/links";
+import { createLink, deleteLinkByName, getLinkByName, isUp, setLinkMtu, setLinkUp } from "../netlink/links";
 import { addRoute } from "../netlink/routes";
 import { NetlinkError, RtnlSocket } from "../netlink/socket";
 import { type WgDevice, type WgPeerChange, WireguardGenl } from "../netlink/wireguard";
@@ -142,4 +144,25 @@ export async function startEncryption(opts: AgentOptions): Promise<EncryptionSta
   } finally {
     host.close();
   }
+}
+
+/**
+ * An agent started without --encryption takes down what an encrypting run left: the
+ * device (the kernel removes the routes through it and detaches its programs) and the
+ * pins of those programs' links, which would otherwise be reported as defunct. True when
+ * there was a device; its Node's key annotation is the caller's to withdraw.
+ */
+export async function removeWireguard(bpffsRoot: string): Promise<boolean> {
+  const host = RtnlSocket.open();
+  try {
+    const link = await getLinkByName(host, WIREGUARD_DEVICE);
+    if (link?.kind !== "wireguard") return false;
+    await deleteLinkByName(host, WIREGUARD_DEVICE);
+  } finally {
+    host.close();
+  }
+  for (const direction of ["ingress", "egress"] as const) {
+    fs.rmSync(uplinkPin(bpffsRoot, WIREGUARD_DEVICE, direction), { force: true });
+  }
+  return true;
 }

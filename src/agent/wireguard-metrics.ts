@@ -67,8 +67,11 @@ export function registerWireguardMetrics(registry: Registry, wireguard: Wireguar
   });
 }
 
-/** This node's public key on its Node object (the agent's only write: RBAC `patch` on nodes). */
-export async function publishNodeKey(kc: KubeConfig, node: string, publicKey: string): Promise<void> {
+/**
+ * This node's public key on its Node object (the agent's only write: RBAC `patch` on
+ * nodes); null withdraws it (a merge patch's null deletes the annotation).
+ */
+export async function publishNodeKey(kc: KubeConfig, node: string, publicKey: string | null): Promise<void> {
   await mergePatch(kc, `/api/v1/nodes/${encodeURIComponent(node)}`, {
     metadata: { annotations: { [WIREGUARD_KEY_ANNOTATION]: publicKey } },
   });

@@ -336,7 +336,7 @@ describe("WireGuard between nodes (--encryption=wireguard)", () => {
     expect(drops()).toBeGreaterThan(before);
   });
 
-  it("without --encryption the same capture sees the pods and the marker (the judge sees what it looks for)", async () => {
+  it("without --encryption an agent takes its device, routes, programs and key down; the same capture then sees the pods and the marker (the judge sees what it looks for)", async () => {
     for (const n of [a, b]) {
       const agent = agents.get(n.name);
       if (!agent) throw new Error(`no agent on ${n.name}`);
@@ -348,6 +348,14 @@ describe("WireGuard between nodes (--encryption=wireguard)", () => {
         CONFIG,
       );
       agents.set(n.name, { ...agent, process: plain });
+    }
+    for (const n of [a, b]) {
+      await eventually(`node ${n.name}'s key withdrawn from its Node`, () => annotation(n) === undefined, 120_000);
+      expect(inNs(n.netns, "ip", ["-o", "link", "show"])).not.toContain("netkit-wg0");
+      expect(inNs(n.netns, "ip", ["route", "show", "proto", "235"])).not.toContain("netkit-wg0");
+      const st = nodeStatus(n);
+      expect(wireguardPrograms(st)).toEqual({});
+      expect(st.problems).toEqual([]);
     }
     // The agents route each other's pods via their InternalIPs again.
     await eventually("pod to pod in clear", () => reaches(pa, pb.v4) && reaches(pb, pa.v6), 120_000);
