@@ -4,7 +4,7 @@
  * (the same flags and defaults as `netkit-cni install`, which does the writing).
  */
 
-import { readFlags } from "../cli/args";
+import { type Flags, flagsFor, flagUsage, parseFlags } from "../cli/args";
 import { generateConflist, validateConflist } from "../cli/install";
 import { cidrList, type InstallOptions, parseInstallOptions } from "../cli/install-options";
 import { DEFAULT_AGENT_STATE_DIR } from "../commands/agent-state";
@@ -52,144 +52,138 @@ export interface AgentOptions {
 
 export class AgentUsageError extends Error {}
 
+/** The agent's own flags' fields: every option but what the agent decides itself. */
+type AgentFlagOptions = Omit<AgentOptions, "podMtu">;
+
+const flag = flagsFor<AgentFlagOptions>();
+const usage = (message: string) => new AgentUsageError(message);
+const cidrs = (text: string, name: string) => cidrList(name, text, usage);
+const trueOrFalse = (text: string, name: string): boolean => {
+  if (text !== "true" && text !== "false") throw usage(`${name} must be true or false`);
+  return text === "true";
+};
+
+const OWN_FLAGS: Flags<AgentFlagOptions> = {
+  kubeconfig: flag.string("kubeconfig", "FILE", undefined, "API credentials (default: $KUBECONFIG, else in-cluster)"),
+  "node-name": flag.string("nodeName", "NAME", "", "this node (default: $NODE_NAME, else the hostname)"),
+  "cluster-cidr": flag.list(
+    "clusterCidrs",
+    "CIDR",
+    "every pod subnet of the cluster (required; comma-separated or repeated)",
+    cidrs,
+  ),
+  "no-masquerade-cidr": flag.list("noMasqueradeCidrs", "CIDR", "more destinations reached without masquerade", cidrs),
+  masquerade: flag.string(
+    "masquerade",
+    "true|false",
+    true,
+    "SNAT pod traffic leaving the cluster CIDRs (true)",
+    trueOrFalse,
+  ),
+  "metrics-address": flag.string(
+    "metricsAddress",
+    "ADDR",
+    DEFAULT_METRICS_ADDRESS,
+    `where /metrics, /healthz, /readyz and /status are served (${DEFAULT_METRICS_ADDRESS})`,
+  ),
+  "state-dir": flag.string(
+    "stateDir",
+    "DIR",
+    DEFAULT_STATE_DIR,
+    `the agent's files for the plugin (${DEFAULT_STATE_DIR})`,
+  ),
+  "resync-seconds": flag.string(
+    "resyncSeconds",
+    "N",
+    30,
+    "check routes, masquerade and conflist this often (30)",
+    (text, name) => {
+      const n = Number(text);
+      if (!Number.isFinite(n) || n <= 0) throw usage(`${name} must be a positive number`);
+      return n;
+    },
+  ),
+  "skip-binary": flag.boolean("installBinary", "do not copy this executable into the CNI bin dir", false),
+  "service-translation": flag.boolean(
+    "serviceTranslation",
+    "translate ClusterIP Services at connect time for this node's pods\n(watches Services and EndpointSlices; off by default)",
+  ),
+  "network-policy": flag.string(
+    "networkPolicy",
+    "true|false",
+    true,
+    "enforce NetworkPolicy in the datapath (watches Pods, Namespaces,\nNetworkPolicies and Services; true)",
+    trueOrFalse,
+  ),
+  encryption: flag.string(
+    "encryption",
+    "none|wireguard",
+    "none",
+    "encrypt pod traffic between nodes with WireGuard (none)",
+    (text, name) => {
+      if (text !== "none" && text !== "wireguard") throw usage(`${name} must be none or wireguard`);
+      return text;
+    },
+  ),
+  "encryption-strict": flag.string(
+    "encryptionStrict",
+    "true|false",
+    true,
+    "never send pod traffic in clear to a node that publishes no\nWireGuard key (true); false: talk to such nodes in clear",
+    trueOrFalse,
+  ),
+  "agent-data-dir": flag.string(
+    "dataDir",
+    "DIR",
+    DEFAULT_DATA_DIR,
+    `what outlives a reboot: the WireGuard key (${DEFAULT_DATA_DIR})`,
+  ),
+};
+
+/** `netkit-cni install`'s flags the agent takes and passes on, as typed, for its conflist. */
+const PASSED_ON = {
+  string: [
+    ...["bin-dir", "conf-dir", "conf-name", "datapath", "network-name", "host-interface", "mtu"],
+    ...["data-dir", "log-file", "bpffs-root", "binary"],
+  ],
+  boolean: ["no-portmap", "force"],
+};
+const PASSED_ON_FLAGS: Flags<AgentFlagOptions> = Object.fromEntries([
+  ...PASSED_ON.string.map((name) => [name, flag.list("installArgs", "", "", (text) => [`--${name}=${text}`])]),
+  ...PASSED_ON.boolean.map((name) => [name, flag.appended("installArgs", [`--${name}`])]),
+]);
+
 export const AGENT_USAGE = `usage: netkit-cni agent [options]
 Runs on every node (the DaemonSet's main container, host network, privileged): writes this
 node's conflist from its spec.podCIDRs, routes every other node's pod CIDRs via its
 InternalIP, masquerades pod traffic leaving the cluster CIDRs, serves metrics.
-  --kubeconfig FILE          API credentials (default: $KUBECONFIG, else in-cluster)
-  --node-name NAME           this node (default: $NODE_NAME, else the hostname)
-  --cluster-cidr CIDR        every pod subnet of the cluster (required; comma-separated or repeated)
-  --no-masquerade-cidr CIDR  more destinations reached without masquerade
-  --masquerade true|false    SNAT pod traffic leaving the cluster CIDRs (true)
-  --metrics-address ADDR     where /metrics, /healthz, /readyz and /status are served (${DEFAULT_METRICS_ADDRESS})
-  --state-dir DIR            the agent's files for the plugin (${DEFAULT_STATE_DIR})
-  --resync-seconds N         check routes, masquerade and conflist this often (30)
-  --skip-binary              do not copy this executable into the CNI bin dir
-  --service-translation      translate ClusterIP Services at connect time for this node's pods
-                             (watches Services and EndpointSlices; off by default)
-  --network-policy true|false  enforce NetworkPolicy in the datapath (watches Pods, Namespaces,
-                             NetworkPolicies and Services; true)
-  --encryption none|wireguard  encrypt pod traffic between nodes with WireGuard (none)
-  --encryption-strict true|false  never send pod traffic in clear to a node that publishes no
-                             WireGuard key (true); false: talk to such nodes in clear
-  --agent-data-dir DIR       what outlives a reboot: the WireGuard key (${DEFAULT_DATA_DIR})
-and the conflist options of \`netkit-cni install\`: --bin-dir, --conf-dir, --conf-name,
-  --datapath, --network-name, --host-interface, --mtu, --no-portmap, --data-dir, --log-file,
-  --bpffs-root, --binary, --force`;
+${flagUsage(OWN_FLAGS, 33)}
+and the conflist options of \`netkit-cni install\` (install --help):
+${wrap(
+  [...PASSED_ON.string, ...PASSED_ON.boolean].map((name) => `--${name}`),
+  88,
+)}`;
 
-const STRING = { type: "string" } as const;
-const BOOLEAN = { type: "boolean" } as const;
-const AGENT_FLAGS = {
-  kubeconfig: STRING,
-  "node-name": STRING,
-  "cluster-cidr": STRING,
-  "no-masquerade-cidr": STRING,
-  masquerade: STRING,
-  "metrics-address": STRING,
-  "state-dir": STRING,
-  "resync-seconds": STRING,
-  "skip-binary": BOOLEAN,
-  "service-translation": BOOLEAN,
-  "network-policy": STRING,
-  encryption: STRING,
-  "encryption-strict": STRING,
-  "agent-data-dir": STRING,
-  // Passed on to install:
-  "bin-dir": STRING,
-  "conf-dir": STRING,
-  "conf-name": STRING,
-  datapath: STRING,
-  "network-name": STRING,
-  "host-interface": STRING,
-  mtu: STRING,
-  "no-portmap": BOOLEAN,
-  "data-dir": STRING,
-  "log-file": STRING,
-  "bpffs-root": STRING,
-  binary: STRING,
-  force: BOOLEAN,
-};
+/** `words` joined by ", " in lines of at most `width`, each indented by two. */
+function wrap(words: string[], width: number): string {
+  const lines = [""];
+  for (const word of words) {
+    const last = lines.length - 1;
+    if (lines[last] && `  ${lines[last]}, ${word},`.length > width) lines.push(word);
+    else lines[last] = lines[last] ? `${lines[last]}, ${word}` : word;
+  }
+  return lines.map((l) => `  ${l}`).join(",\n");
+}
 
 const FLAG_ERRORS = {
-  unknown: (arg: string) => new AgentUsageError(`unknown option ${arg}\n${AGENT_USAGE}`),
-  noValue: (flag: string) => new AgentUsageError(`${flag} needs a value`),
+  unknown: (arg: string) => usage(`unknown option ${arg}\n${AGENT_USAGE}`),
+  noValue: (name: string) => usage(`${name} needs a value`),
 };
 
-const cidrs = (flag: string, value: string) => cidrList(flag, value, (m) => new AgentUsageError(m));
-
 export function parseAgentOptions(args: string[], env: NodeJS.ProcessEnv, hostname: string): AgentOptions {
-  const opts: AgentOptions = {
-    kubeconfig: undefined,
+  const opts: AgentOptions = parseFlags(args, { ...OWN_FLAGS, ...PASSED_ON_FLAGS }, FLAG_ERRORS, {
     nodeName: env.NODE_NAME || hostname,
-    metricsAddress: DEFAULT_METRICS_ADDRESS,
-    masquerade: true,
-    noMasqueradeCidrs: [],
-    stateDir: DEFAULT_STATE_DIR,
-    resyncSeconds: 30,
-    clusterCidrs: [],
-    installArgs: [],
-    installBinary: true,
-    serviceTranslation: false,
-    networkPolicy: true,
-    encryption: "none",
-    encryptionStrict: true,
-    dataDir: DEFAULT_DATA_DIR,
-  };
-  for (const { name, flag, value = "" } of readFlags(args, AGENT_FLAGS, FLAG_ERRORS)) {
-    switch (name) {
-      case "kubeconfig":
-        opts.kubeconfig = value;
-        break;
-      case "node-name":
-        opts.nodeName = value;
-        break;
-      case "cluster-cidr":
-        opts.clusterCidrs.push(...cidrs(flag, value));
-        break;
-      case "no-masquerade-cidr":
-        opts.noMasqueradeCidrs.push(...cidrs(flag, value));
-        break;
-      case "masquerade":
-        if (value !== "true" && value !== "false") throw new AgentUsageError(`${flag} must be true or false`);
-        opts.masquerade = value === "true";
-        break;
-      case "metrics-address":
-        opts.metricsAddress = value;
-        break;
-      case "state-dir":
-        opts.stateDir = value;
-        break;
-      case "resync-seconds": {
-        const n = Number(value);
-        if (!Number.isFinite(n) || n <= 0) throw new AgentUsageError(`${flag} must be a positive number`);
-        opts.resyncSeconds = n;
-        break;
-      }
-      case "skip-binary":
-        opts.installBinary = false;
-        break;
-      case "service-translation":
-        opts.serviceTranslation = true;
-        break;
-      case "network-policy":
-        if (value !== "true" && value !== "false") throw new AgentUsageError(`${flag} must be true or false`);
-        opts.networkPolicy = value === "true";
-        break;
-      case "encryption":
-        if (value !== "none" && value !== "wireguard") throw new AgentUsageError(`${flag} must be none or wireguard`);
-        opts.encryption = value;
-        break;
-      case "encryption-strict":
-        if (value !== "true" && value !== "false") throw new AgentUsageError(`${flag} must be true or false`);
-        opts.encryptionStrict = value === "true";
-        break;
-      case "agent-data-dir":
-        opts.dataDir = value;
-        break;
-      default:
-        opts.installArgs.push(value === "" ? `--${name}` : `--${name}=${value}`);
-    }
-  }
+  });
   if (opts.clusterCidrs.length === 0)
     throw new AgentUsageError("give --cluster-cidr (every pod subnet of the cluster)");
   if (!opts.nodeName) throw new AgentUsageError("no node name: give --node-name or set NODE_NAME");

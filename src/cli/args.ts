@@ -63,7 +63,7 @@ type FieldFlag<T, K extends keyof T> = {
   /** What it does, for the usage text ("\n" starts another line in the same column). */
   help: string;
 } & (
-  | { type: "boolean"; value?: T[K] }
+  | { type: "boolean"; value?: T[K] /** Adds `value`'s items to those before. */; list?: boolean }
   | {
       type: "string" /** The value's name in the usage text. */;
       arg: string;
@@ -87,8 +87,11 @@ export function parseFlags<T>(args: string[], flags: Flags<T>, errors: FlagError
   for (const { name, flag, value = "" } of readFlags(args, table, errors)) {
     const spec = flags[name] as FlagSpec<T>;
     const field = spec.field as string;
-    if (spec.type === "boolean") options[field] = spec.value ?? true;
-    else {
+    if (spec.type === "boolean") {
+      options[field] = spec.list
+        ? [...(options[field] as unknown[]), ...(spec.value as unknown[])]
+        : (spec.value ?? true);
+    } else {
       const parsed = spec.parse ? spec.parse(value, flag) : value;
       options[field] = spec.list ? [...(options[field] as unknown[]), ...(parsed as unknown[])] : parsed;
     }
@@ -99,7 +102,8 @@ export function parseFlags<T>(args: string[], flags: Flags<T>, errors: FlagError
 /**
  * Builders for T's flags, one line each: `string` (its text, or what `parse` makes of
  * it), `list` (parsed items added to those before; none by default), `boolean` (sets
- * `value`, by default true; its field starts as the opposite).
+ * `value`, by default true; its field starts as the opposite), `appended` (a boolean
+ * flag adding fixed items to a list).
  */
 export function flagsFor<T>() {
   type Parse<K extends keyof T> = (text: string, flag: string) => T[K];
@@ -110,6 +114,9 @@ export function flagsFor<T>() {
       ({ field, type: "string", arg, list: true, default: [], help, parse }) as unknown as FlagSpec<T>,
     boolean: <K extends keyof T>(field: K, help: string, value = true) =>
       ({ field, type: "boolean", value, default: !value, help }) as unknown as FlagSpec<T>,
+    /** A flag without a value that adds `items` to a list field (a flag passed on as typed). */
+    appended: <K extends keyof T>(field: K, items: T[K]) =>
+      ({ field, type: "boolean", list: true, value: items, default: [], help: "" }) as unknown as FlagSpec<T>,
   };
 }
 

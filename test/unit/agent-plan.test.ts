@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { masqueradeRuleset } from "../../src/agent/masquerade";
 import { counterPath } from "../../src/agent/metrics";
 import { nodeFacts } from "../../src/agent/node-facts";
-import { AgentUsageError, parseAgentOptions } from "../../src/agent/options";
+import { AGENT_USAGE, AgentUsageError, parseAgentOptions } from "../../src/agent/options";
 import { type ConnectedRoute, planRoutes } from "../../src/agent/route-plan";
 import { parseListenAddress } from "../../src/agent/server";
 import { parseSubnet } from "../../src/cni/address";
@@ -139,6 +139,31 @@ describe("agent options and small parts", () => {
     expect(() => parseAgentOptions(["--cluster-cidr=10.0.0.0/8", "--pod-cidr=10.1.0.0/24"], {}, "h")).toThrow(
       /unknown option/,
     );
+  });
+
+  it("declares every flag once: parsed as its usage says, install's passed on in the order typed", () => {
+    const o = parseAgentOptions(
+      ["--cluster-cidr=10.0.0.0/8,fd00::/48", "--force", "--mtu", "1400", "--skip-binary", "--resync-seconds=5"],
+      {},
+      "h",
+    );
+    expect(o).toMatchObject({
+      clusterCidrs: ["10.0.0.0/8", "fd00::/48"],
+      installArgs: ["--force", "--mtu=1400"],
+      installBinary: false,
+      resyncSeconds: 5,
+    });
+    // A list default is never shared: what one parse passed on is not in the next.
+    expect(parseAgentOptions(["--cluster-cidr=10.0.0.0/8"], {}, "h").installArgs).toEqual([]);
+    expect(() => parseAgentOptions(["--cluster-cidr=10.0.0.0/8", "--resync-seconds=0"], {}, "h")).toThrow(
+      "--resync-seconds must be a positive number",
+    );
+    expect(() => parseAgentOptions(["--cluster-cidr=10.0.0.0/8", "--encryption=ipsec"], {}, "h")).toThrow(
+      "--encryption must be none or wireguard",
+    );
+    for (const line of ["  --encryption-strict true|false  never send", "  --skip-binary  ", "--no-portmap, --force"]) {
+      expect(AGENT_USAGE.replace(/ +/g, " ")).toContain(line.replace(/ +/g, " "));
+    }
   });
 
   it("names each counter's path and reason; reads listen addresses", () => {
