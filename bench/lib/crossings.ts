@@ -112,6 +112,38 @@ export function perPacket(events: Map<Hop, number> | undefined, packets: number)
   return { packets, total: hops.wire + hops.loopback + hops.intoPod + hops.outOfPod, hops };
 }
 
+/** Crossings per packet of one TCP_RR run, each way. */
+export interface RrCrossings {
+  rrRequest: PerPacket;
+  rrResponse: PerPacket;
+  /** Trace events the kernel dropped while counting (the figures are then low). */
+  lost: number;
+}
+
+/**
+ * Backlog-queue crossings per TCP_RR packet of one client-server pair: a warm-up of 50
+ * transactions, then `transactions` counted. `rr` runs netperf for a count of
+ * transactions and says why it failed; `what` names the pair in errors.
+ */
+export function rrCrossings(
+  counter: NetifRxCounter,
+  rr: (transactions: number) => { error?: string },
+  transactions: number,
+  what: string,
+): RrCrossings {
+  const warm = rr(50);
+  if (warm.error) throw new Error(`${what}: ${warm.error}`);
+  const events = counter.count(() => {
+    const r = rr(transactions);
+    if (r.error) throw new Error(`${what}: ${r.error}`);
+  });
+  return {
+    rrRequest: perPacket(events.byLen.get(RR_REQUEST_LEN), transactions),
+    rrResponse: perPacket(events.byLen.get(RR_RESPONSE_LEN), transactions),
+    lost: events.lost,
+  };
+}
+
 /** `count` pings of PING_BYTES from a netns, 2 ms apart; throws if any is lost. */
 export function pingSized(netns: string, target: string, count: number): void {
   execFileSync(

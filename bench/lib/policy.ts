@@ -22,7 +22,7 @@
 import { netperf, startNetserver } from "../../test/support/netperf";
 import { type ClusterNode, makeCluster } from "../../test/support/topology";
 import { newFixture, tick } from "./cleanup";
-import { type NetifRxCounter, perPacket, RR_REQUEST, RR_REQUEST_LEN, RR_RESPONSE, RR_RESPONSE_LEN } from "./crossings";
+import { type NetifRxCounter, RR_REQUEST, RR_RESPONSE, rrCrossings } from "./crossings";
 import type { Placement } from "./paths";
 import { checkEntries, checkVerdicts, probeDenied, verdictsOf } from "./policy-checks";
 import { addPods, type ModePods } from "./policy-pods";
@@ -70,19 +70,10 @@ async function measureCrossings(counter: NetifRxCounter, rr: Rr, transactions: n
   for (const placement of POLICY_PLACEMENTS) {
     for (const mode of POLICY_MODES) {
       await tick();
-      const warm = rr(mode, placement, "TCP_RR", -50);
-      if (warm.error) throw new Error(`policy, ${mode} ${placement}: ${warm.error}`);
-      const events = counter.count(() => {
-        const r = rr(mode, placement, "TCP_RR", -transactions);
-        if (r.error) throw new Error(`policy, ${mode} ${placement}: ${r.error}`);
-      });
-      if (events.lost > 0) errors.push(`crossings ${mode} ${placement}: ${events.lost} trace events lost`);
-      const c: PolicyCrossing = {
-        mode,
-        placement,
-        rrRequest: perPacket(events.byLen.get(RR_REQUEST_LEN), transactions),
-        rrResponse: perPacket(events.byLen.get(RR_RESPONSE_LEN), transactions),
-      };
+      const run = (n: number) => rr(mode, placement, "TCP_RR", -n);
+      const { lost, ...counted } = rrCrossings(counter, run, transactions, `policy, ${mode} ${placement}`);
+      if (lost > 0) errors.push(`crossings ${mode} ${placement}: ${lost} trace events lost`);
+      const c: PolicyCrossing = { mode, placement, ...counted };
       crossings.push(c);
       process.stderr.write(
         `  policy crossings ${mode.padEnd(8)} ${placement.padEnd(6)} request ${c.rrRequest.total.toFixed(3)}, response ${c.rrResponse.total.toFixed(3)}\n`,

@@ -28,15 +28,7 @@ import { redisBench, wrk } from "./apps/clients";
 import type { Place } from "./apps/exec";
 import { FILES, PORTS, startNginx, startRedis } from "./apps/servers";
 import { type BenchFixture, newFixture, onCleanup, tick } from "./cleanup";
-import {
-  type NetifRxCounter,
-  type PerPacket,
-  perPacket,
-  RR_REQUEST,
-  RR_REQUEST_LEN,
-  RR_RESPONSE,
-  RR_RESPONSE_LEN,
-} from "./crossings";
+import { type NetifRxCounter, type PerPacket, RR_REQUEST, RR_RESPONSE, rrCrossings } from "./crossings";
 import type { Placement } from "./paths";
 
 export const SERVICE_MODES = ["translated", "kube-proxy", "pod"] as const;
@@ -177,18 +169,9 @@ async function measureCrossings(counter: NetifRxCounter, rr: Rr, transactions: n
   for (const placement of PLACEMENTS) {
     for (const mode of SERVICE_MODES) {
       await tick();
-      const warm = rr(mode, placement, "TCP_RR", -50);
-      if (warm.error) throw new Error(`services, ${mode} ${placement}: ${warm.error}`);
-      const events = counter.count(() => {
-        const r = rr(mode, placement, "TCP_RR", -transactions);
-        if (r.error) throw new Error(`services, ${mode} ${placement}: ${r.error}`);
-      });
-      const c: ServiceCrossing = {
-        mode,
-        placement,
-        rrRequest: perPacket(events.byLen.get(RR_REQUEST_LEN), transactions),
-        rrResponse: perPacket(events.byLen.get(RR_RESPONSE_LEN), transactions),
-      };
+      const run = (n: number) => rr(mode, placement, "TCP_RR", -n);
+      const { lost: _, ...counted } = rrCrossings(counter, run, transactions, `services, ${mode} ${placement}`);
+      const c: ServiceCrossing = { mode, placement, ...counted };
       crossings.push(c);
       process.stderr.write(
         `  services crossings ${mode.padEnd(10)} ${placement.padEnd(6)} request ${c.rrRequest.total.toFixed(3)}, response ${c.rrResponse.total.toFixed(3)}\n`,
