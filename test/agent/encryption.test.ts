@@ -12,6 +12,9 @@ import { BINARY, Fixture, inNs } from "../support/harness";
 import { StandInApiServer } from "../support/kube-apiserver";
 import { AgentProcess, agentNode, makeNode } from "./harness";
 
+/** The Node build by its own name: BINARY is it already when the suite runs for that build. */
+const NODE_EXECUTABLE = path.resolve(__dirname, "../../dist/netkit-cni-node");
+
 const kernelHasWireguard = spawnSync("modprobe", ["-n", "wireguard"]).status === 0;
 
 describe.runIf(!kernelHasWireguard)("netkit-cni agent --encryption=wireguard without WireGuard in the kernel", () => {
@@ -52,7 +55,7 @@ describe.runIf(!kernelHasWireguard)("netkit-cni agent --encryption=wireguard wit
     const netns = makeNode(fx, "nkwgn");
     const r = spawnSync(
       "nsenter",
-      [`--net=/run/netns/${netns}`, `${BINARY}-node`, "agent", "--encryption=wireguard", "--cluster-cidr=10.40.0.0/16"],
+      [`--net=/run/netns/${netns}`, NODE_EXECUTABLE, "agent", "--encryption=wireguard", "--cluster-cidr=10.40.0.0/16"],
       { encoding: "utf8", env: { ...process.env, NODE_NAME: "node-a", KUBECONFIG: api.kubeconfig() } },
     );
     expect(r.status).toBe(2);
