@@ -1,7 +1,8 @@
 /**
  * The install kit for clusters, as far as a machine without Docker or Kubernetes can
  * take it: the manifests parse and say what they must (RBAC limited to reading nodes,
- * Services and EndpointSlices, a privileged host-network agent with the node name from the downward API, hostPath
+ * Services, EndpointSlices, Pods, Namespaces and NetworkPolicies, and patching nodes for
+ * the WireGuard key, a privileged host-network agent with the node name from the downward API, hostPath
  * mounts of the CNI dirs, /run/netkit-cni and bpffs, probes on its port; kind with its
  * CNI off and 2+ nodes), the agent's command line is one the agent accepts, every script
  * passes shellcheck, and install/kind/up.sh and conformance.sh run against stand-ins for
@@ -66,6 +67,8 @@ describe("install kit for clusters", () => {
     ]);
     expect(byKind.get("ClusterRole")?.rules).toEqual([
       { apiGroups: [""], resources: ["nodes"], verbs: ["get", "list", "watch"] },
+      // --encryption=wireguard publishes the node's key on its own Node: the one write.
+      { apiGroups: [""], resources: ["nodes"], verbs: ["patch"] },
       { apiGroups: [""], resources: ["services"], verbs: ["get", "list", "watch"] },
       { apiGroups: ["discovery.k8s.io"], resources: ["endpointslices"], verbs: ["get", "list", "watch"] },
       { apiGroups: [""], resources: ["pods", "namespaces"], verbs: ["get", "list", "watch"] },
@@ -97,6 +100,8 @@ describe("install kit for clusters", () => {
       "cni-bin": "/host/opt/cni/bin",
       "cni-conf": "/host/etc/cni/net.d",
       run: "/run/netkit-cni",
+      // What outlives a reboot: the node's WireGuard key (--agent-data-dir).
+      data: "/var/lib/netkit-cni",
       bpffs: "/sys/fs/bpf",
       netns: "/run/netns",
     });
@@ -104,6 +109,7 @@ describe("install kit for clusters", () => {
       "cni-bin": "/opt/cni/bin",
       "cni-conf": "/etc/cni/net.d",
       run: "/run/netkit-cni",
+      data: "/var/lib/netkit-cni",
       bpffs: "/sys/fs/bpf",
       netns: "/run/netns",
     });
