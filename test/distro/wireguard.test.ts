@@ -289,6 +289,47 @@ describe("WireGuard between nodes (--encryption=wireguard)", () => {
     measured.encrypted = throughput(pa, pb);
   });
 
+  it("NetworkPolicy judges what arrives decrypted: a default deny in a pod's namespace refuses the other node's pod before it enters, counted; lifted, it passes", async () => {
+    const namespace = "wg-policy";
+    api.put("namespaces", { metadata: { name: namespace, labels: { name: namespace } } });
+    const scheduled = (name: string, n: ClusterNode, pod?: Pod) => ({
+      metadata: { namespace, name, labels: { pod: name } },
+      spec: { nodeName: nodeName(n), containers: [{ name: "c" }] },
+      status: { phase: "Running", podIPs: pod ? [{ ip: pod.v4 }, { ip: pod.v6 }] : [] },
+    });
+    const kubeletAdds = (name: string, n: ClusterNode): Pod => {
+      api.put("pods", scheduled(name, n));
+      const pod = addPod(fx, n, `wg-pol-${name}`, agentConf(n), {
+        CNI_ARGS: `K8S_POD_NAMESPACE=${namespace};K8S_POD_NAME=${name}`,
+      });
+      api.put("pods", scheduled(name, n, pod));
+      return pod;
+    };
+    const client = kubeletAdds("client", a);
+    const server = kubeletAdds("server", b);
+    await eventually("client to server, no policy yet", () => reaches(client, server.v4), 60_000);
+
+    api.put("networkpolicies", {
+      metadata: { namespace, name: "deny-ingress" },
+      spec: { podSelector: { matchLabels: { pod: "server" } }, policyTypes: ["Ingress"] },
+    });
+    await eventually(
+      "the server isolated, both families",
+      () => !reaches(client, server.v4) && !reaches(client, server.v6),
+      60_000,
+    );
+    // Refused on node b, by the server's ingress rules: the flow came through the tunnel.
+    const agentB = agents.get("b")?.node as AgentNode;
+    expect(scrape(agentB, "/metrics")[1]).toMatch(
+      /^netkit_cni_pod_policy_flows_total\{pod="wg-policy\/server",interface="eth0",direction="ingress",verdict="denied"\} [1-9]\d*$/m,
+    );
+    // The client's own pod, not isolated, still answers what the server sends it.
+    expect(reaches(server, client.v4)).toBe(true);
+
+    api.remove("networkpolicies", namespace, "deny-ingress");
+    await eventually("the policy lifted", () => reaches(client, server.v4) && reaches(client, server.v6), 60_000);
+  });
+
   it("rotates a node's key (delete the file, restart): the other agent follows without a restart", async () => {
     const before = annotation(b);
     const agentB = agents.get("b");
