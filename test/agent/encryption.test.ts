@@ -8,7 +8,7 @@ import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { BINARY, Fixture, inNs } from "../support/harness";
+import { Fixture, inNs } from "../support/harness";
 import { StandInApiServer } from "../support/kube-apiserver";
 import { AgentProcess, agentNode, makeNode } from "./harness";
 
