@@ -4,6 +4,7 @@
  * NAT tests need to know (was the client masqueraded?).
  */
 import { spawn, spawnSync } from "node:child_process";
+import { ceiling } from "../support/ceiling";
 import type { Fixture } from "../support/harness";
 
 const SERVER = `
@@ -14,8 +15,8 @@ net.createServer((s) => s.end("from " + s.remoteAddress.replace(/^::ffff:/, "") 
 
 const CLIENT = `
 const net = require("net");
-const [host, port] = process.argv.slice(1);
-const s = net.connect({ host, port: Number(port), timeout: 3000 });
+const [host, port, idleMs] = process.argv.slice(1);
+const s = net.connect({ host, port: Number(port), timeout: Number(idleMs) });
 let data = "";
 s.on("data", (d) => (data += d));
 s.on("end", () => { process.stdout.write(data); process.exit(0); });
@@ -33,7 +34,8 @@ export async function startServer(fx: Fixture, netns: string, host: string, port
   });
   fx.processes.push({ kill: () => child.kill("SIGKILL") });
   await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error("server did not start")), 10_000);
+    // A Node process starting: seconds in the emulated guest, more with another lane beside it.
+    const timer = setTimeout(() => reject(new Error("server did not start")), ceiling(10_000));
     child.stdout.on("data", () => {
       clearTimeout(timer);
       resolve();
@@ -44,10 +46,13 @@ export async function startServer(fx: Fixture, netns: string, host: string, port
 
 /** Connects from `netns`; returns what the server answered, or throws with why not. */
 export function tcpRequest(netns: string, host: string, port: number): string {
-  const r = spawnSync("nsenter", [`--net=${netnsPath(netns)}`, process.execPath, "-e", CLIENT, host, String(port)], {
-    encoding: "utf8",
-    timeout: 10_000,
-  });
+  const idleMs = ceiling(3_000);
+  const r = spawnSync(
+    "nsenter",
+    [`--net=${netnsPath(netns)}`, process.execPath, "-e", CLIENT, host, String(port), String(idleMs)],
+    // The client is a Node process: its start alone takes seconds in the emulated guest.
+    { encoding: "utf8", timeout: ceiling(10_000) },
+  );
   if (r.status !== 0) throw new Error(`connect ${host}:${port} from ${netns}: ${r.stderr.trim() || r.status}`);
   return r.stdout.trim();
 }
