@@ -82,7 +82,7 @@ int nkc_host_in(struct __sk_buff *skb)
 	}
 	/* The pod's ingress rules: both ways in from here skip its host device's programs.
 	 * (What goes on to the stack meets them in nkc_pod_policy.) */
-	if (nkc_policy(&p, pod, NKC_POL_INGRESS, 0) == NKC_POL_DROP)
+	if (nkc_policy(skb, &p, pod, NKC_POL_INGRESS, 0) == NKC_POL_DROP)
 		return NKC_DROP;
 	/* A pod whose ingress is paced or shaped gets it through its host device's
 	 * transmit, where the qdisc is (bandwidth.h); the peer redirect would skip both. */
@@ -122,7 +122,7 @@ static __always_inline int nkc_leaving_node(struct __sk_buff *skb, __be16 ethert
 	if (nkc_parse_ip(skb, &p, ethertype, l3_off) != NKC_PARSE_IP)
 		return NKC_NEXT;
 	struct nkc_endpoint *src = nkc_endpoint_lookup(p.family, p.src);
-	if (src && nkc_policy(&p, src->host_ifindex, NKC_POL_EGRESS, 0) == NKC_POL_DROP)
+	if (src && nkc_policy(skb, &p, src->host_ifindex, NKC_POL_EGRESS, 0) == NKC_POL_DROP)
 		return NKC_DROP;
 	return NKC_NEXT;
 }
@@ -175,7 +175,7 @@ int nkc_wg_in(struct __sk_buff *skb)
 		nkc_count(pod, NKC_CNT_PASSED_STACK_UNPROVEN);
 		return NKC_NEXT;
 	}
-	if (nkc_policy(&p, pod, NKC_POL_INGRESS, 0) == NKC_POL_DROP)
+	if (nkc_policy(skb, &p, pod, NKC_POL_INGRESS, 0) == NKC_POL_DROP)
 		return NKC_DROP;
 	if (!nkc_bw_ingress_ok(skb, pod, p.family))
 		return nkc_refuse(pod, NKC_DROP_LIMIT);

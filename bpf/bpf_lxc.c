@@ -79,7 +79,7 @@ static __always_inline int drop_other(__u32 ifindex)
 	return nkc_refuse(ifindex, NKC_DROP_REWRITE);
 }
 
-static __always_inline int deliver_local(struct __sk_buff *skb, const struct nkc_pkt *p,
+static __always_inline int deliver_local(struct __sk_buff *skb, struct nkc_pkt *p,
 					 const struct nkc_endpoint *src_ep, const struct nkc_endpoint *dst_ep)
 {
 	__u32 ifindex = skb->ifindex;
@@ -87,7 +87,7 @@ static __always_inline int deliver_local(struct __sk_buff *skb, const struct nkc
 
 	/* The receiver's ingress rules, before any of the ways in (a peer redirect skips
 	 * its host device's programs). */
-	if (nkc_policy(p, target, NKC_POL_INGRESS, 0) == NKC_POL_DROP)
+	if (nkc_policy(skb, p, target, NKC_POL_INGRESS, 0) == NKC_POL_DROP)
 		return NKC_DROP;
 	/* Whichever way it takes, it stays on the node. */
 	if (!nkc_bw_egress_ok(skb, ifindex, p->family, NKC_BW_OUT_NODE))
@@ -186,7 +186,7 @@ int nkc_from_pod(struct __sk_buff *skb)
 		return NKC_DROP;
 	if (!src_ep)
 		return to_link(skb, &p);
-	if (nkc_policy_egress(&p, ifindex) == NKC_POL_DROP)
+	if (nkc_policy_egress(skb, &p, ifindex) == NKC_POL_DROP)
 		return NKC_DROP;
 
 	/* Service VIPs, the node, the internet: netfilter may translate the flow. Each way
@@ -219,7 +219,7 @@ int nkc_src_check(struct __sk_buff *skb)
 		return NKC_DROP;
 	if (!src_ep)
 		return to_link(skb, &p);
-	if (nkc_policy_egress(&p, skb->ifindex) == NKC_POL_DROP)
+	if (nkc_policy_egress(skb, &p, skb->ifindex) == NKC_POL_DROP)
 		return NKC_DROP;
 	return to_stack(skb, &p, NKC_CNT_PASSED_STACK);
 }
@@ -244,9 +244,9 @@ int nkc_pod_policy(struct __sk_buff *skb)
 	if (!dst)
 		return NKC_NEXT; /* to a link-local address: neighbour discovery */
 	struct nkc_endpoint *src = nkc_endpoint_lookup(p.family, p.src);
-	if (src && nkc_policy(&p, src->host_ifindex, NKC_POL_EGRESS, 0) == NKC_POL_DROP)
+	if (src && nkc_policy(skb, &p, src->host_ifindex, NKC_POL_EGRESS, 0) == NKC_POL_DROP)
 		return NKC_DROP;
-	if (nkc_policy(&p, dst->host_ifindex, NKC_POL_INGRESS, skb->sk != 0) == NKC_POL_DROP)
+	if (nkc_policy(skb, &p, dst->host_ifindex, NKC_POL_INGRESS, skb->sk != 0) == NKC_POL_DROP)
 		return NKC_DROP;
 	return NKC_NEXT;
 }

@@ -46,14 +46,22 @@ _Static_assert(sizeof(struct nkc_pol_ep) == 8, "nkc_pol_ep is 8 bytes");
 /* Wired before the agent judged it, in a namespace that has policies: nothing but its
  * node's traffic passes until the agent writes its policy. */
 #define NKC_POL_F_PENDING (1U << 2)
+/* The agent could not write the pod's policy in full (a full map, a write error): its
+ * isolated directions deny everything (slot 0 has no entries) until a retry succeeds. */
+#define NKC_POL_F_INCOMPLETE (1U << 3)
 
 /* nkc_pol_pods value, keyed by the __u64 pod key. No entry: the pod's namespace has no
  * policy, it is not isolated. */
 struct nkc_pol_pod {
 	__u32 slot;  /* its compiled policy in nkc_pol_peers and nkc_pol_ports (0: none) */
 	__u32 flags; /* NKC_POL_F_* */
+	/* The version of the rules the pod is judged by: a new value whenever the pod moves
+	 * to another slot or its slot's tables are rewritten, never one used before on the
+	 * node (the agent takes CLOCK_MONOTONIC, or its last one plus one). A verdict the
+	 * pod's flow table remembers counts only under the stamp it was made with. */
+	__u64 stamp;
 };
-_Static_assert(sizeof(struct nkc_pol_pod) == 8, "nkc_pol_pod is 8 bytes");
+_Static_assert(sizeof(struct nkc_pol_pod) == 16, "nkc_pol_pod is 16 bytes");
 
 /*
  * nkc_pol_peers key (LPM trie). The first 64 bits after prefixlen (slot, direction,
@@ -98,15 +106,50 @@ _Static_assert(sizeof(struct nkc_pol_port_key) == 12, "nkc_pol_port_key is 12 by
 #define NKC_POL_CT_DEFERRED (1U << 2)
 /* Started by the pod's own node (kubelet's probes): always allowed. */
 #define NKC_POL_CT_NODE (1U << 3)
+/* TCP: a FIN or RST was seen; the entry lives NKC_POL_CT_CLOSING_NS past its last packet. */
+#define NKC_POL_CT_CLOSING (1U << 4)
+/* Not a flow: the first fragment of a datagram (key: see NKC_POL_CT_KEY_FRAGMENT), whose
+ * ports the later fragments take to be judged as the datagram's flow. */
+#define NKC_POL_CT_FRAGMENT (1U << 5)
 
-/* Value of a pod's flow table (nkc_pol_ct_tables' inner maps). Entries of another
- * generation (a previous holder of the pooled table) are never trusted. */
+/* A fragment entry's key: struct nkc_flow_key with addr_a the source, addr_b the
+ * destination, port_a and port_b the fragment identification's high and low 16 bits
+ * (IPv4's is 16 bits: port_a 0), family and proto as for a flow, and pad this value,
+ * which no flow's key has. */
+#define NKC_POL_CT_KEY_FRAGMENT 1
+
+/*
+ * Value of a pod's flow table (nkc_pol_ct_tables' inner maps): a remembered verdict, a
+ * cache the rules always outrank. It counts only when all of these hold; otherwise the
+ * flow is judged again, as new (lib/policy.h):
+ *  - gen is the table holder's generation (a pooled table's previous holder's entries
+ *    are never trusted);
+ *  - stamp is the pod's current nkc_pol_pod.stamp (its rules have not changed since);
+ *  - the flow is alive: its last packet within the lifetime of its kind (TCP, closing
+ *    TCP, other protocols), as conntrack keeps flows;
+ *  - the packet is no TCP SYN without ACK (a SYN opens a new connection, whatever the
+ *    5-tuple carried before).
+ */
 struct nkc_pol_ct {
 	__u64 gen;
+	__u64 stamp;       /* the pod's nkc_pol_pod.stamp when the verdict was made */
+	__u64 seen_ns;     /* bpf_ktime_get_ns() of a recent packet (refreshed at most every second) */
 	__u32 flags;       /* NKC_POL_CT_* */
-	__u32 pad;         /* always zero */
+	__be16 sport;      /* a fragment entry's: the datagram's ports (0 for a flow) */
+	__be16 dport;
 };
-_Static_assert(sizeof(struct nkc_pol_ct) == 16, "nkc_pol_ct is 16 bytes");
+_Static_assert(sizeof(struct nkc_pol_ct) == 32, "nkc_pol_ct is 32 bytes");
+
+/* How long a remembered flow lives past its last packet (conntrack's lifetimes: TCP
+ * established, TCP after FIN or RST, UDP in both directions, other protocols, and
+ * ICMP), and a fragment entry past its first fragment (IPv4's reassembly timeout). */
+#define NKC_POL_CT_TCP_NS (432000ULL * 1000000000ULL)
+#define NKC_POL_CT_CLOSING_NS (10ULL * 1000000000ULL)
+#define NKC_POL_CT_OTHER_NS (120ULL * 1000000000ULL)
+#define NKC_POL_CT_ICMP_NS (30ULL * 1000000000ULL)
+#define NKC_POL_CT_FRAGMENT_NS (30ULL * 1000000000ULL)
+/* seen_ns is rewritten only when it is older than this: one write a second per flow. */
+#define NKC_POL_CT_TOUCH_NS (1000000000ULL)
 
 /* nkc_pol_stats value (per CPU), keyed by __u32 host ifindex: new flows judged. */
 struct nkc_pol_stats {
@@ -133,9 +176,12 @@ _Static_assert(sizeof(struct nkc_pol_event) == 56, "nkc_pol_event is 56 bytes");
 #define NKC_POL_EVENTS_MAX 4096
 
 enum nkc_pol_reason {
-	NKC_POL_DENIED = 1,  /* no rule allows it: the direction's default deny */
-	NKC_POL_PENDING = 2, /* the agent has not judged the pod yet */
-	NKC_POL_OPAQUE = 3,  /* no transport header to judge (a fragment, IPv4 options) */
+	NKC_POL_DENIED = 1,     /* no rule allows it: the direction's default deny */
+	NKC_POL_PENDING = 2,    /* the agent has not judged the pod yet */
+	NKC_POL_OPAQUE = 3,     /* no transport header to judge (IPv4 options, an IPv6 chain not followed) */
+	NKC_POL_INCOMPLETE = 4, /* the agent could not write the pod's policy in full */
+	NKC_POL_FRAGMENT = 5,   /* a later fragment whose first fragment was not seen (or has aged out) */
+	NKC_POL_REVOKED = 6,    /* a remembered flow that the pod's rules, changed since, no longer allow */
 };
 
 #endif

@@ -86,8 +86,8 @@ static const unsigned long long nkc_build_epoch __attribute__((section(".nkc.bui
 
 /* What the transport header says, as far as our decisions care. */
 enum nkc_l4 {
-	NKC_L4_OPAQUE,       /* no transport header we may trust: a fragment, IPv4 options,
-	                        an IPv6 chain we do not follow, a truncated header */
+	NKC_L4_OPAQUE,       /* no transport header we may trust: a fragment (p->frag), IPv4
+	                        options, an IPv6 chain we do not follow, a truncated header */
 	NKC_L4_TCP,
 	NKC_L4_UDP,
 	NKC_L4_ECHO_REQUEST, /* ICMP / ICMPv6 echo */
@@ -114,6 +114,22 @@ struct nkc_pkt {
 	__u8 l4;             /* enum nkc_l4 */
 	__u8 tcp_flags;      /* NKC_TCP_* when l4 is NKC_L4_TCP */
 	__u8 icmp_type;      /* when l4 is NKC_L4_ICMP_OTHER */
+	__u8 frag;           /* enum nkc_frag: a fragment's l4 is NKC_L4_OPAQUE */
+	__u8 frag_l4;        /* NKC_FRAG_FIRST: what l4 would be, its ports read */
+	__u16 l4_off;        /* where the transport header starts, when it was read */
+	__u32 frag_id;       /* a fragment's identification (IPv4: 16 bits) */
+};
+
+/*
+ * Fragments. Only the first carries the transport header, so no fragment is ever
+ * redirected (l4 stays NKC_L4_OPAQUE) and conntrack reassembles them in the stack.
+ * NetworkPolicy judges them as their datagram (policy.h): the first fragment's ports
+ * (read here, kept in sport and dport), remembered by identification for the others.
+ */
+enum nkc_frag {
+	NKC_FRAG_NONE,
+	NKC_FRAG_FIRST,      /* offset 0, more to come: sport, dport and frag_l4 read */
+	NKC_FRAG_LATER,      /* offset > 0: no transport header */
 };
 
 enum nkc_parse_result {
@@ -141,6 +157,7 @@ static __always_inline void nkc_transport(struct __sk_buff *skb, struct nkc_pkt 
 		__builtin_memcpy(&p->dport, h + 2, 2);
 		p->tcp_flags = h[13];
 		p->l4 = NKC_L4_TCP;
+		p->l4_off = off;
 	} else if (p->proto == IPPROTO_UDP || p->proto == IPPROTO_SCTP) {
 		__be16 ports[2]; /* both start with the source and destination ports */
 		if (bpf_skb_load_bytes(skb, off, ports, sizeof(ports)))
@@ -148,6 +165,7 @@ static __always_inline void nkc_transport(struct __sk_buff *skb, struct nkc_pkt 
 		p->sport = ports[0];
 		p->dport = ports[1];
 		p->l4 = p->proto == IPPROTO_UDP ? NKC_L4_UDP : NKC_L4_SCTP;
+		p->l4_off = off;
 	} else if (nkc_is_icmp(p)) {
 		__u8 h[6]; /* type, code, checksum, echo identifier */
 		if (bpf_skb_load_bytes(skb, off, h, sizeof(h)))
@@ -162,6 +180,7 @@ static __always_inline void nkc_transport(struct __sk_buff *skb, struct nkc_pkt 
 			p->l4 = NKC_L4_ICMP_OTHER;
 			p->icmp_type = h[0];
 		}
+		p->l4_off = off;
 	} else {
 		p->l4 = NKC_L4_OTHER;
 	}
@@ -169,10 +188,12 @@ static __always_inline void nkc_transport(struct __sk_buff *skb, struct nkc_pkt 
 
 /*
  * Walks the IPv6 extension headers to the transport header. Returns its offset, or 0
- * when there is none we may use: a fragment header anywhere in the chain (only the
- * first fragment has ports, and conntrack reassembles), a routing header that still
- * has segments to visit (the destination address is not the final one), a chain
- * longer than NKC_IPV6_MAX_EXT, or a header cut short.
+ * when there is none we may use: a later fragment (p->frag says so: only the first has
+ * ports), a second fragment header, a routing header that still has segments to visit
+ * (the destination address is not the final one), a chain longer than NKC_IPV6_MAX_EXT,
+ * or a header cut short. A first fragment's walk goes on past its fragment header (the
+ * caller reads its ports and marks it); an atomic fragment (offset 0, no more to come,
+ * RFC 6946) is a whole packet, as the kernel takes it.
  */
 static __always_inline __u32 nkc_ipv6_skip_ext(struct __sk_buff *skb, struct nkc_pkt *p, __u32 l3_off)
 {
@@ -181,7 +202,7 @@ static __always_inline __u32 nkc_ipv6_skip_ext(struct __sk_buff *skb, struct nkc
 
 #pragma unroll
 	for (int i = 0; i < NKC_IPV6_MAX_EXT; i++) {
-		__u8 h[4]; /* next header, length, and for routing: type, segments left */
+		__u8 h[8]; /* next header, length, and for routing: type, segments left; a fragment header whole */
 		switch (next) {
 		case NKC_NEXTHDR_HOP:
 		case NKC_NEXTHDR_DEST:
@@ -199,8 +220,24 @@ static __always_inline __u32 nkc_ipv6_skip_ext(struct __sk_buff *skb, struct nkc
 				return 0;
 			off += ((__u32)h[1] + 2) * 4;
 			break;
-		case NKC_NEXTHDR_FRAGMENT:
-			return 0;
+		case NKC_NEXTHDR_FRAGMENT: {
+			if (p->frag != NKC_FRAG_NONE || bpf_skb_load_bytes(skb, off, h, 8))
+				return 0;
+			__u16 offlg = ((__u16)h[2] << 8) | h[3];
+			__u32 id = ((__u32)h[4] << 24) | ((__u32)h[5] << 16) | ((__u32)h[6] << 8) | h[7];
+			if (offlg & 0xfff8) {
+				p->frag = NKC_FRAG_LATER;
+				p->frag_id = id;
+				p->proto = h[0];
+				return 0;
+			}
+			if (offlg & 1) {
+				p->frag = NKC_FRAG_FIRST;
+				p->frag_id = id;
+			}
+			off += 8;
+			break;
+		}
 		default:
 			p->proto = next;
 			return off;
@@ -208,6 +245,14 @@ static __always_inline __u32 nkc_ipv6_skip_ext(struct __sk_buff *skb, struct nkc
 		next = h[0];
 	}
 	return 0;
+}
+
+/* A first fragment whose transport header was read: its l4 goes to frag_l4, its ports
+ * stay, and l4 says opaque, as it does for every fragment. */
+static __always_inline void nkc_first_fragment(struct nkc_pkt *p)
+{
+	p->frag_l4 = p->l4;
+	p->l4 = NKC_L4_OPAQUE;
 }
 
 /*
@@ -231,9 +276,22 @@ static __always_inline enum nkc_parse_result nkc_parse_ip(struct __sk_buff *skb,
 		p->proto = ip.protocol;
 		p->ttl = ip.ttl;
 		/* Options may reroute the packet (source routing) or ask every router
-		 * for work (record route): the stack's to handle. So are fragments. */
-		if ((l3_off == L3_OFF || l3_off == 0) && ip.ihl == 5 && !(ip.frag_off & bpf_htons(IP_MF | IP_OFFSET)))
+		 * for work (record route): the stack's to handle. So are fragments, whose
+		 * first one's ports are read all the same (for NetworkPolicy). */
+		if ((l3_off == L3_OFF || l3_off == 0) && ip.ihl == 5) {
+			__u16 frag = bpf_ntohs(ip.frag_off);
+			if (frag & IP_OFFSET) {
+				p->frag = NKC_FRAG_LATER;
+				p->frag_id = bpf_ntohs(ip.id);
+				return NKC_PARSE_IP;
+			}
 			nkc_transport(skb, p, l3_off + sizeof(struct iphdr));
+			if (frag & IP_MF) {
+				p->frag = NKC_FRAG_FIRST;
+				p->frag_id = bpf_ntohs(ip.id);
+				nkc_first_fragment(p);
+			}
+		}
 		return NKC_PARSE_IP;
 	}
 	if (ethertype == bpf_htons(ETH_P_IPV6)) {
@@ -248,8 +306,11 @@ static __always_inline enum nkc_parse_result nkc_parse_ip(struct __sk_buff *skb,
 		p->ttl = ip6.hop_limit;
 		if (l3_off == L3_OFF || l3_off == 0) {
 			__u32 off = nkc_ipv6_skip_ext(skb, p, l3_off);
-			if (off)
+			if (off) {
 				nkc_transport(skb, p, off);
+				if (p->frag == NKC_FRAG_FIRST)
+					nkc_first_fragment(p);
+			}
 		}
 		return NKC_PARSE_IP;
 	}

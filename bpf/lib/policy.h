@@ -16,12 +16,29 @@
  * and the port (nkc_policy_rules_allow), in the direction that started it; then its
  * entry lets replies and the rest of the flow through. Traffic its own node starts
  * (kubelet's probes: a packet of a socket of the node's) always passes, and so does
- * neighbour discovery. Denied packets are dropped, counted under NKC_DROP_POLICY and
- * the pod's nkc_pol_stats, and told to `netkit-cni monitor` (nkc_pol_events, a queue).
+ * neighbour discovery (only as neighbour discovery: nkc_pol_ndisc). Denied packets are
+ * dropped, counted under NKC_DROP_POLICY and the pod's nkc_pol_stats, and told to
+ * `netkit-cni monitor` (nkc_pol_events, a queue).
+ *
+ * A remembered verdict is a cache, never an authority (nkc_policy_abi.h, struct
+ * nkc_pol_ct): it counts for the flow it was made for (a TCP SYN opens another), while
+ * that flow lives (conntrack's lifetimes), and under the rules that made it (the pod's
+ * stamp). When the rules changed since, the flow is judged again as it started (its
+ * direction, its remote end, the port it was opened towards) and its later packets,
+ * replies too, pass only if the new rules would let it start now: established flows the
+ * new rules deny are cut, both ways, at their next packet. An address's next owner meets
+ * the rules as they are once the agent wrote them: the peers changed, and so the stamp.
+ *
+ * What travels with a flow passes with it: the later fragments of a datagram (the first
+ * fragment's ports, remembered by identification: nkc_pol_fragment) and ICMP errors that
+ * quote one of the pod's remembered flows (nkc_pol_related: path MTU discovery, port
+ * unreachable). A later fragment whose first one was not seen is dropped (reordered
+ * ahead of it, or a forgery), as Cilium drops it.
  *
  * Fail safe here means deny: a pod the agent has not judged yet (PENDING) gets nothing
- * but its node's traffic; a packet whose ports cannot be read (a fragment) is denied
- * for an isolated pod; a full flow table only costs a judgment per packet.
+ * but its node's traffic, one whose policy could not be written in full (INCOMPLETE)
+ * nothing in its isolated directions; a packet whose ports cannot be read is denied for
+ * an isolated pod; a full flow table only costs a judgment per packet.
  */
 #ifndef NKC_POLICY_H
 #define NKC_POLICY_H
@@ -41,7 +58,7 @@ NKC_MAP(nkc_pol_ports, BPF_MAP_TYPE_LPM_TRIE, struct nkc_pol_port_key, __u64, NK
 	BPF_F_NO_PREALLOC);
 NKC_MAP(nkc_pol_vips, BPF_MAP_TYPE_HASH, struct nkc_endpoint_key, __u32, NKC_POL_VIPS_MAX, 0);
 /* Inner maps: LRU_HASH nkc_flow_key -> nkc_pol_ct, NKC_POL_CT_SIZE entries, made by
- * userspace (src/bpf/table-pool.ts), owned per pod as the direct-flow tables are. */
+ * userspace (src/bpf/policy-ct.ts), owned per pod as the direct-flow tables are. */
 NKC_MAP(nkc_pol_ct_tables, BPF_MAP_TYPE_ARRAY_OF_MAPS, __u32, __u32, NKC_MAX_ENDPOINTS, 0);
 NKC_MAP(nkc_pol_ct_owner, BPF_MAP_TYPE_HASH, __u32, struct nkc_flow_owner, NKC_MAX_ENDPOINTS, 0);
 NKC_MAP(nkc_pol_ct_pool, BPF_MAP_TYPE_ARRAY, __u32, struct nkc_flow_pool, 1, 0);
@@ -50,6 +67,21 @@ NKC_QUEUE(nkc_pol_events, struct nkc_pol_event, NKC_POL_EVENTS_MAX);
 
 #define ICMPV6_NDISC_FIRST 133 /* router solicitation */
 #define ICMPV6_NDISC_LAST 137  /* redirect */
+#define NKC_NDISC_HOP_LIMIT 255 /* RFC 4861: what a router would have lowered */
+
+/* ICMP errors, which quote the header of the packet they are about. */
+#define NKC_ICMP_DEST_UNREACH 3
+#define NKC_ICMP_TIME_EXCEEDED 11
+#define NKC_ICMP_PARAMETERPROB 12
+#define NKC_ICMPV6_DEST_UNREACH 1
+#define NKC_ICMPV6_PKT_TOOBIG 2
+#define NKC_ICMPV6_TIME_EXCEED 3
+#define NKC_ICMPV6_PARAMPROB 4
+
+/* A fragment entry's flags: the datagram's l4 (enum nkc_l4) and protocol. */
+#define NKC_POL_CT_FRAG_FLAGS(l4, proto) (NKC_POL_CT_FRAGMENT | ((__u32)(l4) << 8) | ((__u32)(proto) << 16))
+#define NKC_POL_CT_FRAG_L4(flags) (((flags) >> 8) & 0xff)
+#define NKC_POL_CT_FRAG_PROTO(flags) (((flags) >> 16) & 0xff)
 
 enum nkc_pol_verdict {
 	NKC_POL_PASS,
@@ -90,17 +122,39 @@ static __always_inline int nkc_policy_rules_allow(__u32 slot, __u8 dir, __u32 fa
 	return ports && (*peers & *ports) != 0;
 }
 
+/* What the policy reads the transport as: a fragment's is its datagram's (nkc_pol_fragment). */
+static __always_inline __u8 nkc_pol_l4(const struct nkc_pkt *p)
+{
+	return p->frag == NKC_FRAG_NONE ? p->l4 : p->frag_l4;
+}
+
 /* The protocol a rule's port matches for this packet: none for what carries no ports. */
 static __always_inline __u8 nkc_pol_proto(const struct nkc_pkt *p)
 {
-	return p->l4 == NKC_L4_TCP || p->l4 == NKC_L4_UDP || p->l4 == NKC_L4_SCTP ? p->proto : NKC_POL_PROTO_NONE;
+	__u8 l4 = nkc_pol_l4(p);
+	return l4 == NKC_L4_TCP || l4 == NKC_L4_UDP || l4 == NKC_L4_SCTP ? p->proto : NKC_POL_PROTO_NONE;
 }
 
-/* Neighbour discovery (ICMPv6 133-137): the link's own traffic, never a pod's flow. */
+static __always_inline int nkc_ipv6_link_local(const __u8 *a)
+{
+	return a[0] == 0xfe && (a[1] & 0xc0) == 0x80;
+}
+
+/*
+ * Neighbour discovery (ICMPv6 133-137) as RFC 4861 has it: hop limit 255, so no router
+ * forwarded it, and confined to the link, from a link-local or unspecified source or to
+ * a link-local or link-scope multicast (ff02::/16) destination, which no router forwards
+ * either: the pod and its own node talking about their link, never a pod's flow. Any
+ * other packet of those types (a global source to a global destination: a tunnel through
+ * the policy) is judged like any packet.
+ */
 static __always_inline int nkc_pol_ndisc(const struct nkc_pkt *p)
 {
-	return p->family == NKC_AF_INET6 && p->l4 == NKC_L4_ICMP_OTHER && p->icmp_type >= ICMPV6_NDISC_FIRST &&
-	       p->icmp_type <= ICMPV6_NDISC_LAST;
+	if (p->family != NKC_AF_INET6 || p->l4 != NKC_L4_ICMP_OTHER || p->icmp_type < ICMPV6_NDISC_FIRST ||
+	    p->icmp_type > ICMPV6_NDISC_LAST || p->ttl != NKC_NDISC_HOP_LIMIT)
+		return 0;
+	int link_scope_dst = nkc_ipv6_link_local(p->dst) || (p->dst[0] == 0xff && (p->dst[1] & 0x0f) == 0x02);
+	return nkc_ipv6_link_only_src(p) || link_scope_dst;
 }
 
 /* The pod's flow table and the generation its entries carry; NULL when it has none. */
@@ -152,54 +206,333 @@ static __always_inline void nkc_pol_tell(const struct nkc_pkt *p, __u32 ifindex,
 	bpf_map_push_elem(&nkc_pol_events, &e, BPF_EXIST);
 }
 
+/* A denial: counted under the pod's drops and its stats, told to monitor. */
+static __always_inline enum nkc_pol_verdict nkc_pol_deny(const struct nkc_pkt *p, __u32 ifindex, __u32 slot, __u8 dir,
+							 __u8 reason)
+{
+	nkc_pol_stat(ifindex, dir, 0);
+	nkc_count_drop(ifindex, NKC_DROP_POLICY);
+	nkc_pol_tell(p, ifindex, slot, dir, reason);
+	return NKC_POL_DROP;
+}
+
+static __always_inline int nkc_pol_is_vip(__u32 family, const __u8 *addr)
+{
+	struct nkc_endpoint_key vip = { .family = family };
+	__builtin_memcpy(vip.addr, addr, 16);
+	return bpf_map_lookup_elem(&nkc_pol_vips, &vip) != NULL;
+}
+
+/* A TCP SYN without ACK: the first packet of a connection, whatever came before on its 5-tuple. */
+static __always_inline int nkc_pol_opens(const struct nkc_pkt *p)
+{
+	return nkc_pol_l4(p) == NKC_L4_TCP && (p->tcp_flags & (NKC_TCP_SYN | NKC_TCP_ACK)) == NKC_TCP_SYN;
+}
+
+#define NKC_TCP_FIN 0x01
+#define NKC_TCP_RST 0x04
+
+/* Is the remembered flow still alive (its last packet within its kind's lifetime)? */
+static __always_inline int nkc_pol_alive(const struct nkc_pol_ct *e, __u8 l4, __u64 now)
+{
+	__u64 life = NKC_POL_CT_OTHER_NS;
+	if (l4 == NKC_L4_TCP)
+		life = e->flags & NKC_POL_CT_CLOSING ? NKC_POL_CT_CLOSING_NS : NKC_POL_CT_TCP_NS;
+	else if (l4 == NKC_L4_ECHO_REQUEST || l4 == NKC_L4_ECHO_REPLY || l4 == NKC_L4_ICMP_OTHER)
+		life = NKC_POL_CT_ICMP_NS;
+	/* Another CPU may have stamped it a moment "after" our clock read. */
+	return (__s64)(now - e->seen_ns) < (__s64)life;
+}
+
+/* A packet of the remembered flow went by: its age restarts (at most once a second), and
+ * a FIN or RST starts its close. */
+static __always_inline void nkc_pol_touch(struct nkc_pol_ct *e, const struct nkc_pkt *p, __u64 now)
+{
+	if ((__s64)(now - e->seen_ns) > (__s64)NKC_POL_CT_TOUCH_NS)
+		e->seen_ns = now;
+	if (nkc_pol_l4(p) == NKC_L4_TCP && (p->tcp_flags & (NKC_TCP_FIN | NKC_TCP_RST)) &&
+	    !(e->flags & NKC_POL_CT_CLOSING))
+		e->flags |= NKC_POL_CT_CLOSING;
+}
+
 /*
- * The verdict of the policy `pod` (of the pod behind `ifindex`, isolated) on packet `p`, which it sends
- * (NKC_POL_EGRESS) or receives (NKC_POL_INGRESS). `from_node`: the pod's own node sent
- * it (ingress only). A drop is counted and told here; the caller drops.
+ * Would the pod's policy now let a flow start in direction `dir` with `remote` on
+ * `port` (the port it is opened towards)? `readable`: its ports could be read (else
+ * `unreadable` is the reason an isolated direction denies it).
  */
-static __always_inline enum nkc_pol_verdict nkc_policy_judge(const struct nkc_pkt *p, __u32 ifindex,
-							      const struct nkc_pol_pod *pod, __u8 dir, int from_node)
+static __always_inline int nkc_pol_admits(const struct nkc_pol_pod *pod, __u8 dir, const struct nkc_pkt *p,
+					  const __u8 *remote, __be16 port, __u8 unreadable, __u8 *reason)
+{
+	__u32 flags = pod->flags;
+
+	if (flags & NKC_POL_F_PENDING) {
+		*reason = NKC_POL_PENDING;
+		return 0;
+	}
+	if (!(flags & (dir == NKC_POL_EGRESS ? NKC_POL_F_ISOLATED_OUT : NKC_POL_F_ISOLATED_IN)))
+		return 1; /* isolated the other way only: remembered for the replies */
+	if (flags & NKC_POL_F_INCOMPLETE) {
+		*reason = NKC_POL_INCOMPLETE;
+		return 0;
+	}
+	if (unreadable) {
+		*reason = unreadable;
+		return 0;
+	}
+	*reason = NKC_POL_DENIED;
+	return nkc_policy_rules_allow(pod->slot, dir, p->family, remote, nkc_pol_proto(p), port);
+}
+
+/*
+ * A remembered flow whose rules changed since its verdict (`e`, its entry): would the
+ * pod's policy let it start now as it started then? `p` is one of its packets in
+ * direction `dir` (of the pod's): the remote end is the other side of `p`, and the port
+ * it was opened towards is p's destination port if p goes the way the flow started, its
+ * source port if p answers.
+ */
+static __always_inline int nkc_pol_readmits(const struct nkc_pol_ct *e, const struct nkc_pol_pod *pod,
+					    const struct nkc_pkt *p, __u8 dir, __u8 *reason)
+{
+	if (e->flags & NKC_POL_CT_NODE)
+		return 1;
+	__u8 started = e->flags & NKC_POL_CT_EGRESS ? NKC_POL_EGRESS : NKC_POL_INGRESS;
+	const __u8 *remote = dir == NKC_POL_EGRESS ? p->dst : p->src;
+	__be16 port = started == dir ? p->dport : p->sport;
+	if ((e->flags & NKC_POL_CT_DEFERRED) && !(pod->flags & NKC_POL_F_PENDING) && nkc_pol_is_vip(p->family, remote))
+		return 1;
+	return nkc_pol_admits(pod, started, p, remote, port, 0, reason);
+}
+
+/*
+ * Looks the flow of `p` up in the pod's table: 1 when an entry vouches for it now
+ * (refreshed under the current rules when they changed and still admit it), 0 when there
+ * is none that counts (the flow is judged as new), -1 when the flow's rules changed
+ * and no longer admit it (`reason` says so). `deferring`: the pod's own program, where a
+ * flow to a ClusterIP waits for the stack's DNAT; elsewhere an entry deferred to the
+ * DNAT vouches only for the replies (a packet still addressed to the ClusterIP was not
+ * translated).
+ */
+static __always_inline int nkc_pol_remembered(void *table, __u64 gen, const struct nkc_flow_key *k,
+					      const struct nkc_pol_pod *pod, const struct nkc_pkt *p, __u8 dir,
+					      int deferring, __u64 now, __u8 *reason)
+{
+	struct nkc_pol_ct *e = bpf_map_lookup_elem(table, k);
+
+	if (!e || e->gen != gen || (e->flags & NKC_POL_CT_FRAGMENT) || !nkc_pol_alive(e, nkc_pol_l4(p), now))
+		return 0;
+	if ((e->flags & NKC_POL_CT_DEFERRED) && dir == NKC_POL_EGRESS && !deferring)
+		return 0;
+	if (e->stamp != pod->stamp) {
+		if (!nkc_pol_readmits(e, pod, p, dir, reason)) {
+			*reason = *reason == NKC_POL_DENIED ? NKC_POL_REVOKED : *reason;
+			return -1;
+		}
+		e->stamp = pod->stamp;
+	}
+	nkc_pol_touch(e, p, now);
+	return 1;
+}
+
+/*
+ * A fragment, judged as its datagram: the first one's ports are remembered under the
+ * datagram's identity (addresses, IPv4's protocol, identification: the kernel's
+ * reassembly key) in the pod's own table, and a later one takes them from there. Returns
+ * 0 for a later fragment the table knows nothing of (or a first one whose ports could
+ * not be read). On success `q` carries the datagram's ports and protocol, and frag_l4
+ * its l4, for the policy's eyes only: l4 stays opaque, so nothing redirects a fragment.
+ * A later fragment resolved once (by the other end's policy) is not looked up again.
+ */
+static __always_inline int nkc_pol_fragment(struct nkc_pkt *q, void *table, __u64 gen, __u64 now)
+{
+	if (q->frag_l4 != NKC_L4_OPAQUE && q->frag == NKC_FRAG_LATER)
+		return 1;
+	struct nkc_flow_key fk = {
+		.family = q->family,
+		.proto = q->family == NKC_AF_INET ? q->proto : 0, /* IPv6 reassembles by addresses and id */
+		.port_a = (__be16)(q->frag_id >> 16),
+		.port_b = (__be16)(q->frag_id & 0xffff),
+		.pad = NKC_POL_CT_KEY_FRAGMENT,
+	};
+	__builtin_memcpy(fk.addr_a, q->src, 16);
+	__builtin_memcpy(fk.addr_b, q->dst, 16);
+	if (q->frag == NKC_FRAG_FIRST) {
+		if (q->frag_l4 == NKC_L4_OPAQUE)
+			return 0;
+		if (table) {
+			struct nkc_pol_ct first = {
+				.gen = gen,
+				.seen_ns = now,
+				.flags = NKC_POL_CT_FRAG_FLAGS(q->frag_l4, q->proto),
+				.sport = q->sport,
+				.dport = q->dport,
+			};
+			bpf_map_update_elem(table, &fk, &first, BPF_ANY);
+		}
+		return 1;
+	}
+	if (!table)
+		return 0;
+	struct nkc_pol_ct *e = bpf_map_lookup_elem(table, &fk);
+	if (!e || e->gen != gen || !(e->flags & NKC_POL_CT_FRAGMENT) ||
+	    (__s64)(now - e->seen_ns) >= (__s64)NKC_POL_CT_FRAGMENT_NS)
+		return 0;
+	q->frag_l4 = NKC_POL_CT_FRAG_L4(e->flags);
+	q->proto = NKC_POL_CT_FRAG_PROTO(e->flags);
+	q->sport = e->sport;
+	q->dport = e->dport;
+	q->tcp_flags = 0;
+	return 1;
+}
+
+static __always_inline int nkc_pol_icmp_error(const struct nkc_pkt *p)
+{
+	if (p->l4 != NKC_L4_ICMP_OTHER)
+		return 0;
+	if (p->family == NKC_AF_INET)
+		return p->icmp_type == NKC_ICMP_DEST_UNREACH || p->icmp_type == NKC_ICMP_TIME_EXCEEDED ||
+		       p->icmp_type == NKC_ICMP_PARAMETERPROB;
+	return p->icmp_type >= NKC_ICMPV6_DEST_UNREACH && p->icmp_type <= NKC_ICMPV6_PARAMPROB;
+}
+
+/*
+ * The packet an ICMP error `p` quotes (its IP header and the first 8 bytes after it),
+ * read into `in`: 0 when it cannot be (cut short, a later fragment, an IPv6 extension
+ * header, a quoted ICMP that is no echo request).
+ */
+static __always_inline int nkc_pol_quoted(struct __sk_buff *skb, const struct nkc_pkt *p, struct nkc_pkt *in)
+{
+	__u32 off = (__u32)p->l4_off + 8;
+
+	__builtin_memset(in, 0, sizeof(*in));
+	in->family = p->family;
+	if (p->family == NKC_AF_INET) {
+		struct iphdr ip;
+		if (bpf_skb_load_bytes(skb, off, &ip, sizeof(ip)) || ip.version != 4 || ip.ihl < 5 ||
+		    (ip.frag_off & bpf_htons(IP_OFFSET)))
+			return 0;
+		__builtin_memcpy(in->src, &ip.saddr, 4);
+		__builtin_memcpy(in->dst, &ip.daddr, 4);
+		in->proto = ip.protocol;
+		off += (__u32)ip.ihl * 4;
+	} else {
+		struct ipv6hdr ip6;
+		if (bpf_skb_load_bytes(skb, off, &ip6, sizeof(ip6)) || ip6.version != 6)
+			return 0;
+		__builtin_memcpy(in->src, &ip6.saddr, 16);
+		__builtin_memcpy(in->dst, &ip6.daddr, 16);
+		in->proto = ip6.nexthdr;
+		off += sizeof(ip6);
+	}
+	__u8 h[8];
+	if (bpf_skb_load_bytes(skb, off, h, sizeof(h)))
+		return 0;
+	if (in->proto == IPPROTO_TCP || in->proto == IPPROTO_UDP || in->proto == IPPROTO_SCTP) {
+		__builtin_memcpy(&in->sport, h, 2);
+		__builtin_memcpy(&in->dport, h + 2, 2);
+		in->l4 = in->proto == IPPROTO_TCP ? NKC_L4_TCP : in->proto == IPPROTO_UDP ? NKC_L4_UDP : NKC_L4_SCTP;
+		in->tcp_flags = NKC_TCP_ACK; /* no SYN: the quote is about a flow, it opens none */
+		return 1;
+	}
+	if (nkc_is_icmp(in) && h[0] == (in->family == NKC_AF_INET ? ICMP_ECHO : ICMPV6_ECHO_REQUEST)) {
+		__builtin_memcpy(&in->sport, h + 4, 2);
+		in->dport = in->sport;
+		in->l4 = NKC_L4_ECHO_REQUEST;
+		return 1;
+	}
+	return 0;
+}
+
+/*
+ * An ICMP error about one of the pod's remembered flows, which passes as part of it
+ * (path MTU discovery, a port unreachable): the quoted packet is one the pod sent when
+ * the error comes in (its source is the error's destination), one it received when the
+ * pod sends the error (its destination is the error's source). 1: related and admitted,
+ * 0: not related (judged as any packet), -1: related to a flow its rules no longer admit.
+ */
+static __always_inline int nkc_pol_related(struct __sk_buff *skb, const struct nkc_pkt *p, void *table, __u64 gen,
+					   const struct nkc_pol_pod *pod, __u8 dir, __u64 now, __u8 *reason)
+{
+	struct nkc_pkt in;
+
+	if (!table || !nkc_pol_icmp_error(p) || !nkc_pol_quoted(skb, p, &in))
+		return 0;
+	const __u8 *mine = dir == NKC_POL_INGRESS ? in.src : in.dst;
+	const __u8 *errors_end = dir == NKC_POL_INGRESS ? p->dst : p->src;
+	__u64 a0, a1, b0, b1;
+	__builtin_memcpy(&a0, mine, 8);
+	__builtin_memcpy(&a1, mine + 8, 8);
+	__builtin_memcpy(&b0, errors_end, 8);
+	__builtin_memcpy(&b1, errors_end + 8, 8);
+	if (a0 != b0 || a1 != b1)
+		return 0;
+	struct nkc_flow_key k;
+	nkc_flow_key(&in, &k);
+	/* The quoted packet went the other way from the error. */
+	return nkc_pol_remembered(table, gen, &k, pod, &in, dir ^ 1, 1, now, reason);
+}
+
+/*
+ * The verdict of the policy `pod` (of the pod behind `ifindex`, isolated) on packet `p`,
+ * which it sends (NKC_POL_EGRESS) or receives (NKC_POL_INGRESS). `from_node`: the pod's
+ * own node sent it (ingress only). `deferring`: the pod's own program, where a new flow
+ * to a Service ClusterIP is let through unjudged (the stack's DNAT picks the backend its
+ * egress is judged on) and remembered for its replies. A drop is counted and told here;
+ * the caller drops.
+ */
+static __always_inline enum nkc_pol_verdict nkc_policy_judge(struct __sk_buff *skb, struct nkc_pkt *p,
+							      __u32 ifindex, const struct nkc_pol_pod *pod, __u8 dir,
+							      int from_node, int deferring)
 {
 	if (nkc_pol_ndisc(p))
 		return NKC_POL_PASS;
-	__u32 slot = pod->slot, flags = pod->flags;
-	__u64 gen = 0;
+	__u64 gen = 0, now = bpf_ktime_get_ns();
 	void *table = nkc_pol_ct_table(ifindex, &gen);
+	__u8 reason = NKC_POL_DENIED, unreadable = 0;
 	struct nkc_flow_key k;
 
-	nkc_flow_key(p, &k);
-	if (table && p->l4 != NKC_L4_OPAQUE) {
-		struct nkc_pol_ct *e = bpf_map_lookup_elem(table, &k);
-		if (e && e->gen == gen)
+	if (p->frag != NKC_FRAG_NONE && !nkc_pol_fragment(p, table, gen, now))
+		unreadable = p->frag == NKC_FRAG_LATER ? NKC_POL_FRAGMENT : NKC_POL_OPAQUE;
+	else if (nkc_pol_l4(p) == NKC_L4_OPAQUE)
+		unreadable = NKC_POL_OPAQUE;
+
+	if (!unreadable)
+		nkc_flow_key(p, &k);
+	if (table && !unreadable && !nkc_pol_opens(p)) { /* a SYN opens a new connection: judged as one */
+		/* An ICMP error belongs to the flow it quotes, if the pod's table has it, and to no
+		 * flow of its own: its 5-tuple (router and pod, no ports) is no conversation, and
+		 * an earlier error judged on it under rules changed since would cut path MTU
+		 * discovery until it aged out. */
+		int known = nkc_pol_icmp_error(p) ? nkc_pol_related(skb, p, table, gen, pod, dir, now, &reason)
+						  : nkc_pol_remembered(table, gen, &k, pod, p, dir, deferring, now, &reason);
+		if (known > 0)
 			return NKC_POL_PASS;
+		if (known < 0)
+			return nkc_pol_deny(p, ifindex, pod->slot, dir, reason);
 	}
 
-	__u8 reason = NKC_POL_DENIED;
+	/* A new flow (or one the table cannot vouch for). */
 	__u32 started = dir == NKC_POL_EGRESS ? NKC_POL_CT_EGRESS : NKC_POL_CT_INGRESS;
 	int allowed;
 	if (from_node && dir == NKC_POL_INGRESS) {
 		allowed = 1;
 		started |= NKC_POL_CT_NODE;
-	} else if (flags & NKC_POL_F_PENDING) {
-		allowed = 0;
-		reason = NKC_POL_PENDING;
-	} else if (!(flags & (dir == NKC_POL_EGRESS ? NKC_POL_F_ISOLATED_OUT : NKC_POL_F_ISOLATED_IN))) {
-		allowed = 1; /* isolated the other way only: remembered for the replies */
-	} else if (p->l4 == NKC_L4_OPAQUE) {
-		allowed = 0;
-		reason = NKC_POL_OPAQUE;
+	} else if (deferring && dir == NKC_POL_EGRESS && !unreadable && !(pod->flags & NKC_POL_F_PENDING) &&
+		   nkc_pol_is_vip(p->family, p->dst)) {
+		allowed = 1;
+		started |= NKC_POL_CT_DEFERRED;
 	} else {
-		const __u8 *remote = dir == NKC_POL_EGRESS ? p->dst : p->src;
-		allowed = nkc_policy_rules_allow(slot, dir, p->family, remote, nkc_pol_proto(p), p->dport);
+		allowed = nkc_pol_admits(pod, dir, p, dir == NKC_POL_EGRESS ? p->dst : p->src, p->dport, unreadable,
+					 &reason);
 	}
-	nkc_pol_stat(ifindex, dir, allowed);
-	if (!allowed) {
-		nkc_count_drop(ifindex, NKC_DROP_POLICY);
-		nkc_pol_tell(p, ifindex, slot, dir, reason);
-		return NKC_POL_DROP;
-	}
-	if (table && p->l4 != NKC_L4_OPAQUE) {
-		struct nkc_pol_ct fresh = { .gen = gen, .flags = started };
+	if (!allowed)
+		return nkc_pol_deny(p, ifindex, pod->slot, dir, reason);
+	/* Deferred flows are judged where the DNAT sends them: counted there. */
+	if (!(started & NKC_POL_CT_DEFERRED))
+		nkc_pol_stat(ifindex, dir, 1);
+	if (table && !unreadable) {
+		if (nkc_pol_l4(p) == NKC_L4_TCP && (p->tcp_flags & (NKC_TCP_FIN | NKC_TCP_RST)))
+			started |= NKC_POL_CT_CLOSING;
+		struct nkc_pol_ct fresh = { .gen = gen, .stamp = pod->stamp, .seen_ns = now, .flags = started };
 		/* LRU: a full table makes room from this pod's own oldest flows. */
 		bpf_map_update_elem(table, &k, &fresh, BPF_ANY);
 	}
@@ -212,39 +545,26 @@ static __always_inline int nkc_pol_isolated(const struct nkc_pol_pod *pod)
 	return pod && (pod->flags & (NKC_POL_F_ISOLATED_IN | NKC_POL_F_ISOLATED_OUT | NKC_POL_F_PENDING));
 }
 
-static __always_inline enum nkc_pol_verdict nkc_policy(const struct nkc_pkt *p, __u32 ifindex, __u8 dir,
-							int from_node)
+static __always_inline enum nkc_pol_verdict nkc_policy(struct __sk_buff *skb, struct nkc_pkt *p, __u32 ifindex,
+							__u8 dir, int from_node)
 {
 	struct nkc_pol_pod *pod = nkc_pol_pod_of(ifindex);
 
-	return nkc_pol_isolated(pod) ? nkc_policy_judge(p, ifindex, pod, dir, from_node) : NKC_POL_PASS;
+	return nkc_pol_isolated(pod) ? nkc_policy_judge(skb, p, ifindex, pod, dir, from_node, 0) : NKC_POL_PASS;
 }
 
 /*
- * A pod's egress: a flow to a Service ClusterIP is not judged here (the stack's DNAT
- * picks the backend its egress is judged on, in nkc_pod_policy for a local one); it is
- * remembered, so that its replies, which come back from the ClusterIP, pass. Everything
- * else is judged now. A pod that is not isolated costs one lookup.
+ * A pod's egress, in its own program: as nkc_policy, and a new flow to a Service
+ * ClusterIP is deferred to the backend the stack's DNAT chooses (judged in
+ * nkc_pod_policy for a local one, nkc_host_out or nkc_wg_out for another node's). A pod
+ * that is not isolated costs one lookup.
  */
-static __always_inline enum nkc_pol_verdict nkc_policy_egress(const struct nkc_pkt *p, __u32 ifindex)
+static __always_inline enum nkc_pol_verdict nkc_policy_egress(struct __sk_buff *skb, struct nkc_pkt *p,
+							       __u32 ifindex)
 {
 	struct nkc_pol_pod *pod = nkc_pol_pod_of(ifindex);
 
-	if (!nkc_pol_isolated(pod))
-		return NKC_POL_PASS;
-	struct nkc_endpoint_key vip = { .family = p->family };
-	__builtin_memcpy(vip.addr, p->dst, 16);
-	if ((pod->flags & NKC_POL_F_PENDING) || p->l4 == NKC_L4_OPAQUE || !bpf_map_lookup_elem(&nkc_pol_vips, &vip))
-		return nkc_policy_judge(p, ifindex, pod, NKC_POL_EGRESS, 0);
-	__u64 gen = 0;
-	void *table = nkc_pol_ct_table(ifindex, &gen);
-	if (table) {
-		struct nkc_flow_key k;
-		struct nkc_pol_ct fresh = { .gen = gen, .flags = NKC_POL_CT_EGRESS | NKC_POL_CT_DEFERRED };
-		nkc_flow_key(p, &k);
-		bpf_map_update_elem(table, &k, &fresh, BPF_ANY);
-	}
-	return NKC_POL_PASS;
+	return nkc_pol_isolated(pod) ? nkc_policy_judge(skb, p, ifindex, pod, NKC_POL_EGRESS, 0, 1) : NKC_POL_PASS;
 }
 
 #endif

@@ -94,7 +94,16 @@ export {
   pinnedProgramSets,
 } from "./node";
 export { type MapOccupancy, pinnedMapOccupancy } from "./occupancy";
-export { ensureBpffs, ensureBpffsRoot, isBpffs, openPin, pinExists, pinObject, unpin } from "./pins";
+export {
+  ensureBpffs,
+  ensureBpffsRoot,
+  isBpffs,
+  openPin,
+  pinExists,
+  pinObject,
+  requireNodeBpffs,
+  unpin,
+} from "./pins";
 export {
   forgetPodState,
   type GonePod,
@@ -118,19 +127,24 @@ export {
   type PolicyMaps,
   podKey,
   policyFlowTables,
+  policyTableSlots,
   readPolicyPod,
   readPolicyStats,
+  reconcileKeys,
   recordPolicyEndpoint,
+  sweepPolicySlots,
   writePolicyPod,
 } from "./policy";
 export {
   decodePolicyEvent,
   decodePolicyPod,
+  POL_F_INCOMPLETE,
   POL_F_ISOLATED_IN,
   POL_F_ISOLATED_OUT,
   POL_F_PENDING,
   POLICY_MAP_NAMES,
   type PolicyEvent,
+  type PolicyPodEntry,
   type PolicyStats,
   podKeyBytes,
   vipKey,

@@ -19,7 +19,7 @@ export const POLICY_MAP_NAMES = {
 
 export const POLICY_RULES = 64;
 export const POLICY_CT_SIZE = 2048;
-export const POLICY_CT_VALUE_SIZE = 16;
+export const POLICY_CT_VALUE_SIZE = 32;
 
 export type PolicyDir = "egress" | "ingress";
 export const DIR_CODE: Record<PolicyDir, number> = { egress: 0, ingress: 1 };
@@ -27,6 +27,8 @@ export const DIR_CODE: Record<PolicyDir, number> = { egress: 0, ingress: 1 };
 export const POL_F_ISOLATED_IN = 1;
 export const POL_F_ISOLATED_OUT = 2;
 export const POL_F_PENDING = 4;
+/** The agent could not write the pod's policy in full: its isolated directions deny everything. */
+export const POL_F_INCOMPLETE = 8;
 
 /** IPPROTO_* for the protocols a rule's port names; NONE for packets without ports. */
 export const POLICY_PROTO = { NONE: 0, TCP: 6, UDP: 17, SCTP: 132 } as const;
@@ -44,16 +46,23 @@ export function policyEndpointValue(podKey: bigint): Buffer {
 
 export const podKeyBytes = (podKey: bigint): Buffer => policyEndpointValue(podKey);
 
-/** struct nkc_pol_pod. */
-export function policyPodValue(slot: number, flags: number): Buffer {
-  const v = Buffer.alloc(8);
+/** struct nkc_pol_pod: its slot, flags, and the stamp of the rules it is judged by. */
+export function policyPodValue(slot: number, flags: number, stamp: bigint): Buffer {
+  const v = Buffer.alloc(16);
   v.writeUInt32LE(slot, 0);
   v.writeUInt32LE(flags, 4);
+  v.writeBigUInt64LE(stamp, 8);
   return v;
 }
 
-export function decodePolicyPod(v: Buffer): { slot: number; flags: number } {
-  return { slot: v.readUInt32LE(0), flags: v.readUInt32LE(4) };
+export interface PolicyPodEntry {
+  slot: number;
+  flags: number;
+  stamp: bigint;
+}
+
+export function decodePolicyPod(v: Buffer): PolicyPodEntry {
+  return { slot: v.readUInt32LE(0), flags: v.readUInt32LE(4), stamp: v.readBigUInt64LE(8) };
 }
 
 /** A prefix of one family: its address bytes (4 or 16) and length. */
@@ -145,7 +154,14 @@ export function sumPolicyStats(perCpu: readonly Buffer[]): PolicyStats {
 }
 
 export const POLICY_EVENT_SIZE = 56;
-export const POLICY_REASONS = { 1: "denied", 2: "pending", 3: "opaque" } as const;
+export const POLICY_REASONS = {
+  1: "denied",
+  2: "pending",
+  3: "opaque",
+  4: "incomplete",
+  5: "fragment",
+  6: "revoked",
+} as const;
 
 /** struct nkc_pol_event, as the ring buffer hands it over. */
 export interface PolicyEvent {

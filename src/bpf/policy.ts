@@ -16,6 +16,7 @@ import { openOrCreatePinnedMap } from "./pinned-map";
 import {
   decodePolicyPod,
   POLICY_MAP_NAMES,
+  type PolicyPodEntry,
   type PolicyStats,
   podKeyBytes,
   policyEndpointValue,
@@ -120,22 +121,25 @@ export function recordPolicyEndpoint(maps: Pick<PolicyMaps, "endpoints">, hostIf
   maps.endpoints.update(ifindexKey(hostIfindex), policyEndpointValue(key));
 }
 
-export function readPolicyPod(
-  maps: Pick<PolicyMaps, "pods">,
-  key: bigint,
-): { slot: number; flags: number } | undefined {
+export function readPolicyPod(maps: Pick<PolicyMaps, "pods">, key: bigint): PolicyPodEntry | undefined {
   const v = maps.pods.lookup(podKeyBytes(key));
   return v ? decodePolicyPod(v) : undefined;
 }
 
-export function writePolicyPod(maps: Pick<PolicyMaps, "pods">, key: bigint, slot: number, flags: number): void {
-  maps.pods.update(podKeyBytes(key), policyPodValue(slot, flags));
+export function writePolicyPod(
+  maps: Pick<PolicyMaps, "pods">,
+  key: bigint,
+  slot: number,
+  flags: number,
+  stamp: bigint,
+): void {
+  maps.pods.update(podKeyBytes(key), policyPodValue(slot, flags, stamp));
 }
 
 /** Marks a pod wired before its policy was judged; false when the agent has judged it already. */
 export function markPolicyPending(maps: Pick<PolicyMaps, "pods">, key: bigint, pendingFlag: number): boolean {
   try {
-    maps.pods.update(podKeyBytes(key), policyPodValue(0, pendingFlag), "create-only");
+    maps.pods.update(podKeyBytes(key), policyPodValue(0, pendingFlag, 0n), "create-only");
     return true;
   } catch (e) {
     if ((e as { code?: string }).code === "EEXIST") return false;
@@ -145,6 +149,61 @@ export function markPolicyPending(maps: Pick<PolicyMaps, "pods">, key: bigint, p
 
 export function deletePolicyPod(maps: Pick<PolicyMaps, "pods">, key: bigint): boolean {
   return maps.pods.delete(podKeyBytes(key));
+}
+
+/** The slot a nkc_pol_peers or nkc_pol_ports key belongs to (both have it after prefixlen). */
+const slotOfTableKey = (key: Buffer): number => key.readUInt32LE(4);
+
+/** The slot ids nkc_pol_peers and nkc_pol_ports hold keys of. */
+export function policyTableSlots(maps: Pick<PolicyMaps, "peers" | "ports">): Set<number> {
+  const slots = new Set<number>();
+  for (const map of [maps.peers, maps.ports]) for (const key of map.keys()) slots.add(slotOfTableKey(key));
+  return slots;
+}
+
+/**
+ * Deletes every key of nkc_pol_peers and nkc_pol_ports whose slot `keep` lacks: how many
+ * keys, of how many slots. The keys are listed first (an LPM trie's walk restarts when
+ * its current key goes).
+ */
+export function sweepPolicySlots(
+  maps: Pick<PolicyMaps, "peers" | "ports">,
+  keep: ReadonlySet<number>,
+): { slots: number; keys: number } {
+  const slots = new Set<number>();
+  let keys = 0;
+  for (const map of [maps.peers, maps.ports]) {
+    for (const key of [...map.keys()]) {
+      const slot = slotOfTableKey(key);
+      if (keep.has(slot)) continue;
+      if (map.delete(key)) keys += 1;
+      slots.add(slot);
+    }
+  }
+  return { slots: slots.size, keys };
+}
+
+/** Makes `map`'s keys exactly `wanted` (values as `value` gives them): how many were added and removed. */
+export function reconcileKeys(
+  map: BpfMap,
+  wanted: readonly Buffer[],
+  value: Buffer,
+): { added: number; removed: number } {
+  const want = new Set(wanted.map((k) => k.toString("hex")));
+  const have = new Set<string>();
+  let removed = 0;
+  for (const key of [...map.keys()]) {
+    const hex = key.toString("hex");
+    if (want.has(hex)) have.add(hex);
+    else if (map.delete(key)) removed += 1;
+  }
+  let added = 0;
+  for (const key of wanted) {
+    if (have.has(key.toString("hex"))) continue;
+    map.update(key, value);
+    added += 1;
+  }
+  return { added, removed };
 }
 
 /** Applies a slot's writes in the order given (policy-tables.ts orders them). */
