@@ -61,8 +61,8 @@ function writeNode(
       if (target.namespace === SELECTED_NS) selecting[target.name] = selectedBy;
       const isolated = { ingress: policy.ingress !== undefined, egress: policy.egress !== undefined };
       // As the controller: a pod of a namespace with policies gets an entry either way.
-      if (!isolated.ingress && !isolated.egress) writer.setPod(key, 0, isolated);
-      else slots.place(key, podRules(policy), (slot) => writer.setPod(key, slot, isolated));
+      if (!isolated.ingress && !isolated.egress) writer.setPod(key, { slot: 0, isolated, stamp: 0n });
+      else slots.place(key, podRules(policy));
       judged += 1;
     }
     return { node: node.name, pods: judged, slots: slots.size, ...tableFill(node) };

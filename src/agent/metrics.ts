@@ -4,8 +4,9 @@
  * translation state from the pinned maps (as `netkit-cni endpoints` reads them), each
  * map's occupancy (as `status` does), and the plugin's verb timings (verb-log.ts); the
  * agent's own routes, peers, syncs and errors are set by its controllers as they happen;
- * NetworkPolicy's skipped policies and pods past a datapath bound are read from its
- * controller at each collect, every kind present (0 when none has it).
+ * NetworkPolicy's unreadable policies, pods past a datapath bound and pods whose policy
+ * could not be written in full are read from its controller at each collect, every kind
+ * present (0 when none has it).
  *
  * A pod is labelled namespace/name where the runtime passed K8S_POD_NAMESPACE and
  * K8S_POD_NAME to ADD, else by its container id.
@@ -63,7 +64,7 @@ export class AgentMetrics {
   private readonly pods: Gauge;
   private readonly mapEntries: Gauge;
   private readonly mapCapacity: Gauge;
-  private policy: Pick<PolicyController, "skippedCounts" | "overBoundCounts"> | undefined;
+  private policy: Pick<PolicyController, "unreadableCounts" | "overBoundCounts" | "incompleteCounts"> | undefined;
 
   constructor(
     private readonly bpffsRoot: string,
@@ -164,15 +165,15 @@ export class AgentMetrics {
     // Read at each collect; registered, so kept by the registry.
     const metrics = this;
     new Gauge({
-      name: "netkit_cni_network_policies_skipped",
-      help: "NetworkPolicies the agent cannot read and skips whole, by kind of problem (a policy counts once per kind it has)",
+      name: "netkit_cni_network_policies_unreadable",
+      help: "NetworkPolicies the agent cannot read, each isolating what it selects and allowing nothing, by kind of problem (a policy counts once per kind it has)",
       labelNames: ["kind"],
       registers: [registry],
       collect() {
         this.reset();
         const policy = metrics.policy;
         if (!policy) return;
-        const counts = policy.skippedCounts();
+        const counts = policy.unreadableCounts();
         for (const kind of UNREADABLE_KINDS) this.set({ kind }, counts[kind] ?? 0);
       },
     });
@@ -187,6 +188,19 @@ export class AgentMetrics {
         if (!policy) return;
         for (const direction of ["ingress", "egress"]) for (const kind of BOUND_KINDS) this.set({ direction, kind }, 0);
         for (const c of policy.overBoundCounts()) this.set({ direction: c.direction, kind: c.kind }, c.pods);
+      },
+    });
+    new Gauge({
+      name: "netkit_cni_network_policy_pods_incomplete",
+      help: "Local pods whose policy the agent could not write in full (a full map, a write error), so that direction denies everything until a retry writes it",
+      labelNames: ["direction"],
+      registers: [registry],
+      collect() {
+        this.reset();
+        const policy = metrics.policy;
+        if (!policy) return;
+        for (const direction of ["ingress", "egress"]) this.set({ direction }, 0);
+        for (const c of policy.incompleteCounts()) this.set({ direction: c.direction }, c.pods);
       },
     });
     this.pods = new Gauge({
@@ -216,7 +230,7 @@ export class AgentMetrics {
   }
 
   /** NetworkPolicy's controller, whose skipped policies and pods past a bound are counted from now on. */
-  watchPolicy(policy: Pick<PolicyController, "skippedCounts" | "overBoundCounts">): void {
+  watchPolicy(policy: Pick<PolicyController, "unreadableCounts" | "overBoundCounts" | "incompleteCounts">): void {
     this.policy = policy;
   }
 

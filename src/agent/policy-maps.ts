@@ -3,8 +3,9 @@
  * entries by key, the slots' tables, the namespaces that have policies and the Service
  * ClusterIPs. It also leaves, for `netkit-cni status` and `monitor` (which read no API),
  * which policies select each local pod: <stateDir>/policies.json, by pod key, with what
- * keeps each from its policies as written (a direction past a bound, a skipped policy);
- * and the policies it skips as unreadable: <stateDir>/policy-problems.json.
+ * keeps each from its policies as written (a direction past a bound or not written in
+ * full, an unreadable policy); and the policies it cannot read (each isolating what it
+ * selects and allowing nothing): <stateDir>/policy-problems.json.
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
@@ -12,23 +13,28 @@ import {
   applyTableWrites,
   decodePolicyPod,
   deletePolicyPod,
-  ensureBpffsRoot,
   forgetPolicies,
   namespaceKey,
   openOrCreatePolicyMaps,
   openOrCreatePolicyNamespaces,
+  POL_F_INCOMPLETE,
   POL_F_ISOLATED_IN,
   POL_F_ISOLATED_OUT,
   POL_F_PENDING,
   type PolicyMaps,
   podKey,
   podKeyBytes,
+  policyTableSlots,
+  reconcileKeys,
+  requireNodeBpffs,
+  sweepPolicySlots,
   vipKey,
   writePolicyPod,
 } from "../bpf/index";
 import { addressFamily } from "../cni/address";
 import type { PolicyPodStatus, PolicyWriter } from "./controllers/policy";
 import type { PolicyProblem } from "./policy/parse";
+import type { PodEntry } from "./policy-slots";
 
 export const POLICY_FILE = "policies.json";
 export const POLICY_PROBLEMS_FILE = "policy-problems.json";
@@ -45,7 +51,7 @@ export class KernelPolicyWriter implements PolicyWriter {
   private readonly names = new Map<bigint, string>();
 
   constructor(bpffsRoot: string, lxcObject: Buffer) {
-    ensureBpffsRoot(bpffsRoot);
+    requireNodeBpffs(bpffsRoot);
     this.maps = openOrCreatePolicyMaps(bpffsRoot, lxcObject);
     this.namespaces = openOrCreatePolicyNamespaces(bpffsRoot);
   }
@@ -54,10 +60,13 @@ export class KernelPolicyWriter implements PolicyWriter {
     applyTableWrites(this.maps, writes);
   }
 
-  setPod(pod: string, slot: number, isolated: { ingress: boolean; egress: boolean }): void {
-    const flags = (isolated.ingress ? POL_F_ISOLATED_IN : 0) | (isolated.egress ? POL_F_ISOLATED_OUT : 0);
+  setPod(pod: string, entry: PodEntry): void {
+    const flags =
+      (entry.isolated.ingress ? POL_F_ISOLATED_IN : 0) |
+      (entry.isolated.egress ? POL_F_ISOLATED_OUT : 0) |
+      (entry.incomplete ? POL_F_INCOMPLETE : 0);
     const key = keyOf(pod);
-    writePolicyPod(this.maps, key, slot, flags);
+    writePolicyPod(this.maps, key, entry.slot, flags, entry.stamp);
     this.names.set(key, pod);
   }
 
@@ -86,6 +95,28 @@ export class KernelPolicyWriter implements PolicyWriter {
     else this.namespaces.delete(key);
   }
 
+  tableSlots(): Set<number> {
+    return policyTableSlots(this.maps);
+  }
+
+  sweepSlots(keep: ReadonlySet<number>): { slots: number; keys: number } {
+    return sweepPolicySlots(this.maps, keep);
+  }
+
+  reconcileNamespaces(wanted: Iterable<string>): number {
+    const keys = [...wanted].map((ns) => podKeyBytes(namespaceKey(ns)));
+    return reconcileKeys(this.namespaces, keys, Buffer.alloc(4)).removed;
+  }
+
+  reconcileVips(wanted: Iterable<string>): { added: number; removed: number } {
+    const keys: Buffer[] = [];
+    for (const ip of wanted) {
+      const family = addressFamily(ip);
+      if (family !== undefined) keys.push(vipKey(ip, family));
+    }
+    return reconcileKeys(this.maps.vips, keys, Buffer.alloc(4));
+  }
+
   setVips(add: string[], remove: string[]): void {
     for (const ip of add) {
       const family = addressFamily(ip);
@@ -109,9 +140,9 @@ export function writePolicyFile(stateDir: string, pods: Record<string, PolicyPod
   writeByRename(path.join(stateDir, POLICY_FILE), byKey);
 }
 
-/** Writes <stateDir>/policy-problems.json (by rename): `skipped`, the unreadable policies' problems. */
-export function writePolicyProblemsFile(stateDir: string, skipped: PolicyProblem[]): void {
-  writeByRename(path.join(stateDir, POLICY_PROBLEMS_FILE), { skipped });
+/** Writes <stateDir>/policy-problems.json (by rename): `unreadable`, the unreadable policies' problems. */
+export function writePolicyProblemsFile(stateDir: string, unreadable: PolicyProblem[]): void {
+  writeByRename(path.join(stateDir, POLICY_PROBLEMS_FILE), { unreadable });
 }
 
 function writeByRename(file: string, content: unknown): void {

@@ -17,6 +17,7 @@ import {
   openPolicyMaps,
   openSockMaps,
   openSvcMaps,
+  POL_F_INCOMPLETE,
   POL_F_ISOLATED_IN,
   POL_F_ISOLATED_OUT,
   POL_F_PENDING,
@@ -78,6 +79,8 @@ export interface PolicyState {
   ingress: boolean;
   egress: boolean;
   pending: boolean;
+  /** The agent could not write its policy in full: what it isolates is denied whole. */
+  incomplete: boolean;
   /** New flows its policy judged, by direction. */
   allowed: { ingress: number; egress: number };
   denied: { ingress: number; egress: number };
@@ -196,6 +199,7 @@ function policyReader(bpffsRoot: string): (ifindex: number) => PolicyState | und
         ingress: (flags & POL_F_ISOLATED_IN) !== 0,
         egress: (flags & POL_F_ISOLATED_OUT) !== 0,
         pending: (flags & POL_F_PENDING) !== 0,
+        incomplete: (flags & POL_F_INCOMPLETE) !== 0,
         allowed: { ingress: Number(stats.allowed.ingress), egress: Number(stats.allowed.egress) },
         denied: { ingress: Number(stats.denied.ingress), egress: Number(stats.denied.egress) },
       });
@@ -209,9 +213,8 @@ function policyReader(bpffsRoot: string): (ifindex: number) => PolicyState | und
 /** "in,out denied 3": which ways the policy isolates the pod, and the new flows it denied. */
 function formatPolicy(p: PolicyState | undefined): string {
   if (!p) return "-";
-  const ways = p.pending
-    ? "pending"
-    : [p.ingress ? "in" : "", p.egress ? "out" : ""].filter(Boolean).join(",") || "open";
+  const isolated = [p.ingress ? "in" : "", p.egress ? "out" : ""].filter(Boolean).join(",");
+  const ways = p.pending ? "pending" : p.incomplete ? `${isolated}:closed` : isolated || "open";
   return `${ways} denied ${p.denied.ingress + p.denied.egress}`;
 }
 

@@ -64,16 +64,21 @@ async function readNames(opts: MonitorOptions): Promise<Names> {
   return out;
 }
 
+/** Why a packet was dropped, for each reason the programs give (bpf/include/nkc_policy_abi.h) but a plain denial. */
+const REASON_TEXT: Record<string, string> = {
+  pending: "pod not judged yet",
+  opaque: "no ports to judge (IPv4 options, an IPv6 header chain not followed)",
+  incomplete: "its policy could not be written in full: denied whole until it is",
+  fragment: "a later fragment whose first fragment was not seen",
+  revoked: "a remembered flow its policy, changed since, no longer allows",
+};
+
 export function describeEvent(e: PolicyEvent, names: Names, wallNs: bigint): Record<string, unknown> {
   const pod = names.pods.get(e.ifindex) ?? `ifindex ${e.ifindex}`;
   const why =
     e.reason === "denied"
       ? `default deny (${e.dir}${names.selectedBy.has(pod) ? `; isolated by ${names.selectedBy.get(pod)?.join(", ")}` : ""})`
-      : e.reason === "pending"
-        ? "pod not judged yet"
-        : e.reason === "opaque"
-          ? "no ports to judge (a fragment)"
-          : e.reason;
+      : (REASON_TEXT[e.reason] ?? e.reason);
   return {
     time: new Date(Number(wallNs / 1_000_000n)).toISOString(),
     pod,

@@ -3,14 +3,15 @@
  * isolate them, pods waiting for the agent's judgment, the new flows allowed and denied,
  * how full the bounded tables the agent writes are, and, from what the agent left in its
  * state directory, which policies select each isolated pod and what could not be
- * enforced as written: a pod's direction past a datapath bound (policies.json, which
- * denies that direction whole) and the policies skipped as unreadable
- * (policy-problems.json). Read-only.
+ * enforced as written: a pod's direction past a datapath bound or not written in full
+ * (policies.json; either denies that direction whole) and the policies it cannot read,
+ * each isolating what it selects and allowing nothing (policy-problems.json). Read-only.
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
 import {
   openPolicyMaps,
+  POL_F_INCOMPLETE,
   POL_F_ISOLATED_IN,
   POL_F_ISOLATED_OUT,
   POL_F_PENDING,
@@ -24,7 +25,7 @@ export interface AgentPolicyProblem {
   policy: string;
   kind: string;
   reason: string;
-  /** Set for a bound: the direction denied whole. */
+  /** Set for a bound or a policy not written in full: the direction denied whole. */
   direction?: string;
 }
 
@@ -40,16 +41,18 @@ export interface NetworkPolicyStatus {
   pods: number;
   isolated: { ingress: number; egress: number };
   pending: number;
+  /** Pods whose policy the agent could not write in full: denied whole in what they isolate. */
+  incomplete: number;
   allowed: { ingress: number; egress: number };
   denied: { ingress: number; egress: number };
   /** Isolated pods by namespace/name, with the policies that select them (the agent's account). */
   selectedBy: Record<string, string[]>;
   /** nkc_pol_pods, nkc_pol_peers, nkc_pol_ports, nkc_pol_vips. */
   maps: PolicyMapFill[];
-  /** Pods by namespace/name with a direction past a datapath bound, denied whole (the agent's account). */
-  overBound: Record<string, AgentPolicyProblem[]>;
-  /** Policies the agent skips as unreadable, a problem each (none without an agent). */
-  skipped: AgentPolicyProblem[];
+  /** Pods by namespace/name with a direction denied whole: past a datapath bound, or not written in full (the agent's account). */
+  deniedWhole: Record<string, AgentPolicyProblem[]>;
+  /** Policies the agent cannot read, a problem each: each isolates what it selects and allows nothing (none without an agent). */
+  unreadable: AgentPolicyProblem[];
 }
 
 /** The maps whose size bounds what the agent can write: its pods, peers, ports and ClusterIPs. */
@@ -63,12 +66,13 @@ export function networkPolicyStatus(root: string, stateDir: string): NetworkPoli
     pods: 0,
     isolated: { ingress: 0, egress: 0 },
     pending: 0,
+    incomplete: 0,
     allowed: { ingress: 0, egress: 0 },
     denied: { ingress: 0, egress: 0 },
     selectedBy: {},
     maps: [],
-    overBound: {},
-    skipped: agent.skipped,
+    deniedWhole: {},
+    unreadable: agent.unreadable,
   };
   try {
     for (const k of maps.endpoints.keys()) {
@@ -78,11 +82,12 @@ export function networkPolicyStatus(root: string, stateDir: string): NetworkPoli
       if (flags & POL_F_ISOLATED_IN) s.isolated.ingress += 1;
       if (flags & POL_F_ISOLATED_OUT) s.isolated.egress += 1;
       if (flags & POL_F_PENDING) s.pending += 1;
+      if (flags & POL_F_INCOMPLETE) s.incomplete += 1;
       const pod = key === undefined ? undefined : agent.pods.get(key.toString(16));
       if (pod && flags & (POL_F_ISOLATED_IN | POL_F_ISOLATED_OUT)) {
         s.selectedBy[pod.pod] = pod.selectedBy;
         const bounds = (Array.isArray(pod.problems) ? pod.problems : []).filter((p) => p?.direction !== undefined);
-        if (bounds.length > 0) s.overBound[pod.pod] = bounds;
+        if (bounds.length > 0) s.deniedWhole[pod.pod] = bounds;
       }
       const stats = readPolicyStats(maps, k.readUInt32LE(0));
       for (const dir of ["ingress", "egress"] as const) {
@@ -110,7 +115,7 @@ export interface AgentPolicyPod {
 export interface AgentPolicyAccount {
   /** Local pods by key in hex. */
   pods: Map<string, AgentPolicyPod>;
-  skipped: AgentPolicyProblem[];
+  unreadable: AgentPolicyProblem[];
 }
 
 /**
@@ -130,10 +135,10 @@ export function readAgentAccount(stateDir: string): AgentPolicyAccount {
     typeof v === "object" && v !== null && !Array.isArray(v);
   const pods = read("policies.json");
   const problems = read("policy-problems.json");
-  const skipped = isRecord(problems) && Array.isArray(problems.skipped) ? problems.skipped : [];
+  const unreadable = isRecord(problems) && Array.isArray(problems.unreadable) ? problems.unreadable : [];
   return {
     pods: new Map(isRecord(pods) ? (Object.entries(pods) as [string, AgentPolicyPod][]) : []),
-    skipped: skipped.filter(
+    unreadable: unreadable.filter(
       (p): p is AgentPolicyProblem => isRecord(p) && typeof p.policy === "string" && typeof p.reason === "string",
     ),
   };
@@ -142,7 +147,7 @@ export function readAgentAccount(stateDir: string): AgentPolicyAccount {
 export function formatNetworkPolicy(s: NetworkPolicyStatus | undefined): string[] {
   if (!s) return [`network policy  not enforced (no pod of a network with "networkPolicy": true yet)`];
   const lines = [
-    `network policy  ${s.pods} pods enforce it: ${s.isolated.ingress} isolated for ingress, ${s.isolated.egress} for egress, ${s.pending} pending; new flows allowed ${s.allowed.ingress} in / ${s.allowed.egress} out, denied ${s.denied.ingress} in / ${s.denied.egress} out`,
+    `network policy  ${s.pods} pods enforce it: ${s.isolated.ingress} isolated for ingress, ${s.isolated.egress} for egress, ${s.pending} pending${s.incomplete > 0 ? `, ${s.incomplete} denied whole (not written in full)` : ""}; new flows allowed ${s.allowed.ingress} in / ${s.allowed.egress} out, denied ${s.denied.ingress} in / ${s.denied.egress} out`,
   ];
   if (s.maps.length > 0) {
     const full = s.maps.filter((m) => m.entries >= m.capacity).map((m) => m.name);
@@ -152,12 +157,13 @@ export function formatNetworkPolicy(s: NetworkPolicyStatus | undefined): string[
       }`,
     );
   }
-  const pods = [...new Set([...Object.keys(s.selectedBy), ...Object.keys(s.overBound)])].sort();
+  const pods = [...new Set([...Object.keys(s.selectedBy), ...Object.keys(s.deniedWhole)])].sort();
   for (const pod of pods) {
     const by = s.selectedBy[pod];
     if (by) lines.push(`  ${pod}  selected by ${by.join(", ")}`);
-    for (const p of s.overBound[pod] ?? []) lines.push(`  ${pod}  ${p.reason} (${p.policy})`);
+    for (const p of s.deniedWhole[pod] ?? []) lines.push(`  ${pod}  ${p.reason} (${p.policy})`);
   }
-  for (const p of s.skipped) lines.push(`  skipped       ${p.policy}: ${p.reason}`);
+  for (const p of s.unreadable)
+    lines.push(`  unreadable    ${p.policy}: ${p.reason} (isolates what it selects, allows nothing)`);
   return lines;
 }

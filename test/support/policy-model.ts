@@ -19,9 +19,13 @@
  *   name on the receiving pod, or the protocol alone.
  * - A policy the API server would refuse (unknown protocol or policyType, port out of
  *   range, endPort below port or without a numeric port, malformed CIDR, except not
- *   strictly inside its cidr, an invalid selector, a peer of no kind or two) is ignored;
- *   only the rules of the directions it governs count (the agent's choice: a malformed
- *   section that has no effect does not undo the isolation the rest asks for).
+ *   strictly inside its cidr, an invalid selector, a peer of no kind or two) reaches an
+ *   agent only from a newer API or around validation; the agent's choice, as
+ *   network-policy-api prescribes for what an implementation cannot read: it isolates
+ *   the pods it selects (all of its namespace's when its podSelector is invalid) in the
+ *   directions it governs (both when policyTypes is invalid) and allows nothing. Only
+ *   the rules of the directions it governs are checked (a malformed section that has no
+ *   effect does not make a policy unreadable).
  * - hostNetwork pods are the node: never chosen by selectors, never isolated, their
  *   traffic is the node's; finished pods (Succeeded, Failed) take no part.
  * - A pod reaches itself (its traffic to its own address never leaves it; the upstream
@@ -115,15 +119,24 @@ function familyOf(ip: string): 4 | 6 | undefined {
   return a === undefined ? undefined : a.family === AF_INET ? 4 : 6;
 }
 
-/** The policies of the pod's namespace that select it and govern this direction. */
+/**
+ * The policies of the pod's namespace that select it and govern this direction; a refused
+ * one selects where its podSelector cannot be read and governs both directions where its
+ * policyTypes cannot (it allows nothing: rulesOf).
+ */
 function governing(cluster: Cluster, pod: V1Pod, type: "Ingress" | "Egress"): RawPolicy[] {
-  return cluster.policies.filter(
-    (p) =>
-      p.metadata.namespace === pod.metadata?.namespace &&
-      acceptable(p) &&
-      selects((p.spec.podSelector ?? {}) as Raw, pod.metadata?.labels ?? {}) === true &&
-      policyTypesOf(p).includes(type),
-  );
+  return cluster.policies.filter((p) => {
+    if (p.metadata.namespace !== pod.metadata?.namespace) return false;
+    const selected = selects((p.spec.podSelector ?? {}) as Raw, pod.metadata?.labels ?? {});
+    const types = policyTypesOf(p);
+    const governs = types.some((t) => t !== "Ingress" && t !== "Egress") || types.includes(type);
+    return selected !== false && governs;
+  });
+}
+
+/** A direction's rules: none for a policy the API server would refuse. */
+function rulesOf(p: RawPolicy, direction: "ingress" | "egress"): Raw[] {
+  return acceptable(p) ? ((p.spec[direction] ?? []) as Raw[]) : [];
 }
 
 function policyTypesOf(p: RawPolicy): string[] {
@@ -136,7 +149,7 @@ function receivingAllowed(cluster: Cluster, pod: V1Pod, from: End, probe: Probe)
   const policies = governing(cluster, pod, "Ingress");
   if (policies.length === 0) return true;
   return policies.some((p) =>
-    ((p.spec.ingress ?? []) as Raw[]).some(
+    rulesOf(p, "ingress").some(
       (rule) =>
         portsMatch(rule.ports as Raw[] | undefined, probe, pod) &&
         peersMatch(cluster, rule.from as Raw[] | undefined, from, p),
@@ -148,7 +161,7 @@ function sendingAllowed(cluster: Cluster, pod: V1Pod, to: End, probe: Probe): bo
   const policies = governing(cluster, pod, "Egress");
   if (policies.length === 0) return true;
   return policies.some((p) =>
-    ((p.spec.egress ?? []) as Raw[]).some(
+    rulesOf(p, "egress").some(
       (rule) =>
         portsMatch(rule.ports as Raw[] | undefined, probe, to.pod) &&
         peersMatch(cluster, rule.to as Raw[] | undefined, to, p),

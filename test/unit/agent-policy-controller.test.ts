@@ -18,25 +18,44 @@ import {
   type PolicyPod,
   podObject,
 } from "../../src/agent/policy/objects";
+import type { PodEntry } from "../../src/agent/policy-slots";
 import type { ServiceObject } from "../../src/agent/service-plan";
 import { WorkQueue } from "../../src/agent/workqueue";
+import type { TableWrite } from "../../src/bpf/policy-tables";
 import { FakeInformer } from "../support/fake-informer";
 import { namespace, pod, policy } from "../support/policy-cluster";
 
 class RecordingWriter implements PolicyWriter {
   readonly pods = new Map<string, { slot: number; ingress: boolean; egress: boolean }>();
+  /** Each pod's entry as written: its stamp and whether it was denied whole. */
+  readonly entries = new Map<string, PodEntry>();
   readonly namespaces = new Set<string>();
   readonly vips = new Set<string>();
+  /** The tables' keys (hex) by slot, as the writes left them. */
+  readonly tables = new Map<number, Set<string>>();
+  /** Makes the next table writes fail, as a full map does. */
+  failWrites: ((w: { peers: TableWrite[]; ports: TableWrite[] }) => boolean) | undefined;
   log: string[] = [];
-  writeSlot(w: { peers: unknown[]; ports: unknown[] }) {
+  writeSlot(w: { peers: TableWrite[]; ports: TableWrite[] }) {
+    if (this.failWrites?.(w)) throw Object.assign(new Error("no space left on device"), { code: "ENOSPC" });
     this.log.push(`slot ${w.peers.length}+${w.ports.length}`);
+    for (const x of [...w.peers, ...w.ports]) {
+      const slot = x.key.readUInt32LE(4);
+      const keys = this.tables.get(slot) ?? new Set<string>();
+      if (x.value) keys.add(x.key.toString("hex"));
+      else keys.delete(x.key.toString("hex"));
+      if (keys.size > 0) this.tables.set(slot, keys);
+      else this.tables.delete(slot);
+    }
   }
-  setPod(p: string, slot: number, iso: { ingress: boolean; egress: boolean }) {
-    this.pods.set(p, { slot, ...iso });
-    this.log.push(`pod ${p} ${slot}`);
+  setPod(p: string, entry: PodEntry) {
+    this.pods.set(p, { slot: entry.slot, ...entry.isolated });
+    this.entries.set(p, entry);
+    this.log.push(`pod ${p} ${entry.slot}`);
   }
   deletePod(p: string) {
     this.pods.delete(p);
+    this.entries.delete(p);
     this.log.push(`del ${p}`);
   }
   podEntries() {
@@ -51,6 +70,34 @@ class RecordingWriter implements PolicyWriter {
     for (const ip of add) this.vips.add(ip);
     for (const ip of remove) this.vips.delete(ip);
   }
+  tableSlots() {
+    return [...this.tables.keys()];
+  }
+  sweepSlots(keep: ReadonlySet<number>) {
+    let slots = 0;
+    let keys = 0;
+    for (const [slot, set] of [...this.tables]) {
+      if (keep.has(slot)) continue;
+      slots += 1;
+      keys += set.size;
+      this.tables.delete(slot);
+    }
+    return { slots, keys };
+  }
+  reconcileNamespaces(wanted: Iterable<string>) {
+    const want = new Set(wanted);
+    const stale = [...this.namespaces].filter((ns) => !want.has(ns));
+    for (const ns of stale) this.namespaces.delete(ns);
+    return stale.length;
+  }
+  reconcileVips(wanted: Iterable<string>) {
+    const want = new Set(wanted);
+    const removed = [...this.vips].filter((ip) => !want.has(ip));
+    const added = [...want].filter((ip) => !this.vips.has(ip));
+    for (const ip of removed) this.vips.delete(ip);
+    for (const ip of added) this.vips.add(ip);
+    return { added: added.length, removed: removed.length };
+  }
 }
 
 const t = <T>(x: { key: string; object: T } | undefined) => {
@@ -58,16 +105,34 @@ const t = <T>(x: { key: string; object: T } | undefined) => {
   return x.object;
 };
 
-function setup() {
-  const queue = new WorkQueue({ failed: (k, n, e) => console.log(k, n, e) });
+function setup(writer = new RecordingWriter(), failed: string[] = []) {
+  const queue = new WorkQueue({
+    failed: (k, n, e) => (failed ? failed.push(`${k} ${n}: ${e.message}`) : console.log(k, n, e)),
+  });
   const pods = new FakeInformer<PolicyPod>((p) => `${p.namespace}/${p.name}`);
   const namespaces = new FakeInformer<PolicyNamespace>((n) => n.name);
   const policies = new FakeInformer<KeptPolicy>((p) => `${p.namespace}/${p.name}`);
   const services = new FakeInformer<ServiceObject>((s) => `${s.metadata?.namespace}/${s.metadata?.name}`);
-  const writer = new RecordingWriter();
   const controller = new PolicyController(queue, pods, namespaces, policies, services, "n1", writer);
-  return { queue, pods, namespaces, policies, services, writer, controller };
+  return { queue, pods, namespaces, policies, services, writer, controller, failed };
 }
+
+/** Namespace a with pods web (10.1.0.1) and db, web admitting b's pods; b with one client. */
+function smallCluster(s: ReturnType<typeof setup>) {
+  s.namespaces.list([t(namespaceObject(namespace("a"))), t(namespaceObject(namespace("b")))]);
+  s.pods.list([
+    t(podObject(pod("a/web", { labels: { app: "web" }, ips: ["10.1.0.1"] }))),
+    t(podObject(pod("a/db", { labels: { app: "db" }, ips: ["10.1.0.2"] }))),
+    t(podObject(pod("b/client", { labels: { app: "client" }, ips: ["10.1.0.9"] }))),
+  ]);
+  s.policies.list([t(networkPolicyObject(webFromB))]);
+  s.services.list([t(serviceObject({ metadata: { namespace: "a", name: "s" }, spec: { clusterIP: "10.96.0.1" } }))]);
+}
+
+const webFromB = policy("a/web", {
+  podSelector: { matchLabels: { app: "web" } },
+  ingress: [{ from: [{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "b" } } }] }],
+});
 
 describe("the NetworkPolicy controller", () => {
   it("isolates the selected local pods on a shared slot, leaves the rest and other nodes' pods alone", async () => {
@@ -122,7 +187,7 @@ describe("the NetworkPolicy controller", () => {
     vi.restoreAllMocks();
   });
 
-  it("skips the policies it cannot read, reports and counts them, and enforces the rest", async () => {
+  it("isolates with the policies it cannot read, allowing nothing by them; reports, counts and enforces the rest", async () => {
     const warned = vi.spyOn(agentLog, "warn").mockImplementation(() => {});
     vi.spyOn(agentLog, "info").mockImplementation(() => {});
     const { queue, pods, namespaces, policies, services, writer, controller } = setup();
@@ -165,11 +230,14 @@ describe("the NetworkPolicy controller", () => {
     services.list([]);
     await queue.idle();
 
-    // The readable policy applies; the unreadable ones isolate nothing.
+    // The readable policy applies; each unreadable one isolates what it selects, allowing
+    // nothing: a/icmp a/db's ingress, b/cidr b/other's egress (its policyTypes defaulted
+    // from its egress rules), b/bogus (selector unreadable: all of b) b's ingress.
     expect(controller.status.synced).toBe(true);
     expect(writer.pods.get("a/web")).toMatchObject({ ingress: true, egress: false });
-    expect(writer.pods.get("a/db")).toEqual({ slot: 0, ingress: false, egress: false });
-    expect(writer.pods.get("b/other")).toEqual({ slot: 0, ingress: false, egress: false });
+    expect(writer.pods.get("a/db")).toMatchObject({ ingress: true, egress: false });
+    expect(writer.pods.get("b/other")).toMatchObject({ ingress: true, egress: true });
+    expect(controller.status.pods["b/other"]?.selectedBy).toEqual(["b/bogus", "b/cidr"]);
     expect([...writer.namespaces].sort()).toEqual(["a", "b"]);
 
     const status = controller.status;
@@ -178,24 +246,26 @@ describe("the NetworkPolicy controller", () => {
       ["b/bogus", "selector"],
       ["b/cidr", "cidr"],
     ]);
-    expect(controller.skippedCounts()).toEqual({ protocol: 1, cidr: 1, selector: 1 });
-    // Each pod names the skipped policies that might have selected it.
+    expect(controller.unreadableCounts()).toEqual({ protocol: 1, cidr: 1, selector: 1 });
+    // Each pod names the unreadable policies that select it.
     expect(status.pods["a/db"]?.problems.map((p) => p.policy)).toEqual(["a/icmp"]);
     expect(status.pods["a/web"]?.problems).toEqual([]);
     expect(status.pods["b/other"]?.problems.map((p) => p.policy).sort()).toEqual(["b/bogus", "b/cidr"]);
     expect(warned.mock.calls.map(([m]) => m).sort()).toEqual([
-      'network policy a/icmp skipped: spec.ingress[0].ports[0].protocol: "ICMP" is not TCP, UDP or SCTP',
-      expect.stringMatching(/^network policy b\/bogus skipped: spec\.podSelector: .*Bogus/),
-      'network policy b/cidr skipped: spec.egress[0].to[0].ipBlock.cidr: "10.0.0.0/33" is not a CIDR',
+      'network policy a/icmp unreadable, isolates what it selects: spec.ingress[0].ports[0].protocol: "ICMP" is not TCP, UDP or SCTP',
+      expect.stringMatching(
+        /^network policy b\/bogus unreadable, isolates what it selects: spec\.podSelector: .*Bogus/,
+      ),
+      'network policy b/cidr unreadable, isolates what it selects: spec.egress[0].to[0].ipBlock.cidr: "10.0.0.0/33" is not a CIDR',
     ]);
 
     const metrics = new AgentMetrics("/nonexistent", "/nonexistent");
     metrics.watchPolicy(controller);
-    const skipped = await metrics.registry.getSingleMetricAsString("netkit_cni_network_policies_skipped");
-    expect(skipped).toMatch(/^netkit_cni_network_policies_skipped\{kind="protocol"\} 1$/m);
-    expect(skipped).toMatch(/^netkit_cni_network_policies_skipped\{kind="cidr"\} 1$/m);
-    expect(skipped).toMatch(/^netkit_cni_network_policies_skipped\{kind="selector"\} 1$/m);
-    expect(skipped).toMatch(/^netkit_cni_network_policies_skipped\{kind="port"\} 0$/m);
+    const skipped = await metrics.registry.getSingleMetricAsString("netkit_cni_network_policies_unreadable");
+    expect(skipped).toMatch(/^netkit_cni_network_policies_unreadable\{kind="protocol"\} 1$/m);
+    expect(skipped).toMatch(/^netkit_cni_network_policies_unreadable\{kind="cidr"\} 1$/m);
+    expect(skipped).toMatch(/^netkit_cni_network_policies_unreadable\{kind="selector"\} 1$/m);
+    expect(skipped).toMatch(/^netkit_cni_network_policies_unreadable\{kind="port"\} 0$/m);
 
     // A resync logs nothing again; the policy fixed, it isolates its pod and counts no more.
     warned.mockClear();
@@ -206,9 +276,9 @@ describe("the NetworkPolicy controller", () => {
     await queue.idle();
     expect(writer.pods.get("a/db")).toMatchObject({ ingress: true, egress: false });
     expect(controller.status.pods["a/db"]?.problems).toEqual([]);
-    expect(controller.skippedCounts()).toEqual({ cidr: 1, selector: 1 });
-    expect(await metrics.registry.getSingleMetricAsString("netkit_cni_network_policies_skipped")).toMatch(
-      /^netkit_cni_network_policies_skipped\{kind="protocol"\} 0$/m,
+    expect(controller.unreadableCounts()).toEqual({ cidr: 1, selector: 1 });
+    expect(await metrics.registry.getSingleMetricAsString("netkit_cni_network_policies_unreadable")).toMatch(
+      /^netkit_cni_network_policies_unreadable\{kind="protocol"\} 0$/m,
     );
   });
 
@@ -302,5 +372,160 @@ describe("the NetworkPolicy controller", () => {
     expect(await metrics.registry.getSingleMetricAsString("netkit_cni_network_policy_pods_over_bound")).toMatch(
       /^netkit_cni_network_policy_pods_over_bound\{direction="egress",kind="rules-bound"\} 0$/m,
     );
+  });
+});
+
+describe("the NetworkPolicy controller on the second day", () => {
+  afterEach(() => {
+    vi.restoreAllMocks();
+  });
+
+  it("after a restart, places every pod on a slot of its own run and sweeps what the previous run left", async () => {
+    const infos: string[] = [];
+    vi.spyOn(agentLog, "info").mockImplementation((m: string) => {
+      infos.push(m);
+    });
+    // A previous run: web on slot 1, a pod since deleted on slot 2, marks and ClusterIPs
+    // of objects deleted while no agent ran.
+    const before = new RecordingWriter();
+    const previous = setup(before);
+    smallCluster(previous);
+    previous.pods.put(t(podObject(pod("a/gone", { labels: { app: "web" }, ips: ["10.1.0.5"] }))));
+    previous.policies.put(
+      t(networkPolicyObject(policy("a/gone-only", { podSelector: { matchLabels: { app: "none" } } }))),
+    );
+    await previous.queue.idle();
+    const oldSlots = new Set(before.tableSlots());
+    expect(oldSlots.size).toBeGreaterThan(0);
+    const oldStamp = before.entries.get("a/web")?.stamp ?? 0n;
+    // What the kernel keeps when that agent stops: tables, entries, marks, ClusterIPs.
+    const kernel = new RecordingWriter();
+    for (const [slot, keys] of before.tables) kernel.tables.set(slot, new Set(keys));
+    for (const [p, e] of before.entries) kernel.setPod(p, e);
+    kernel.setNamespace("a", true);
+    kernel.setNamespace("deleted-meanwhile", true);
+    kernel.setVips(["10.96.0.1", "10.96.9.9"], []);
+
+    // The new run: a/gone was deleted, and so was a/gone-only, while no agent ran.
+    const after = setup(kernel);
+    smallCluster(after);
+    await after.queue.idle();
+    const web = kernel.entries.get("a/web");
+    expect(web?.slot).toBeGreaterThan(Math.max(...oldSlots));
+    expect(web?.stamp).toBeGreaterThan(oldStamp);
+    expect(kernel.pods.has("a/gone")).toBe(false);
+    // Only this run's slots are left in the tables.
+    expect(new Set(kernel.tableSlots())).toEqual(new Set([web?.slot]));
+    expect([...kernel.namespaces]).toEqual(["a"]);
+    expect([...kernel.vips]).toEqual(["10.96.0.1"]);
+    expect(infos).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/^network policy: removed \d+ stale entries of \d+ slots$/),
+        "network policy: removed 1 stale namespace marks",
+        "network policy: removed 1 stale Service ClusterIPs",
+      ]),
+    );
+  });
+
+  it("gives a pod a new stamp when its slot's peers change or it moves to another slot, and keeps it otherwise", async () => {
+    const s = setup();
+    smallCluster(s);
+    await s.queue.idle();
+    const first = s.writer.entries.get("a/web")?.stamp ?? 0n;
+    expect(first).toBeGreaterThan(0n);
+    s.controller.resync();
+    await s.queue.idle();
+    expect(s.writer.entries.get("a/web")?.stamp).toBe(first);
+    // A client leaves b: web's peers lose its address, in place; the verdicts it made go.
+    s.pods.remove("b/client");
+    await s.queue.idle();
+    const second = s.writer.entries.get("a/web")?.stamp ?? 0n;
+    expect(second).toBeGreaterThan(first);
+    // The rules change: another slot, another stamp.
+    s.policies.put(
+      t(
+        networkPolicyObject(
+          policy("a/web", { podSelector: { matchLabels: { app: "web" } }, ingress: [{ ports: [{ port: 80 }] }] }),
+        ),
+      ),
+    );
+    await s.queue.idle();
+    expect(s.writer.entries.get("a/web")?.stamp).toBeGreaterThan(second);
+  });
+
+  it("denies a pod whose policy does not fit the maps, reports and counts it, and writes it once it fits", async () => {
+    const warned: string[] = [];
+    vi.spyOn(agentLog, "warn").mockImplementation((m: string) => {
+      warned.push(m);
+    });
+    vi.spyOn(agentLog, "info").mockImplementation(() => {});
+    const s = setup();
+    smallCluster(s);
+    await s.queue.idle();
+    // The port-prefix map is full: the next slot that needs a port cannot be written.
+    s.writer.failWrites = (w) => w.ports.some((x) => x.value !== undefined);
+    s.policies.put(
+      t(
+        networkPolicyObject(
+          policy("a/db", { podSelector: { matchLabels: { app: "db" } }, ingress: [{ ports: [{ port: 5432 }] }] }),
+        ),
+      ),
+    );
+    await s.queue.idle();
+    expect(s.writer.entries.get("a/db")).toMatchObject({
+      slot: 0,
+      incomplete: true,
+      isolated: { ingress: true, egress: false },
+    });
+    const status = s.controller.status.pods["a/db"];
+    expect(status?.problems).toEqual([
+      expect.objectContaining({ kind: "incomplete", direction: "ingress", policy: "a/db" }),
+    ]);
+    expect(status?.problems[0]?.reason).toMatch(/^ingress: not written in full \(.*no space left on device\)/);
+    expect(s.controller.incompleteCounts()).toEqual([{ direction: "ingress", kind: "incomplete", pods: 1 }]);
+    expect(warned.some((m) => m.startsWith("network policy: pod a/db: ingress: not written in full"))).toBe(true);
+    expect(s.failed.some((f) => f.includes("a/db"))).toBe(true);
+    const metrics = new AgentMetrics("/nonexistent", "/nonexistent");
+    metrics.watchPolicy(s.controller);
+    expect(await metrics.registry.getSingleMetricAsString("netkit_cni_network_policy_pods_incomplete")).toMatch(
+      /^netkit_cni_network_policy_pods_incomplete\{direction="ingress"\} 1$/m,
+    );
+    // Web, already written, keeps its policy.
+    expect(s.writer.entries.get("a/web")?.incomplete).toBeUndefined();
+    // Room again: the retry writes it whole.
+    s.writer.failWrites = undefined;
+    await vi.waitFor(() => expect(s.writer.entries.get("a/db")?.slot).toBeGreaterThan(0), { timeout: 5000 });
+    expect(s.writer.entries.get("a/db")?.incomplete).toBeUndefined();
+    expect(s.controller.status.pods["a/db"]?.problems).toEqual([]);
+    expect(s.controller.incompleteCounts()).toEqual([]);
+  });
+
+  it("denies every pod of a shared slot whose peers cannot be rewritten, and retries each", async () => {
+    vi.spyOn(agentLog, "warn").mockImplementation(() => {});
+    vi.spyOn(agentLog, "info").mockImplementation(() => {});
+    const s = setup();
+    smallCluster(s);
+    s.pods.put(t(podObject(pod("a/web-2", { labels: { app: "web" }, ips: ["10.1.0.3"] }))));
+    await s.queue.idle();
+    const shared = s.writer.entries.get("a/web")?.slot;
+    expect(s.writer.entries.get("a/web-2")?.slot).toBe(shared);
+    // A new client in b needs a new peer, and the peers map is full.
+    s.writer.failWrites = (w) => w.peers.some((x) => x.value !== undefined);
+    s.pods.put(t(podObject(pod("b/client-2", { labels: { app: "client" }, ips: ["10.1.0.10"] }))));
+    await s.queue.idle();
+    for (const p of ["a/web", "a/web-2"]) {
+      expect(s.writer.entries.get(p)).toMatchObject({ slot: 0, incomplete: true });
+      expect(s.controller.status.pods[p]?.problems.map((x) => x.kind)).toEqual(["incomplete"]);
+    }
+    expect(s.writer.tables.has(shared ?? -1)).toBe(false);
+    s.writer.failWrites = undefined;
+    await vi.waitFor(
+      () => {
+        for (const p of ["a/web", "a/web-2"]) expect(s.writer.entries.get(p)?.incomplete).toBeUndefined();
+      },
+      { timeout: 5000 },
+    );
+    expect(s.writer.entries.get("a/web")?.slot).toBe(s.writer.entries.get("a/web-2")?.slot);
+    expect(s.writer.entries.get("a/web")?.slot).not.toBe(shared);
   });
 });

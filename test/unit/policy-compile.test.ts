@@ -293,7 +293,7 @@ describe("fingerprints", () => {
 });
 
 describe("unreadable policies", () => {
-  it("are skipped whole and named to each pod they might select; the others still apply", () => {
+  it("isolate what they select and allow nothing, named to each such pod; the others still apply", () => {
     const other = pod("x/other", { labels: { app: "other" }, ips: ["10.0.0.5"] });
     const c = cluster(
       [server, other],
@@ -302,15 +302,30 @@ describe("unreadable policies", () => {
       policy("x/good", { podSelector: {}, policyTypes: ["Egress"] }),
     );
     const result = compile(c, "x/server");
-    // x/bad would have isolated the server for ingress: skipping it leaves ingress open,
-    // which is why every such pod's report names it.
-    expect(result.policy).toEqual({ egress: { rules: [] } });
-    expect(result.selectedBy).toEqual(["x/good"]);
+    // x/bad isolates the server for ingress and allows nothing; so does x/bad-selector,
+    // whose selector could not be read (all of x); x/good isolates egress.
+    expect(result.policy).toEqual({ ingress: { rules: [] }, egress: { rules: [] } });
+    expect(result.selectedBy).toEqual(["x/bad", "x/bad-selector", "x/good"]);
     expect(result.problems.map((p) => [p.policy, p.kind])).toEqual([
       ["x/bad", "protocol"],
       ["x/bad-selector", "selector"],
     ]);
     // x/bad's pod selector does not select x/other; x/bad-selector's could not be read.
-    expect(compile(c, "x/other").problems.map((p) => p.policy)).toEqual(["x/bad-selector"]);
+    const forOther = compile(c, "x/other");
+    expect(forOther.problems.map((p) => p.policy)).toEqual(["x/bad-selector"]);
+    expect(forOther.policy.ingress).toEqual({ rules: [] });
+  });
+
+  it("isolate both ways when their policyTypes cannot be read; readable rules still add", () => {
+    const c = cluster(
+      [server],
+      policy("x/odd-types", { ...target, policyTypes: ["Ingress", "Sideways"] }),
+      policy("x/allow-80", { ...target, ingress: [{ ports: [{ port: 80 }] }] }),
+    );
+    const result = compile(c, "x/server");
+    expect(result.policy.egress).toEqual({ rules: [] });
+    expect(result.policy.ingress?.rules).toEqual([
+      { origin: "x/allow-80 ingress[0]", peers: "any", ports: [{ protocol: "TCP", from: 80, to: 80 }] },
+    ]);
   });
 });

@@ -131,7 +131,8 @@ function randomPolicy(r: Random, key: string): RawPolicy {
   if (types) spec.policyTypes = types;
   if (r.chance(0.8)) spec.ingress = rules(r, "from");
   if (r.chance(0.6)) spec.egress = rules(r, "to");
-  // Now and then one the API server would refuse: skipped by both readings.
+  // Now and then one the API server would refuse: in both readings it isolates what it
+  // selects and allows nothing.
   if (r.chance(0.05)) spec.ingress = [{ ports: [{ protocol: "ICMP" }] }];
   return policy(key, spec);
 }

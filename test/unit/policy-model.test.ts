@@ -387,16 +387,39 @@ describe("hostNetwork and finished pods", () => {
 });
 
 describe("policies the API server would refuse", () => {
-  it("are ignored whole (the model), and compiled as if absent", () => {
+  it("isolate what they select and allow nothing, in the model and compiled; readable ones still add", () => {
     const c = cluster(
-      policy("x/icmp", { podSelector: {}, ingress: [{ ports: [{ protocol: "ICMP" }] }] }),
+      policy("x/icmp", { podSelector: { matchLabels: { pod: "a" } }, ingress: [{ ports: [{ protocol: "ICMP" }] }] }),
       policy("x/bad-except", {
         podSelector: {},
         policyTypes: ["Egress"],
         egress: [{ to: [{ ipBlock: { cidr: "10.0.0.0/16", except: ["10.1.0.0/24"] } }] }],
       }),
+      // Readable, selecting x/a too: what it allows still gets in.
+      policy("x/from-y", {
+        podSelector: { matchLabels: { pod: "a" } },
+        ingress: [{ from: [{ namespaceSelector: { matchLabels: { ns: "y" } } }] }],
+      }),
     );
-    check(c, TCP80, reachability(c, []));
+    check(
+      c,
+      TCP80,
+      reachability(c, [
+        [X, ANY, false], // x's egress: isolated by x/bad-except, nothing allowed
+        [ANY, { ns: "x", pod: "a" }, false], // x/a's ingress: isolated by x/icmp and x/from-y...
+        [{ ns: "y" }, { ns: "x", pod: "a" }, true], // ...which lets y in
+      ]),
+    );
+  });
+
+  it("with a podSelector that cannot be read, isolate the whole namespace", () => {
+    const c = cluster(
+      policy("y/bogus", {
+        podSelector: { matchExpressions: [{ key: "pod", operator: "Bogus", values: ["a"] }] },
+        policyTypes: ["Ingress"],
+      }),
+    );
+    check(c, TCP80, reachability(c, [[ANY, { ns: "y" }, false]]));
   });
 });
 

@@ -253,23 +253,25 @@ describe("formatStatus", () => {
       denied: { ingress: 7, egress: 0 },
       selectedBy: { "x/a": ["x/deny-all", "x/allow-y"] },
       maps: [],
-      overBound: {},
-      skipped: [],
+      deniedWhole: {},
+      unreadable: [],
+      incomplete: 0,
     };
     const text = formatStatus(s);
     expect(text).toMatch(
       /^network policy {2}3 pods enforce it: 2 isolated for ingress, 1 for egress, 1 pending; new flows allowed 10 in \/ 4 out, denied 7 in \/ 0 out$/m,
     );
     expect(text).toMatch(/^ {2}x\/a {2}selected by x\/deny-all, x\/allow-y$/m);
-    expect(text).not.toMatch(/^ {2}(maps|skipped) /m);
+    expect(text).not.toMatch(/^ {2}(maps|unreadable) /m);
   });
 
-  it("shows how full NetworkPolicy's bounded maps are, the pods past a datapath bound and the policies skipped", () => {
+  it("shows how full NetworkPolicy's bounded maps are, the pods denied whole and the policies it cannot read", () => {
     const s = facts();
     s.networkPolicy = {
       pods: 2,
       isolated: { ingress: 1, egress: 1 },
       pending: 0,
+      incomplete: 1,
       allowed: { ingress: 0, egress: 0 },
       denied: { ingress: 0, egress: 0 },
       selectedBy: { "x/a": ["x/many"], "x/b": ["x/web"] },
@@ -279,7 +281,7 @@ describe("formatStatus", () => {
         { name: "nkc_pol_ports", entries: 65536, capacity: 65536 },
         { name: "nkc_pol_vips", entries: 5, capacity: 65536 },
       ],
-      overBound: {
+      deniedWhole: {
         "x/a": [
           {
             policy: "x/many",
@@ -288,8 +290,16 @@ describe("formatStatus", () => {
             direction: "egress",
           },
         ],
+        "x/b": [
+          {
+            policy: "x/web",
+            kind: "incomplete",
+            reason: "ingress: not written in full (no space left on device); all ingress denied until it is",
+            direction: "ingress",
+          },
+        ],
       },
-      skipped: [
+      unreadable: [
         {
           policy: "x/bad",
           kind: "protocol",
@@ -299,12 +309,14 @@ describe("formatStatus", () => {
     };
     const lines = formatStatus(s).split("\n");
     const at = lines.findIndex((l) => l.startsWith("network policy"));
-    expect(lines.slice(at + 1, at + 6)).toEqual([
+    expect(lines[at]).toMatch(/, 0 pending, 1 denied whole \(not written in full\); new flows/);
+    expect(lines.slice(at + 1, at + 7)).toEqual([
       "  maps          nkc_pol_pods 2/16384, nkc_pol_peers 40/262144, nkc_pol_ports 65536/65536, nkc_pol_vips 5/65536; full: nkc_pol_ports (the agent's writes to it fail)",
       "  x/a  selected by x/many",
       "  x/a  egress: 65 rules after merging, the datapath holds 64; all egress denied (x/many)",
       "  x/b  selected by x/web",
-      '  skipped       x/bad: spec.ingress[0].ports[0].protocol: "ICMP" is not TCP, UDP or SCTP',
+      "  x/b  ingress: not written in full (no space left on device); all ingress denied until it is (x/web)",
+      '  unreadable    x/bad: spec.ingress[0].ports[0].protocol: "ICMP" is not TCP, UDP or SCTP (isolates what it selects, allows nothing)',
     ]);
   });
 

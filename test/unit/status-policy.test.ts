@@ -38,7 +38,7 @@ describe("the agent's NetworkPolicy account as status reads it", () => {
     writePolicyProblemsFile(dir, [skipped]);
     const account = readAgentAccount(dir);
     expect(account.pods.get(podKey("x", "a").toString(16))).toMatchObject({ pod: "x/a", problems: [bound] });
-    expect(account.skipped).toEqual([skipped]);
+    expect(account.unreadable).toEqual([skipped]);
     expect(fs.readdirSync(dir).sort()).toEqual(["policies.json", "policy-problems.json"]);
   });
 
@@ -48,10 +48,10 @@ describe("the agent's NetworkPolicy account as status reads it", () => {
     fs.writeFileSync(path.join(dir, "policies.json"), JSON.stringify({ [key]: { pod: "x/a", selectedBy: ["x/p"] } }));
     const account = readAgentAccount(dir);
     expect(account.pods.get(key)).toEqual({ pod: "x/a", selectedBy: ["x/p"] });
-    expect(account.skipped).toEqual([]);
+    expect(account.unreadable).toEqual([]);
     fs.writeFileSync(path.join(dir, "policy-problems.json"), "{ half");
-    expect(readAgentAccount(dir).skipped).toEqual([]);
+    expect(readAgentAccount(dir).unreadable).toEqual([]);
     const empty = readAgentAccount(stateDir());
-    expect([empty.pods.size, empty.skipped]).toEqual([0, []]);
+    expect([empty.pods.size, empty.unreadable]).toEqual([0, []]);
   });
 });

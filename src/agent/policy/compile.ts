@@ -34,14 +34,16 @@
  * per rule. A direction past a bound, after merging, denies everything and says why in
  * `problems`: never allow what the policies do not.
  *
- * Unreadable policies (parse.ts lists what makes one) are skipped whole, for every pod,
- * and named in `problems` of each pod they might have selected. Skipping is the API
- * server's own reading, since it never stores such a policy, and the rest of the
- * namespace's policies still apply. But skipping one that isolates a pod leaves that pod
- * LESS restricted than its author meant (not isolated at all, if it was the only one):
- * that is why the report names it for every such pod, and why nothing that passes the
- * API server's validation is unreadable here (legacy CIDR forms are read as it reads
- * them).
+ * Unreadable policies (parse.ts lists what makes one) fail closed, as network-policy-api
+ * has its implementations treat what they cannot read: such a policy isolates the pods it
+ * selects (every pod of its namespace when its podSelector cannot be read) in the
+ * directions it isolates (both when its policyTypes cannot be read), and allows nothing;
+ * the namespace's readable policies still add what they allow. It is named in
+ * `selectedBy` and, with its reasons, in `problems` of each such pod. Guessing what it
+ * meant could allow what its author denied; skipping it would leave its pods open. Nothing
+ * that passes the API server's validation is unreadable here (legacy CIDR forms are read
+ * as it reads them), so only an API newer than this agent, or an object written around
+ * validation, meets this.
  */
 import { AF_INET, addressBits, formatSubnet, parseAddress, type Subnet } from "../../cni/address";
 import { sha256Hex } from "../../sys/sha256";
@@ -97,10 +99,18 @@ export interface CompiledPolicy {
 export const MAX_RULES = 64;
 export const MAX_PORT_RANGES = 16;
 
+/** An unreadable policy that selects a pod, as far as it could be read. */
+export interface UnreadableSelecting {
+  key: string;
+  isolates: readonly Direction[];
+}
+
 /** Where the compiler reads the cluster from. */
 export interface CompileSource {
   /** The readable policies of the pod's namespace whose podSelector selects it. */
   selecting(pod: PolicyPod): Iterable<ParsedPolicy>;
+  /** The unreadable policies of the pod's namespace whose podSelector selects it or could not be read. */
+  unreadable(pod: PolicyPod): Iterable<UnreadableSelecting>;
   /** The pods whose labels and namespace a selector peer selects (compilePod skips the ones that are no peers). */
   peerPods(peer: SelectorPeer): Iterable<PolicyPod>;
 }
@@ -134,25 +144,30 @@ export const isCompileTarget = (pod: PolicyPod, localNode: string): boolean =>
 
 export function compilePod(target: PolicyPod, source: CompileSource): CompileResult {
   if (!isPeerCandidate(target)) return { policy: {}, selectedBy: [], problems: [] };
-  const policies = [...source.selecting(target)].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  const byKey = <T extends { key: string }>(a: T, b: T) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0);
+  const policies = [...source.selecting(target)].sort(byKey);
+  const unreadable = [...source.unreadable(target)].sort(byKey);
   const problems: PolicyProblem[] = [];
   const policy: CompiledPolicy = {};
-  const ingress = compileDirection("ingress", target, policies, source, problems);
+  const ingress = compileDirection("ingress", target, policies, unreadable, source, problems);
   if (ingress) policy.ingress = ingress;
-  const egress = compileDirection("egress", target, policies, source, problems);
+  const egress = compileDirection("egress", target, policies, unreadable, source, problems);
   if (egress) policy.egress = egress;
-  return { policy, selectedBy: policies.map((p) => p.key), problems };
+  const selectedBy = [...policies, ...unreadable].map((p) => p.key).sort();
+  return { policy, selectedBy, problems };
 }
 
 function compileDirection(
   direction: Direction,
   target: PolicyPod,
   policies: ParsedPolicy[],
+  unreadable: UnreadableSelecting[],
   source: CompileSource,
   problems: PolicyProblem[],
 ): DirectionPolicy | undefined {
   const isolating = policies.filter((p) => p[direction] !== undefined);
-  if (isolating.length === 0) return undefined;
+  const closed = unreadable.some((u) => u.isolates.includes(direction));
+  if (isolating.length === 0) return closed ? { rules: [] } : undefined;
   const drafts: Draft[] = [];
   for (const policy of isolating) {
     for (const rule of policy[direction] ?? []) drafts.push(...draftsOf(direction, rule, target, source));
@@ -349,16 +364,18 @@ export function policyFingerprint(policy: CompiledPolicy): string {
   return sha256Hex([JSON.stringify([direction(policy.ingress), direction(policy.egress)])]);
 }
 
-/**
- * The problems of unreadable policies in the pod's namespace that might select it: their
- * pod selector selects it, or could not be read either.
- */
-export function unreadableProblems(pod: PolicyPod, parses: Iterable<PolicyParse>): PolicyProblem[] {
-  const problems: PolicyProblem[] = [];
+/** The unreadable policies among `parses` that select the pod: their pod selector selects it, or could not be read. */
+export function unreadableSelecting(pod: PolicyPod, parses: Iterable<PolicyParse>) {
+  const selecting: Extract<PolicyParse, { ok: false }>[] = [];
   for (const parse of parses) {
     if (parse.ok || parse.namespace !== pod.namespace) continue;
     if (parse.podSelector && !selectorMatches(parse.podSelector, pod.labels)) continue;
-    problems.push(...parse.problems);
+    selecting.push(parse);
   }
-  return problems;
+  return selecting;
+}
+
+/** The problems of the unreadable policies that select the pod (unreadableSelecting). */
+export function unreadableProblems(pod: PolicyPod, parses: Iterable<PolicyParse>): PolicyProblem[] {
+  return unreadableSelecting(pod, parses).flatMap((parse) => parse.problems);
 }

@@ -30,8 +30,10 @@
  * a field NetworkPolicy does not define in a rule, peer, ipBlock or port (a newer API's
  * field, whose meaning this agent would otherwise drop). The API server's validation
  * (ValidateNetworkPolicySpec) rejects each of these at admission, so they reach us only
- * from an API newer than this agent or from objects written around validation; what the
- * caller does with an unreadable policy is decided, and explained, in compile.ts.
+ * from an API newer than this agent or from objects written around validation. Of an
+ * unreadable policy what can be read is kept: the pods it selects (unknown when its
+ * podSelector is unreadable: all of its namespace's) and the directions it isolates
+ * (both when policyTypes is unreadable), which compile.ts isolates with nothing allowed.
  */
 import { AF_INET, AF_INET6, addressBits, hostMask, parseAddress, type Subnet } from "../../cni/address";
 import type { KeptPolicy } from "./objects";
@@ -96,7 +98,7 @@ export interface ParsedPolicy {
   egress?: ParsedRule[];
 }
 
-/** What makes a policy unreadable (parse.ts); then what makes a pod's direction deny all (compile.ts). */
+/** What makes a policy unreadable (parse.ts); then what makes a pod's direction deny all (compile.ts, the controller). */
 export const UNREADABLE_KINDS = [
   "shape",
   "unknown-field",
@@ -109,7 +111,9 @@ export const UNREADABLE_KINDS = [
   "port",
 ] as const;
 export const BOUND_KINDS = ["rules-bound", "port-ranges-bound"] as const;
-export type ProblemKind = (typeof UNREADABLE_KINDS)[number] | (typeof BOUND_KINDS)[number];
+/** A pod's policy the agent could not write in full into the datapath's tables (a full map, a write error). */
+export const INCOMPLETE = "incomplete";
+export type ProblemKind = (typeof UNREADABLE_KINDS)[number] | (typeof BOUND_KINDS)[number] | typeof INCOMPLETE;
 
 export interface PolicyProblem {
   /** The policy ("namespace/name"), or the policies, the problem is about. */
@@ -128,6 +132,8 @@ export type PolicyParse =
       namespace: string;
       /** The pods it would have selected, when that much could be read. */
       podSelector?: Selector;
+      /** The directions it isolates as far as could be read: both when policyTypes could not. */
+      isolates: Direction[];
       problems: PolicyProblem[];
     };
 
@@ -170,9 +176,30 @@ export function parsePolicy(kept: KeptPolicy): PolicyParse {
   if (types?.has("Ingress")) policy.ingress = readRules(spec.ingress, "ingress", reader);
   if (types?.has("Egress")) policy.egress = readRules(spec.egress, "egress", reader);
   if (reader.problems.length === 0) return { ok: true, policy };
-  const failed: PolicyParse = { ok: false, key, namespace: kept.namespace, problems: reader.problems };
+  const failed: PolicyParse = {
+    ok: false,
+    key,
+    namespace: kept.namespace,
+    isolates: isolatedBy(spec, types),
+    problems: reader.problems,
+  };
   if (selector.ok) failed.podSelector = selector.selector;
   return failed;
+}
+
+/**
+ * The directions an unreadable policy isolates, read so as to err on the side of
+ * isolation: policyTypes when it could be read, else both; with policyTypes absent,
+ * egress too when spec.egress is there in any shape (the API server would have counted
+ * it as rules).
+ */
+function isolatedBy(spec: KeptPolicy["spec"], types: Set<string> | undefined): Direction[] {
+  if (!types) return ["ingress", "egress"];
+  const given = (v: unknown) => present(v) && !(Array.isArray(v) && v.length === 0);
+  const out: Direction[] = [];
+  if (types.has("Ingress")) out.push("ingress");
+  if (types.has("Egress") || (!given(spec.policyTypes) && given(spec.egress))) out.push("egress");
+  return out;
 }
 
 function policyTypes(spec: KeptPolicy["spec"], reader: Reader): Set<string> | undefined {

@@ -34,6 +34,7 @@ import {
   isCompileTarget,
   isPeerCandidate,
   unreadableProblems,
+  unreadableSelecting,
 } from "./compile";
 import type { KeptPolicy, PolicyNamespace, PolicyPod } from "./objects";
 import {
@@ -384,6 +385,7 @@ export class PolicyIndex {
     if (!pod || !isCompileTarget(pod, this.localNode)) return undefined;
     const source: CompileSource = {
       selecting: () => this.selectingPolicies(podKey),
+      unreadable: (p) => unreadableSelecting(p, this.parsesIn(pod.namespace)),
       peerPods: (peer) => this.peerPods(peer),
     };
     const result = compilePod(pod, source);

@@ -9,7 +9,9 @@ import {
   compilePod,
   isPeerCandidate,
   peerChooses,
+  type UnreadableSelecting,
   unreadableProblems,
+  unreadableSelecting,
 } from "./compile";
 import type { KeptPolicy, PolicyNamespace, PolicyPod } from "./objects";
 import { type ParsedPolicy, type PolicyParse, parsePolicy, type SelectorPeer } from "./parse";
@@ -33,6 +35,10 @@ export class PolicySnapshot implements CompileSource {
       if (selectorMatches(parse.policy.podSelector, pod.labels)) selecting.push(parse.policy);
     }
     return selecting;
+  }
+
+  unreadable(pod: PolicyPod): UnreadableSelecting[] {
+    return unreadableSelecting(pod, this.parses);
   }
 
   peerPods(peer: SelectorPeer): PolicyPod[] {
