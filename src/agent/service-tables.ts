@@ -7,14 +7,14 @@
  * client would otherwise keep talking to a withdrawn backend, as kube-proxy flushes
  * conntrack for the same reason.
  */
-import { ensureBpffsRoot, openOrCreateSvcMaps, type SocketCloser } from "../bpf/index";
+import { openOrCreateSvcMaps, requireNodeBpffs, type SocketCloser } from "../bpf/index";
 import type { ServiceTables } from "./controllers/services";
 import { namespacesWithCookies } from "./pod-namespaces";
 
 export function kernelServiceTables(bpffsRoot: string, object: () => Buffer, closer: SocketCloser): ServiceTables {
   return {
     open: () => {
-      ensureBpffsRoot(bpffsRoot);
+      requireNodeBpffs(bpffsRoot);
       return openOrCreateSvcMaps(bpffsRoot, object());
     },
     closeWithdrawn: (maps, withdrawn) => {

@@ -43,6 +43,25 @@ export function ensureBpffsRoot(root: string): void {
   ensureBpffs(root);
 }
 
+/**
+ * The agent's side of the root: on a bpffs the node mounted, or a directory made inside
+ * one. The agent never mounts one itself: it runs in a container of its own, where a
+ * mount stays (HostToContainer), so its maps would be ones no pod's program reads while
+ * it reports policies enforced. Systemd mounts /sys/fs/bpf at boot; elsewhere the node's
+ * first ADD does, or an admin (docs/agent.md).
+ */
+export function requireNodeBpffs(root: string): void {
+  if (isBpffs(root)) return;
+  let dir = path.dirname(root);
+  while (!fs.existsSync(dir) && dir !== path.dirname(dir)) dir = path.dirname(dir);
+  if (!isBpffs(dir)) {
+    throw new Error(
+      `${root} is on no bpf filesystem: the node must mount one at /sys/fs/bpf (systemd does at boot; else mount -t bpf bpf /sys/fs/bpf), since one mounted inside the agent's container reaches no pod's programs`,
+    );
+  }
+  mkdirs(root, ROOT_MODE);
+}
+
 /** Pins `fd` at `pinPath`, creating parent directories (0700) inside the bpffs. */
 export function pinObject(fd: number, pinPath: string): void {
   mkdirs(path.dirname(pinPath), ROOT_MODE);

@@ -8,7 +8,8 @@
 import { type ChildProcess, spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { BINARY, type Fixture, inNs, uniqueName } from "../support/harness";
+import { ensureBpffs } from "../../src/bpf/pins";
+import { BINARY, type Fixture, inNs, sh, uniqueName } from "../support/harness";
 import { netnsForwarder, type StandInApiServer } from "../support/kube-apiserver";
 import { spawnAgentContainer } from "./container";
 import { type AgentPodSpec, readDaemonSet } from "./daemonset";
@@ -55,6 +56,7 @@ export function agentNode(
   const forwarder = netnsForwarder(netns, API_PORT, api.socketPath);
   fx.processes.push({ kill: () => forwarder.kill("SIGKILL") });
   api.restrictTo(daemonSet().rules);
+  nodeBpffs(dirs.mountNs);
   const serviceAccountDir = path.join(dir, "serviceaccount");
   fs.mkdirSync(serviceAccountDir);
   fs.writeFileSync(path.join(serviceAccountDir, "token"), api.token);
@@ -80,6 +82,22 @@ export function agentNode(
     serviceAccountDir,
     mountNs: dirs.mountNs,
   };
+}
+
+/**
+ * The node's bpffs at /sys/fs/bpf, mounted as systemd mounts it at boot (kubelet does
+ * not). Without it, the first agent mounts one inside its own container, where its
+ * HostToContainer volume keeps it: a bpffs the plugin never sees, so the agent writes
+ * policies into maps no pod's program reads (and, on this machine, whose mounts are
+ * private, a bpffs mounted on the host later never reaches a container started before).
+ */
+function nodeBpffs(mountNs: string | undefined): void {
+  if (!mountNs) {
+    ensureBpffs("/sys/fs/bpf");
+    return;
+  }
+  const mounted = '[ "$(stat -f -c %T /sys/fs/bpf)" = bpf_fs ] || mount -t bpf -o mode=0700 bpf /sys/fs/bpf';
+  sh("nsenter", [`--mount=${mountNs}`, "sh", "-c", mounted]);
 }
 
 export class AgentProcess {
