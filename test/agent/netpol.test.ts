@@ -8,14 +8,12 @@
  * (test/support/policy-model.ts, read from the API's prose), within the seconds a change
  * may take; with the fast path and without it. A test fails with the grid of what differs.
  */
-import { type ChildProcess, spawn } from "node:child_process";
+import { spawn } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import type { V1Namespace, V1Pod } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ceiling, inGuest } from "../support/ceiling";
-import { BINARY, Fixture, inNs, runPlugin, TEST_DATAPATH } from "../support/harness";
-import { StandInApiServer } from "../support/kube-apiserver";
+import { BINARY, inNs, runPlugin } from "../support/harness";
 import {
   type Cluster,
   diffTables,
@@ -24,205 +22,30 @@ import {
   type RawPolicy,
   truthTable,
 } from "../support/policy-model";
-import { type AgentNode, AgentProcess, agentNode, eventually, readJson, scrape } from "./harness";
+import { scrape } from "./harness";
+import {
+  hammer,
+  PORTS,
+  type PodHere,
+  PolicyCluster,
+  type PolicyNode,
+  PROBE,
+  podObject,
+  policy,
+} from "./netpol-cluster";
 
-const CLUSTER = ["10.40.0.0/16", "fd40::/48"];
-const PROBE = path.resolve(__dirname, "../integration/tools/netpol-probe.py");
 const NAMESPACES = ["x", "y", "z"] as const;
 const PODS = ["a", "b", "c"] as const;
-const PORTS = [80, 81] as const;
-/** How long a probe waits for an answer before it counts as denied: an emulated guest
- * answers an allowed probe in seconds when nine probe processes run at once. */
-const PROBE_TIMEOUT_S = inGuest ? 4 : 0.8;
 
-interface Node {
-  name: string;
-  netns: string;
-  agentNode: AgentNode;
-  agent: AgentProcess;
-}
-
-interface PodHere {
-  key: string;
-  netns: string;
-  node: Node;
-  v4: string;
-  v6: string;
-}
-
-let fx: Fixture;
-let api: StandInApiServer;
-let nodes: Node[];
-const pods = new Map<string, PodHere>();
-const servers: ChildProcess[] = [];
-let namespaces: V1Namespace[];
-
-const podObject = (key: string, node: string, labels: Record<string, string>, ips: string[] = []): V1Pod => {
-  const [namespace, name] = key.split("/") as [string, string];
-  return {
-    metadata: { namespace, name, labels },
-    spec: {
-      nodeName: node,
-      containers: [
-        {
-          name: "c",
-          ports: PORTS.flatMap((p) => [
-            { name: `serve-${p}-tcp`, containerPort: p, protocol: "TCP" },
-            { name: `serve-${p}-udp`, containerPort: p, protocol: "UDP" },
-          ]),
-        },
-      ],
-    },
-    status: { phase: "Running", podIPs: ips.map((ip) => ({ ip })) },
-  };
-};
-
-/** The pods as the API holds them now. */
-const podObjects = () => [...pods.values()].map((p) => currentPods.get(p.key) as V1Pod);
-const currentPods = new Map<string, V1Pod>();
-
-function putPod(pod: V1Pod): void {
-  currentPods.set(`${pod.metadata?.namespace}/${pod.metadata?.name}`, pod);
-  api.put("pods", pod as unknown as Record<string, unknown>);
-}
-
-const bpffsRootOf = (n: number) => `${fx.bpffsRoot}-${n}`;
-
-/** Node n's agent in its DaemonSet container, enforcing NetworkPolicy or told not to. */
-function startAgent(n: number, an: AgentNode, networkPolicy: boolean): AgentProcess {
-  return AgentProcess.start(
-    fx,
-    an,
-    [
-      "--skip-binary",
-      `--network-policy=${networkPolicy}`,
-      "--host-interface",
-      "wire0",
-      "--bpffs-root",
-      bpffsRootOf(n),
-      "--data-dir",
-      path.join(an.dir, "ipam"),
-      "--resync-seconds",
-      "2",
-    ],
-    { "cluster-cidr": CLUSTER.join(","), datapath: TEST_DATAPATH === "netkit" ? "netkit" : "veth" },
-  );
-}
-
-async function agentSynced(n: Node): Promise<void> {
-  await eventually(
-    "synced",
-    () => scrape(n.agentNode, "/readyz")[0] === 200,
-    // An agent's first start in a guest reads its executable through the shared folder.
-    ceiling(60_000),
-    () => n.agent.log,
-  );
-}
-
-/** Two nodes on a wire, an agent each (the DaemonSet's container), the namespaces. */
-async function makeCluster(): Promise<void> {
-  const netnses = [fx.makeNetns("nkpa"), fx.makeNetns("nkpb")];
-  inNs(netnses[0] as string, "ip", [
-    "link",
-    "add",
-    "wire0",
-    "type",
-    "veth",
-    "peer",
-    "name",
-    "wire0",
-    "netns",
-    `/run/netns/${netnses[1]}`,
-  ]);
-  nodes = netnses.map((netns, i) => {
-    const n = i + 1;
-    inNs(netns, "ip", ["link", "set", "lo", "up"]);
-    inNs(netns, "sysctl", ["-qw", "net.ipv6.conf.wire0.accept_dad=0"]);
-    inNs(netns, "ip", ["addr", "add", `10.30.0.${n}/24`, "dev", "wire0"]);
-    inNs(netns, "ip", ["-6", "addr", "add", `fd30::${n}/64`, "dev", "wire0", "nodad"]);
-    inNs(netns, "ip", ["link", "set", "wire0", "up"]);
-    const name = `node-${n}`;
-    api.addNode({
-      name,
-      podCIDRs: [`10.40.${n}.0/24`, `fd40:0:0:${n}::/64`],
-      internalIPs: [`10.30.0.${n}`, `fd30::${n}`],
-    });
-    const an = agentNode(fx, api, netns, name);
-    fx.extraBpffsRoots.push(bpffsRootOf(n));
-    const agent = startAgent(n, an, true);
-    return { name, netns, agentNode: an, agent };
-  });
-  for (const n of nodes) await agentSynced(n);
-  namespaces = NAMESPACES.map((ns) => ({ metadata: { name: ns, labels: { ns, "kubernetes.io/metadata.name": ns } } }));
-  for (const ns of namespaces) api.put("namespaces", ns as unknown as Record<string, unknown>);
-}
-
-/** The conflist's network as the agent wrote it; `fastPath` false for the second pass. */
-let fastPath = true;
-const confOf = (node: Node) => {
-  const conflist = readJson(path.join(node.agentNode.confDir, "10-netkit-cni.conflist"));
-  return { ...conflist.plugins[0], cniVersion: "1.1.0", name: conflist.name, fastPath };
-};
-
-/** A pod made as kubelet makes one: scheduled in the API, ADD, then its addresses. */
-async function addPod(key: string, node: Node): Promise<void> {
-  const [namespace, name] = key.split("/") as [string, string];
-  const labels = { pod: name };
-  putPod(podObject(key, node.name, labels));
-  const netns = fx.makeNetns("nkpp");
-  inNs(netns, "ip", ["link", "set", "lo", "up"]); // the runtime's part: a pod reaches itself
-  const conf = confOf(node);
-  const r = runPlugin(
-    node.netns,
-    "ADD",
-    { containerId: `${namespace}-${name}`, netns: `/run/netns/${netns}`, ifname: "eth0" },
-    conf,
-    {
-      CNI_ARGS: `K8S_POD_NAMESPACE=${namespace};K8S_POD_NAME=${name}`,
-    },
-  );
-  if (r.status !== 0) throw new Error(`ADD ${key}: ${r.stdout}`);
-  const ips = ((r.json?.ips ?? []) as { address: string }[]).map((i) => i.address.split("/")[0] as string);
-  const v4 = ips.find((ip) => !ip.includes(":")) ?? "";
-  const v6 = ips.find((ip) => ip.includes(":")) ?? "";
-  pods.set(key, { key, netns, node, v4, v6 });
-  putPod(podObject(key, node.name, labels, [v4, v6]));
-  const server = spawn("nsenter", [`--net=/run/netns/${netns}`, "python3", PROBE, "serve", ...PORTS.map(String)], {
-    stdio: ["ignore", "pipe", "inherit"],
-  });
-  servers.push(server);
-  fx.processes.push({ kill: () => server.kill("SIGKILL") });
-  await new Promise<void>((resolve) => server.stdout?.once("data", () => resolve()));
-}
-
-/** Relabels a pod in the API (a live label change). */
-function labelPod(key: string, labels: Record<string, string>): void {
-  const pod = structuredClone(currentPods.get(key) as V1Pod);
-  pod.metadata = { ...pod.metadata, labels };
-  putPod(pod);
-}
+let cluster: PolicyCluster;
+const pods = () => cluster.pods;
 
 const cases = PORTS.flatMap((port) =>
   (["TCP", "UDP"] as Protocol[]).flatMap((protocol) => ([4, 6] as const).map((family) => ({ port, protocol, family }))),
 );
 
 /** Runs a probe process; its output. Asynchronous: the stand-in API lives in this process. */
-function probeFrom(netns: string, targets: string[]): Promise<string> {
-  return new Promise((resolve) => {
-    const child = spawn(
-      "nsenter",
-      [`--net=/run/netns/${netns}`, "python3", PROBE, "probe", String(PROBE_TIMEOUT_S), ...targets],
-      {
-        stdio: ["ignore", "pipe", "inherit"],
-      },
-    );
-    let out = "";
-    child.stdout.on("data", (d: Buffer) => {
-      out += d.toString();
-    });
-    child.on("close", () => resolve(out));
-  });
-}
+const probeFrom = (netns: string, targets: string[]) => cluster.probeFrom(netns, targets);
 
 /** A way of probing the cluster: what it observes, and how that differs from the model. */
 interface View {
@@ -232,13 +55,13 @@ interface View {
 
 /** Runs one probe process per source pod, all at once, on its targets; "from>to:port/PROTO/family" of each answered probe. */
 async function probeAll(targetsOf: (from: string) => { ip: string; pod: string; port: number; protocol: Protocol }[]) {
-  const keys = [...pods.keys()];
+  const keys = [...pods().keys()];
   const seen = new Set<string>();
   const plans = keys.map(targetsOf);
   const runs = await Promise.all(
     keys.map((from, i) =>
       probeFrom(
-        (pods.get(from) as PodHere).netns,
+        (pods().get(from) as PodHere).netns,
         (plans[i] ?? []).map((t) => `${t.ip} ${t.port} ${t.protocol.toLowerCase()}`),
       ),
     ),
@@ -261,16 +84,16 @@ function differencesOn(
   targets: string[],
   unprobed: (from: string, to: string) => boolean = () => false,
 ): string {
-  const cluster: Cluster = { namespaces, pods: podObjects(), policies };
-  const from = [...pods.keys()].map((pod) => ({ pod }));
+  const model: Cluster = { namespaces: cluster.namespaces, pods: cluster.podObjects(), policies };
+  const from = [...pods().keys()].map((pod) => ({ pod }));
   const to = targets.map((pod) => ({ pod }));
   const out: string[] = [];
   for (const c of on) {
-    const expected = truthTable(cluster, c, { from, to });
-    const observed = truthTable(cluster, c, { from, to }, (probe) => {
+    const expected = truthTable(model, c, { from, to });
+    const observed = truthTable(model, c, { from, to }, (probe) => {
       const f = "pod" in probe.from ? probe.from.pod : "";
       const t = "pod" in probe.to ? probe.to.pod : "";
-      if (unprobed(f, t)) return modelAllows(cluster, probe);
+      if (unprobed(f, t)) return modelAllows(model, probe);
       return seen.has(`${f}>${t}:${c.port}/${c.protocol}/${c.family}`);
     });
     const diff = diffTables(expected, observed);
@@ -283,11 +106,11 @@ function differencesOn(
 const POD_VIEW: View = {
   observe: () =>
     probeAll(() =>
-      [...pods.values()].flatMap((dst) =>
+      [...pods().values()].flatMap((dst) =>
         cases.map((c) => ({ ip: c.family === 4 ? dst.v4 : dst.v6, pod: dst.key, port: c.port, protocol: c.protocol })),
       ),
     ),
-  differences: (policies, seen) => differencesOn(policies, seen, cases, [...pods.keys()]),
+  differences: (policies, seen) => differencesOn(policies, seen, cases, [...pods().keys()]),
 };
 
 /**
@@ -302,8 +125,8 @@ function addServices(): void {
   const rules: string[] = [];
   SERVICE_BACKENDS.forEach((key, i) => {
     const ip = clusterIps(i);
-    const backend = pods.get(key) as PodHere;
-    api.put("services", {
+    const backend = pods().get(key) as PodHere;
+    cluster.api.put("services", {
       metadata: { namespace: "x", name: `svc-${key.slice(2)}` },
       spec: {
         clusterIP: ip.v4,
@@ -317,12 +140,12 @@ function addServices(): void {
     });
     rules.push(`ip daddr ${ip.v4} dnat ip to ${backend.v4}`, `ip6 daddr ${ip.v6} dnat ip6 to ${backend.v6}`);
   });
-  const file = path.join(fx.tempDir("nkt-proxy-"), "proxy.nft");
+  const file = path.join(cluster.fx.tempDir("nkt-proxy-"), "proxy.nft");
   fs.writeFileSync(
     file,
     `table inet nkt-proxy {\n  chain pre {\n    type nat hook prerouting priority dstnat; policy accept;\n    ${rules.join("\n    ")}\n  }\n}\n`,
   );
-  for (const n of nodes) inNs(n.netns, "nft", ["-f", file]);
+  for (const n of cluster.nodes) inNs(n.netns, "nft", ["-f", file]);
 }
 
 /** Every pod probes every Service's ClusterIPs on port 80 (its own Service's excepted: a hairpin is kube-proxy's question). */
@@ -363,9 +186,9 @@ async function expectTable(
 ): Promise<void> {
   for (const p of applied) {
     if (!policies.some((q) => q.metadata?.name === p.metadata?.name && q.metadata?.namespace === p.metadata?.namespace))
-      api.remove("networkpolicies", p.metadata?.namespace ?? "", p.metadata?.name ?? "");
+      cluster.api.remove("networkpolicies", p.metadata?.namespace ?? "", p.metadata?.name ?? "");
   }
-  for (const p of policies) api.put("networkpolicies", p as unknown as Record<string, unknown>);
+  for (const p of policies) cluster.api.put("networkpolicies", p as unknown as Record<string, unknown>);
   applied = policies;
   // The verdict is an observation begun after the window: one begun before it may take
   // longer than the window itself (a whole matrix of probes in a guest), and would judge
@@ -378,37 +201,30 @@ async function expectTable(
     if (last === "" || started > end) break;
   }
   if (last !== "") {
-    last += `\n--- requests ---\n${JSON.stringify(api.requests.filter((r) => r.path.includes("networkpolic")).slice(-6))}`;
-    for (const n of nodes) {
+    last += `\n--- requests ---\n${JSON.stringify(cluster.api.requests.filter((r) => r.path.includes("networkpolic")).slice(-6))}`;
+    for (const n of cluster.nodes) {
       last += `\n--- ${n.name} status ---\n${JSON.stringify(JSON.parse(scrape(n.agentNode, "/status")[1] || "{}").networkPolicy)}\n--- log ---\n${n.agent.log.slice(-3000)}`;
     }
   }
   expect(last).toBe("");
 }
 
-const policy = (namespace: string, name: string, spec: Record<string, unknown>): RawPolicy =>
-  ({ metadata: { namespace, name }, spec }) as RawPolicy;
-
 describe.each([true, false])(
   "NetworkPolicy truth tables, two nodes, agents in their DaemonSet containers, fastPath %s",
   (withFastPath) => {
     beforeAll(async () => {
-      fastPath = withFastPath;
-      pods.clear();
-      currentPods.clear();
+      cluster = new PolicyCluster();
+      cluster.fastPath = withFastPath;
       applied = [];
-      fx = new Fixture();
-      api = new StandInApiServer(fx.tempDir("nkt-api-"), "agent-token", 500);
-      await api.start();
-      await makeCluster();
+      await cluster.start(2, NAMESPACES);
       let i = 0;
-      for (const ns of NAMESPACES) for (const p of PODS) await addPod(`${ns}/${p}`, nodes[i++ % 2] as Node);
+      for (const ns of NAMESPACES)
+        for (const p of PODS) await cluster.addPod(`${ns}/${p}`, cluster.nodes[i++ % 2] as PolicyNode);
       addServices();
     }, ceiling(180_000));
 
     afterAll(async () => {
-      await api?.stop();
-      fx?.cleanup();
+      await cluster?.stop();
     });
 
     it(
@@ -431,9 +247,9 @@ describe.each([true, false])(
       "tells why: monitor streams the drops, status names the isolating policy, the metrics count them",
       async () => {
         await expectTable([policy("x", "deny-all", { podSelector: {} })]);
-        const target = pods.get("x/a") as PodHere;
+        const target = pods().get("x/a") as PodHere;
         const node = target.node;
-        const root = `${fx.bpffsRoot}-${node.name.slice(-1)}`;
+        const root = cluster.bpffsRootOf(node.n);
         const monitor = spawn(
           "nsenter",
           [
@@ -458,7 +274,7 @@ describe.each([true, false])(
         });
         const done = new Promise((r) => monitor.on("close", r));
         await new Promise((r) => setTimeout(r, 500));
-        await probeFrom((pods.get("y/b") as PodHere).netns, [`${target.v4} 80 tcp`, `${target.v6} 81 udp`]);
+        await probeFrom((pods().get("y/b") as PodHere).netns, [`${target.v4} 80 tcp`, `${target.v6} 81 udp`]);
         await done;
         const events = out
           .trim()
@@ -563,7 +379,7 @@ describe.each([true, false])(
     it(
       "denies egress but to an ipBlock with an except, and to DNS-like UDP 80",
       async () => {
-        const yb = pods.get("y/b") as PodHere;
+        const yb = pods().get("y/b") as PodHere;
         await expectTable([
           policy("z", "egress", {
             podSelector: { matchLabels: { pod: "a" } },
@@ -624,9 +440,9 @@ describe.each([true, false])(
           }),
         ];
         await expectTable(policies);
-        labelPod("z/c", { pod: "c", chosen: "yes" });
+        cluster.labelPod("z/c", { pod: "c", chosen: "yes" });
         await expectTable(policies, ceiling(10_000));
-        labelPod("z/c", { pod: "c" });
+        cluster.labelPod("z/c", { pod: "c" });
         await expectTable(policies, ceiling(10_000));
         await expectTable([], ceiling(10_000));
       },
@@ -638,18 +454,12 @@ describe.each([true, false])(
       async () => {
         const denyAll = [policy("x", "deny-all", { podSelector: {} })];
         await expectTable(denyAll);
-        const restart = async (networkPolicy: boolean) => {
-          for (const [i, n] of nodes.entries()) {
-            await n.agent.kill("SIGTERM");
-            n.agent = startAgent(i + 1, n.agentNode, networkPolicy);
-            await agentSynced(n);
-          }
-        };
+        const restart = (networkPolicy: boolean) => cluster.restartAgents(networkPolicy);
         await restart(false);
         // The policy is still in the API; no agent enforces it, and nothing of it is left.
         await expectTable(denyAll, ceiling(10_000), POD_VIEW, []);
-        for (const [i, n] of nodes.entries()) {
-          const root = bpffsRootOf(i + 1);
+        for (const n of cluster.nodes) {
+          const root = cluster.bpffsRootOf(n.n);
           const status = JSON.parse(
             inNs(n.netns, BINARY, ["status", "--json", "--bpffs-root", root, "--state-dir", n.agentNode.stateDir]),
           );
@@ -670,13 +480,13 @@ describe.each([true, false])(
       "lets nothing through to a new pod that its policy denies, from the first packet after ADD",
       async () => {
         await expectTable([policy("x", "deny-all", { podSelector: {} })]);
-        const node = nodes[0] as Node;
-        const client = pods.get("y/a") as PodHere;
+        const node = cluster.nodes[0] as PolicyNode;
+        const client = pods().get("y/a") as PodHere;
         // ADD before the API has the pod: the agent has not judged it, its namespace has a
         // policy, so it is pending; the peer hammers it from the moment ADD returns.
-        const netns = fx.makeNetns("nkpn");
+        const netns = cluster.fx.makeNetns("nkpn");
         inNs(netns, "ip", ["link", "set", "lo", "up"]);
-        const conf = confOf(node);
+        const conf = cluster.confOf(node);
         const r = runPlugin(
           node.netns,
           "ADD",
@@ -692,12 +502,12 @@ describe.each([true, false])(
         const server = spawn("nsenter", [`--net=/run/netns/${netns}`, "python3", PROBE, "serve", "80"], {
           stdio: "ignore",
         });
-        fx.processes.push({ kill: () => server.kill("SIGKILL") });
+        cluster.fx.processes.push({ kill: () => server.kill("SIGKILL") });
         await new Promise((r) => setTimeout(r, 2500));
-        putPod(podObject("x/late", node.name, { pod: "late" }, [ip])); // the agent judges it: deny-all
+        cluster.putPod(podObject("x/late", node.name, { pod: "late" }, [ip])); // the agent judges it: deny-all
         expect(await hammering).toEqual({ through: 0, tries: expect.any(Number) });
         // The control: once a policy allows the peer, the same hammer gets through.
-        api.put(
+        cluster.api.put(
           "networkpolicies",
           policy("x", "allow-y", {
             podSelector: { matchLabels: { pod: "late" } },
@@ -713,31 +523,3 @@ describe.each([true, false])(
     );
   },
 );
-
-/** Connects to ip:80 again and again for `seconds`: how many got an answer. */
-function hammer(netns: string, ip: string, seconds: number): Promise<{ through: number; tries: number }> {
-  const code = [
-    "import socket, sys, time",
-    "end = time.time() + float(sys.argv[2]); through = tries = 0",
-    "while time.time() < end:",
-    "    s = socket.socket(socket.AF_INET6 if ':' in sys.argv[1] else socket.AF_INET); s.settimeout(0.05); tries += 1",
-    "    try:",
-    "        s.connect((sys.argv[1], 80)); through += s.recv(4).startswith(b'ok')",
-    "    except OSError: pass",
-    "    finally: s.close()",
-    "print(through, tries)",
-  ].join("\n");
-  return new Promise((resolve) => {
-    const child = spawn("nsenter", [`--net=/run/netns/${netns}`, "python3", "-c", code, ip, String(seconds)], {
-      stdio: ["ignore", "pipe", "inherit"],
-    });
-    let out = "";
-    child.stdout.on("data", (d: Buffer) => {
-      out += d.toString();
-    });
-    child.on("close", () => {
-      const [through, tries] = out.trim().split(" ").map(Number);
-      resolve({ through: through ?? -1, tries: tries ?? 0 });
-    });
-  });
-}

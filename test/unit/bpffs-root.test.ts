@@ -14,7 +14,9 @@ describe("the agent's bpffs root", () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "nkt-bpffs-"));
     try {
       const root = path.join(dir, "netkit-cni");
-      expect(() => requireNodeBpffs(root)).toThrow(/is on no bpf filesystem: the node must mount one at \/sys\/fs\/bpf/);
+      expect(() => requireNodeBpffs(root)).toThrow(
+        /is on no bpf filesystem: the node must mount one at \/sys\/fs\/bpf/,
+      );
       expect(fs.existsSync(root)).toBe(false);
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
