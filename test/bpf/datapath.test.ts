@@ -378,6 +378,8 @@ describe.each(VARIANTS)("%s NAT check", (natCheck) => {
     it.each([
       ["hop-by-hop", [{ type: "hop" }]],
       ["a long hop-by-hop", [{ type: "hop", length: 3 }]],
+      // Offset 0 and no more to come (RFC 6946): a whole packet, as the kernel takes it.
+      ["an atomic fragment header", [{ type: "fragment" }]],
       [
         "destination options, routing done, AH",
         [{ type: "dest" }, { type: "routing", segmentsLeft: 0 }, { type: "ah" }],

@@ -2,7 +2,8 @@
  * Hand-built frames for BPF_PROG_TEST_RUN: Ethernet + IPv4/IPv6 + TCP/UDP/SCTP/ICMP(v6) echo,
  * plus readers for the fields the programs rewrite. L4 checksums are left zero: the
  * programs never read them. The IPv4 header checksum is real, so a test can check the
- * program's incremental update.
+ * program's incremental update. Fragments (a later one carries no transport header:
+ * `fragmentData`) and ICMP errors quoting another packet (icmpError) are built too.
  */
 import { AF_INET6, familyOf, ipBytes } from "../../../src/cni/address";
 
@@ -24,12 +25,22 @@ export interface PacketSpec {
   fragment?: boolean;
   /** IPv4: fragment offset in 8-byte units (a non-first fragment). */
   fragmentOffset?: number;
+  /** IPv4: the identification (0x1234 unless given); IPv6's is the fragment header's. */
+  ipId?: number;
+  /** Everything after the IP header (and its IPv6 extension headers), as given: a later
+   * fragment's bytes, which start with no transport header. Replaces the transport
+   * header and payload; `proto` still names the protocol in the IP header. */
+  fragmentData?: Buffer;
   /** IPv4 options (padded to a multiple of 4 bytes). */
   ipv4Options?: Buffer;
   /** IPv6 extension headers between the fixed header and the transport header, in order. */
   ipv6Ext?: Ipv6Ext[];
   /** ICMP type other than echo (e.g. 3 destination unreachable / IPv6 1). */
   icmpType?: number;
+  /** ICMP code (0 unless given). */
+  icmpCode?: number;
+  /** ICMP: bytes 4-7 of a type other than echo (an MTU, a pointer); 0 unless given. */
+  icmpRest?: number;
   /** TCP flags; ACK (0x10) unless given: most packets of a connection. */
   tcpFlags?: number;
   /** What follows the transport header (16 zero bytes unless given). */
@@ -41,7 +52,7 @@ export const TCP = { SYN: 0x02, ACK: 0x10, FIN: 0x01, RST: 0x04 } as const;
 export type Ipv6Ext =
   | { type: "hop" | "dest"; length?: number }
   | { type: "routing"; segmentsLeft: number }
-  | { type: "fragment"; offset?: number; more?: boolean }
+  | { type: "fragment"; offset?: number; more?: boolean; id?: number }
   | { type: "ah" };
 
 const NEXT_HEADER = { hop: 0, routing: 43, fragment: 44, ah: 51, dest: 60 } as const;
@@ -66,7 +77,7 @@ function ipv6Extensions(exts: Ipv6Ext[], last: number): Buffer {
     } else if (ext.type === "fragment") {
       h = Buffer.alloc(8);
       h.writeUInt16BE(((ext.offset ?? 0) << 3) | (ext.more ? 1 : 0), 2);
-      h.writeUInt32BE(0x1234, 4);
+      h.writeUInt32BE(ext.id ?? 0x1234, 4);
     } else {
       h = Buffer.alloc(16); // AH: payload length 2 (in 4-byte units, minus 2) = 16 bytes
       h.writeUInt8(2, 1);
@@ -87,13 +98,17 @@ export function ipv4Checksum(header: Buffer): number {
 }
 
 function l4(spec: PacketSpec, v6: boolean): Buffer {
+  if (spec.fragmentData) return spec.fragmentData;
   const payload = spec.payload ?? Buffer.alloc(16);
   if (spec.proto === "icmp") {
     const h = Buffer.alloc(8);
     const [echo, reply] = v6 ? [128, 129] : [8, 0];
     h.writeUInt8(spec.icmpType ?? (spec.echoReply ? reply : echo), 0);
-    h.writeUInt16BE(spec.echoId ?? 0x4242, 4);
-    h.writeUInt16BE(1, 6);
+    h.writeUInt8(spec.icmpCode ?? 0, 1);
+    if (spec.icmpType === undefined) {
+      h.writeUInt16BE(spec.echoId ?? 0x4242, 4);
+      h.writeUInt16BE(1, 6);
+    } else h.writeUInt32BE(spec.icmpRest ?? 0, 4);
     return Buffer.concat([h, payload]);
   }
   // SCTP's common header: ports, verification tag, checksum (12 bytes; 8 read here).
@@ -132,7 +147,7 @@ export function packet(spec: PacketSpec): Buffer {
   const ip = Buffer.alloc(20 + options.length);
   ip.writeUInt8(0x40 | (ip.length / 4), 0);
   ip.writeUInt16BE(ip.length + payload.length, 2);
-  ip.writeUInt16BE(0x1234, 4);
+  ip.writeUInt16BE(spec.ipId ?? 0x1234, 4);
   const offset = spec.fragmentOffset ?? 0;
   ip.writeUInt16BE(spec.fragment || offset > 0 ? (spec.fragment ? 0x2000 : 0) | offset : 0x4000, 6); // MF, or DF
   ip.writeUInt8(spec.ttl ?? 64, 8);
@@ -142,6 +157,41 @@ export function packet(spec: PacketSpec): Buffer {
   options.copy(ip, 20);
   ip.writeUInt16BE(ipv4Checksum(ip), 10);
   return Buffer.concat([eth, ip, payload]);
+}
+
+export interface IcmpErrorSpec {
+  /** Who sends the error (a router, the pod) and to whom (the quoted packet's sender). */
+  src: string;
+  dst: string;
+  /** IPv4: 3 destination unreachable, 11 time exceeded, 12 parameter problem; IPv6: 1-4. */
+  type: number;
+  code?: number;
+  /** Bytes 4-7: IPv6 Packet Too Big's MTU; IPv4 fragmentation needed's next-hop MTU. */
+  mtu?: number;
+  /** The packet the error is about: its IP header and the first 8 bytes after it are quoted. */
+  quoting: PacketSpec;
+  ttl?: number;
+  srcMac?: string;
+  dstMac?: string;
+}
+
+/** An ICMP or ICMPv6 error quoting another packet, as a router or a host sends one. */
+export function icmpError(spec: IcmpErrorSpec): Buffer {
+  const quoted = packet(spec.quoting).subarray(14);
+  const v6 = familyOf(spec.dst) === AF_INET6;
+  const header = v6 ? 40 : ((quoted[0] ?? 0x45) & 0x0f) * 4;
+  return packet({
+    src: spec.src,
+    dst: spec.dst,
+    proto: "icmp",
+    icmpType: spec.type,
+    icmpCode: spec.code ?? 0,
+    icmpRest: spec.mtu ?? 0,
+    payload: Buffer.from(quoted.subarray(0, header + 8)),
+    ttl: spec.ttl,
+    srcMac: spec.srcMac,
+    dstMac: spec.dstMac,
+  });
 }
 
 /** 802.1Q and 802.1ad: the tag protocol identifiers a tag starts with. */
