@@ -119,7 +119,9 @@ static __always_inline int deliver_local(struct __sk_buff *skb, struct nkc_pkt *
 	return bpf_redirect_peer(target, 0);
 }
 
-static __always_inline int forward_fib(struct __sk_buff *skb, const struct nkc_pkt *p)
+/* A subprogram (its bpf_fib_lookup struct on its own frame): nkc_from_pod's frame and
+ * NetworkPolicy's judgment, also a subprogram, share the verifier's 512 bytes. */
+static __attribute__((noinline)) int forward_fib(struct __sk_buff *skb, const struct nkc_pkt *p)
 {
 	__u32 ifindex = skb->ifindex;
 	struct bpf_fib_lookup fib;

@@ -208,8 +208,12 @@ static __always_inline int nkc_l4_redirectable(const struct nkc_pkt *p)
  * May this packet be redirected? `own` is the host ifindex of the local endpoint whose
  * hook runs (a flow opening here is remembered in its table); `peer`, when non-zero,
  * that of a second local endpoint the packet is for, whose table is consulted too.
+ *
+ * A subprogram: its flow keys live on its own frame, not on its callers', which must
+ * leave room for NetworkPolicy's judgment (the verifier allows 512 bytes a call chain).
  */
-static __always_inline int nkc_proven_direct(struct __sk_buff *skb, const struct nkc_pkt *p, __u32 own, __u32 peer)
+static __attribute__((noinline)) int nkc_proven_direct(struct __sk_buff *skb, const struct nkc_pkt *p, __u32 own,
+						       __u32 peer)
 {
 	struct nkc_flow_key k;
 

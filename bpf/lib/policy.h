@@ -65,6 +65,23 @@ NKC_MAP(nkc_pol_ct_pool, BPF_MAP_TYPE_ARRAY, __u32, struct nkc_flow_pool, 1, 0);
 NKC_MAP(nkc_pol_stats, BPF_MAP_TYPE_PERCPU_HASH, __u32, struct nkc_pol_stats, NKC_MAX_ENDPOINTS, 0);
 NKC_QUEUE(nkc_pol_events, struct nkc_pol_event, NKC_POL_EVENTS_MAX);
 
+/*
+ * The judgment's bulky temporaries, in a per-CPU map rather than on the stack: the
+ * judgment is a subprogram whose frame adds to its caller's, and together they must stay
+ * within the verifier's 512 bytes. One judgment runs at a time on a CPU (tc programs run
+ * with bottom halves off, and nothing the judgment calls runs another program), and each
+ * judgment writes what it reads before it reads it. Never seen by userspace.
+ */
+struct nkc_pol_scratch {
+	struct nkc_pkt quoted;           /* the packet an ICMP error quotes */
+	struct nkc_flow_key key;         /* the flow's key in the pod's table */
+	struct nkc_flow_key quoted_key;  /* the quoted packet's */
+	struct nkc_flow_key frag_key;    /* a fragment's datagram */
+	struct nkc_pol_ct entry;         /* an entry written */
+	struct nkc_pol_event event;      /* a denial told */
+};
+NKC_MAP(nkc_pol_scratch, BPF_MAP_TYPE_PERCPU_ARRAY, __u32, struct nkc_pol_scratch, 1, 0);
+
 #define ICMPV6_NDISC_FIRST 133 /* router solicitation */
 #define ICMPV6_NDISC_LAST 137  /* redirect */
 #define NKC_NDISC_HOP_LIMIT 255 /* RFC 4861: what a router would have lowered */
@@ -187,32 +204,31 @@ static __always_inline void nkc_pol_stat(__u32 ifindex, __u8 dir, int allowed)
 		s->denied[dir] += 1;
 }
 
-static __always_inline void nkc_pol_tell(const struct nkc_pkt *p, __u32 ifindex, __u32 slot, __u8 dir, __u8 reason)
+static __always_inline void nkc_pol_tell(struct nkc_pol_event *e, const struct nkc_pkt *p, __u32 ifindex, __u32 slot,
+					 __u8 dir, __u8 reason)
 {
-	struct nkc_pol_event e = {
-		.time_ns = bpf_ktime_get_ns(),
-		.ifindex = ifindex,
-		.slot = slot,
-		.dir = dir,
-		.family = (__u8)p->family,
-		.proto = p->proto,
-		.reason = reason,
-		.sport = p->sport,
-		.dport = p->dport,
-	};
-	__builtin_memcpy(e.src, p->src, 16);
-	__builtin_memcpy(e.dst, p->dst, 16);
+	e->time_ns = bpf_ktime_get_ns();
+	e->ifindex = ifindex;
+	e->slot = slot;
+	e->dir = dir;
+	e->family = (__u8)p->family;
+	e->proto = p->proto;
+	e->reason = reason;
+	e->sport = p->sport;
+	e->dport = p->dport;
+	__builtin_memcpy(e->src, p->src, 16);
+	__builtin_memcpy(e->dst, p->dst, 16);
 	/* A full queue gives up its oldest event (BPF_EXIST), never the verdict. */
-	bpf_map_push_elem(&nkc_pol_events, &e, BPF_EXIST);
+	bpf_map_push_elem(&nkc_pol_events, e, BPF_EXIST);
 }
 
 /* A denial: counted under the pod's drops and its stats, told to monitor. */
-static __always_inline enum nkc_pol_verdict nkc_pol_deny(const struct nkc_pkt *p, __u32 ifindex, __u32 slot, __u8 dir,
-							 __u8 reason)
+static __always_inline enum nkc_pol_verdict nkc_pol_deny(struct nkc_pol_scratch *s, const struct nkc_pkt *p,
+							 __u32 ifindex, __u32 slot, __u8 dir, __u8 reason)
 {
 	nkc_pol_stat(ifindex, dir, 0);
 	nkc_count_drop(ifindex, NKC_DROP_POLICY);
-	nkc_pol_tell(p, ifindex, slot, dir, reason);
+	nkc_pol_tell(&s->event, p, ifindex, slot, dir, reason);
 	return NKC_POL_DROP;
 }
 
@@ -342,37 +358,37 @@ static __always_inline int nkc_pol_remembered(void *table, __u64 gen, const stru
  * its l4, for the policy's eyes only: l4 stays opaque, so nothing redirects a fragment.
  * A later fragment resolved once (by the other end's policy) is not looked up again.
  */
-static __always_inline int nkc_pol_fragment(struct nkc_pkt *q, void *table, __u64 gen, __u64 now)
+static __always_inline int nkc_pol_fragment(struct nkc_pol_scratch *s, struct nkc_pkt *q, void *table, __u64 gen,
+					    __u64 now)
 {
 	if (q->frag_l4 != NKC_L4_OPAQUE && q->frag == NKC_FRAG_LATER)
 		return 1;
-	struct nkc_flow_key fk = {
-		.family = q->family,
-		.proto = q->family == NKC_AF_INET ? q->proto : 0, /* IPv6 reassembles by addresses and id */
-		.port_a = (__be16)(q->frag_id >> 16),
-		.port_b = (__be16)(q->frag_id & 0xffff),
-		.pad = NKC_POL_CT_KEY_FRAGMENT,
-	};
-	__builtin_memcpy(fk.addr_a, q->src, 16);
-	__builtin_memcpy(fk.addr_b, q->dst, 16);
+	struct nkc_flow_key *fk = &s->frag_key;
+	fk->family = q->family;
+	fk->proto = q->family == NKC_AF_INET ? q->proto : 0; /* IPv6 reassembles by addresses and id */
+	fk->port_a = (__be16)(q->frag_id >> 16);
+	fk->port_b = (__be16)(q->frag_id & 0xffff);
+	fk->pad = NKC_POL_CT_KEY_FRAGMENT;
+	__builtin_memcpy(fk->addr_a, q->src, 16);
+	__builtin_memcpy(fk->addr_b, q->dst, 16);
 	if (q->frag == NKC_FRAG_FIRST) {
 		if (q->frag_l4 == NKC_L4_OPAQUE)
 			return 0;
 		if (table) {
-			struct nkc_pol_ct first = {
-				.gen = gen,
-				.seen_ns = now,
-				.flags = NKC_POL_CT_FRAG_FLAGS(q->frag_l4, q->proto),
-				.sport = q->sport,
-				.dport = q->dport,
-			};
-			bpf_map_update_elem(table, &fk, &first, BPF_ANY);
+			struct nkc_pol_ct *first = &s->entry;
+			first->gen = gen;
+			first->stamp = 0;
+			first->seen_ns = now;
+			first->flags = NKC_POL_CT_FRAG_FLAGS(q->frag_l4, q->proto);
+			first->sport = q->sport;
+			first->dport = q->dport;
+			bpf_map_update_elem(table, fk, first, BPF_ANY);
 		}
 		return 1;
 	}
 	if (!table)
 		return 0;
-	struct nkc_pol_ct *e = bpf_map_lookup_elem(table, &fk);
+	struct nkc_pol_ct *e = bpf_map_lookup_elem(table, fk);
 	if (!e || e->gen != gen || !(e->flags & NKC_POL_CT_FRAGMENT) ||
 	    (__s64)(now - e->seen_ns) >= (__s64)NKC_POL_CT_FRAGMENT_NS)
 		return 0;
@@ -449,14 +465,15 @@ static __always_inline int nkc_pol_quoted(struct __sk_buff *skb, const struct nk
  * pod sends the error (its destination is the error's source). 1: related and admitted,
  * 0: not related (judged as any packet), -1: related to a flow its rules no longer admit.
  */
-static __always_inline int nkc_pol_related(struct __sk_buff *skb, const struct nkc_pkt *p, void *table, __u64 gen,
-					   const struct nkc_pol_pod *pod, __u8 dir, __u64 now, __u8 *reason)
+static __always_inline int nkc_pol_related(struct nkc_pol_scratch *s, struct __sk_buff *skb, const struct nkc_pkt *p,
+					   void *table, __u64 gen, const struct nkc_pol_pod *pod, __u8 dir, __u64 now,
+					   __u8 *reason)
 {
-	struct nkc_pkt in;
+	struct nkc_pkt *in = &s->quoted;
 
-	if (!table || !nkc_pol_icmp_error(p) || !nkc_pol_quoted(skb, p, &in))
+	if (!table || !nkc_pol_icmp_error(p) || !nkc_pol_quoted(skb, p, in))
 		return 0;
-	const __u8 *mine = dir == NKC_POL_INGRESS ? in.src : in.dst;
+	const __u8 *mine = dir == NKC_POL_INGRESS ? in->src : in->dst;
 	const __u8 *errors_end = dir == NKC_POL_INGRESS ? p->dst : p->src;
 	__u64 a0, a1, b0, b1;
 	__builtin_memcpy(&a0, mine, 8);
@@ -465,49 +482,65 @@ static __always_inline int nkc_pol_related(struct __sk_buff *skb, const struct n
 	__builtin_memcpy(&b1, errors_end + 8, 8);
 	if (a0 != b0 || a1 != b1)
 		return 0;
-	struct nkc_flow_key k;
-	nkc_flow_key(&in, &k);
+	nkc_flow_key(in, &s->quoted_key);
 	/* The quoted packet went the other way from the error. */
-	return nkc_pol_remembered(table, gen, &k, pod, &in, dir ^ 1, 1, now, reason);
+	return nkc_pol_remembered(table, gen, &s->quoted_key, pod, in, dir ^ 1, 1, now, reason);
 }
+
+/* How nkc_policy_judge is asked (one argument: a subprogram takes five). */
+#define NKC_POL_JUDGE_FROM_NODE (1U << 1) /* the pod's own node sent it (ingress only) */
+#define NKC_POL_JUDGE_DEFERRING (1U << 2) /* the pod's own program: a new flow to a ClusterIP waits for the DNAT */
 
 /*
  * The verdict of the policy `pod` (of the pod behind `ifindex`, isolated) on packet `p`,
- * which it sends (NKC_POL_EGRESS) or receives (NKC_POL_INGRESS). `from_node`: the pod's
- * own node sent it (ingress only). `deferring`: the pod's own program, where a new flow
- * to a Service ClusterIP is let through unjudged (the stack's DNAT picks the backend its
- * egress is judged on) and remembered for its replies. A drop is counted and told here;
- * the caller drops.
+ * which it sends (NKC_POL_EGRESS) or receives (NKC_POL_INGRESS), the direction in the
+ * low bit of `how`. NKC_POL_JUDGE_FROM_NODE: the pod's own node sent it (ingress only).
+ * NKC_POL_JUDGE_DEFERRING: the pod's own program, where a new flow to a Service
+ * ClusterIP is let through unjudged (the stack's DNAT picks the backend its egress is
+ * judged on) and remembered for its replies. A drop is counted and told here; the caller
+ * drops.
+ *
+ * A subprogram, not inlined (src/bpf/subprograms.ts links it into each program): its
+ * stack frame goes when it returns, so the verifier's paths through it merge again in
+ * the caller, which may judge twice (nkc_pod_policy: a local sender's egress, then the
+ * receiver's ingress) and goes on to redirect.
  */
-static __always_inline enum nkc_pol_verdict nkc_policy_judge(struct __sk_buff *skb, struct nkc_pkt *p,
-							      __u32 ifindex, const struct nkc_pol_pod *pod, __u8 dir,
-							      int from_node, int deferring)
+static __attribute__((noinline)) int nkc_policy_judge(struct __sk_buff *skb, struct nkc_pkt *p, __u32 ifindex,
+						     const struct nkc_pol_pod *pod, __u32 how)
 {
+	__u8 dir = how & 1;
+	int from_node = how & NKC_POL_JUDGE_FROM_NODE;
+	int deferring = how & NKC_POL_JUDGE_DEFERRING;
+
 	if (nkc_pol_ndisc(p))
 		return NKC_POL_PASS;
+	__u32 zero = 0;
+	struct nkc_pol_scratch *s = bpf_map_lookup_elem(&nkc_pol_scratch, &zero);
+	if (!s)
+		return NKC_POL_DROP; /* never: an array's first element */
 	__u64 gen = 0, now = bpf_ktime_get_ns();
 	void *table = nkc_pol_ct_table(ifindex, &gen);
 	__u8 reason = NKC_POL_DENIED, unreadable = 0;
-	struct nkc_flow_key k;
+	struct nkc_flow_key *k = &s->key;
 
-	if (p->frag != NKC_FRAG_NONE && !nkc_pol_fragment(p, table, gen, now))
+	if (p->frag != NKC_FRAG_NONE && !nkc_pol_fragment(s, p, table, gen, now))
 		unreadable = p->frag == NKC_FRAG_LATER ? NKC_POL_FRAGMENT : NKC_POL_OPAQUE;
 	else if (nkc_pol_l4(p) == NKC_L4_OPAQUE)
 		unreadable = NKC_POL_OPAQUE;
 
 	if (!unreadable)
-		nkc_flow_key(p, &k);
+		nkc_flow_key(p, k);
 	if (table && !unreadable && !nkc_pol_opens(p)) { /* a SYN opens a new connection: judged as one */
 		/* An ICMP error belongs to the flow it quotes, if the pod's table has it, and to no
 		 * flow of its own: its 5-tuple (router and pod, no ports) is no conversation, and
 		 * an earlier error judged on it under rules changed since would cut path MTU
 		 * discovery until it aged out. */
-		int known = nkc_pol_icmp_error(p) ? nkc_pol_related(skb, p, table, gen, pod, dir, now, &reason)
-						  : nkc_pol_remembered(table, gen, &k, pod, p, dir, deferring, now, &reason);
+		int known = nkc_pol_icmp_error(p) ? nkc_pol_related(s, skb, p, table, gen, pod, dir, now, &reason)
+						  : nkc_pol_remembered(table, gen, k, pod, p, dir, deferring, now, &reason);
 		if (known > 0)
 			return NKC_POL_PASS;
 		if (known < 0)
-			return nkc_pol_deny(p, ifindex, pod->slot, dir, reason);
+			return nkc_pol_deny(s, p, ifindex, pod->slot, dir, reason);
 	}
 
 	/* A new flow (or one the table cannot vouch for). */
@@ -525,16 +558,22 @@ static __always_inline enum nkc_pol_verdict nkc_policy_judge(struct __sk_buff *s
 					 &reason);
 	}
 	if (!allowed)
-		return nkc_pol_deny(p, ifindex, pod->slot, dir, reason);
+		return nkc_pol_deny(s, p, ifindex, pod->slot, dir, reason);
 	/* Deferred flows are judged where the DNAT sends them: counted there. */
 	if (!(started & NKC_POL_CT_DEFERRED))
 		nkc_pol_stat(ifindex, dir, 1);
 	if (table && !unreadable) {
 		if (nkc_pol_l4(p) == NKC_L4_TCP && (p->tcp_flags & (NKC_TCP_FIN | NKC_TCP_RST)))
 			started |= NKC_POL_CT_CLOSING;
-		struct nkc_pol_ct fresh = { .gen = gen, .stamp = pod->stamp, .seen_ns = now, .flags = started };
+		struct nkc_pol_ct *fresh = &s->entry;
+		fresh->gen = gen;
+		fresh->stamp = pod->stamp;
+		fresh->seen_ns = now;
+		fresh->flags = started;
+		fresh->sport = 0;
+		fresh->dport = 0;
 		/* LRU: a full table makes room from this pod's own oldest flows. */
-		bpf_map_update_elem(table, &k, &fresh, BPF_ANY);
+		bpf_map_update_elem(table, k, fresh, BPF_ANY);
 	}
 	return NKC_POL_PASS;
 }
@@ -550,7 +589,9 @@ static __always_inline enum nkc_pol_verdict nkc_policy(struct __sk_buff *skb, st
 {
 	struct nkc_pol_pod *pod = nkc_pol_pod_of(ifindex);
 
-	return nkc_pol_isolated(pod) ? nkc_policy_judge(skb, p, ifindex, pod, dir, from_node, 0) : NKC_POL_PASS;
+	if (!nkc_pol_isolated(pod))
+		return NKC_POL_PASS;
+	return nkc_policy_judge(skb, p, ifindex, pod, dir | (from_node ? NKC_POL_JUDGE_FROM_NODE : 0));
 }
 
 /*
@@ -564,7 +605,9 @@ static __always_inline enum nkc_pol_verdict nkc_policy_egress(struct __sk_buff *
 {
 	struct nkc_pol_pod *pod = nkc_pol_pod_of(ifindex);
 
-	return nkc_pol_isolated(pod) ? nkc_policy_judge(skb, p, ifindex, pod, NKC_POL_EGRESS, 0, 1) : NKC_POL_PASS;
+	if (!nkc_pol_isolated(pod))
+		return NKC_POL_PASS;
+	return nkc_policy_judge(skb, p, ifindex, pod, NKC_POL_EGRESS | NKC_POL_JUDGE_DEFERRING);
 }
 
 #endif

@@ -2,10 +2,12 @@
  * Reads our compiled BPF objects (ELF64, little endian, EM_BPF) into specs: programs
  * (their instructions, map relocations and calls to kernel functions), map definitions
  * from the legacy "maps" section (struct nkc_map_def, see bpf/include/nkc_abi.h) and the
- * license. Pure: never touches the kernel. Supports exactly what our objects use and
- * rejects the rest (bpf-to-bpf calls, global data) with a message naming it, rather than
- * loading a program that would misbehave.
+ * license. Pure: never touches the kernel. Supports exactly what our objects use (static
+ * functions of .text that programs call, linked into each by subprograms.ts) and rejects
+ * the rest (global data, global functions) with a message naming it, rather than loading
+ * a program that would misbehave.
  */
+import { type KfuncCallAt, linkSubprograms, type TextCall, type TextFunction } from "./subprograms";
 
 export interface MapSpec {
   name: string;
@@ -63,6 +65,7 @@ const SHN_UNDEF = 0;
 const BPF_CALL = 0x85; // BPF_JMP | BPF_CALL
 const MAP_DEF_SIZE = 20;
 const MAPS_SECTION = "maps";
+const TEXT_SECTION = ".text";
 const LICENSE_SECTION = "license";
 
 export interface Section {
@@ -180,29 +183,81 @@ export function readObject(bytes: Buffer): ObjectSpec {
         .map((s) => readMapDef(s, mapsSection.data))
     : [];
 
+  const executable = (s: Section) => s.type === SHT_PROGBITS && (s.flags & BigInt(SHF_EXECINSTR)) !== 0n;
+  // .text holds the static functions programs call (bpf-to-bpf calls); it is no program.
+  const text = elf.sections.find((s) => s.name === TEXT_SECTION && executable(s) && s.size > 0);
+  const textFunctions: TextFunction[] = text
+    ? elf.symbols
+        .filter((s) => s.sectionIndex === text.index && s.type === STT_FUNC)
+        .map((s) => ({ name: s.name, start: s.value / 8, length: s.size / 8 }))
+    : [];
+  const textRelocations = text ? textItems(elf.relocations.get(text.index) ?? [], text, mapsSection) : [];
+
   const programs: ProgramSpec[] = [];
   for (const section of elf.sections) {
-    const executable = section.type === SHT_PROGBITS && (section.flags & BigInt(SHF_EXECINSTR)) !== 0n;
-    if (!executable || section.size === 0) continue;
+    if (!executable(section) || section.size === 0 || section === text) continue;
     const functions = elf.symbols.filter((s) => s.sectionIndex === section.index && s.type === STT_FUNC);
     const relocs = elf.relocations.get(section.index) ?? [];
     for (const fn of functions) {
       const end = fn.value + fn.size;
       const instructions = Buffer.from(section.data.subarray(fn.value, end));
       const own = relocs.filter((r) => r.offset >= fn.value && r.offset < end);
-      const calls = own.filter((r) => r.symbol.sectionIndex === SHN_UNDEF);
+      const intoText = (r: Relocation) => text !== undefined && r.symbol.sectionIndex === text.index;
+      const textCalls: TextCall[] = own.filter(intoText).map((r) => {
+        const insnIndex = (r.offset - fn.value) / 8;
+        if (r.type !== R_BPF_64_32) throw new ElfError(`${fn.name}: relocation type ${r.type} into .text`);
+        return { insnIndex, target: r.symbol.value / 8 + instructions.readInt32LE(insnIndex * 8 + 4) + 1 };
+      });
+      const linked = linkSubprograms(
+        fn.name,
+        instructions,
+        textCalls,
+        text?.data ?? Buffer.alloc(0),
+        textFunctions,
+        textRelocations,
+      );
       programs.push({
         name: fn.name,
         section: section.name,
-        instructions,
-        relocations: own
-          .filter((r) => r.symbol.sectionIndex !== SHN_UNDEF)
-          .map((r) => mapRelocation(r, fn, section, mapsSection)),
-        kfuncCalls: calls.map((r) => kfuncCall(r, fn, section, instructions)),
+        instructions: linked.instructions,
+        relocations: [
+          ...own
+            .filter((r) => r.symbol.sectionIndex !== SHN_UNDEF && !intoText(r))
+            .map((r) => mapRelocation(r, fn, section, mapsSection)),
+          ...linked.relocations.flatMap((r) =>
+            r.kind === "map" ? [{ insnIndex: r.insnIndex, mapName: r.mapName }] : [],
+          ),
+        ],
+        kfuncCalls: [
+          ...own.filter((r) => r.symbol.sectionIndex === SHN_UNDEF).map((r) => kfuncCall(r, fn, section, instructions)),
+          ...linked.relocations.flatMap((r) => (r.kind === "kfunc" ? [{ insnIndex: r.insnIndex, name: r.name }] : [])),
+        ],
       });
     }
   }
   return { license, maps, programs };
+}
+
+type TextItem = { kind: "map"; mapName: string } | KfuncCallAt;
+
+/** What the functions of .text refer to (maps, kernel functions), by their instruction in .text. */
+function textItems(relocs: Relocation[], text: Section, maps: Section | undefined) {
+  const start: ElfSymbol = {
+    name: TEXT_SECTION,
+    type: STT_FUNC,
+    bind: 0,
+    sectionIndex: text.index,
+    value: 0,
+    size: text.size,
+  };
+  return relocs.map((r) => {
+    const textIndex = r.offset / 8;
+    const item: TextItem =
+      r.symbol.sectionIndex === SHN_UNDEF
+        ? { kind: "kfunc", name: kfuncCall(r, start, text, text.data).name }
+        : { kind: "map", mapName: mapRelocation(r, start, text, maps).mapName };
+    return { textIndex, item };
+  });
 }
 
 function readMapDef(symbol: ElfSymbol, data: Buffer): MapSpec {
@@ -224,8 +279,8 @@ function mapRelocation(r: Relocation, fn: ElfSymbol, section: Section, maps: Sec
   const where = `${fn.name} (${section.name}+${r.offset})`;
   if (r.type !== R_BPF_64_64) throw new ElfError(`${where}: unsupported relocation type ${r.type}`);
   if (!maps || r.symbol.sectionIndex !== maps.index) {
-    // .text would be a bpf-to-bpf call, .data/.rodata/.bss global variables: neither is
-    // used by our programs (helpers are __always_inline, configuration lives in maps).
+    // .data/.rodata/.bss would be global variables: our programs have none
+    // (configuration lives in maps).
     throw new ElfError(`${where}: relocation against "${r.symbol.name || "section"}" outside the maps section`);
   }
   return { insnIndex: (r.offset - fn.value) / 8, mapName: r.symbol.name };

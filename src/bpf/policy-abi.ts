@@ -15,6 +15,8 @@ export const POLICY_MAP_NAMES = {
   ctPool: "nkc_pol_ct_pool",
   stats: "nkc_pol_stats",
   events: "nkc_pol_events",
+  /** The judgment's per-CPU scratch (programs only). */
+  scratch: "nkc_pol_scratch",
 } as const;
 
 export const POLICY_RULES = 64;

@@ -29,6 +29,12 @@ export class BpfProgram {
     return objGetInfo(this.fd, 16).readUInt32LE(ATTR.PROG_INFO.id);
   }
 
+  /** How many instructions the verifier walked to accept it (of the 1,000,000 it allows a program). */
+  verifiedInstructions(): number {
+    const at = ATTR.PROG_INFO.verified_insns;
+    return objGetInfo(this.fd, at + 4).readUInt32LE(at);
+  }
+
   /** Whether the kernel JIT-compiled it (else the interpreter runs it). */
   jited(): boolean {
     return objGetInfo(this.fd, ATTR.PROG_INFO.jited_prog_len + 4).readUInt32LE(ATTR.PROG_INFO.jited_prog_len) > 0;

@@ -129,7 +129,7 @@ export const ATTR = {
   OBJ: { pathname: 0, bpf_fd: 8, file_flags: 12 },
   INFO: { bpf_fd: 0, info_len: 4, info: 8 },
   GET_ID: { start_id: 0, next_id: 4, open_flags: 8 },
-  PROG_INFO: { id: 4, jited_prog_len: 16, name: 64 },
+  PROG_INFO: { id: 4, jited_prog_len: 16, name: 64, verified_insns: 216 },
   BTF_INFO: { btf: 0, btf_size: 8, id: 12, name: 16, name_len: 24, kernel_btf: 28 },
   /** target_fd (a cgroup or a sockmap) shares its place with target_ifindex. */
   LINK_CREATE: {

@@ -12,9 +12,10 @@ import { MAP_NAMES, PROGRAM_NAMES, SOCK_MAP_NAMES } from "../../src/bpf/abi";
 import { findFunctions } from "../../src/bpf/btf";
 import { NETWORK_CIDRS_SPEC } from "../../src/bpf/cluster";
 import { readObject } from "../../src/bpf/elf";
+import { conntrackUnavailable } from "../../src/bpf/kernel-probe";
 import { mapPin, mapsDir } from "../../src/bpf/layout";
 import { BpfMap } from "../../src/bpf/maps";
-import { loadNodePrograms, type NodeMaps, type NodeObjects, openNodeMaps } from "../../src/bpf/node";
+import { loadNodePrograms, NAT_CHECKS, type NodeMaps, type NodeObjects, openNodeMaps } from "../../src/bpf/node";
 import { ensureBpffs, isBpffs, pinObject } from "../../src/bpf/pins";
 import { POD_STATE } from "../../src/bpf/pod-state";
 import { POLICY_MAP_NAMES } from "../../src/bpf/policy-abi";
@@ -306,6 +307,28 @@ describe("maps and programs in a private bpffs", () => {
       expect([...maps.endpoints.keys()].length).toBe(1);
     } finally {
       maps.close();
+    }
+  });
+
+  it("gets every program through the verifier in less than half of what it allows one (1,000,000 instructions)", () => {
+    // A change that multiplies the verifier's paths fails here, with room to spare, rather
+    // than on a kernel that counts a little differently. NetworkPolicy's judgment is a
+    // subprogram for this (bpf/lib/policy.h): inlined twice into nkc_pod_policy it took 714k.
+    for (const natCheck of conntrackUnavailable() ? (["memory"] as const) : NAT_CHECKS) {
+      bpffs = TestBpffs.mount();
+      const node = loadNodePrograms(bpffs.root, objects, { clusterCidrs: ["10.244.0.0/16"], natChecks: [natCheck] });
+      try {
+        const counts = Object.entries(node.programs).map(([name, p]) => [name, p.verifiedInstructions()] as const);
+        expect(
+          counts.filter(([, n]) => n > 500_000),
+          `${natCheck}: ${JSON.stringify(counts)}`,
+        ).toEqual([]);
+        expect(counts.every(([, n]) => n > 0)).toBe(true);
+      } finally {
+        node.close();
+        bpffs.release();
+        bpffs = undefined;
+      }
     }
   });
 

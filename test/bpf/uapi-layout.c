@@ -49,6 +49,7 @@ int main(void)
 	KV("ATTR.PROG_INFO.id", offsetof(struct bpf_prog_info, id));
 	KV("ATTR.PROG_INFO.name", offsetof(struct bpf_prog_info, name));
 	KV("ATTR.PROG_INFO.jited_prog_len", offsetof(struct bpf_prog_info, jited_prog_len));
+	KV("ATTR.PROG_INFO.verified_insns", offsetof(struct bpf_prog_info, verified_insns));
 
 	ATTR("MAP_CREATE", map_type, map_type); ATTR("MAP_CREATE", key_size, key_size);
 	ATTR("MAP_CREATE", value_size, value_size); ATTR("MAP_CREATE", max_entries, max_entries);
