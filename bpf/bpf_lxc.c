@@ -229,7 +229,8 @@ int nkc_src_check(struct __sk_buff *skb)
 /*
  * nkc_pod_policy - NetworkPolicy on the host device's transmit into the pod (policy.h):
  * the receiver's ingress rules, with the pod's own node always allowed (a packet of one
- * of its sockets: kubelet's probes, hostNetwork pods), and, for a packet from a local pod
+ * of its sockets from an address no local pod has: kubelet's probes, hostNetwork pods),
+ * and, for a packet from a local pod
  * the stack routed here, that pod's egress rules (its flow to a Service ClusterIP is
  * judged here, on the backend the DNAT chose). The pod is found by the destination
  * address, as nkc_pod_ingress finds it. Runs before nkc_pod_ingress: nothing dropped
@@ -248,7 +249,11 @@ int nkc_pod_policy(struct __sk_buff *skb)
 	struct nkc_endpoint *src = nkc_endpoint_lookup(p.family, p.src);
 	if (src && nkc_policy(skb, &p, src->host_ifindex, NKC_POL_EGRESS, 0) == NKC_POL_DROP)
 		return NKC_DROP;
-	if (nkc_policy(skb, &p, dst->host_ifindex, NKC_POL_INGRESS, skb->sk != 0) == NKC_POL_DROP)
+	/* The node's own packets carry one of its sockets; so do a local pod's through netkit,
+	 * which does not orphan a packet between namespaces, but those come from the pod's
+	 * (checked) address: never the node's. */
+	int from_node = skb->sk != 0 && !src;
+	if (nkc_policy(skb, &p, dst->host_ifindex, NKC_POL_INGRESS, from_node) == NKC_POL_DROP)
 		return NKC_DROP;
 	return NKC_NEXT;
 }

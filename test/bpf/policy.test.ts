@@ -9,7 +9,8 @@
  * Verdicts: NEXT -1 (on to the stack), DROP 2, REDIRECT 7.
  *
  * BPF_PROG_TEST_RUN gives every packet a socket of its own (skb->sk), which is what
- * nkc_pod_policy takes for a packet of the node's: here it always comes from the node.
+ * nkc_pod_policy takes for a packet of the node's unless it comes from a local pod's
+ * address (a netkit pod's packet keeps its socket between namespaces).
  * What it does with other sources (no socket: ICMP errors from a router, fragments
  * between local pods, forged neighbour discovery) is seen by forwarding real frames
  * through a second node namespace whose pod devices carry nkc_pod_policy on their
@@ -252,6 +253,16 @@ describe.each(VARIANTS)("%s NAT check", (natCheck) => {
       // The node's flows are the node's whatever the pod's rules become.
       policy(KEY1, POL_F_ISOLATED_IN | POL_F_ISOLATED_OUT, {});
       expect(fromPod1(tcp(POD1[af], OUTSIDE[af], 43000, TCP.ACK, 8080))).toBe(NEXT);
+    });
+
+    it("takes a local pod's packet that still carries its socket (netkit does not orphan it) for the pod's, not the node's", () => {
+      policy(KEY1, POL_F_ISOLATED_IN, {});
+      // pod2's SYN into pod1, as the stack (or netkit's primary hook after a redirect)
+      // hands it over: pod2's socket attached. Judged by pod1's ingress rules: refused.
+      expect(intoPod(tcp(POD2[af], POD1[af], 8080, TCP.SYN, 43100))).toBe(DROP);
+      expect(reasons()).toEqual(["ingress denied"]);
+      // And nothing of it is remembered as the node's: its next packet is refused too.
+      expect(intoPod(tcp(POD2[af], POD1[af], 8080, TCP.ACK, 43100))).toBe(DROP);
     });
 
     it("lets replies of an allowed flow back into a pod isolated both ways, and nothing else", () => {
