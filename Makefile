@@ -86,7 +86,8 @@ test-integration: build build-older
 #   netkit's crossings and the frame corpus, every node held to the conntrack NAT check;
 #   Service translation and the socket iterators that close a withdrawn backend's
 #   sockets (they need the JIT the UML guest lacks); the agent's WireGuard encryption
-#   (Debian's kernel has the module, the UML guest's and this machine's have none).
+#   and SCTP under NetworkPolicy (Debian's kernel has the modules, the UML guest's and
+#   this machine's have none).
 # Guards: about three times what each took in a quiet `make test` on a 2-CPU machine
 # (test/README.md, "How long it takes", has the figures). A CPU hog on each core halves
 # what each guest gets, and a guest driven by ptrace loses more than its share; the guard
@@ -136,8 +137,8 @@ test-vm-distro: build
 # (fast path and not): 30 min of the emulated guest (1801 s on 2026-12-04), past what the
 # lanes can hold, so run by hand, not by make test. The same suite runs with veth pods in
 # the host phases.
-VM_NETPOL = test/qemu/run.sh --timeout 4800 --env NETKIT_CNI_TEST_DATAPATH=netkit -- \
-  npx vitest run --project agent test/agent/netpol.test.ts
+VM_NETPOL = test/qemu/run.sh --timeout 6000 --env NETKIT_CNI_TEST_DATAPATH=netkit -- \
+  npx vitest run --project agent test/agent/netpol.test.ts test/agent/netpol-second-day.test.ts
 .PHONY: test-vm-netpol
 test-vm-netpol: build
 	$(VM_NETPOL)

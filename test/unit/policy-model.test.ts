@@ -353,6 +353,121 @@ describe("the oracle and the compiler on the upstream scenarios", () => {
       ]),
     );
   });
+
+  it("an IP in both IPBlock.CIDR and IPBlock.Except, then the policy updated to that IP alone", () => {
+    const to = (peers: Record<string, unknown>[]) => ({
+      podSelector: { matchLabels: { pod: "a" } },
+      policyTypes: ["Egress"],
+      egress: [{ to: peers }],
+    });
+    const around = cluster(policy("x/cidr", to([{ ipBlock: { cidr: "0.0.0.0/4", except: ["10.0.1.2/32"] } }])));
+    check(around, TCP80, reachability(around, [[{ ns: "x", pod: "a" }, { ns: "x", pod: "b" }, false]]));
+    const updated = cluster(policy("x/cidr", to([{ ipBlock: { cidr: "10.0.1.2/32" } }])));
+    check(
+      updated,
+      TCP80,
+      reachability(updated, [
+        [{ ns: "x", pod: "a" }, ANY, false],
+        [{ ns: "x", pod: "a" }, { ns: "x", pod: "b" }, true],
+      ]),
+    );
+  });
+
+  it("an allow-all policy takes precedence over a narrower one, ingress and egress alike", () => {
+    const TCP81 = { port: 81, protocol: "TCP" } as const;
+    const in80 = policy("x/allow-ingress-port-80", {
+      podSelector: {},
+      policyTypes: ["Ingress"],
+      ingress: [{ ports: [{ port: 80 }] }],
+    });
+    const out80 = policy("x/allow-egress-port-80", {
+      podSelector: {},
+      policyTypes: ["Egress"],
+      egress: [{ ports: [{ port: 80 }] }],
+    });
+    const ingress = cluster(in80);
+    check(ingress, TCP81, reachability(ingress, [[ANY, X, false]]));
+    const egress = cluster(out80);
+    check(egress, TCP81, reachability(egress, [[X, ANY, false]]));
+    const allIn = cluster(
+      in80,
+      policy("x/allow-ingress", { podSelector: {}, policyTypes: ["Ingress"], ingress: [{}] }),
+    );
+    check(allIn, TCP81, reachability(allIn, []));
+    const allOut = cluster(out80, policy("x/allow-egress", { podSelector: {}, policyTypes: ["Egress"], egress: [{}] }));
+    check(allOut, TCP81, reachability(allOut, []));
+  });
+
+  it("NotIn on the default namespace label: x/a sends anywhere but y", () => {
+    const c = cluster(
+      policy("x/not-y", {
+        podSelector: { matchLabels: { pod: "a" } },
+        policyTypes: ["Egress"],
+        egress: [
+          {
+            to: [
+              {
+                namespaceSelector: {
+                  matchExpressions: [{ key: "kubernetes.io/metadata.name", operator: "NotIn", values: ["y"] }],
+                },
+              },
+            ],
+          },
+        ],
+      }),
+    );
+    check(c, TCP80, reachability(c, [[{ ns: "x", pod: "a" }, { ns: "y" }, false]]));
+  });
+
+  it("SCTP: default-deny-ingress; Ports; a pod of another namespace by both selectors", () => {
+    const SCTP80 = { port: 80, protocol: "SCTP" } as const;
+    const deny = cluster(policy("x/deny-all", { podSelector: {}, policyTypes: ["Ingress"], ingress: [] }));
+    check(deny, SCTP80, reachability(deny, [[ANY, X, false]]));
+    const ports = cluster(
+      policy("x/allow-ingress-on-port-81-ns-x", {
+        podSelector: { matchLabels: { pod: "a" } },
+        policyTypes: ["Ingress"],
+        ingress: [
+          {
+            from: [{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "y" } } }],
+            ports: [{ port: 81, protocol: "SCTP" }],
+          },
+        ],
+      }),
+    );
+    check(
+      ports,
+      { port: 81, protocol: "SCTP" },
+      reachability(ports, [
+        [X, { ns: "x", pod: "a" }, false],
+        [{ ns: "z" }, { ns: "x", pod: "a" }, false],
+      ]),
+    );
+    const both = cluster(
+      policy("x/allow-ns-y-pod-a-via-namespace-pod-selector", {
+        podSelector: { matchLabels: { pod: "a" } },
+        policyTypes: ["Ingress"],
+        ingress: [
+          {
+            from: [
+              {
+                namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "y" } },
+                podSelector: { matchLabels: { pod: "a" } },
+              },
+            ],
+          },
+        ],
+      }),
+    );
+    check(
+      both,
+      SCTP80,
+      reachability(both, [
+        [ANY, { ns: "x", pod: "a" }, false],
+        [{ ns: "y", pod: "a" }, { ns: "x", pod: "a" }, true],
+      ]),
+    );
+  });
 });
 
 describe("hostNetwork and finished pods", () => {
