@@ -42,7 +42,12 @@ const MONITOR_FLAGS: Flags<MonitorOptions> = {
   "bpffs-root": monitorFlag.string("bpffsRoot", "DIR", DEFAULT_BPFFS_ROOT, BPFFS_HELP),
   "state-dir": monitorFlag.string("stateDir", "DIR", DEFAULT_AGENT_STATE_DIR, STATE_HELP),
   pod: monitorFlag.string("pod", "NS/NAME", undefined, "only this pod's drops (or its host device)"),
-  reason: monitorFlag.string("reason", "REASON", undefined, "only drops for this reason: denied | pending | opaque"),
+  reason: monitorFlag.string(
+    "reason",
+    "REASON",
+    undefined,
+    "only drops for this reason: denied | revoked | pending | incomplete | fragment | opaque",
+  ),
   direction: monitorFlag.string("direction", "DIR", undefined, "only ingress | egress", (text, flag) => {
     if (text !== "ingress" && text !== "egress") throw new UsageError(`${flag} must be ingress or egress`);
     return text;
