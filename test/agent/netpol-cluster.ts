@@ -12,11 +12,12 @@ import type { V1Namespace, V1Pod } from "@kubernetes/client-node";
 import { ceiling, inGuest } from "../support/ceiling";
 import { Fixture, inNs, runPlugin, TEST_DATAPATH } from "../support/harness";
 import { StandInApiServer } from "../support/kube-apiserver";
+import { NETPOL_PROBE, probeOutput } from "../support/netpol-probe";
 import type { RawPolicy } from "../support/policy-model";
 import { type AgentNode, AgentProcess, agentNode, eventually, readJson, scrape } from "./harness";
 
 export const CLUSTER = ["10.40.0.0/16", "fd40::/48"];
-export const PROBE = path.resolve(__dirname, "../integration/tools/netpol-probe.py");
+export const PROBE = NETPOL_PROBE;
 export const PORTS = [80, 81] as const;
 /** How long a probe waits for an answer before it counts as denied: an emulated guest
  * answers an allowed probe in seconds when nine probe processes run at once. */
@@ -246,18 +247,7 @@ export class PolicyCluster {
 
   /** Runs a probe process in `netns` on its targets ("HOST PORT tcp|udp"); its output. */
   probeFrom(netns: string, targets: string[]): Promise<string> {
-    return new Promise((resolve) => {
-      const child = spawn(
-        "nsenter",
-        [`--net=/run/netns/${netns}`, "python3", PROBE, "probe", String(PROBE_TIMEOUT_S), ...targets],
-        { stdio: ["ignore", "pipe", "inherit"] },
-      );
-      let out = "";
-      child.stdout.on("data", (d: Buffer) => {
-        out += d.toString();
-      });
-      child.on("close", () => resolve(out));
-    });
+    return probeOutput(netns, PROBE_TIMEOUT_S, targets);
   }
 
   /** Whether `from` gets an answer from `to`'s address of `family` on port/protocol now. */

@@ -23,9 +23,9 @@ import { PolicySlots } from "../../src/agent/policy-slots";
 import { objectsDir } from "../bpf/helpers/objects";
 import { inGuest } from "../support/ceiling";
 import { Fixture } from "../support/harness";
+import { NETPOL_PROBE as PROBE, probeAnswers } from "../support/netpol-probe";
 import { addPod, type ClusterNode, makeCluster, type Pod } from "../support/topology";
 
-const PROBE = path.resolve(__dirname, "../integration/tools/netpol-probe.py");
 /** Seconds a probe waits: an emulated guest answers in seconds when a dozen run at once. */
 const TIMEOUT_S = inGuest ? 6 : 2;
 
@@ -76,22 +76,7 @@ afterAll(() => {
 });
 
 /** One probe process from `from`, all targets at once ("HOST PORT PROTO"): "yes" or "no" for each. */
-async function answers(from: Pod, targets: string[]): Promise<string[]> {
-  const child = spawn(
-    "nsenter",
-    [`--net=/run/netns/${from.netns}`, "python3", PROBE, "probe", String(TIMEOUT_S), ...targets],
-    { stdio: ["ignore", "pipe", "inherit"] },
-  );
-  let out = "";
-  child.stdout.on("data", (d: Buffer) => {
-    out += d.toString();
-  });
-  await new Promise((r) => child.on("close", r));
-  return out
-    .trim()
-    .split("\n")
-    .map((l) => l.split(" ").pop() ?? "");
-}
+const answers = (from: Pod, targets: string[]) => probeAnswers(from.netns, TIMEOUT_S, targets);
 
 describe("SCTP under NetworkPolicy, netkit pods, both families", () => {
   const both = (p: Pod, rest: string) => [`${p.v4} ${rest}`, `${p.v6} ${rest}`];

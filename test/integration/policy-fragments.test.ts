@@ -22,9 +22,9 @@ import { PolicySlots } from "../../src/agent/policy-slots";
 import { objectsDir } from "../bpf/helpers/objects";
 import { ceiling } from "../support/ceiling";
 import { Fixture, inNs } from "../support/harness";
+import { NETPOL_PROBE as PROBE, probeAnswers } from "../support/netpol-probe";
 import { addPod, type ClusterNode, makeCluster, type Pod } from "../support/topology";
 
-const PROBE = path.join(__dirname, "tools/netpol-probe.py");
 const FAR = { v4: "198.51.100.10", v6: "2001:db8:100::10" };
 const LAN = { v4: "198.51.100.1", v6: "2001:db8:100::1" };
 
@@ -101,20 +101,7 @@ afterAll(() => {
 });
 
 /** Whether `from` gets the answers to each target ("HOST PORT udp size=N"). */
-async function answers(from: Pod, targets: string[]): Promise<string[]> {
-  const child = spawn("nsenter", [`--net=/run/netns/${from.netns}`, "python3", PROBE, "probe", "3", ...targets], {
-    stdio: ["ignore", "pipe", "inherit"],
-  });
-  let out = "";
-  child.stdout.on("data", (d: Buffer) => {
-    out += d.toString();
-  });
-  await new Promise((r) => child.on("close", r));
-  return out
-    .trim()
-    .split("\n")
-    .map((l) => l.split(" ").pop() ?? "");
-}
+const answers = (from: Pod, targets: string[]) => probeAnswers(from.netns, 3, targets);
 
 describe.each([4, 6] as const)("IPv%i", (family) => {
   const ip = (p: Pod) => (family === 4 ? p.v4 : p.v6);

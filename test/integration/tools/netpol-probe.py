@@ -40,43 +40,35 @@ BIG_REPLY = 4000
 HOLD_PORT = 82
 
 
+FAMILIES = ((socket.AF_INET, "0.0.0.0"), (socket.AF_INET6, "::"))
+
+
+def bound(sock, family, host, port, backlog=None):
+    """`sock` bound to `port` of its family alone, listening when given a backlog, non-blocking."""
+    if family == socket.AF_INET6:
+        sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+    if backlog is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    if backlog is not None:
+        sock.listen(backlog)
+    sock.setblocking(False)
+    return sock
+
+
 def serve(ports):
     socks = []
     for port in ports:
         if port == HOLD_PORT:
             raise SystemExit(f"port {HOLD_PORT} is the held connections'")
-        for family, host in ((socket.AF_INET, "0.0.0.0"), (socket.AF_INET6, "::")):
-            t = socket.socket(family, socket.SOCK_STREAM)
-            t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            if family == socket.AF_INET6:
-                t.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-            t.bind((host, port))
-            t.listen(128)
-            t.setblocking(False)
-            u = socket.socket(family, socket.SOCK_DGRAM)
-            if family == socket.AF_INET6:
-                u.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-            u.bind((host, port))
-            u.setblocking(False)
-            socks += [t, u]
+        for family, host in FAMILIES:
+            socks.append(bound(socket.socket(family, socket.SOCK_STREAM), family, host, port, 128))
+            socks.append(bound(socket.socket(family, socket.SOCK_DGRAM), family, host, port))
             s = sctp_socket(family)
             if s is not None:
-                if family == socket.AF_INET6:
-                    s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                s.bind((host, port))
-                s.listen(128)
-                s.setblocking(False)
-                socks.append(s)
-    for family, host in ((socket.AF_INET, "0.0.0.0"), (socket.AF_INET6, "::")):
-        h = socket.socket(family, socket.SOCK_STREAM)
-        h.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        if family == socket.AF_INET6:
-            h.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-        h.bind((host, HOLD_PORT))
-        h.listen(16)
-        h.setblocking(False)
-        socks.append(h)
+                socks.append(bound(s, family, host, port, 128))
+    for family, host in FAMILIES:
+        socks.append(bound(socket.socket(family, socket.SOCK_STREAM), family, host, HOLD_PORT, 16))
     sel = selectors.DefaultSelector()
     for s in socks:
         sel.register(s, selectors.EVENT_READ)
