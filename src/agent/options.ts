@@ -4,7 +4,7 @@
  * (the same flags and defaults as `netkit-cni install`, which does the writing).
  */
 
-import { type Flags, flagsFor, flagUsage, parseFlags } from "../cli/args";
+import { type Flags, flagsFor, flagUsage, parseFlags } from "../args";
 import { generateConflist, validateConflist } from "../cli/install";
 import { cidrList, type InstallOptions, parseInstallOptions } from "../cli/install-options";
 import { DEFAULT_AGENT_STATE_DIR } from "../commands/agent-state";

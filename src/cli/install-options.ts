@@ -1,10 +1,10 @@
 /**
  * What `netkit-cni install` is asked to do: its flags (parsed with node:util.parseArgs,
- * see args.ts), their defaults and its usage text. install.ts does the work.
+ * see ../args.ts), their defaults and its usage text. install.ts does the work.
  */
 import * as path from "node:path";
+import { type Flags, flagsFor, flagUsage, parseFlags } from "../args";
 import { isCidr } from "../cni/address";
-import { type Flags, flagsFor, flagUsage, parseFlags } from "./args";
 
 export const DEFAULT_BIN_DIR = "/opt/cni/bin";
 export const DEFAULT_CONF_DIR = "/etc/cni/net.d";

@@ -7,6 +7,9 @@
  * A command declares its flags once (`Flags<T>`: each flag's field of T, default,
  * parsing and usage line); `parseFlags` fills T from them and `flagUsage` writes the
  * usage text, so a flag cannot be parsed without being documented, or the reverse.
+ *
+ * Every command line reads its flags here: the CLI's commands, `netkit-cni agent` (which
+ * never imports src/cli) and the bench.
  */
 import type { ParseArgsConfig } from "node:util";
 
