@@ -14,8 +14,8 @@
 import * as fs from "node:fs";
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import { pinnedMapOccupancy } from "../bpf/index";
-import { listEndpoints } from "../cli/endpoints";
 import { podNames } from "../commands/agent-state";
+import { listEndpoints } from "../commands/endpoints";
 import type { PolicyController } from "./controllers/policy";
 import { agentLog } from "./log";
 import { MAX_PORT_RANGES, MAX_RULES } from "./policy/compile";

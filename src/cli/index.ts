@@ -2,7 +2,8 @@
  * Commands for people (`netkit-cni endpoints`, …), as opposed to the CNI protocol that
  * runtimes speak through CNI_COMMAND. Each prints to stdout and returns an exit status.
  */
-import { formatEndpoints, listEndpoints } from "./endpoints";
+import { listEndpoints } from "../commands/endpoints";
+import { formatEndpoints } from "./endpoints";
 import { formatInstall, install } from "./install";
 import { INSTALL_USAGE, InstallError, parseInstallOptions } from "./install-options";
 import { nodeStatus } from "./status";
