@@ -5,9 +5,9 @@
  */
 
 import { type Flags, flagsFor, flagUsage, parseFlags } from "../args";
-import { generateConflist, validateConflist } from "../cli/install";
-import { cidrList, type InstallOptions, parseInstallOptions } from "../cli/install-options";
 import { DEFAULT_AGENT_STATE_DIR } from "../commands/agent-state";
+import { generateConflist, validateConflist } from "../install/install";
+import { cidrList, type InstallOptions, parseInstallOptions } from "../install/options";
 
 export const DEFAULT_METRICS_ADDRESS = ":9968";
 export const DEFAULT_STATE_DIR = DEFAULT_AGENT_STATE_DIR;

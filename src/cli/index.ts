@@ -3,9 +3,9 @@
  * runtimes speak through CNI_COMMAND. Each prints to stdout and returns an exit status.
  */
 import { listEndpoints } from "../commands/endpoints";
+import { formatInstall, install } from "../install/install";
+import { INSTALL_USAGE, InstallError, parseInstallOptions } from "../install/options";
 import { formatEndpoints } from "./endpoints";
-import { formatInstall, install } from "./install";
-import { INSTALL_USAGE, InstallError, parseInstallOptions } from "./install-options";
 import { nodeStatus } from "./status";
 import { formatStatus } from "./status-format";
 import {

@@ -17,8 +17,8 @@ import type { ServiceObject, SliceObject } from "../../src/agent/service-plan";
 import { WorkQueue } from "../../src/agent/workqueue";
 import type { SvcMaps } from "../../src/bpf/svc";
 import type { TableMap } from "../../src/bpf/svc-table";
-import type { InstallOptions } from "../../src/cli/install-options";
 import { parseSubnet } from "../../src/cni/address";
+import type { InstallOptions } from "../../src/install/options";
 import type { Route } from "../../src/netlink/routes";
 import { FakeInformer } from "../support/fake-informer";
 

@@ -81,6 +81,7 @@ const LEVELS: Record<string, number> = {
   agent: 0,
   cli: 1,
   commands: 2,
+  install: 2,
   datapath: 3,
   ipam: 3,
   bpf: 4,
@@ -112,8 +113,14 @@ describe("the dependency order", () => {
     expect(wrong).toEqual([]);
   });
 
+  it("keeps the agent off the CLI: what both need lives below them (src/install, src/args.ts)", () => {
+    const wrong = filesUnder("src/agent").filter((file) => importedFolders(file).includes("cli"));
+    expect(wrong).toEqual([]);
+  });
+
   it("sees the imports it judges", () => {
     expect(importedFolders("src/datapath/fastpath.ts")).toEqual(expect.arrayContaining(["bpf", "cni", "sys"]));
     expect(importedFolders("src/main.ts")).toEqual(expect.arrayContaining(["commands", "cli"]));
+    expect(importedFolders("src/agent/main.ts")).toEqual(expect.arrayContaining(["install"]));
   });
 });

@@ -11,10 +11,10 @@
  *   leave the cluster unmasqueraded, with a source nothing routes back.
  */
 import * as fs from "node:fs";
-import type { InstallReport } from "../../cli/install";
-import type { InstallOptions } from "../../cli/install-options";
 import { parseSubnet } from "../../cni/address";
 import { type SyncNote, syncedFile } from "../../commands/agent-state";
+import type { InstallReport } from "../../install/install";
+import type { InstallOptions } from "../../install/options";
 import type { Informer } from "../informer";
 import { agentLog } from "../log";
 import type { NodeFacts } from "../node-facts";

@@ -6,6 +6,9 @@
  * upgrade while pods exist does not disturb them. Idempotent (identical files are left
  * alone); a conflist of the same name written for another plugin is only replaced with
  * `--force`.
+ *
+ * Not the CLI's alone: `netkit-cni agent` writes its node's conflist with it too, so it
+ * lives below both (src/install/), and the agent imports nothing of src/cli.
  */
 
 import * as fs from "node:fs";
@@ -14,14 +17,8 @@ import { BANDWIDTH_CAPABILITY } from "../cni/bandwidth";
 import { POD_ANNOTATIONS_CAPABILITY, parseNetConf } from "../cni/config";
 import { isPackagedExecutable } from "../sys/embedded-assets";
 import { sha256FileHex } from "../sys/sha256";
-import {
-  type ExistingNetwork,
-  findReplaceable,
-  type OurNetwork,
-  SWAP_CONFLIST_NAME,
-  takeoverAdvice,
-} from "./install-existing";
-import { DEFAULT_CONFLIST_NAME, InstallError, type InstallOptions } from "./install-options";
+import { type ExistingNetwork, findReplaceable, type OurNetwork, SWAP_CONFLIST_NAME, takeoverAdvice } from "./existing";
+import { DEFAULT_CONFLIST_NAME, InstallError, type InstallOptions } from "./options";
 
 const BINARY_NAME = "netkit-cni";
 const PLUGIN_TYPE = "netkit-cni";

@@ -18,7 +18,7 @@ export interface InstallOptions {
   conflist: string | undefined;
   /**
    * File name in confDir; default: the --conflist's name, else 10-netkit-cni.conflist, or
-   * 00-netkit-cni.conflist when a bridge/ptp config would sort before that (install-existing.ts).
+   * 00-netkit-cni.conflist when a bridge/ptp config would sort before that (existing.ts).
    */
   confName: string | undefined;
   /** The executable to install; default: the running one. */
