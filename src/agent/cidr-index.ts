@@ -7,7 +7,7 @@
  * scanned, and in a cluster whose nodes all have /24s (or /64s) there are none. Pure.
  */
 import { type Family, hostMask, type Subnet } from "../cni/address";
-import { getOrMake } from "./maps";
+import { getOrMake } from "./collections";
 
 export class CidrIndex {
   /** family → prefix length → network → owners */

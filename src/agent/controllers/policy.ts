@@ -24,9 +24,10 @@
  *   isolates, reported with the pod, logged, and retried with backoff. Each is counted
  *   for metrics.
  */
+
+import { getOrMake } from "../collections";
 import type { Informer } from "../informer";
 import { agentLog } from "../log";
-import { getOrMake } from "../maps";
 import type { CompiledPolicy, CompileResult } from "../policy/compile";
 import type { KeptPolicy, PolicyNamespace, PolicyPod } from "../policy/objects";
 import { BOUND_KINDS, type Direction, INCOMPLETE, type PolicyProblem, type ProblemKind } from "../policy/parse";

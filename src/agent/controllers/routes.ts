@@ -17,9 +17,9 @@
 import { AF_INET, parseSubnet, type Subnet } from "../../cni/address";
 import type { Route } from "../../netlink/routes";
 import type { CidrIndex } from "../cidr-index";
+import { getOrMake } from "../collections";
 import type { Informer } from "../informer";
 import { agentLog } from "../log";
-import { getOrMake } from "../maps";
 import type { NodeFacts } from "../node-facts";
 import {
   type ConnectedRoute,

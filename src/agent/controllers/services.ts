@@ -25,9 +25,9 @@ import {
   type SvcMaps,
   svcTables,
 } from "../../bpf/index";
+import { getOrMake } from "../collections";
 import type { Informer } from "../informer";
 import { agentLog } from "../log";
-import { getOrMake } from "../maps";
 import { sliceService } from "../objects";
 import { planServices, type ServiceObject, type SkipReason, type SliceObject } from "../service-plan";
 import type { WorkQueue } from "../workqueue";

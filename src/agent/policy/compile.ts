@@ -47,7 +47,7 @@
  */
 import { AF_INET, addressBits, formatSubnet, parseAddress, type Subnet } from "../../cni/address";
 import { sha256Hex } from "../../sys/sha256";
-import { getOrMake } from "../maps";
+import { getOrMake } from "../collections";
 import type { PodPort, PolicyPod } from "./objects";
 import type {
   Direction,
