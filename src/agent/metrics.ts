@@ -20,7 +20,7 @@ import type { PolicyController } from "./controllers/policy";
 import { agentLog } from "./log";
 import { MAX_PORT_RANGES, MAX_RULES } from "./policy/compile";
 import { BOUND_KINDS, UNREADABLE_KINDS } from "./policy/parse";
-import type { PeerState } from "./route-plan";
+import type { PeerState } from "./routes/plan";
 import { VerbLog } from "./verb-log";
 
 const POD = ["pod", "interface"];

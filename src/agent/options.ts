@@ -40,7 +40,7 @@ export interface AgentOptions {
    * and the agent keeps each local pod's policy from the API's Pods, Namespaces and
    * NetworkPolicies. */
   networkPolicy: boolean;
-  /** Pod traffic between nodes through a WireGuard device (controllers/wireguard.ts). */
+  /** Pod traffic between nodes through a WireGuard device (wireguard/controller.ts). */
   encryption: "none" | "wireguard";
   /** Never in clear to a node that publishes no key (true), or in clear to it (false). */
   encryptionStrict: boolean;

@@ -7,9 +7,10 @@
  */
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { PolicyController, type PolicyWriter } from "../../src/agent/controllers/policy";
+import { serviceObject } from "../../src/agent/kube/objects";
+import { WorkQueue } from "../../src/agent/kube/workqueue";
 import { agentLog } from "../../src/agent/log";
 import { AgentMetrics } from "../../src/agent/metrics";
-import { serviceObject } from "../../src/agent/objects";
 import {
   type KeptPolicy,
   namespaceObject,
@@ -19,8 +20,7 @@ import {
   podObject,
 } from "../../src/agent/policy/objects";
 import type { PodEntry } from "../../src/agent/policy-slots";
-import type { ServiceObject } from "../../src/agent/service-plan";
-import { WorkQueue } from "../../src/agent/workqueue";
+import type { ServiceObject } from "../../src/agent/services/plan";
 import type { TableWrite } from "../../src/bpf/policy-tables";
 import { FakeInformer } from "../support/fake-informer";
 import { namespace, pod, policy } from "../support/policy-cluster";

@@ -26,7 +26,8 @@
  */
 
 import { getOrMake } from "../collections";
-import type { Informer } from "../informer";
+import type { Informer } from "../kube/informer";
+import type { WorkQueue } from "../kube/workqueue";
 import { agentLog } from "../log";
 import type { CompiledPolicy, CompileResult } from "../policy/compile";
 import type { KeptPolicy, PolicyNamespace, PolicyPod } from "../policy/objects";
@@ -40,8 +41,7 @@ import {
   SlotWriteError,
   type SlotWriter,
 } from "../policy-slots";
-import type { ServiceObject } from "../service-plan";
-import type { WorkQueue } from "../workqueue";
+import type { ServiceObject } from "../services/plan";
 
 export const POLICY = "policy";
 export const POLICY_NAMESPACES = "policy-namespaces";

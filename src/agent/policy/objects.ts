@@ -1,6 +1,6 @@
 /**
  * What the policy index keeps of Pods, Namespaces and NetworkPolicies, copied out of each
- * object as the informer takes it in (the transforms of ../objects.ts, in its style): a
+ * object as the informer takes it in (the transforms of kube/objects.ts, in its style): a
  * pod's labels, addresses, node, named ports and whether it has finished; a namespace's
  * labels; a policy's spec. A change to anything else (a pod's conditions, a policy's
  * annotations) is no change at all.
@@ -11,7 +11,7 @@
  * compiler's work (parse.ts), which reports what it cannot read instead of reading less.
  */
 import { canonicalAddress } from "../../cni/address";
-import type { Transformed } from "../informer";
+import type { Transformed } from "../kube/informer";
 import type { PolicyProtocol } from "./parse";
 import type { Labels } from "./selectors";
 

@@ -6,7 +6,7 @@
  * `problems` and left out; the rest of the node still counts. Pure.
  */
 import type { V1Node } from "@kubernetes/client-node";
-import { canonicalAddress, type Family, formatSubnet, parseAddress, parseSubnet, type Subnet } from "../cni/address";
+import { canonicalAddress, type Family, formatSubnet, parseAddress, parseSubnet, type Subnet } from "../../cni/address";
 
 export interface NodeFacts {
   name: string;

@@ -6,10 +6,10 @@
  * meanwhile makes the create fail instead of being replaced, and deletes carry our
  * protocol, which the kernel matches.
  */
-import { parseSubnet } from "../cni/address";
-import { addRoute, deleteRoute, listRoutes, type Route, replaceRoute } from "../netlink/routes";
-import { NetlinkError, type RtnlSocket } from "../netlink/socket";
-import type { ConnectedRoute } from "./route-plan";
+import { parseSubnet } from "../../cni/address";
+import { addRoute, deleteRoute, listRoutes, type Route, replaceRoute } from "../../netlink/routes";
+import { NetlinkError, type RtnlSocket } from "../../netlink/socket";
+import type { ConnectedRoute } from "./plan";
 
 /** Ours: next to the plugin's proxy neighbour entries (233, 234). */
 export const AGENT_ROUTE_PROTOCOL = 235;

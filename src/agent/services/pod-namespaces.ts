@@ -7,8 +7,8 @@
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { RtnlSocket } from "../netlink/socket";
-import { openNetns } from "../sys/netns";
+import { RtnlSocket } from "../../netlink/socket";
+import { openNetns } from "../../sys/netns";
 
 export const NETNS_DIRS = ["/run/netns", "/var/run/netns"];
 

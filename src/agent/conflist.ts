@@ -11,16 +11,16 @@
  *   leave the cluster unmasqueraded, with a source nothing routes back.
  */
 import * as fs from "node:fs";
-import { parseSubnet } from "../../cni/address";
-import { type SyncNote, syncedFile } from "../../commands/agent-state";
-import type { InstallReport } from "../../install/install";
-import type { InstallOptions } from "../../install/options";
-import type { Informer } from "../informer";
-import { agentLog } from "../log";
-import type { NodeFacts } from "../node-facts";
-import { type AgentOptions, installOptionsFor } from "../options";
-import { insideCluster } from "../route-plan";
-import type { WorkQueue } from "../workqueue";
+import { parseSubnet } from "../cni/address";
+import { type SyncNote, syncedFile } from "../commands/agent-state";
+import type { InstallReport } from "../install/install";
+import type { InstallOptions } from "../install/options";
+import type { Informer } from "./kube/informer";
+import type { NodeFacts } from "./kube/node-facts";
+import type { WorkQueue } from "./kube/workqueue";
+import { agentLog } from "./log";
+import { type AgentOptions, installOptionsFor } from "./options";
+import { insideCluster } from "./routes/plan";
 
 export const CONFLIST = "conflist";
 

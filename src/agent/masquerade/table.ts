@@ -10,7 +10,7 @@
  * inside the cluster CIDRs), so their packets meet this table's postrouting hook.
  */
 import { spawnSync } from "node:child_process";
-import { AF_INET, AF_INET6, type Family, parseSubnet } from "../cni/address";
+import { AF_INET, AF_INET6, type Family, parseSubnet } from "../../cni/address";
 
 export const MASQUERADE_TABLE = "netkit-cni-agent";
 

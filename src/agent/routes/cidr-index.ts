@@ -6,8 +6,8 @@
  * present (a cluster has one or two); only prefixes longer than the one asked about are
  * scanned, and in a cluster whose nodes all have /24s (or /64s) there are none. Pure.
  */
-import { type Family, hostMask, type Subnet } from "../cni/address";
-import { getOrMake } from "./collections";
+import { type Family, hostMask, type Subnet } from "../../cni/address";
+import { getOrMake } from "../collections";
 
 export class CidrIndex {
   /** family → prefix length → network → owners */

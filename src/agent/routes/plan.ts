@@ -7,9 +7,9 @@
  * node's (two nodes cannot both own it), or lies outside the cluster CIDRs (its pods'
  * traffic would leave the cluster unmasqueraded, with a source nobody routes back). Pure.
  */
-import { type Family, parseAddress, type Subnet, subnetContains } from "../cni/address";
+import { type Family, parseAddress, type Subnet, subnetContains } from "../../cni/address";
+import type { NodeFacts } from "../kube/node-facts";
 import { CidrIndex } from "./cidr-index";
-import type { NodeFacts } from "./node-facts";
 
 /** A connected route: a destination prefix on a device, without a gateway. */
 export interface ConnectedRoute {
@@ -21,7 +21,7 @@ export interface PeerRoute {
   node: string;
   dst: string;
   family: Family;
-  /** The node's InternalIP; none through the WireGuard device (controllers/wireguard.ts). */
+  /** The node's InternalIP; none through the WireGuard device (wireguard/controller.ts). */
   gateway?: string;
   ifindex: number;
 }

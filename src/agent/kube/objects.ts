@@ -8,9 +8,9 @@
  * read the objects. Every field is copied only when it has the type the API gives it;
  * the planners check values.
  */
+import { SERVICE_NAME_LABEL, type ServiceObject, type SliceObject } from "../services/plan";
 import { objectKey, type Transformed } from "./informer";
 import { type NodeFacts, nodeFacts } from "./node-facts";
-import { SERVICE_NAME_LABEL, type ServiceObject, type SliceObject } from "./service-plan";
 
 type Raw = Record<string, unknown>;
 

@@ -19,13 +19,13 @@
  */
 import { formatCidr, hostPrefix } from "../../cni/address";
 import type { WgPeer, WgPeerChange } from "../../netlink/wireguard";
-import type { Informer } from "../informer";
+import type { Informer } from "../kube/informer";
+import type { NodeFacts } from "../kube/node-facts";
+import type { WorkQueue } from "../kube/workqueue";
 import { agentLog } from "../log";
-import type { NodeFacts } from "../node-facts";
-import type { PeerRoute } from "../route-plan";
-import { coveringRoutes, WIREGUARD_PORT, type WireguardKernel } from "../wireguard-device";
-import type { WorkQueue } from "../workqueue";
-import type { RouteSteering } from "./routes";
+import type { RouteSteering } from "../routes/controller";
+import type { PeerRoute } from "../routes/plan";
+import { coveringRoutes, WIREGUARD_PORT, type WireguardKernel } from "./device";
 
 export const WIREGUARD = "wireguard";
 const ALL = "*";

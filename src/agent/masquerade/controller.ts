@@ -1,11 +1,11 @@
 /**
- * The masquerade controller: the agent's nftables table (masquerade.ts) as the flags say,
+ * The masquerade controller: the agent's nftables table (table.ts) as the flags say,
  * checked at start and at every resync, never on an API event (nothing of the API goes
  * into it). The table is written when its text changes or someone removed it.
  */
+import type { WorkQueue } from "../kube/workqueue";
 import { agentLog } from "../log";
 import type { AgentOptions } from "../options";
-import type { WorkQueue } from "../workqueue";
 
 export const MASQUERADE = "masquerade";
 

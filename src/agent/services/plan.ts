@@ -21,12 +21,12 @@
  * never stops the rest.
  */
 import type { V1EndpointSlice, V1Service } from "@kubernetes/client-node";
-import type { ServiceEntry, SvcBackend, SvcProtocol } from "../bpf/index";
-import { AF_INET, addressFamily } from "../cni/address";
+import type { ServiceEntry, SvcBackend, SvcProtocol } from "../../bpf/index";
+import { AF_INET, addressFamily } from "../../cni/address";
 
 export const SERVICE_NAME_LABEL = "kubernetes.io/service-name";
 
-/** What the planner reads of a Service and an EndpointSlice (objects.ts keeps these). */
+/** What the planner reads of a Service and an EndpointSlice (kube/objects.ts keeps these). */
 export type ServiceObject = Pick<V1Service, "metadata" | "spec">;
 export type SliceObject = Pick<V1EndpointSlice, "metadata" | "addressType" | "ports" | "endpoints">;
 const DEFAULT_AFFINITY_SECONDS = 10800;

@@ -7,8 +7,8 @@
  * client would otherwise keep talking to a withdrawn backend, as kube-proxy flushes
  * conntrack for the same reason.
  */
-import { openOrCreateSvcMaps, requireNodeBpffs, type SocketCloser } from "../bpf/index";
-import type { ServiceTables } from "./controllers/services";
+import { openOrCreateSvcMaps, requireNodeBpffs, type SocketCloser } from "../../bpf/index";
+import type { ServiceTables } from "./controller";
 import { namespacesWithCookies } from "./pod-namespaces";
 
 export function kernelServiceTables(bpffsRoot: string, object: () => Buffer, closer: SocketCloser): ServiceTables {

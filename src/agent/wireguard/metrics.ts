@@ -7,10 +7,10 @@
 import * as fs from "node:fs";
 import type { KubeConfig } from "@kubernetes/client-node";
 import { Gauge, type Registry } from "prom-client";
-import { WIREGUARD_DEVICE } from "../datapath/uplink";
-import type { EncryptionState, WireguardController } from "./controllers/wireguard";
-import { mergePatch } from "./kube";
-import { WIREGUARD_KEY_ANNOTATION } from "./node-facts";
+import { WIREGUARD_DEVICE } from "../../datapath/uplink";
+import { WIREGUARD_KEY_ANNOTATION } from "../kube/node-facts";
+import { mergePatch } from "../kube/transport";
+import type { EncryptionState, WireguardController } from "./controller";
 
 const STATES: EncryptionState[] = ["encrypted", "no-key", "no-address", "clear"];
 

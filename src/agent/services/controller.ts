@@ -1,6 +1,6 @@
 /**
  * The Service controller (`--service-translation`): the node's Service tables as
- * service-plan.ts says they should be, kept per Service.
+ * plan.ts says they should be, kept per Service.
  *
  * - A Service event, or an event of one of its EndpointSlices (by the label
  *   kubernetes.io/service-name), syncs that Service only: its entries are planned from
@@ -26,11 +26,11 @@ import {
   svcTables,
 } from "../../bpf/index";
 import { getOrMake } from "../collections";
-import type { Informer } from "../informer";
+import type { Informer } from "../kube/informer";
+import { sliceService } from "../kube/objects";
+import type { WorkQueue } from "../kube/workqueue";
 import { agentLog } from "../log";
-import { sliceService } from "../objects";
-import { planServices, type ServiceObject, type SkipReason, type SliceObject } from "../service-plan";
-import type { WorkQueue } from "../workqueue";
+import { planServices, type ServiceObject, type SkipReason, type SliceObject } from "./plan";
 
 export const SERVICES = "services";
 const ALL = "*";

@@ -10,17 +10,17 @@
  * Peers are changed through the generic netlink family (netlink/wireguard.ts).
  */
 import * as fs from "node:fs";
-import { uplinkPin } from "../bpf/index";
-import { parseCidr } from "../cni/address";
-import { FALLBACK_MTU, resolveUplink, WIREGUARD_DEVICE, WIREGUARD_READY_ALIAS } from "../datapath/uplink";
-import { createLink, deleteLinkByName, getLinkByName, isUp, setLinkMtu, setLinkUp } from "../netlink/links";
-import { addRoute } from "../netlink/routes";
-import { NetlinkError, RtnlSocket } from "../netlink/socket";
-import { type WgDevice, type WgPeerChange, WireguardGenl } from "../netlink/wireguard";
-import { agentLog } from "./log";
-import { type AgentOptions, installOptionsFor } from "./options";
-import { AGENT_ROUTE_PROTOCOL } from "./route-table";
-import { loadOrCreateKey, type NodeKey } from "./wireguard-keys";
+import { uplinkPin } from "../../bpf/index";
+import { parseCidr } from "../../cni/address";
+import { FALLBACK_MTU, resolveUplink, WIREGUARD_DEVICE, WIREGUARD_READY_ALIAS } from "../../datapath/uplink";
+import { createLink, deleteLinkByName, getLinkByName, isUp, setLinkMtu, setLinkUp } from "../../netlink/links";
+import { addRoute } from "../../netlink/routes";
+import { NetlinkError, RtnlSocket } from "../../netlink/socket";
+import { type WgDevice, type WgPeerChange, WireguardGenl } from "../../netlink/wireguard";
+import { agentLog } from "../log";
+import { type AgentOptions, installOptionsFor } from "../options";
+import { AGENT_ROUTE_PROTOCOL } from "../routes/table";
+import { loadOrCreateKey, type NodeKey } from "./keys";
 
 /** The port every node's device listens on: a peer's endpoint is its InternalIP and this. */
 export const WIREGUARD_PORT = 51871;
@@ -112,7 +112,7 @@ async function coverCluster(host: RtnlSocket, ifindex: number, clusterCidrs: rea
   }
 }
 
-/** The covering routes as the route controller plans them (controllers/wireguard.ts). */
+/** The covering routes as the route controller plans them (controller.ts). */
 export const coveringRoutes = (clusterCidrs: readonly string[], ifindex: number) =>
   clusterCidrs.map((dst) => ({ node: "", dst, family: parseCidr(dst).family, ifindex }));
 

@@ -1,6 +1,6 @@
 /**
  * The route controller: this node's routes to every other node's pod CIDRs
- * (route-plan.ts says which, route-table.ts makes them), kept per node.
+ * (plan.ts says which, table.ts makes them), kept per node.
  *
  * - A Node event syncs that node's routes only, and the few nodes whose pod CIDRs
  *   overlap its old or new ones (their verdict may change with it); a change of this
@@ -16,11 +16,12 @@
 
 import { AF_INET, parseSubnet, type Subnet } from "../../cni/address";
 import type { Route } from "../../netlink/routes";
-import type { CidrIndex } from "../cidr-index";
 import { getOrMake } from "../collections";
-import type { Informer } from "../informer";
+import type { Informer } from "../kube/informer";
+import type { NodeFacts } from "../kube/node-facts";
+import type { WorkQueue } from "../kube/workqueue";
 import { agentLog } from "../log";
-import type { NodeFacts } from "../node-facts";
+import type { CidrIndex } from "./cidr-index";
 import {
   type ConnectedRoute,
   indexCidrs,
@@ -29,9 +30,8 @@ import {
   type PeerState,
   type PlanContext,
   planPeer,
-} from "../route-plan";
-import type { RouteTable } from "../route-table";
-import type { WorkQueue } from "../workqueue";
+} from "./plan";
+import type { RouteTable } from "./table";
 
 export const ROUTES = "routes";
 export const ALL = "*";

@@ -1,6 +1,6 @@
 /**
  * An informer: every object of one kind the API has, kept current by list and watch
- * (kube.ts), with a callback per object that changed. Controllers read their informers'
+ * (transport.ts), with a callback per object that changed. Controllers read their informers'
  * stores and hear of changes by key (`Informer`, which tests fake); this is the one
  * implementation against the API.
  *
@@ -23,7 +23,7 @@
  * change at all.
  */
 import type { KubeConfig } from "@kubernetes/client-node";
-import { ApiError, listInChunks, type WatchEvent, watchLines } from "./kube";
+import { ApiError, listInChunks, type WatchEvent, watchLines } from "./transport";
 
 export type ChangeHandler<T> = (key: string, before: T | undefined, after: T | undefined) => void;
 
