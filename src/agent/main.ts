@@ -8,7 +8,7 @@
  *   routes      routes to the other nodes' pod CIDRs (routes/)
  *   masquerade  the agent's nftables table (masquerade/)
  *   services    the Service tables, with --service-translation (services/)
- *   policy      NetworkPolicy per local pod, unless --network-policy=false (controllers/policy.ts)
+ *   policy      NetworkPolicy per local pod, unless --network-policy=false (policy/)
  *   wireguard   peers on the node's WireGuard device, with --encryption (wireguard/)
  *
  * An event syncs the key that changed (one Node, one Service); every --resync-seconds
@@ -30,7 +30,6 @@ import { WIREGUARD_DEVICE } from "../datapath/uplink";
 import { install } from "../install/install";
 import { RtnlSocket } from "../netlink/socket";
 import { ConflistController } from "./conflist";
-import { PolicyController } from "./controllers/policy";
 import { ApiInformer } from "./kube/informer";
 import { nodeObject, serviceObject, sliceObject } from "./kube/objects";
 import { loadKubeConfig } from "./kube/transport";
@@ -46,8 +45,9 @@ import {
 } from "./masquerade/table";
 import { AgentMetrics } from "./metrics";
 import { AGENT_USAGE, type AgentOptions, AgentUsageError, installOptionsFor, parseAgentOptions } from "./options";
-import { namespaceObject, networkPolicyObject, podObject } from "./policy/objects";
-import { forgetNetworkPolicy, KernelPolicyWriter, writePolicyFile, writePolicyProblemsFile } from "./policy-maps";
+import { PolicyController } from "./policy/controller";
+import { namespaceObject, networkPolicyObject, podObject } from "./policy/model/objects";
+import { forgetNetworkPolicy, KernelPolicyWriter, writePolicyFile, writePolicyProblemsFile } from "./policy/writer";
 import { ROUTES, RoutesController } from "./routes/controller";
 import { KernelRouteTable } from "./routes/table";
 import { boundPort, serve } from "./server";

@@ -30,11 +30,11 @@ import {
   sweepPolicySlots,
   vipKey,
   writePolicyPod,
-} from "../bpf/index";
-import { addressFamily } from "../cni/address";
-import type { PolicyPodStatus, PolicyWriter } from "./controllers/policy";
-import type { PolicyProblem } from "./policy/parse";
-import type { PodEntry } from "./policy-slots";
+} from "../../bpf/index";
+import { addressFamily } from "../../cni/address";
+import type { PolicyPodStatus, PolicyWriter } from "./controller";
+import type { PolicyProblem } from "./model/parse";
+import type { PodEntry } from "./slots";
 
 export const POLICY_FILE = "policies.json";
 export const POLICY_PROBLEMS_FILE = "policy-problems.json";

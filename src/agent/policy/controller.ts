@@ -2,9 +2,9 @@
  * The NetworkPolicy controller (on unless --network-policy=false): each local pod's
  * compiled policy in the datapath's tables (bpf/lib/policy.h), kept per pod.
  *
- * - Pods, Namespaces and NetworkPolicies feed the index (policy/policy-index.ts), which
+ * - Pods, Namespaces and NetworkPolicies feed the index (model/policy-index.ts), which
  *   names the local pods a change touches; each is synced alone: compiled, placed on a
- *   slot (policy-slots.ts: shared by pods whose rules mean the same, peers rewritten in
+ *   slot (slots.ts: shared by pods whose rules mean the same, peers rewritten in
  *   place) and its entry written (slot and isolation flags) only once the slot is whole.
  * - Which namespaces have a policy (the plugin's ADD marks a pod of such a namespace it
  *   wires before the agent judged it: it gets nothing but its node's traffic until then),
@@ -15,7 +15,7 @@
  *   API, and never one the plugin marked pending for a pod the agent has not seen yet.
  * - A restart changes no verdict the policies did not change, and inherits nothing: the
  *   node's tables may hold a previous run's slots, which stay in force until each pod is
- *   placed on a fresh slot of this run (policy-slots.ts); then the first full sync sweeps
+ *   placed on a fresh slot of this run (slots.ts); then the first full sync sweeps
  *   what no pod reads any more (slots, namespace marks, ClusterIPs), counted and logged.
  * - Fail closed, never stopping the rest: a policy that cannot be read isolates what it
  *   selects and allows nothing (compile.ts; reported, and logged when its reasons
@@ -29,19 +29,12 @@ import { getOrMake } from "../collections";
 import type { Informer } from "../kube/informer";
 import type { WorkQueue } from "../kube/workqueue";
 import { agentLog } from "../log";
-import type { CompiledPolicy, CompileResult } from "../policy/compile";
-import type { KeptPolicy, PolicyNamespace, PolicyPod } from "../policy/objects";
-import { BOUND_KINDS, type Direction, INCOMPLETE, type PolicyProblem, type ProblemKind } from "../policy/parse";
-import { PolicyIndex } from "../policy/policy-index";
-import {
-  type Isolation,
-  type PodRules,
-  PolicySlots,
-  type SlotOptions,
-  SlotWriteError,
-  type SlotWriter,
-} from "../policy-slots";
 import type { ServiceObject } from "../services/plan";
+import type { CompiledPolicy, CompileResult } from "./model/compile";
+import type { KeptPolicy, PolicyNamespace, PolicyPod } from "./model/objects";
+import { BOUND_KINDS, type Direction, INCOMPLETE, type PolicyProblem, type ProblemKind } from "./model/parse";
+import { PolicyIndex } from "./model/policy-index";
+import { type Isolation, type PodRules, PolicySlots, type SlotOptions, SlotWriteError, type SlotWriter } from "./slots";
 
 export const POLICY = "policy";
 export const POLICY_NAMESPACES = "policy-namespaces";
@@ -330,7 +323,7 @@ export class PolicyController {
     this.setState(key, { ...state, slot: 0, problems: [...state.problems, ...incompleteProblems(state, error)] });
   }
 
-  /** A pod of a slot given up while another pod was placed: denied already (policy-slots.ts), reported and retried. */
+  /** A pod of a slot given up while another pod was placed: denied already (slots.ts), reported and retried. */
   private incompleteElsewhere(key: string, error: unknown): void {
     const state = this.states.get(key);
     if (state) {

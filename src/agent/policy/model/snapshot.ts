@@ -1,7 +1,8 @@
 /**
  * A CompileSource that scans the objects it was given for every answer and keeps no
- * cache: the plain reading of the semantics, which the incremental index (index.ts) must
- * agree with, and a way to compile a few pods without building one. Pure.
+ * cache: the plain reading of the semantics, which the incremental index
+ * (policy-index.ts) must agree with, and a way to compile a few pods without building
+ * one. Pure.
  */
 import {
   type CompileResult,

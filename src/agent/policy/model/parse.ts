@@ -35,7 +35,7 @@
  * podSelector is unreadable: all of its namespace's) and the directions it isolates
  * (both when policyTypes is unreadable), which compile.ts isolates with nothing allowed.
  */
-import { AF_INET, AF_INET6, addressBits, hostMask, parseAddress, type Subnet } from "../../cni/address";
+import { AF_INET, AF_INET6, addressBits, hostMask, parseAddress, type Subnet } from "../../../cni/address";
 import type { KeptPolicy } from "./objects";
 import { EVERYTHING, parseSelector, type Selector, selectorText } from "./selectors";
 

@@ -12,7 +12,7 @@
  * - A slot id is never given out twice by one run, nor one that the node's tables held
  *   when the run began (a previous run's, whose entries may still be there): a new
  *   slot's tables start empty. What a previous run left is swept once every pod has
- *   been placed (controllers/policy.ts).
+ *   been placed (controller.ts).
  * - Every pod entry carries the stamp of its slot's current tables: a new stamp each
  *   time a slot is made or its tables are rewritten, and every pod of the slot is
  *   pointed at the new one. The programs trust a remembered verdict only under the stamp
@@ -21,9 +21,9 @@
  *   (best effort, else swept later), and its pods denied in what they isolate until
  *   their policy is written whole on a fresh slot (SlotWriteError names them).
  */
-import type { DatapathRule, SlotTables, TableWrite } from "../bpf/policy-tables";
-import { samePorts, slotTables, slotWrites } from "../bpf/policy-tables";
-import { monotonicNs } from "../sys/clock";
+import type { DatapathRule, SlotTables, TableWrite } from "../../bpf/policy-tables";
+import { samePorts, slotTables, slotWrites } from "../../bpf/policy-tables";
+import { monotonicNs } from "../../sys/clock";
 
 /** One direction of a pod's compiled policy: undefined when the pod is not isolated that way. */
 export interface PodRules {

@@ -2,8 +2,8 @@
  * What networking.k8s.io/v1 NetworkPolicy allows one pod, compiled for the datapath: per
  * direction, undefined (not isolated: everything allowed) or the rules whose union is
  * allowed (none: everything denied). Pure; the policies and pods come through a
- * `CompileSource`, which the incremental index (index.ts) answers from its caches and
- * snapshot.ts by scanning.
+ * `CompileSource`, which the incremental index (policy-index.ts) answers from its caches
+ * and snapshot.ts by scanning.
  *
  * The semantics, from the API reference and the NetworkPolicy concepts page:
  * - A pod is isolated for ingress (egress) when a policy of its namespace selects it and
@@ -45,9 +45,9 @@
  * as it reads them), so only an API newer than this agent, or an object written around
  * validation, meets this.
  */
-import { AF_INET, addressBits, formatSubnet, parseAddress, type Subnet } from "../../cni/address";
-import { sha256Hex } from "../../sys/sha256";
-import { getOrMake } from "../collections";
+import { AF_INET, addressBits, formatSubnet, parseAddress, type Subnet } from "../../../cni/address";
+import { sha256Hex } from "../../../sys/sha256";
+import { getOrMake } from "../../collections";
 import type { PodPort, PolicyPod } from "./objects";
 import type {
   Direction,

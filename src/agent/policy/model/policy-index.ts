@@ -26,7 +26,7 @@
  * answers undefined and its datapath state can go.
  */
 
-import { getOrMake } from "../collections";
+import { getOrMake } from "../../collections";
 import {
   type CompileResult,
   type CompileSource,

@@ -10,8 +10,7 @@
  * as the API wrote it, minus what NetworkPolicy does not define: checking it is the
  * compiler's work (parse.ts), which reports what it cannot read instead of reading less.
  */
-import { canonicalAddress } from "../../cni/address";
-import type { Transformed } from "../kube/informer";
+import { canonicalAddress } from "../../../cni/address";
 import type { PolicyProtocol } from "./parse";
 import type { Labels } from "./selectors";
 
@@ -42,6 +41,16 @@ export interface PolicyNamespace {
 }
 
 /** A NetworkPolicy's spec as the API wrote it (fields NetworkPolicySpec does not have dropped). */
+/**
+ * What each transform gives the informer: an object's key and what is kept of it (the
+ * shape of kube/informer.ts's `Transformed`, written out: the model imports nothing of
+ * the API side).
+ */
+interface Kept<T> {
+  key: string;
+  object: T;
+}
+
 export interface KeptPolicy {
   namespace: string;
   name: string;
@@ -79,7 +88,7 @@ function labelsOf(metadata: Raw): Labels {
   return shared("l", out);
 }
 
-export function podObject(raw: unknown): Transformed<PolicyPod> | undefined {
+export function podObject(raw: unknown): Kept<PolicyPod> | undefined {
   const metadata = record(record(raw)?.metadata) ?? {};
   const namespace = str(metadata.namespace);
   const name = str(metadata.name);
@@ -137,14 +146,14 @@ function namedPorts(spec: Raw): PodPort[] {
   return ports.length === 0 ? [] : shared("p", ports);
 }
 
-export function namespaceObject(raw: unknown): Transformed<PolicyNamespace> | undefined {
+export function namespaceObject(raw: unknown): Kept<PolicyNamespace> | undefined {
   const metadata = record(record(raw)?.metadata) ?? {};
   const name = str(metadata.name);
   if (name === undefined) return undefined;
   return { key: name, object: { name, labels: labelsOf(metadata) } };
 }
 
-export function networkPolicyObject(raw: unknown): Transformed<KeptPolicy> | undefined {
+export function networkPolicyObject(raw: unknown): Kept<KeptPolicy> | undefined {
   const metadata = record(record(raw)?.metadata) ?? {};
   const namespace = str(metadata.namespace);
   const name = str(metadata.name);
