@@ -11,7 +11,7 @@
  * between two of them, and every round of a variant measures the same pods. The pods not
  * being measured are idle, so they take nothing from the one that is.
  */
-import type { EndpointRow } from "../../src/cli/endpoints";
+import type { EndpointRow } from "../../src/commands/endpoints";
 import { inNs } from "../../test/support/harness";
 import { addPod, type ClusterNode, delPod, makeCluster } from "../../test/support/topology";
 import { type BenchFixture, newFixture } from "./cleanup";

@@ -1,11 +1,11 @@
 /**
  * The bench's options: each kind's defaults and the flags that change them, read with the
- * CLI's flag reader (src/cli/args.ts), so both speak one syntax ("--rounds 3" and
+ * CLI's flag reader (src/args.ts), so both speak one syntax ("--rounds 3" and
  * "--rounds=3") and refuse what they do not know the same way.
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { type FlagTable, readFlags } from "../../src/cli/args";
+import { type FlagTable, readFlags } from "../../src/args";
 import type { RunSettings } from "./result";
 
 /** The run's settings (kept in its results file) and what only this process needs. */

@@ -1,7 +1,7 @@
 /**
  * The NetworkPolicy section's cluster (bench/lib/policy.ts) as the API would serve it:
- * its namespaces, pods and policies, for the agent's compiler (src/agent/policy) to read
- * through the informers' own transforms (test/support/policy-cluster.ts). Pure.
+ * its namespaces, pods and policies, for the agent's compiler (src/agent/policy/model) to
+ * read through the informers' own transforms (test/support/policy-cluster.ts). Pure.
  *
  * 100 policies. In the netperf pods' namespace, 3 select the servers (ingress: the client
  * on netperf's ports, other tenants' pods on another port, an address block on a third)

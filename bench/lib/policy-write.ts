@@ -5,9 +5,9 @@
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { podRules } from "../../src/agent/controllers/policy";
-import { KernelPolicyWriter } from "../../src/agent/policy-maps";
-import { PolicySlots } from "../../src/agent/policy-slots";
+import { podRules } from "../../src/agent/policy/controller";
+import { PolicySlots } from "../../src/agent/policy/slots";
+import { KernelPolicyWriter } from "../../src/agent/policy/writer";
 import { nodeObjectsFrom, openPolicyMaps } from "../../src/bpf/index";
 import { snapshotOf } from "../../test/support/policy-cluster";
 import type { Cluster } from "../../test/support/policy-model";

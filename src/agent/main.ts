@@ -2,14 +2,14 @@
  * `netkit-cni agent`: the node's side of a cluster network, a long-running process (the
  * DaemonSet's main container). One controller per concern, as kindnet and client-go
  * controllers are built, each driven by its informers through one shared work queue
- * (workqueue.ts):
+ * (kube/workqueue.ts):
  *
- *   conflist    this node's conflist and readiness (controllers/conflist.ts)
- *   routes      routes to the other nodes' pod CIDRs (controllers/routes.ts)
- *   masquerade  the agent's nftables table (controllers/masquerade.ts)
- *   services    the Service tables, with --service-translation (controllers/services.ts)
- *   policy      NetworkPolicy per local pod, unless --network-policy=false (controllers/policy.ts)
- *   wireguard   peers on the node's WireGuard device, with --encryption (controllers/wireguard.ts)
+ *   conflist    this node's conflist and readiness (conflist.ts)
+ *   routes      routes to the other nodes' pod CIDRs (routes/)
+ *   masquerade  the agent's nftables table (masquerade/)
+ *   services    the Service tables, with --service-translation (services/)
+ *   policy      NetworkPolicy per local pod, unless --network-policy=false (policy/)
+ *   wireguard   peers on the node's WireGuard device, with --encryption (wireguard/)
  *
  * An event syncs the key that changed (one Node, one Service); every --resync-seconds
  * each controller reconciles everything once more, the safety net. It serves metrics and
@@ -24,38 +24,38 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import type { KubeConfig } from "@kubernetes/client-node";
 import { SocketCloser } from "../bpf/index";
-import { install } from "../cli/install";
 import { DEFAULT_BPFFS_ROOT } from "../cni/config";
 import { embeddedObjects, embeddedSvcDestroyObject, embeddedSvcObject } from "../datapath/assets";
 import { WIREGUARD_DEVICE } from "../datapath/uplink";
+import { install } from "../install/install";
 import { RtnlSocket } from "../netlink/socket";
-import { ConflistController } from "./controllers/conflist";
-import { MasqueradeController } from "./controllers/masquerade";
-import { PolicyController } from "./controllers/policy";
-import { ROUTES, RoutesController } from "./controllers/routes";
-import { ServicesController } from "./controllers/services";
-import { WireguardController } from "./controllers/wireguard";
-import { ApiInformer } from "./informer";
-import { loadKubeConfig } from "./kube";
+import { ConflistController } from "./conflist";
+import { ApiInformer } from "./kube/informer";
+import { nodeObject, serviceObject, sliceObject } from "./kube/objects";
+import { loadKubeConfig } from "./kube/transport";
+import { WorkQueue } from "./kube/workqueue";
 import { agentLog } from "./log";
+import { MasqueradeController } from "./masquerade/controller";
 import {
   applyMasquerade,
   currentMasquerade,
   MASQUERADE_TABLE,
   masqueradeRuleset,
   removeMasquerade,
-} from "./masquerade";
+} from "./masquerade/table";
 import { AgentMetrics } from "./metrics";
-import { nodeObject, serviceObject, sliceObject } from "./objects";
 import { AGENT_USAGE, type AgentOptions, AgentUsageError, installOptionsFor, parseAgentOptions } from "./options";
-import { namespaceObject, networkPolicyObject, podObject } from "./policy/objects";
-import { forgetNetworkPolicy, KernelPolicyWriter, writePolicyFile, writePolicyProblemsFile } from "./policy-maps";
-import { KernelRouteTable } from "./route-table";
+import { PolicyController } from "./policy/controller";
+import { namespaceObject, networkPolicyObject, podObject } from "./policy/model/objects";
+import { forgetNetworkPolicy, KernelPolicyWriter, writePolicyFile, writePolicyProblemsFile } from "./policy/writer";
+import { ROUTES, RoutesController } from "./routes/controller";
+import { KernelRouteTable } from "./routes/table";
 import { boundPort, serve } from "./server";
-import { kernelServiceTables } from "./service-tables";
-import { type EncryptionStart, removeWireguard, startEncryption } from "./wireguard-device";
-import { publishNodeKey, registerWireguardMetrics } from "./wireguard-metrics";
-import { WorkQueue } from "./workqueue";
+import { ServicesController } from "./services/controller";
+import { kernelServiceTables } from "./services/tables";
+import { WireguardController } from "./wireguard/controller";
+import { type EncryptionStart, removeWireguard, startEncryption } from "./wireguard/device";
+import { publishNodeKey, registerWireguardMetrics } from "./wireguard/metrics";
 
 /** Bun's collector: `full` collects now, else it is asked to soon. Nothing under Node. */
 const bunGc = (full: boolean) => (globalThis as { Bun?: { gc(force: boolean): void } }).Bun?.gc(full);

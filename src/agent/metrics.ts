@@ -14,13 +14,13 @@
 import * as fs from "node:fs";
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import { pinnedMapOccupancy } from "../bpf/index";
-import { listEndpoints } from "../cli/endpoints";
 import { podNames } from "../commands/agent-state";
-import type { PolicyController } from "./controllers/policy";
+import { listEndpoints } from "../commands/endpoints";
 import { agentLog } from "./log";
-import { MAX_PORT_RANGES, MAX_RULES } from "./policy/compile";
-import { BOUND_KINDS, UNREADABLE_KINDS } from "./policy/parse";
-import type { PeerState } from "./route-plan";
+import type { PolicyController } from "./policy/controller";
+import { MAX_PORT_RANGES, MAX_RULES } from "./policy/model/compile";
+import { BOUND_KINDS, UNREADABLE_KINDS } from "./policy/model/parse";
+import type { PeerState } from "./routes/plan";
 import { VerbLog } from "./verb-log";
 
 const POD = ["pod", "interface"];

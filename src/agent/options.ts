@@ -4,10 +4,10 @@
  * (the same flags and defaults as `netkit-cni install`, which does the writing).
  */
 
-import { type Flags, flagsFor, flagUsage, parseFlags } from "../cli/args";
-import { generateConflist, validateConflist } from "../cli/install";
-import { cidrList, type InstallOptions, parseInstallOptions } from "../cli/install-options";
+import { type Flags, flagsFor, flagUsage, parseFlags } from "../args";
 import { DEFAULT_AGENT_STATE_DIR } from "../commands/agent-state";
+import { generateConflist, validateConflist } from "../install/install";
+import { cidrList, type InstallOptions, parseInstallOptions } from "../install/options";
 
 export const DEFAULT_METRICS_ADDRESS = ":9968";
 export const DEFAULT_STATE_DIR = DEFAULT_AGENT_STATE_DIR;
@@ -40,7 +40,7 @@ export interface AgentOptions {
    * and the agent keeps each local pod's policy from the API's Pods, Namespaces and
    * NetworkPolicies. */
   networkPolicy: boolean;
-  /** Pod traffic between nodes through a WireGuard device (controllers/wireguard.ts). */
+  /** Pod traffic between nodes through a WireGuard device (wireguard/controller.ts). */
   encryption: "none" | "wireguard";
   /** Never in clear to a node that publishes no key (true), or in clear to it (false). */
   encryptionStrict: boolean;

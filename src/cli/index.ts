@@ -2,9 +2,10 @@
  * Commands for people (`netkit-cni endpoints`, …), as opposed to the CNI protocol that
  * runtimes speak through CNI_COMMAND. Each prints to stdout and returns an exit status.
  */
-import { formatEndpoints, listEndpoints } from "./endpoints";
-import { formatInstall, install } from "./install";
-import { INSTALL_USAGE, InstallError, parseInstallOptions } from "./install-options";
+import { listEndpoints } from "../commands/endpoints";
+import { formatInstall, install } from "../install/install";
+import { INSTALL_USAGE, InstallError, parseInstallOptions } from "../install/options";
+import { formatEndpoints } from "./endpoints";
 import { nodeStatus } from "./status";
 import { formatStatus } from "./status-format";
 import {

@@ -12,9 +12,9 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { decodePolicyEvent, openPolicyMaps, type PolicyEvent } from "../bpf/index";
 import { podNames } from "../commands/agent-state";
+import { listEndpoints } from "../commands/endpoints";
 import { endpointMapEntries } from "../datapath/node-state";
 import { monotonicNs } from "../sys/clock";
-import { listEndpoints } from "./endpoints";
 
 export interface MonitorOptions {
   bpffsRoot: string;

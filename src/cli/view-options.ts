@@ -1,11 +1,12 @@
 /**
  * The flags of the commands that show a node's state (`endpoints`, `status`, `monitor`),
- * each declared once in a table (args.ts) that parses them and writes their usage, so
+ * each declared once in a table (../args.ts) that parses them and writes their usage, so
  * `--help` and a misspelt flag both show what the command takes.
  */
+
+import { type Flags, flagsFor, flagUsage, parseFlags } from "../args";
 import { DEFAULT_BPFFS_ROOT } from "../cni/config";
 import { DEFAULT_AGENT_STATE_DIR } from "../commands/agent-state";
-import { type Flags, flagsFor, flagUsage, parseFlags } from "./args";
 import type { MonitorOptions } from "./monitor";
 
 /** A command line this CLI cannot read: the message says what, and the usage follows. */

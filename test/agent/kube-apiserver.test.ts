@@ -11,10 +11,10 @@ import * as os from "node:os";
 import * as path from "node:path";
 import type { V1Node } from "@kubernetes/client-node";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { ApiInformer } from "../../src/agent/informer";
-import { ApiError, loadKubeConfig, mergePatch } from "../../src/agent/kube";
-import { type NodeFacts, WIREGUARD_KEY_ANNOTATION } from "../../src/agent/node-facts";
-import { nodeObject } from "../../src/agent/objects";
+import { ApiInformer } from "../../src/agent/kube/informer";
+import { type NodeFacts, WIREGUARD_KEY_ANNOTATION } from "../../src/agent/kube/node-facts";
+import { nodeObject } from "../../src/agent/kube/objects";
+import { ApiError, loadKubeConfig, mergePatch } from "../../src/agent/kube/transport";
 import { StandInApiServer } from "../support/kube-apiserver";
 
 interface Raw {

@@ -12,7 +12,7 @@ import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { WIREGUARD_KEY_ANNOTATION } from "../../src/agent/node-facts";
+import { WIREGUARD_KEY_ANNOTATION } from "../../src/agent/kube/node-facts";
 import type { NodeStatus } from "../../src/cli/status";
 import { type AgentNode, AgentProcess, agentNode, eventually, readJson, scrape } from "../agent/harness";
 import { countNetifRx, pingMany } from "../integration/netif-rx";

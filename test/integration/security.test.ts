@@ -43,14 +43,14 @@ describe("security", () => {
   it("never runs a shell: only the IPAM delegation and the agent's nft spawn, each with an argument vector", () => {
     // Any way of reaching the module counts: a static import or a lazy require().
     const spawning = sourceFiles(SRC).filter((f) => /["'](node:)?child_process["']/.test(fs.readFileSync(f, "utf8")));
-    expect(spawning.map((f) => path.relative(SRC, f)).sort()).toEqual(["agent/masquerade.ts", "cni/delegate.ts"]);
+    expect(spawning.map((f) => path.relative(SRC, f)).sort()).toEqual(["agent/masquerade/table.ts", "cni/delegate.ts"]);
     for (const file of spawning) {
       const text = fs.readFileSync(file, "utf8");
       expect(text, file).not.toMatch(/shell\s*:/);
       expect(text, file).not.toMatch(/\bexec(Sync)?\(/);
     }
     expect(fs.readFileSync(path.join(SRC, "cni/delegate.ts"), "utf8")).toMatch(/spawnSync\(binary, \[\]/);
-    expect(fs.readFileSync(path.join(SRC, "agent/masquerade.ts"), "utf8")).toMatch(/spawnSync\("nft", \[/);
+    expect(fs.readFileSync(path.join(SRC, "agent/masquerade/table.ts"), "utf8")).toMatch(/spawnSync\("nft", \[/);
   });
 
   it("keeps a container ID out of every name it creates", () => {

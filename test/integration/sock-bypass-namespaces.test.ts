@@ -11,8 +11,8 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { SOCK_PER_POD } from "../../src/bpf/abi";
-import type { EndpointRow } from "../../src/cli/endpoints";
 import type { NodeStatus } from "../../src/cli/status";
+import type { EndpointRow } from "../../src/commands/endpoints";
 import { inNs, runPlugin } from "../support/harness";
 import { addPod, delPod, ifindexOf } from "../support/topology";
 import {

@@ -1,9 +1,9 @@
 /**
- * An informer driven by the test (src/agent/informer.ts's `Informer`): `list` is the first
+ * An informer driven by the test (src/agent/kube/informer.ts's `Informer`): `list` is the first
  * complete list, `put` and `remove` are watch events. Changes are told the way the
  * agent's informer tells them: once per key, nothing before the first list.
  */
-import type { ChangeHandler, Informer } from "../../src/agent/informer";
+import type { ChangeHandler, Informer } from "../../src/agent/kube/informer";
 
 export class FakeInformer<T> implements Informer<T> {
   private readonly store = new Map<string, T>();

@@ -1,13 +1,14 @@
 /**
- * Clusters for the policy tests, written as the API serves them (test/support/policy-model.ts
- * reads them so), and what the compiler makes of them: each pod's compiled policy
- * (src/agent/policy through the informers' transforms) and the probes those answer, as
- * the datapath would, into truth tables to set against the model's.
+ * Clusters for the policy tests, written as the API serves them
+ * (test/support/policy-model.ts reads them so), and what the compiler makes of them: each
+ * pod's compiled policy (src/agent/policy/model through the informers' transforms) and
+ * the probes those answer, as the datapath would, into truth tables to set against the
+ * model's.
  */
 import type { V1Namespace, V1Pod } from "@kubernetes/client-node";
-import type { CompiledPolicy, DirectionPolicy, PeerBlock, PortRange } from "../../src/agent/policy/compile";
-import { namespaceObject, networkPolicyObject, podObject } from "../../src/agent/policy/objects";
-import { PolicySnapshot } from "../../src/agent/policy/snapshot";
+import type { CompiledPolicy, DirectionPolicy, PeerBlock, PortRange } from "../../src/agent/policy/model/compile";
+import { namespaceObject, networkPolicyObject, podObject } from "../../src/agent/policy/model/objects";
+import { PolicySnapshot } from "../../src/agent/policy/model/snapshot";
 import { type Address, AF_INET, parseAddress } from "../../src/cni/address";
 import {
   type Cluster,

@@ -1,24 +1,24 @@
 /**
- * The agent's controllers alone, each with fake informers and a fake of what it writes
- * (src/agent/controllers): what each makes of a complete list, and that one event costs
- * work for its own key only (no dump of the kernel's table, no write for another node's
- * routes or another Service's entries).
+ * The agent's controllers alone (each concern's controller.ts under src/agent, and
+ * conflist.ts), each with fake informers and a fake of what it writes: what each makes of
+ * a complete list, and that one event costs work for its own key only (no dump of the
+ * kernel's table, no write for another node's routes or another Service's entries).
  */
 import { describe, expect, it } from "vitest";
-import { ConflistController } from "../../src/agent/controllers/conflist";
-import { MasqueradeController } from "../../src/agent/controllers/masquerade";
-import { RoutesController } from "../../src/agent/controllers/routes";
-import { ServicesController, type ServiceTables, type Withdrawn } from "../../src/agent/controllers/services";
-import type { NodeFacts } from "../../src/agent/node-facts";
-import { nodeObject, serviceObject, sliceObject } from "../../src/agent/objects";
+import { ConflistController } from "../../src/agent/conflist";
+import type { NodeFacts } from "../../src/agent/kube/node-facts";
+import { nodeObject, serviceObject, sliceObject } from "../../src/agent/kube/objects";
+import { WorkQueue } from "../../src/agent/kube/workqueue";
+import { MasqueradeController } from "../../src/agent/masquerade/controller";
 import type { AgentOptions } from "../../src/agent/options";
-import type { RouteTable, RouteTableView } from "../../src/agent/route-table";
-import type { ServiceObject, SliceObject } from "../../src/agent/service-plan";
-import { WorkQueue } from "../../src/agent/workqueue";
+import { RoutesController } from "../../src/agent/routes/controller";
+import type { RouteTable, RouteTableView } from "../../src/agent/routes/table";
+import { ServicesController, type ServiceTables, type Withdrawn } from "../../src/agent/services/controller";
+import type { ServiceObject, SliceObject } from "../../src/agent/services/plan";
 import type { SvcMaps } from "../../src/bpf/svc";
 import type { TableMap } from "../../src/bpf/svc-table";
-import type { InstallOptions } from "../../src/cli/install-options";
 import { parseSubnet } from "../../src/cni/address";
+import type { InstallOptions } from "../../src/install/options";
 import type { Route } from "../../src/netlink/routes";
 import { FakeInformer } from "../support/fake-informer";
 

@@ -1,10 +1,10 @@
 import type { V1Node } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
-import { masqueradeRuleset } from "../../src/agent/masquerade";
+import { nodeFacts } from "../../src/agent/kube/node-facts";
+import { masqueradeRuleset } from "../../src/agent/masquerade/table";
 import { counterPath } from "../../src/agent/metrics";
-import { nodeFacts } from "../../src/agent/node-facts";
 import { AGENT_USAGE, AgentUsageError, parseAgentOptions } from "../../src/agent/options";
-import { type ConnectedRoute, planRoutes } from "../../src/agent/route-plan";
+import { type ConnectedRoute, planRoutes } from "../../src/agent/routes/plan";
 import { parseListenAddress } from "../../src/agent/server";
 import { parseSubnet } from "../../src/cni/address";
 

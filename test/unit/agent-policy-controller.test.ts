@@ -1,15 +1,16 @@
 /**
- * The NetworkPolicy controller alone (src/agent/controllers/policy.ts) with fake informers
+ * The NetworkPolicy controller alone (src/agent/policy/controller.ts) with fake informers
  * and a recording writer: what a complete list makes of a cluster, that one change
  * writes only what it touches, and that what cannot be enforced as written (a policy it
  * cannot read, a pod past a datapath bound) is reported and counted, never stopping the
  * rest.
  */
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { PolicyController, type PolicyWriter } from "../../src/agent/controllers/policy";
+import { serviceObject } from "../../src/agent/kube/objects";
+import { WorkQueue } from "../../src/agent/kube/workqueue";
 import { agentLog } from "../../src/agent/log";
 import { AgentMetrics } from "../../src/agent/metrics";
-import { serviceObject } from "../../src/agent/objects";
+import { PolicyController, type PolicyWriter } from "../../src/agent/policy/controller";
 import {
   type KeptPolicy,
   namespaceObject,
@@ -17,10 +18,9 @@ import {
   type PolicyNamespace,
   type PolicyPod,
   podObject,
-} from "../../src/agent/policy/objects";
-import type { PodEntry } from "../../src/agent/policy-slots";
-import type { ServiceObject } from "../../src/agent/service-plan";
-import { WorkQueue } from "../../src/agent/workqueue";
+} from "../../src/agent/policy/model/objects";
+import type { PodEntry } from "../../src/agent/policy/slots";
+import type { ServiceObject } from "../../src/agent/services/plan";
 import type { TableWrite } from "../../src/bpf/policy-tables";
 import { FakeInformer } from "../support/fake-informer";
 import { namespace, pod, policy } from "../support/policy-cluster";

@@ -1,5 +1,5 @@
 /**
- * The node's WireGuard key (src/agent/wireguard-keys.ts): X25519 as RFC 7748 defines it
+ * The node's WireGuard key (src/agent/wireguard/keys.ts): X25519 as RFC 7748 defines it
  * (its test vector), made once with mode 0600 and read back after, never replaced when
  * the file holds something else.
  */
@@ -7,7 +7,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { KEY_FILE, loadOrCreateKey, publicKeyOf } from "../../src/agent/wireguard-keys";
+import { KEY_FILE, loadOrCreateKey, publicKeyOf } from "../../src/agent/wireguard/keys";
 
 const dirs: string[] = [];
 const tempDir = () => {

@@ -1,5 +1,5 @@
 /**
- * The WireGuard controller alone (src/agent/controllers/wireguard.ts) with a fake
+ * The WireGuard controller alone (src/agent/wireguard/controller.ts) with a fake
  * informer and a fake device: a peer per node that publishes a key, one request per
  * change (a new key replaces the old peer in the same request), this node's key
  * published when the API's copy differs, stale peers removed by the full sync, and the
@@ -7,12 +7,12 @@
  * the node's peer is there.
  */
 import { describe, expect, it } from "vitest";
-import { WireguardController } from "../../src/agent/controllers/wireguard";
-import { type NodeFacts, WIREGUARD_KEY_ANNOTATION } from "../../src/agent/node-facts";
-import { nodeObject } from "../../src/agent/objects";
-import type { PeerRoute } from "../../src/agent/route-plan";
-import type { WireguardKernel } from "../../src/agent/wireguard-device";
-import { WorkQueue } from "../../src/agent/workqueue";
+import { type NodeFacts, WIREGUARD_KEY_ANNOTATION } from "../../src/agent/kube/node-facts";
+import { nodeObject } from "../../src/agent/kube/objects";
+import { WorkQueue } from "../../src/agent/kube/workqueue";
+import type { PeerRoute } from "../../src/agent/routes/plan";
+import { WireguardController } from "../../src/agent/wireguard/controller";
+import type { WireguardKernel } from "../../src/agent/wireguard/device";
 import { AF_INET } from "../../src/cni/address";
 import type { WgDevice, WgPeerChange } from "../../src/netlink/wireguard";
 import { FakeInformer } from "../support/fake-informer";

@@ -1,10 +1,10 @@
 /**
- * The agent's work queue (src/agent/workqueue.ts): one key at a time, a key queued once
+ * The agent's work queue (src/agent/kube/workqueue.ts): one key at a time, a key queued once
  * however often it is added, a key added during its own sync synced again after it,
  * retries with a pause that doubles per failure and a bucket bounding retries node-wide.
  */
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { WorkQueue } from "../../src/agent/workqueue";
+import { WorkQueue } from "../../src/agent/kube/workqueue";
 
 afterEach(() => {
   vi.useRealTimers();

@@ -81,6 +81,7 @@ const LEVELS: Record<string, number> = {
   agent: 0,
   cli: 1,
   commands: 2,
+  install: 2,
   datapath: 3,
   ipam: 3,
   bpf: 4,
@@ -95,6 +96,20 @@ function importedFolders(file: string): string[] {
   return specifiers.map((s) => path.relative("src", path.join(path.dirname(file), s)).split("/")[0] as string);
 }
 
+/** What `file` imports, static and dynamic, types too: the files of the repository (relative
+ * specifiers, resolved) and the modules it names bare (node:fs, a package). */
+function importsOf(file: string): { files: string[]; modules: string[] } {
+  const text = fs.readFileSync(path.join(repo, file), "utf8");
+  const specifiers = [...text.matchAll(/(?:from\s+|import\(|require\()"([^"]+)"/g)].map((m) => m[1] as string);
+  return {
+    files: specifiers.filter((s) => s.startsWith(".")).map((s) => `${path.join(path.dirname(file), s)}.ts`),
+    modules: specifiers.filter((s) => !s.startsWith(".")),
+  };
+}
+
+/** Files at the top of src/ that every level may import: the log file and the flags. */
+const SHARED = new Set(["log", "args"]);
+
 describe("the dependency order", () => {
   it("holds for every import between src/'s folders", () => {
     const wrong = filesUnder("src")
@@ -102,15 +117,42 @@ describe("the dependency order", () => {
       .flatMap((file) => {
         const from = file.split("/")[1] as string;
         return importedFolders(file)
-          .filter((to) => to !== from && to !== "log")
+          .filter((to) => to !== from && !SHARED.has(to))
           .filter((to) => (from === "cni" ? true : to !== "cni" && !((LEVELS[to] ?? -1) > (LEVELS[from] ?? 99))))
           .map((to) => `${file} imports ${to}`);
       });
     expect(wrong).toEqual([]);
   });
 
+  it("keeps the agent off the CLI: what both need lives below them (src/install, src/args.ts)", () => {
+    const wrong = filesUnder("src/agent").filter((file) => importedFolders(file).includes("cli"));
+    expect(wrong).toEqual([]);
+  });
+
+  it("keeps NetworkPolicy's model pure: it imports only itself, src/cni and two pure helpers", () => {
+    const model = "src/agent/policy/model/";
+    // Pure code outside it, no I/O: getOrMake, for JS Maps (importing nothing); the digest
+    // that names a compiled policy (sha256Hex: a computation under either runtime).
+    const helpers = ["src/agent/collections.ts", "src/sys/sha256.ts"];
+    const wrong = filesUnder(model.slice(0, -1)).flatMap((file) => {
+      const { files, modules } = importsOf(file);
+      return [
+        ...files.filter((to) => !to.startsWith(model) && !to.startsWith("src/cni/") && !helpers.includes(to)),
+        ...modules,
+      ].map((to) => `${file} imports ${to}`);
+    });
+    expect(wrong).toEqual([]);
+    expect(importsOf("src/agent/collections.ts")).toEqual({ files: [], modules: [] });
+  });
+
   it("sees the imports it judges", () => {
     expect(importedFolders("src/datapath/fastpath.ts")).toEqual(expect.arrayContaining(["bpf", "cni", "sys"]));
     expect(importedFolders("src/main.ts")).toEqual(expect.arrayContaining(["commands", "cli"]));
+    expect(importedFolders("src/agent/main.ts")).toEqual(expect.arrayContaining(["install"]));
+    expect(importsOf("src/agent/policy/model/compile.ts").files).toEqual(
+      expect.arrayContaining(["src/cni/address.ts", "src/agent/policy/model/objects.ts"]),
+    );
+    expect(importsOf("src/agent/policy/controller.ts").modules).toEqual([]);
+    expect(importsOf("src/agent/policy/writer.ts").modules).toEqual(expect.arrayContaining(["node:fs"]));
   });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { type Flags, flagsFor, flagUsage, parseFlags, readFlags } from "../../src/cli/args";
+import { type Flags, flagsFor, flagUsage, parseFlags, readFlags } from "../../src/args";
 
 const TABLE = { json: { type: "boolean" }, dir: { type: "string" } } as const;
 const ERRORS = {

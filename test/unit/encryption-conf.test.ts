@@ -5,11 +5,11 @@
  */
 import { describe, expect, it } from "vitest";
 import { installOptionsFor, parseAgentOptions } from "../../src/agent/options";
-import { generateConflist } from "../../src/cli/install";
 import { parseNetConf } from "../../src/cni/config";
 import { CniError } from "../../src/cni/errors";
 import { WIREGUARD_ROOM } from "../../src/datapath/netkit";
 import { requireEncryption, WIREGUARD_DEVICE } from "../../src/datapath/uplink";
+import { generateConflist } from "../../src/install/install";
 import { parseAttrs } from "../../src/netlink/attrs";
 import { IFLA_NETKIT_HEADROOM, IFLA_NETKIT_TAILROOM, netkitInfoData } from "../../src/netlink/netkit";
 

@@ -3,7 +3,7 @@
  * network name and store, or addresses collide and the old pods' DEL releases nothing.
  */
 import { describe, expect, it } from "vitest";
-import { describe as describeConfig, takeoverAdvice } from "../../src/cli/install-existing";
+import { describe as describeConfig, takeoverAdvice } from "../../src/install/existing";
 
 const bridgeList = {
   cniVersion: "1.0.0",

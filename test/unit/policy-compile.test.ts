@@ -1,7 +1,8 @@
 /**
- * One pod's compiled policy (src/agent/policy/compile.ts, through the scanning snapshot):
- * the contract with the datapath — canonical, merged, bounded — and the semantics the
- * truth tables cannot show (origins, named-port grouping, what is dropped and reported).
+ * One pod's compiled policy (src/agent/policy/model/compile.ts, through the scanning
+ * snapshot): the contract with the datapath — canonical, merged, bounded — and the
+ * semantics the truth tables cannot show (origins, named-port grouping, what is dropped
+ * and reported).
  */
 
 import type { V1Pod } from "@kubernetes/client-node";
@@ -12,7 +13,7 @@ import {
   MAX_PORT_RANGES,
   MAX_RULES,
   policyFingerprint,
-} from "../../src/agent/policy/compile";
+} from "../../src/agent/policy/model/compile";
 import { namespace, pod, policy, snapshotOf } from "../support/policy-cluster";
 import type { Cluster, RawPolicy } from "../support/policy-model";
 

@@ -1,14 +1,14 @@
 /**
- * Random clusters, seeded: the compiled policies (src/agent/policy) against the oracle
- * (test/support/policy-model.ts) on every probe between their pods, outside addresses and
- * nodes; and the incremental index against the scanning snapshot through random changes,
- * with every pod whose compiled policy changed among those the change named. A failure
- * prints its seed and the differing tables.
+ * Random clusters, seeded: the compiled policies (src/agent/policy/model) against the
+ * oracle (test/support/policy-model.ts) on every probe between their pods, outside
+ * addresses and nodes; and the incremental index against the scanning snapshot through
+ * random changes, with every pod whose compiled policy changed among those the change
+ * named. A failure prints its seed and the differing tables.
  */
 import type { V1Namespace, V1Pod } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
-import { namespaceObject, networkPolicyObject, podObject } from "../../src/agent/policy/objects";
-import { PolicyIndex } from "../../src/agent/policy/policy-index";
+import { namespaceObject, networkPolicyObject, podObject } from "../../src/agent/policy/model/objects";
+import { PolicyIndex } from "../../src/agent/policy/model/policy-index";
 import { compileCluster, namespace, observedTable, pod, policy, snapshotOf } from "../support/policy-cluster";
 import {
   type Cluster,

@@ -1,16 +1,16 @@
 /**
- * The incremental policy index (src/agent/policy/index.ts): with 1,000 pods in 20
- * namespaces and 100 policies, one change names exactly the local pods whose policies
- * have a rule choosing what changed, and the work it does (counted by the index) stays
- * in proportion to that, not to the cluster.
+ * The incremental policy index (src/agent/policy/model/policy-index.ts): with 1,000 pods
+ * in 20 namespaces and 100 policies, one change names exactly the local pods whose
+ * policies have a rule choosing what changed, and the work it does (counted by the index)
+ * stays in proportion to that, not to the cluster.
  */
 import { beforeEach, describe, expect, it } from "vitest";
-import { isPeerCandidate, peerChooses } from "../../src/agent/policy/compile";
-import type { KeptPolicy, PolicyNamespace, PolicyPod } from "../../src/agent/policy/objects";
-import { parsePolicy, selectorPeersOf } from "../../src/agent/policy/parse";
-import { PolicyIndex } from "../../src/agent/policy/policy-index";
-import { selectorMatches } from "../../src/agent/policy/selectors";
-import { PolicySnapshot } from "../../src/agent/policy/snapshot";
+import { isPeerCandidate, peerChooses } from "../../src/agent/policy/model/compile";
+import type { KeptPolicy, PolicyNamespace, PolicyPod } from "../../src/agent/policy/model/objects";
+import { parsePolicy, selectorPeersOf } from "../../src/agent/policy/model/parse";
+import { PolicyIndex } from "../../src/agent/policy/model/policy-index";
+import { selectorMatches } from "../../src/agent/policy/model/selectors";
+import { PolicySnapshot } from "../../src/agent/policy/model/snapshot";
 
 const NAMESPACES = 20;
 const PODS_PER_NAMESPACE = 50;

@@ -1,9 +1,9 @@
 /**
- * The oracle (test/support/policy-model.ts) and the compiler (src/agent/policy) against
- * the upstream netpol e2e scenarios (kubernetes test/e2e/network/netpol): namespaces x, y,
- * z with pods a, b, c each, every pod serving 80 and 81 on TCP, UDP and SCTP under the
- * e2e's port names; each expected table is the e2e's reachability (all allowed, then
- * the cells the policy denies), checked against both.
+ * The oracle (test/support/policy-model.ts) and the compiler (src/agent/policy/model)
+ * against the upstream netpol e2e scenarios (kubernetes test/e2e/network/netpol):
+ * namespaces x, y, z with pods a, b, c each, every pod serving 80 and 81 on TCP, UDP and
+ * SCTP under the e2e's port names; each expected table is the e2e's reachability (all
+ * allowed, then the cells the policy denies), checked against both.
  */
 import { describe, expect, it } from "vitest";
 import { namespace, observedTable, pod, policy } from "../support/policy-cluster";

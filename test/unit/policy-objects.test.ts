@@ -1,9 +1,10 @@
 /**
  * What the policy index keeps of Pods, Namespaces and NetworkPolicies
- * (src/agent/policy/objects.ts): the fields the compiler reads, well-formed, canonical.
+ * (src/agent/policy/model/objects.ts): the fields the compiler reads, well-formed,
+ * canonical.
  */
 import { describe, expect, it } from "vitest";
-import { namespaceObject, networkPolicyObject, podObject } from "../../src/agent/policy/objects";
+import { namespaceObject, networkPolicyObject, podObject } from "../../src/agent/policy/model/objects";
 
 describe("a Pod as the policy index keeps it", () => {
   it("keeps labels, canonical addresses, node, hostNetwork and every container's named ports", () => {

@@ -1,10 +1,10 @@
 /**
- * A NetworkPolicy's spec read and checked (src/agent/policy/parse.ts): defaults as the API
- * server applies them, rules and ports in canonical form, CIDRs as the API server reads
- * them, and every reason a policy cannot be read named.
+ * A NetworkPolicy's spec read and checked (src/agent/policy/model/parse.ts): defaults as
+ * the API server applies them, rules and ports in canonical form, CIDRs as the API server
+ * reads them, and every reason a policy cannot be read named.
  */
 import { describe, expect, it } from "vitest";
-import type { KeptPolicy } from "../../src/agent/policy/objects";
+import type { KeptPolicy } from "../../src/agent/policy/model/objects";
 import {
   type ParsedPolicy,
   type PolicyParse,
@@ -12,7 +12,7 @@ import {
   peerText,
   readPolicyCidr,
   selectorPeersOf,
-} from "../../src/agent/policy/parse";
+} from "../../src/agent/policy/model/parse";
 import { formatSubnet } from "../../src/cni/address";
 
 const kept = (spec: KeptPolicy["spec"]): KeptPolicy => ({ namespace: "x", name: "p", spec });

@@ -1,7 +1,7 @@
 /**
- * Label selectors as NetworkPolicy reads them (src/agent/policy/selectors.ts): matching
- * as Kubernetes matches, and selectors the API server would refuse reported as invalid,
- * never read as everything or nothing.
+ * Label selectors as NetworkPolicy reads them (src/agent/policy/model/selectors.ts):
+ * matching as Kubernetes matches, and selectors the API server would refuse reported as
+ * invalid, never read as everything or nothing.
  */
 import { describe, expect, it } from "vitest";
 import {
@@ -10,7 +10,7 @@ import {
   type Selector,
   selectorMatches,
   selectorText,
-} from "../../src/agent/policy/selectors";
+} from "../../src/agent/policy/model/selectors";
 
 function selector(raw: unknown): Selector {
   const parsed = parseSelector(raw);

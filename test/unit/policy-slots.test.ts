@@ -1,12 +1,12 @@
 /**
- * Slots of compiled policies (src/agent/policy-slots.ts): pods whose rules mean the same
+ * Slots of compiled policies (src/agent/policy/slots.ts): pods whose rules mean the same
  * share one; a change of peers rewrites it in place and restamps every pod of it; a
  * change of rules moves the pod to a slot written whole before its entry switches, and
  * the old one goes after. Ids are never given twice nor taken from a previous run; a
  * slot that cannot be written in full is given up and its pods denied.
  */
 import { describe, expect, it } from "vitest";
-import { type PodEntry, type PodRules, PolicySlots, SlotWriteError, stampClock } from "../../src/agent/policy-slots";
+import { type PodEntry, type PodRules, PolicySlots, SlotWriteError, stampClock } from "../../src/agent/policy/slots";
 import { decodePeerKey } from "../../src/bpf/policy-abi";
 import type { TableWrite } from "../../src/bpf/policy-tables";
 
@@ -150,7 +150,7 @@ describe("policy slots", () => {
     expect(() => slots.place("ns/a", rules(["10.0.0.1/32", "10.0.0.2/32"], 443))).toThrow(SlotWriteError);
     failWritesAfter(undefined);
     expect(keys).toEqual(oldKeys);
-    expect(entries.get("ns/a")?.slot).toBe(old); // the caller denies it (controllers/policy.ts)
+    expect(entries.get("ns/a")?.slot).toBe(old); // the caller denies it (policy/controller.ts)
     expect(slots.slotOf("ns/a")).toBe(old);
   });
 

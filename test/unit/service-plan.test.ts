@@ -1,10 +1,10 @@
 /**
- * The agent's plan of the Service tables (src/agent/service-plan.ts): kube-proxy's rules
+ * The agent's plan of the Service tables (src/agent/services/plan.ts): kube-proxy's rules
  * for which ClusterIP ports are served and by which endpoints, read from plain objects.
  */
 import type { V1EndpointSlice, V1Service } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
-import { planServices } from "../../src/agent/service-plan";
+import { planServices } from "../../src/agent/services/plan";
 
 const svc = (name: string, spec: Record<string, unknown>, namespace = "ns"): V1Service =>
   ({ metadata: { name, namespace }, spec }) as V1Service;

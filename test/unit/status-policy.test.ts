@@ -1,13 +1,13 @@
 /**
  * What `status` reads of the agent's NetworkPolicy account (src/cli/status-policy.ts):
- * the files its writer leaves (src/agent/policy-maps.ts), an older agent's policies.json
+ * the files its writer leaves (src/agent/policy/writer.ts), an older agent's policies.json
  * without problems, and nothing at all.
  */
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { writePolicyFile, writePolicyProblemsFile } from "../../src/agent/policy-maps";
+import { writePolicyFile, writePolicyProblemsFile } from "../../src/agent/policy/writer";
 import { podKey } from "../../src/bpf/index";
 import { readAgentAccount } from "../../src/cli/status-policy";
 

@@ -1,0 +1,381 @@
+/**
+ * What networking.k8s.io/v1 NetworkPolicy allows one pod, compiled for the datapath: per
+ * direction, undefined (not isolated: everything allowed) or the rules whose union is
+ * allowed (none: everything denied). Pure; the policies and pods come through a
+ * `CompileSource`, which the incremental index (policy-index.ts) answers from its caches
+ * and snapshot.ts by scanning.
+ *
+ * The semantics, from the API reference and the NetworkPolicy concepts page:
+ * - A pod is isolated for ingress (egress) when a policy of its namespace selects it and
+ *   has Ingress (Egress) in policyTypes (defaulted as parse.ts says); it may then receive
+ *   (send) only what some rule of those policies allows: policies are additive.
+ * - A rule allows traffic that matches both its peers and its ports. Peers chosen by
+ *   labels contribute their pods' addresses as host prefixes; a pod without an address
+ *   contributes nothing, and so do pods that have finished (Succeeded, Failed: their
+ *   addresses may already be another pod's) and hostNetwork pods. The latter is the
+ *   concepts page's "most common implementation": a hostNetwork pod has the node's
+ *   address, so it is neither selected by selectors nor policed itself, and its traffic
+ *   is the node's (from the pod's own node always allowed, by the datapath).
+ * - A named port is resolved against container ports (name and protocol): for ingress,
+ *   the target pod's own; for egress, each destination pod's, so one rule becomes one
+ *   compiled rule per resolved port set, its pods grouped by it. A name resolving to
+ *   nothing matches nothing, and it never matches an ipBlock peer (not a pod).
+ * - A rule left with no peer or no port after resolution allows nothing and is dropped:
+ *   it must never become "any".
+ * - No ports: every port and protocol (ICMP too), "any".
+ *
+ * The output is canonical: rules with the same ports are merged (their peers' union,
+ * their origins listed), overlapping and adjacent port ranges joined, peers deduplicated
+ * and sorted by address, rules sorted by ports, so equal inputs give deep-equal output
+ * (`policyFingerprint` names it: pods with one policy share one copy in the datapath).
+ * A rule allowing every peer on every port makes the others redundant; it stays alone.
+ *
+ * Bounds: the datapath holds MAX_RULES rules per direction and MAX_PORT_RANGES ranges
+ * per rule. A direction past a bound, after merging, denies everything and says why in
+ * `problems`: never allow what the policies do not.
+ *
+ * Unreadable policies (parse.ts lists what makes one) fail closed, as network-policy-api
+ * has its implementations treat what they cannot read: such a policy isolates the pods it
+ * selects (every pod of its namespace when its podSelector cannot be read) in the
+ * directions it isolates (both when its policyTypes cannot be read), and allows nothing;
+ * the namespace's readable policies still add what they allow. It is named in
+ * `selectedBy` and, with its reasons, in `problems` of each such pod. Guessing what it
+ * meant could allow what its author denied; skipping it would leave its pods open. Nothing
+ * that passes the API server's validation is unreadable here (legacy CIDR forms are read
+ * as it reads them), so only an API newer than this agent, or an object written around
+ * validation, meets this.
+ */
+import { AF_INET, addressBits, formatSubnet, parseAddress, type Subnet } from "../../../cni/address";
+import { sha256Hex } from "../../../sys/sha256";
+import { getOrMake } from "../../collections";
+import type { PodPort, PolicyPod } from "./objects";
+import type {
+  Direction,
+  NamedPort,
+  NumberedPorts,
+  ParsedPolicy,
+  ParsedPort,
+  ParsedRule,
+  PolicyParse,
+  PolicyProblem,
+  PolicyProtocol,
+  SelectorPeer,
+} from "./parse";
+import { type Labels, selectorMatches } from "./selectors";
+
+export type { PolicyProblem, PolicyProtocol } from "./parse";
+
+/** Inclusive, 1..65535; "all ports of TCP" is {TCP, 1, 65535}. */
+export interface PortRange {
+  protocol: PolicyProtocol;
+  from: number;
+  to: number;
+}
+
+/** Canonical text; a pod's address is cidr "10.1.2.3/32", except []. */
+export interface PeerBlock {
+  cidr: string;
+  except: string[];
+}
+
+export interface CompiledRule {
+  /** Which policies and rules ("ns/a ingress[0], ns/b ingress[1]"): the monitor shows it. */
+  origin: string;
+  peers: PeerBlock[] | "any";
+  ports: PortRange[] | "any";
+}
+
+/** Isolated in this direction; no rules: everything denied. */
+export interface DirectionPolicy {
+  rules: CompiledRule[];
+}
+
+/** A direction left undefined is not isolated. */
+export interface CompiledPolicy {
+  ingress?: DirectionPolicy;
+  egress?: DirectionPolicy;
+}
+
+export const MAX_RULES = 64;
+export const MAX_PORT_RANGES = 16;
+
+/** An unreadable policy that selects a pod, as far as it could be read. */
+export interface UnreadableSelecting {
+  key: string;
+  isolates: readonly Direction[];
+}
+
+/** Where the compiler reads the cluster from. */
+export interface CompileSource {
+  /** The readable policies of the pod's namespace whose podSelector selects it. */
+  selecting(pod: PolicyPod): Iterable<ParsedPolicy>;
+  /** The unreadable policies of the pod's namespace whose podSelector selects it or could not be read. */
+  unreadable(pod: PolicyPod): Iterable<UnreadableSelecting>;
+  /** The pods whose labels and namespace a selector peer selects (compilePod skips the ones that are no peers). */
+  peerPods(peer: SelectorPeer): Iterable<PolicyPod>;
+}
+
+export interface CompileResult {
+  policy: CompiledPolicy;
+  /** The readable policies that select the pod, by key. */
+  selectedBy: string[];
+  /** The directions past a bound (`direction` set), after the index's unreadable policies that might select the pod. */
+  problems: PolicyProblem[];
+}
+
+/** A pod that selectors may choose as a peer: one with its own addresses that is still running. */
+export const isPeerCandidate = (pod: PolicyPod): boolean => !pod.hostNetwork && pod.terminal !== true;
+
+/**
+ * Whether a selector peer's labels and scope choose the pod: its own namespace's pods,
+ * or those of the namespaces whose labels `namespaces` selects (a namespace not seen yet
+ * has no labels). Whether the pod may be a peer at all is isPeerCandidate's question.
+ */
+export function peerChooses(peer: SelectorPeer, pod: PolicyPod, namespaceLabels: Labels): boolean {
+  const inScope = peer.namespaces
+    ? selectorMatches(peer.namespaces, namespaceLabels)
+    : pod.namespace === peer.namespace;
+  return inScope && selectorMatches(peer.pods, pod.labels);
+}
+
+/** A pod whose traffic this node's datapath polices. */
+export const isCompileTarget = (pod: PolicyPod, localNode: string): boolean =>
+  pod.nodeName === localNode && isPeerCandidate(pod);
+
+export function compilePod(target: PolicyPod, source: CompileSource): CompileResult {
+  if (!isPeerCandidate(target)) return { policy: {}, selectedBy: [], problems: [] };
+  const byKey = <T extends { key: string }>(a: T, b: T) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0);
+  const policies = [...source.selecting(target)].sort(byKey);
+  const unreadable = [...source.unreadable(target)].sort(byKey);
+  const problems: PolicyProblem[] = [];
+  const policy: CompiledPolicy = {};
+  const ingress = compileDirection("ingress", target, policies, unreadable, source, problems);
+  if (ingress) policy.ingress = ingress;
+  const egress = compileDirection("egress", target, policies, unreadable, source, problems);
+  if (egress) policy.egress = egress;
+  const selectedBy = [...policies, ...unreadable].map((p) => p.key).sort();
+  return { policy, selectedBy, problems };
+}
+
+function compileDirection(
+  direction: Direction,
+  target: PolicyPod,
+  policies: ParsedPolicy[],
+  unreadable: UnreadableSelecting[],
+  source: CompileSource,
+  problems: PolicyProblem[],
+): DirectionPolicy | undefined {
+  const isolating = policies.filter((p) => p[direction] !== undefined);
+  const closed = unreadable.some((u) => u.isolates.includes(direction));
+  if (isolating.length === 0) return closed ? { rules: [] } : undefined;
+  const drafts: Draft[] = [];
+  for (const policy of isolating) {
+    for (const rule of policy[direction] ?? []) drafts.push(...draftsOf(direction, rule, target, source));
+  }
+  const rules = mergeByPorts(drafts);
+  const over = overBounds(rules);
+  if (!over) return { rules };
+  const policy = isolating.map((p) => p.key).join(", ");
+  problems.push({
+    policy,
+    kind: over.kind,
+    reason: `${direction}: ${over.reason}; all ${direction} denied`,
+    direction,
+  });
+  return { rules: [] };
+}
+
+// ---- one rule's drafts -------------------------------------------------------------------
+
+/** A peer with the key that orders it (family, address, length, excepts). */
+interface SortedPeer extends PeerBlock {
+  sortKey: string;
+}
+type PeerSet = Map<string, SortedPeer> | "any";
+
+interface Draft {
+  origin: string;
+  peers: PeerSet;
+  ports: PortRange[] | "any";
+}
+
+const isNamed = (p: ParsedPort): p is NamedPort => "name" in p;
+const isNumbered = (p: ParsedPort): p is NumberedPorts => !("name" in p);
+const hasPeers = (peers: PeerSet) => peers === "any" || peers.size > 0;
+
+function draftsOf(direction: Direction, rule: ParsedRule, target: PolicyPod, source: CompileSource): Draft[] {
+  const { origin } = rule;
+  const peers = rule.peers === "any" ? "any" : peerSet(rule, source);
+  if (rule.ports === "any") return hasPeers(peers) ? [{ origin, peers, ports: "any" }] : [];
+  const numbered: PortRange[] = rule.ports.filter(isNumbered).map(({ protocol, from, to }) => ({ protocol, from, to }));
+  const named = rule.ports.filter(isNamed);
+  if (direction === "ingress") {
+    const ports = [...numbered, ...resolveNames(named, target.ports)];
+    return ports.length > 0 && hasPeers(peers) ? [{ origin, peers, ports }] : [];
+  }
+  const drafts: Draft[] = numbered.length > 0 && hasPeers(peers) ? [{ origin, peers, ports: numbered }] : [];
+  if (named.length > 0) drafts.push(...namedPortDrafts(rule, named, source));
+  return drafts;
+}
+
+/** The named ports' numbers on a pod whose container ports have that name and protocol. */
+function resolveNames(named: NamedPort[], podPorts: readonly PodPort[]): PortRange[] {
+  const ranges: PortRange[] = [];
+  for (const n of named) {
+    for (const p of podPorts) {
+      if (p.name === n.name && p.protocol === n.protocol)
+        ranges.push({ protocol: p.protocol, from: p.port, to: p.port });
+    }
+  }
+  return ranges;
+}
+
+/** An egress rule's named ports: its destination pods, grouped by what the names are on each. */
+function namedPortDrafts(rule: ParsedRule, named: NamedPort[], source: CompileSource): Draft[] {
+  const podPeers = rule.peers === "any" ? [rule.namedPortPods] : rule.peers;
+  const pods = new Map<string, PolicyPod>();
+  for (const peer of podPeers) {
+    if (peer?.kind !== "pods") continue;
+    for (const pod of source.peerPods(peer)) if (isPeerCandidate(pod)) pods.set(`${pod.namespace}/${pod.name}`, pod);
+  }
+  const groups = new Map<string, { peers: Map<string, SortedPeer>; ports: PortRange[] }>();
+  for (const pod of pods.values()) {
+    const ports = normalizePorts(resolveNames(named, pod.ports));
+    if (ports.length === 0 || pod.ips.length === 0) continue;
+    const group = getOrMake(groups, portsKey(ports), () => ({ peers: new Map(), ports }));
+    for (const ip of pod.ips) addHost(group.peers, ip);
+  }
+  return [...groups.values()].map(({ peers, ports }) => ({ origin: rule.origin, peers, ports }));
+}
+
+function peerSet(rule: ParsedRule, source: CompileSource): Map<string, SortedPeer> {
+  const peers = new Map<string, SortedPeer>();
+  if (rule.peers === "any") return peers;
+  for (const peer of rule.peers) {
+    if (peer.kind === "block") {
+      const block = sortedPeer(peer.cidr, peer.except);
+      peers.set(block.sortKey, block);
+      continue;
+    }
+    for (const pod of source.peerPods(peer)) {
+      if (isPeerCandidate(pod)) for (const ip of pod.ips) addHost(peers, ip);
+    }
+  }
+  return peers;
+}
+
+function addHost(peers: Map<string, SortedPeer>, ip: string): void {
+  const address = parseAddress(ip);
+  if (!address) return;
+  const host = sortedPeer(
+    { family: address.family, network: address.value, prefixLength: addressBits(address.family) },
+    [],
+  );
+  peers.set(host.sortKey, host);
+}
+
+const subnetKey = (s: Subnet) =>
+  `${s.family === AF_INET ? 4 : 6}:${s.network.toString(16).padStart(32, "0")}/${String(s.prefixLength).padStart(3, "0")}`;
+
+function sortedPeer(cidr: Subnet, except: readonly Subnet[]): SortedPeer {
+  const excepts = new Map(except.map((s) => [subnetKey(s), s]));
+  const keys = [...excepts.keys()].sort();
+  return {
+    cidr: formatSubnet(cidr),
+    except: keys.map((k) => formatSubnet(excepts.get(k) as Subnet)),
+    sortKey: `${subnetKey(cidr)}|${keys.join(",")}`,
+  };
+}
+
+// ---- canonical form ------------------------------------------------------------------------
+
+const PROTOCOL_ORDER: Record<PolicyProtocol, number> = { TCP: 0, UDP: 1, SCTP: 2 };
+
+/** Sorted by protocol and start; overlapping and adjacent ranges of one protocol joined. */
+export function normalizePorts(ranges: readonly PortRange[]): PortRange[] {
+  const sorted = [...ranges].sort((a, b) => PROTOCOL_ORDER[a.protocol] - PROTOCOL_ORDER[b.protocol] || a.from - b.from);
+  const out: PortRange[] = [];
+  for (const r of sorted) {
+    const last = out[out.length - 1];
+    if (last && last.protocol === r.protocol && r.from <= last.to + 1) last.to = Math.max(last.to, r.to);
+    else out.push({ ...r });
+  }
+  return out;
+}
+
+const pad5 = (n: number) => String(n).padStart(5, "0");
+
+/** Orders port sets: "any" first, then by protocol and numbers. */
+const portsKey = (ports: PortRange[] | "any") =>
+  ports === "any" ? "" : ports.map((r) => `${PROTOCOL_ORDER[r.protocol]}:${pad5(r.from)}-${pad5(r.to)}`).join(",");
+
+function mergeByPorts(drafts: Draft[]): CompiledRule[] {
+  const merged = new Map<string, { origins: string[]; peers: PeerSet; ports: PortRange[] | "any" }>();
+  for (const draft of drafts) {
+    const ports: PortRange[] | "any" = draft.ports === "any" ? "any" : normalizePorts(draft.ports);
+    const into = getOrMake(merged, portsKey(ports), () => ({ origins: [], peers: new Map(), ports }));
+    if (!into.origins.includes(draft.origin)) into.origins.push(draft.origin);
+    into.peers = unionPeers(into.peers, draft.peers);
+  }
+  const rules = [...merged.entries()]
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .map(([, m]): CompiledRule => ({ origin: m.origins.join(", "), peers: finalPeers(m.peers), ports: m.ports }));
+  const allowAll = rules.find((r) => r.peers === "any" && r.ports === "any");
+  return allowAll ? [allowAll] : rules;
+}
+
+function unionPeers(into: PeerSet, from: PeerSet): PeerSet {
+  if (into === "any" || from === "any") return "any";
+  for (const [key, peer] of from) into.set(key, peer);
+  return into;
+}
+
+function finalPeers(peers: PeerSet): PeerBlock[] | "any" {
+  if (peers === "any") return "any";
+  return [...peers.values()]
+    .sort((a, b) => (a.sortKey < b.sortKey ? -1 : a.sortKey > b.sortKey ? 1 : 0))
+    .map(({ cidr, except }) => ({ cidr, except }));
+}
+
+function overBounds(rules: CompiledRule[]): { kind: PolicyProblem["kind"]; reason: string } | undefined {
+  if (rules.length > MAX_RULES) {
+    return { kind: "rules-bound", reason: `${rules.length} rules after merging, the datapath holds ${MAX_RULES}` };
+  }
+  for (const rule of rules) {
+    if (rule.ports !== "any" && rule.ports.length > MAX_PORT_RANGES) {
+      const reason = `${rule.origin} has ${rule.ports.length} port ranges, the datapath holds ${MAX_PORT_RANGES} a rule`;
+      return { kind: "port-ranges-bound", reason };
+    }
+  }
+  return undefined;
+}
+
+/**
+ * Names a compiled policy: equal policies, equal names, whatever the order of their
+ * objects' keys (the datapath keeps one copy per name).
+ */
+export function policyFingerprint(policy: CompiledPolicy): string {
+  const direction = (d: DirectionPolicy | undefined) =>
+    d?.rules.map((r) => [
+      r.origin,
+      r.peers === "any" ? "any" : r.peers.map((p) => [p.cidr, p.except]),
+      r.ports === "any" ? "any" : r.ports.map((p) => [p.protocol, p.from, p.to]),
+    ]) ?? null;
+  return sha256Hex([JSON.stringify([direction(policy.ingress), direction(policy.egress)])]);
+}
+
+/** The unreadable policies among `parses` that select the pod: their pod selector selects it, or could not be read. */
+export function unreadableSelecting(pod: PolicyPod, parses: Iterable<PolicyParse>) {
+  const selecting: Extract<PolicyParse, { ok: false }>[] = [];
+  for (const parse of parses) {
+    if (parse.ok || parse.namespace !== pod.namespace) continue;
+    if (parse.podSelector && !selectorMatches(parse.podSelector, pod.labels)) continue;
+    selecting.push(parse);
+  }
+  return selecting;
+}
+
+/** The problems of the unreadable policies that select the pod (unreadableSelecting). */
+export function unreadableProblems(pod: PolicyPod, parses: Iterable<PolicyParse>): PolicyProblem[] {
+  return unreadableSelecting(pod, parses).flatMap((parse) => parse.problems);
+}

@@ -1,0 +1,162 @@
+/**
+ * The NetworkPolicy controller's writes to this node's pinned maps (bpf/policy.ts): pods'
+ * entries by key, the slots' tables, the namespaces that have policies and the Service
+ * ClusterIPs. It also leaves, for `netkit-cni status` and `monitor` (which read no API),
+ * which policies select each local pod: <stateDir>/policies.json, by pod key, with what
+ * keeps each from its policies as written (a direction past a bound or not written in
+ * full, an unreadable policy); and the policies it cannot read (each isolating what it
+ * selects and allowing nothing): <stateDir>/policy-problems.json.
+ */
+import * as fs from "node:fs";
+import * as path from "node:path";
+import {
+  applyTableWrites,
+  decodePolicyPod,
+  deletePolicyPod,
+  forgetPolicies,
+  namespaceKey,
+  openOrCreatePolicyMaps,
+  openOrCreatePolicyNamespaces,
+  POL_F_INCOMPLETE,
+  POL_F_ISOLATED_IN,
+  POL_F_ISOLATED_OUT,
+  POL_F_PENDING,
+  type PolicyMaps,
+  podKey,
+  podKeyBytes,
+  policyTableSlots,
+  reconcileKeys,
+  requireNodeBpffs,
+  sweepPolicySlots,
+  vipKey,
+  writePolicyPod,
+} from "../../bpf/index";
+import { addressFamily } from "../../cni/address";
+import type { PolicyPodStatus, PolicyWriter } from "./controller";
+import type { PolicyProblem } from "./model/parse";
+import type { PodEntry } from "./slots";
+
+export const POLICY_FILE = "policies.json";
+export const POLICY_PROBLEMS_FILE = "policy-problems.json";
+
+const keyOf = (pod: string): bigint => {
+  const cut = pod.indexOf("/");
+  return podKey(pod.slice(0, cut), pod.slice(cut + 1));
+};
+
+export class KernelPolicyWriter implements PolicyWriter {
+  private readonly maps: PolicyMaps;
+  private readonly namespaces;
+  /** The pods whose entries this agent wrote, by key, so that podEntries can name them. */
+  private readonly names = new Map<bigint, string>();
+
+  constructor(bpffsRoot: string, lxcObject: Buffer) {
+    requireNodeBpffs(bpffsRoot);
+    this.maps = openOrCreatePolicyMaps(bpffsRoot, lxcObject);
+    this.namespaces = openOrCreatePolicyNamespaces(bpffsRoot);
+  }
+
+  writeSlot(writes: Parameters<PolicyWriter["writeSlot"]>[0]): void {
+    applyTableWrites(this.maps, writes);
+  }
+
+  setPod(pod: string, entry: PodEntry): void {
+    const flags =
+      (entry.isolated.ingress ? POL_F_ISOLATED_IN : 0) |
+      (entry.isolated.egress ? POL_F_ISOLATED_OUT : 0) |
+      (entry.incomplete ? POL_F_INCOMPLETE : 0);
+    const key = keyOf(pod);
+    writePolicyPod(this.maps, key, entry.slot, flags, entry.stamp);
+    this.names.set(key, pod);
+  }
+
+  deletePod(pod: string): void {
+    const key = keyOf(pod);
+    deletePolicyPod(this.maps, key);
+    this.names.delete(key);
+  }
+
+  deletePodKey(key: bigint): void {
+    deletePolicyPod(this.maps, key);
+  }
+
+  podEntries(): { pod?: string; key: bigint; pending: boolean }[] {
+    return [...this.maps.pods.keys()].map((k) => {
+      const key = k.readBigUInt64LE(0);
+      const value = this.maps.pods.lookup(k);
+      const pending = value !== undefined && (decodePolicyPod(value).flags & POL_F_PENDING) !== 0;
+      return { pod: this.names.get(key), key, pending };
+    });
+  }
+
+  setNamespace(namespace: string, hasPolicies: boolean): void {
+    const key = podKeyBytes(namespaceKey(namespace));
+    if (hasPolicies) this.namespaces.update(key, Buffer.alloc(4));
+    else this.namespaces.delete(key);
+  }
+
+  tableSlots(): Set<number> {
+    return policyTableSlots(this.maps);
+  }
+
+  sweepSlots(keep: ReadonlySet<number>): { slots: number; keys: number } {
+    return sweepPolicySlots(this.maps, keep);
+  }
+
+  reconcileNamespaces(wanted: Iterable<string>): number {
+    const keys = [...wanted].map((ns) => podKeyBytes(namespaceKey(ns)));
+    return reconcileKeys(this.namespaces, keys, Buffer.alloc(4)).removed;
+  }
+
+  reconcileVips(wanted: Iterable<string>): { added: number; removed: number } {
+    const keys: Buffer[] = [];
+    for (const ip of wanted) {
+      const family = addressFamily(ip);
+      if (family !== undefined) keys.push(vipKey(ip, family));
+    }
+    return reconcileKeys(this.maps.vips, keys, Buffer.alloc(4));
+  }
+
+  setVips(add: string[], remove: string[]): void {
+    for (const ip of add) {
+      const family = addressFamily(ip);
+      if (family !== undefined) this.maps.vips.update(vipKey(ip, family), Buffer.alloc(4));
+    }
+    for (const ip of remove) {
+      const family = addressFamily(ip);
+      if (family !== undefined) this.maps.vips.delete(vipKey(ip, family));
+    }
+  }
+
+  close(): void {
+    this.maps.close();
+    this.namespaces.close();
+  }
+}
+
+/** Writes <stateDir>/policies.json (by rename): which policies select each local pod, by its key in hex. */
+export function writePolicyFile(stateDir: string, pods: Record<string, PolicyPodStatus>): void {
+  const byKey = Object.fromEntries(Object.entries(pods).map(([pod, s]) => [keyOf(pod).toString(16), { pod, ...s }]));
+  writeByRename(path.join(stateDir, POLICY_FILE), byKey);
+}
+
+/** Writes <stateDir>/policy-problems.json (by rename): `unreadable`, the unreadable policies' problems. */
+export function writePolicyProblemsFile(stateDir: string, unreadable: PolicyProblem[]): void {
+  writeByRename(path.join(stateDir, POLICY_PROBLEMS_FILE), { unreadable });
+}
+
+function writeByRename(file: string, content: unknown): void {
+  fs.writeFileSync(`${file}.tmp`, `${JSON.stringify(content)}\n`);
+  fs.renameSync(`${file}.tmp`, file);
+}
+
+/**
+ * --network-policy=false where an agent enforced it before: the pods it isolated are
+ * isolated no more (their programs find no entry, bpf/policy.ts), and status names no
+ * policies. How many pods were isolated or pending.
+ */
+export function forgetNetworkPolicy(bpffsRoot: string, stateDir: string): number {
+  const pods = forgetPolicies(bpffsRoot);
+  for (const name of [POLICY_FILE, POLICY_PROBLEMS_FILE]) fs.rmSync(path.join(stateDir, name), { force: true });
+  return pods;
+}
