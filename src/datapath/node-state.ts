@@ -1,7 +1,7 @@
 /**
  * Read-only queries of a node's eBPF state, for CHECK, GC's listing, `status`,
  * `endpoints` and the agent's metrics: no lock taken, nothing changed. The changes
- * themselves, all under the node lock, are fastpath.ts's.
+ * themselves, all under the node lock, are node-datapath.ts's and fastpath.ts's.
  */
 import * as fs from "node:fs";
 import {

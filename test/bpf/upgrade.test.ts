@@ -10,7 +10,7 @@ import * as path from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { attachTcx, BpfLink } from "../../src/bpf/links";
 import { buildName, loadNodePrograms, type NodeObjects } from "../../src/bpf/node";
-import { attachUplink, switchEndpoints } from "../../src/datapath/fastpath";
+import { attachUplink, switchEndpoints } from "../../src/datapath/node-datapath";
 import { inNetns } from "../../src/sys/netns";
 import { TestBpffs } from "./helpers/bpffs";
 import { TestNetns } from "./helpers/netns";

@@ -8,7 +8,7 @@ import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { nodeLockPath } from "../../src/datapath/fastpath";
+import { nodeLockPath } from "../../src/datapath/node-datapath";
 import { allocatedIps, Fixture, inNs, pluginLinks, runPlugin, TEST_DATAPATH, vethConf } from "../support/harness";
 
 let fx: Fixture;
