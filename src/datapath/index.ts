@@ -23,7 +23,7 @@ export async function chooseDatapath(kind: DatapathChoice, conf: NetConf, host: 
   return vethDatapath;
 }
 
-export function netkitMissing(): CniError {
+function netkitMissing(): CniError {
   return new CniError(
     ErrorCode.PluginNotAvailable,
     'datapath "netkit" needs netkit devices, which this kernel lacks (CONFIG_NETKIT, Linux 6.7 or later)',

@@ -33,7 +33,7 @@ import {
 import type { DeviceKind } from "./types";
 
 /** Runs `fn` with the pinned maps, or returns undefined when the node has none yet. */
-export function withNodeMaps<T>(root: string, fn: (maps: NodeMaps) => T): T | undefined {
+function withNodeMaps<T>(root: string, fn: (maps: NodeMaps) => T): T | undefined {
   if (!nodeMapsPinned(root)) return undefined;
   const maps = openNodeMaps(root);
   try {

@@ -38,7 +38,7 @@ const LOCK_TIMEOUT_MS = 10_000;
 export const OUR_MAJOR = 0x4e4b;
 
 /** What the uplink's qdiscs do for departure times. */
-export type UplinkPacing =
+type UplinkPacing =
   | { state: "paces"; ours: boolean; description: string }
   | { state: "default"; description: string }
   | { state: "foreign"; description: string };

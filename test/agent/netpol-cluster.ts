@@ -20,7 +20,7 @@ export const PROBE = path.resolve(__dirname, "../integration/tools/netpol-probe.
 export const PORTS = [80, 81] as const;
 /** How long a probe waits for an answer before it counts as denied: an emulated guest
  * answers an allowed probe in seconds when nine probe processes run at once. */
-export const PROBE_TIMEOUT_S = inGuest ? 4 : 0.8;
+const PROBE_TIMEOUT_S = inGuest ? 4 : 0.8;
 
 export interface PolicyNode {
   name: string;

@@ -1,5 +1,5 @@
 /**
- * The incremental policy index (src/agent/policy/index.ts): with 1,000 pods in 20
+ * The incremental policy index (src/agent/policy/policy-index.ts): with 1,000 pods in 20
  * namespaces and 100 policies, one change names exactly the local pods whose policies
  * have a rule choosing what changed, and the work it does (counted by the index) stays
  * in proportion to that, not to the cluster.
