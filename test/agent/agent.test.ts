@@ -13,7 +13,7 @@ import { describe, expect, it } from "vitest";
 import { useStandInApi } from "../support/fixtures";
 import { type Fixture, inNs, runPlugin } from "../support/harness";
 import type { StandInApiServer } from "../support/kube-apiserver";
-import { AgentProcess, agentNode, agentRoutes, eventually, makeNode, readJson, scrape } from "./harness";
+import { AgentProcess, agentNode, agentRoutes, eventually, makeNode, readJson, scrape } from "./agent-harness";
 
 const CLUSTER = ["10.40.0.0/16", "fd40::/48"];
 const SELF = "node-a";

@@ -11,7 +11,7 @@ import { describe, expect, it } from "vitest";
 import { useStandInApi } from "../support/fixtures";
 import { type Fixture, inNs } from "../support/harness";
 import type { StandInApiServer } from "../support/kube-apiserver";
-import { AgentProcess, agentNode, makeNode } from "./harness";
+import { AgentProcess, agentNode, makeNode } from "./agent-harness";
 
 /** The Node build by its own name: BINARY is it already when the suite runs for that build. */
 const NODE_EXECUTABLE = path.resolve(__dirname, "../../dist/netkit-cni-node");

@@ -13,7 +13,7 @@ import { ceiling, inGuest } from "../support/ceiling";
 import { Fixture, inNs, runPlugin, TEST_DATAPATH } from "../support/harness";
 import { StandInApiServer } from "../support/kube-apiserver";
 import type { RawPolicy } from "../support/policy-model";
-import { type AgentNode, AgentProcess, agentNode, eventually, readJson, scrape } from "./harness";
+import { type AgentNode, AgentProcess, agentNode, eventually, readJson, scrape } from "./agent-harness";
 
 export const CLUSTER = ["10.40.0.0/16", "fd40::/48"];
 export const PROBE = path.resolve(__dirname, "../integration/tools/netpol-probe.py");

@@ -14,7 +14,7 @@ import { makeTestCgroup, removeTestCgroup } from "../support/cgroup";
 import { useStandInApi } from "../support/fixtures";
 import { type Fixture, inNs, runPlugin, uniqueName } from "../support/harness";
 import type { StandInApiServer } from "../support/kube-apiserver";
-import { type AgentNode, AgentProcess, agentNode, eventually, readJson, scrape, service, slice } from "./harness";
+import { type AgentNode, AgentProcess, agentNode, eventually, readJson, scrape, service, slice } from "./agent-harness";
 
 const CLUSTER = ["10.40.0.0/16"];
 const PEER = path.resolve(__dirname, "../integration/tools/svcpeer.py");

@@ -15,7 +15,7 @@ import { makeTestCgroup } from "../support/cgroup";
 import { useStandInApi } from "../support/fixtures";
 import { BINARY, type Fixture, runPlugin, uniqueName } from "../support/harness";
 import type { StandInApiServer } from "../support/kube-apiserver";
-import { AgentProcess, agentNode, eventually, makeNode, readJson, scrape, service, slice } from "./harness";
+import { AgentProcess, agentNode, eventually, makeNode, readJson, scrape, service, slice } from "./agent-harness";
 
 const CLUSTER = ["10.40.0.0/16", "fd40::/48"];
 const SELF = "node-a";

@@ -18,9 +18,9 @@ import { SocketCloser } from "../../src/bpf/svc-destroy";
 import { ServiceTable } from "../../src/bpf/svc-table";
 import { ceiling, inGuest } from "../support/ceiling";
 import { makeTestCgroup, removeTestCgroup } from "../support/cgroup";
+import { attachToCgroup, buildObjects, objectsDir } from "./helpers/bpf-objects";
 import { TestBpffs } from "./helpers/bpffs";
-import { TestNetns } from "./helpers/netns";
-import { attachToCgroup, buildObjects, objectsDir } from "./helpers/objects";
+import { TestNetns } from "./helpers/test-netns";
 
 const PEER = path.resolve(__dirname, "../integration/tools/svcpeer.py");
 

@@ -24,9 +24,9 @@ import {
 import { backendValue, idBytes, SVC_PROGRAM_NAMES, slotKey, svcKey, svcValue } from "../../src/bpf/svc-abi";
 import { ServiceTable } from "../../src/bpf/svc-table";
 import { makeTestCgroup, removeTestCgroup } from "../support/cgroup";
+import { attachToCgroup, buildObjects, objectsDir } from "./helpers/bpf-objects";
 import { TestBpffs } from "./helpers/bpffs";
-import { TestNetns } from "./helpers/netns";
-import { attachToCgroup, buildObjects, objectsDir } from "./helpers/objects";
+import { TestNetns } from "./helpers/test-netns";
 
 const TOOLS = path.resolve(__dirname, "../integration/tools");
 const PEER = path.join(TOOLS, "svcpeer.py");

@@ -12,7 +12,7 @@ import { describe, expect, it } from "vitest";
 import { attachNetkit, attachTcx, loadNodePrograms } from "../../src/bpf/index";
 import { countersOf } from "../../src/datapath/node-state";
 import { inNetns } from "../../src/sys/netns";
-import { readObjectsDir } from "../bpf/helpers/objects";
+import { readObjectsDir } from "../bpf/helpers/bpf-objects";
 import { countNetifRx, pingMany } from "../integration/netif-rx";
 import { useCluster } from "../support/fixtures";
 import { BINARY, type Fixture, inNs, ping, pluginLinks, runPlugin, runPluginAsync } from "../support/harness";

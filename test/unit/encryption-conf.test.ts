@@ -8,7 +8,7 @@ import { installOptionsFor, parseAgentOptions } from "../../src/agent/options";
 import { generateConflist } from "../../src/cli/install";
 import { parseNetConf } from "../../src/cni/config";
 import { CniError } from "../../src/cni/errors";
-import { WIREGUARD_ROOM } from "../../src/datapath/netkit";
+import { WIREGUARD_ROOM } from "../../src/datapath/netkit-pair";
 import { requireEncryption, WIREGUARD_DEVICE } from "../../src/datapath/uplink";
 import { parseAttrs } from "../../src/netlink/attrs";
 import { IFLA_NETKIT_HEADROOM, IFLA_NETKIT_TAILROOM, netkitInfoData } from "../../src/netlink/netkit";
