@@ -15,17 +15,16 @@
  *
  * nkc_wg_in - tcx ingress of the node's WireGuard device (the agent's
  *   --encryption=wireguard): what another node's pods sent, decrypted. The same
- *   way into a local pod as nkc_host_in's, on a device without an L2 header.
+ *   way into a local pod as nkc_host_in's (deliver.h, one chain for both), on a
+ *   device without an L2 header.
  *   nkc_host_out and nkc_wg_out, on the egress of each: NetworkPolicy's last look
  *   at a pod's packet leaving the node.
  */
 #include "common.h"
-#include "bandwidth.h"
 #include "counters.h"
-#include "direct.h"
+#include "deliver.h"
 #include "eps.h"
 #include "frame.h"
-#include "l3.h"
 #include "policy.h"
 
 SEC("tc/host_in")
@@ -56,53 +55,8 @@ int nkc_host_in(struct __sk_buff *skb)
 		nkc_count(ifindex, NKC_CNT_PASSED_STACK);
 		return NKC_NEXT;
 	}
-	struct nkc_endpoint *ep = nkc_endpoint_lookup(p.family, p.dst);
-	if (!ep) {
-		nkc_count(ifindex, NKC_CNT_PASSED_STACK);
-		return NKC_NEXT;
-	}
-	__u32 pod = ep->host_ifindex;
-	/* From outside the pod CIDRs (another node's own address, a NodePort's SNAT, a
-	 * host routed to pods): the pod's replies leave through the stack, where a
-	 * masquerade of traffic leaving the cluster (the agent's, kindnet's) would take
-	 * them for new flows and rewrite their source, unless conntrack saw the request
-	 * on its way in. So the request goes in through the stack too, as the pod's
-	 * egress sends such flows (bpf_lxc.c). */
-	if (!nkc_in_cluster(p.family, p.src)) {
-		nkc_count(pod, NKC_CNT_PASSED_STACK);
-		return NKC_NEXT;
-	}
-	if (!nkc_l4_redirectable(&p) || !nkc_ttl_allows_forward(&p)) {
-		nkc_count(pod, NKC_CNT_PASSED_STACK);
-		return NKC_NEXT;
-	}
-	if (!nkc_proven_direct(skb, &p, pod, 0)) {
-		nkc_count(pod, NKC_CNT_PASSED_STACK_UNPROVEN);
-		return NKC_NEXT;
-	}
-	/* The pod's ingress rules: both ways in from here skip its host device's programs.
-	 * (What goes on to the stack meets them in nkc_pod_policy.) */
-	if (nkc_policy(skb, &p, pod, NKC_POL_INGRESS, 0) == NKC_POL_DROP)
-		return NKC_DROP;
-	/* A pod whose ingress is paced or shaped gets it through its host device's
-	 * transmit, where the qdisc is (bandwidth.h); the peer redirect would skip both. */
-	if (nkc_bw_ingress_via_host(pod)) {
-		if (nkc_dec_ttl(skb, p.family))
-			return nkc_refuse(pod, NKC_DROP_REWRITE);
-		nkc_count(pod, NKC_CNT_REDIRECTED_NEIGH);
-		return nkc_redirect_via_host(ep);
-	}
-	/* A policed ingress limit: bpf_redirect_peer skips the host device's transmit,
-	 * where nkc_pod_ingress limits what the stack delivers. */
-	if (!nkc_bw_ingress_ok(skb, pod, p.family))
-		return nkc_refuse(pod, NKC_DROP_LIMIT);
-	if (nkc_dec_ttl(skb, p.family))
-		return nkc_refuse(pod, NKC_DROP_REWRITE);
-	/* bpf_redirect_peer into the pod's device (veth peer or netkit peer):
-	 * skb_scrub_packet() sets pkt_type PACKET_HOST, so the pod accepts the
-	 * frame whatever its destination MAC. */
-	nkc_count(pod, NKC_CNT_REDIRECTED_PEER);
-	return bpf_redirect_peer(pod, 0);
+	/* Into a local pod, if it is for one and proven direct (deliver.h). */
+	return nkc_deliver_from_wire(skb, &p, ifindex, L3_OFF, 0);
 }
 
 /*
@@ -158,31 +112,9 @@ int nkc_wg_in(struct __sk_buff *skb)
 	}
 	if (nkc_endpoint_lookup(p.family, p.src))
 		return nkc_refuse(ifindex, NKC_DROP_SPOOFED);
-	struct nkc_endpoint *ep = nkc_endpoint_lookup(p.family, p.dst);
-	if (!ep) {
-		nkc_count(ifindex, NKC_CNT_PASSED_STACK);
-		return NKC_NEXT;
-	}
-	__u32 pod = ep->host_ifindex;
-	/* The uplink's rules: from outside the pod CIDRs (another node's own address) the
-	 * flow is the stack's both ways; only what is proven direct skips it. */
-	if (!nkc_in_cluster(p.family, p.src) || !nkc_l4_redirectable(&p) || !nkc_ttl_allows_forward(&p) ||
-	    nkc_bw_ingress_via_host(pod)) {
-		nkc_count(pod, NKC_CNT_PASSED_STACK);
-		return NKC_NEXT;
-	}
-	if (!nkc_proven_direct(skb, &p, pod, 0)) {
-		nkc_count(pod, NKC_CNT_PASSED_STACK_UNPROVEN);
-		return NKC_NEXT;
-	}
-	if (nkc_policy(skb, &p, pod, NKC_POL_INGRESS, 0) == NKC_POL_DROP)
-		return NKC_DROP;
-	if (!nkc_bw_ingress_ok(skb, pod, p.family))
-		return nkc_refuse(pod, NKC_DROP_LIMIT);
-	if (nkc_dec_ttl_at(skb, p.family, 0))
-		return nkc_refuse(pod, NKC_DROP_REWRITE);
-	nkc_count(pod, NKC_CNT_REDIRECTED_PEER);
-	return bpf_redirect_peer(pod, 0);
+	/* nkc_host_in's way into a local pod (deliver.h), with the IP header at 0; a pod
+	 * whose ingress is paced or shaped gets it through the stack. */
+	return nkc_deliver_from_wire(skb, &p, ifindex, 0, 1);
 }
 
 /*

@@ -21,7 +21,7 @@ innode() { nsenter --net=/run/netns/$NODE "$@"; }
 cleanup() {
   for ns in "${PODS[@]}" $NODE; do ip netns del "$ns" 2>/dev/null || true; done
   rm -rf "$WORK" "$BPFFS"
-  # The node lock the plugin keeps for this bpffs root (src/datapath/fastpath.ts).
+  # The node lock the plugin keeps for this bpffs root (src/datapath/node-datapath.ts).
   rm -f "/run/netkit-cni/node-$(printf %s "$BPFFS" | sha256sum | cut -c1-12).lock"
 }
 trap cleanup EXIT

@@ -14,17 +14,18 @@ import { podDatapath } from "../cni/config";
 import { CniError, ErrorCode } from "../cni/errors";
 import type { Result } from "../cni/result";
 import { syncNeighbourProxies } from "../datapath/coexist";
-import { attachEndpoint, type FastPathEndpoint, removeEndpoint, type Uplink } from "../datapath/fastpath";
+import { attachPod, type FastPathEndpoint, removeEndpoint } from "../datapath/fastpath";
 import { GATEWAY_V4, GATEWAY_V6 } from "../datapath/gateway";
 import { configureHostEnd, enableForwarding } from "../datapath/host-end";
 import { chooseDatapath, podEndUsesNeighbours } from "../datapath/index";
 import { closeNamespaces, openNamespaces, podNetnsCookie } from "../datapath/namespaces";
 import { hostDeviceMac, hostDeviceName, ownerAlias, podDeviceMac } from "../datapath/naming";
+import { ensureNodeDatapath, withNodeLock } from "../datapath/node-datapath";
 import { configurePodEnd, removeSourceRules } from "../datapath/pod-end";
 import { shapePodIngress } from "../datapath/pod-shaping";
 import { paceUplink, releasePacing } from "../datapath/shaping";
 import type { Endpoint, Namespaces } from "../datapath/types";
-import { FALLBACK_MTU, liveIfindexes, requireEncryption, resolveUplink } from "../datapath/uplink";
+import { FALLBACK_MTU, liveIfindexes, requireEncryption, resolveUplink, type Uplink } from "../datapath/uplink";
 import { log } from "../log";
 import { deleteLinkByName, getLinkByName } from "../netlink/links";
 import { failpoint } from "../sys/failpoints";
@@ -171,15 +172,27 @@ async function attachPrograms(
   rollback.onFailure("remove fast path state", () =>
     removeEndpoint(conf.fastPath.bpffsRoot, hostDevice, gone, () => liveIfindexes(ns.host)),
   );
-  const { sockBypass, serviceTranslation } = conf.fastPath;
-  attachEndpoint({ ...conf.fastPath, network: conf.name }, uplink, {
+  const settings = { ...conf.fastPath, network: conf.name };
+  const { sockBypass, serviceTranslation } = settings;
+  const attached: FastPathEndpoint = {
     ...pod,
     hostDevice,
     addresses,
     egress,
     ingress,
     netnsCookie: sockBypass || serviceTranslation ? podNetnsCookie(ns) : undefined,
-    policy: conf.fastPath.networkPolicy ? podPolicy(conf.fastPath.bpffsRoot, env.args) : undefined,
+    policy: settings.networkPolicy ? podPolicy(settings.bpffsRoot, env.args) : undefined,
+  };
+  // One hold of the node lock for both: the node's datapath (maps, the newest build's
+  // programs, every pod moved onto a new build, the uplink's links), then the pod's part
+  // on those programs, so no other build swaps them in between.
+  withNodeLock(settings.bpffsRoot, () => {
+    const node = ensureNodeDatapath(settings, uplink);
+    try {
+      attachPod(node, settings, attached);
+    } finally {
+      node.close();
+    }
   });
 }
 

@@ -22,13 +22,13 @@ export const DEFAULT_AGENT_STATE_DIR = "/run/netkit-cni/agent";
 
 export const syncedFile = (dir: string) => path.join(dir, "synced");
 export const verbLogFile = (dir: string) => path.join(dir, "verbs.log");
-export const podsDir = (dir: string) => path.join(dir, "pods");
+const podsDir = (dir: string) => path.join(dir, "pods");
 
 /** A pod interface's file: hashed, never the container id as is. */
-export const podFile = (dir: string, containerId: string, ifname: string) =>
+const podFile = (dir: string, containerId: string, ifname: string) =>
   path.join(podsDir(dir), sha256Hex([containerId, "/", ifname], 24));
 
-export interface PodName {
+interface PodName {
   containerId: string;
   ifname: string;
   namespace: string | undefined;

@@ -12,7 +12,7 @@ import * as embedded from "../ipam/index";
 import { HOST_LOCAL, type Holder, hostLocalStoreDir, knownTo, listHolders } from "../ipam/index";
 import type { Invocation } from "./invocation";
 
-export interface IpamBackend {
+interface IpamBackend {
   /** For messages: "embedded ipam" or "ipam plugin host-local". */
   readonly name: string;
   add(): Result;

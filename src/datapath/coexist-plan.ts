@@ -97,14 +97,14 @@ export function mayNeedProxies(routes: RouteFact[]): boolean {
   );
 }
 
-export interface ProxyEntry {
+interface ProxyEntry {
   address: string;
   ifindex: number;
   /** The connected route that makes it needed (for the log). */
   because?: string;
 }
 
-export interface ProxyPlan {
+interface ProxyPlan {
   add: ProxyEntry[];
   remove: ProxyFact[];
 }
@@ -137,7 +137,7 @@ export function planProxies(facts: {
 }
 
 /** Per device: what happens to its proxy_ndp switch when the plan is applied. */
-export interface NdpChange {
+interface NdpChange {
   ifindex: number;
   /** The protocol new IPv6 entries get; "ask" when it depends on the switch now. */
   tag: number | "ask";

@@ -34,7 +34,7 @@ import { ensureSysctl, readSysctl } from "./sysctl";
 
 const LOCK_DIR = "/run/netkit-cni";
 /** One lock for every network: the devices they share a subnet with are the node's. */
-export const COEXIST_LOCK = path.join(LOCK_DIR, "coexist.lock");
+const COEXIST_LOCK = path.join(LOCK_DIR, "coexist.lock");
 const LOCK_TIMEOUT_MS = 10_000;
 
 /**

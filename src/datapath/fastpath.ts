@@ -1,98 +1,44 @@
 /**
- * The eBPF fast path of one node, as the verbs use it. Node-wide state (pinned maps, the
- * newest build's programs, the uplink's ingress link and, for NetworkPolicy, its egress
- * link) is made once and reused; an uplink
- * link running an older program is switched with BPF_LINK_UPDATE, never detached. Per
- * endpoint: its own direct-flow table, its addresses in the endpoint map and its one link
- * pinned under `<bpffsRoot>/endpoints/<host device>/`.
+ * A pod's part of the eBPF fast path, as the verbs use it: ADD's attachPod (its state in
+ * every map that holds one, its links pinned under `<bpffsRoot>/endpoints/<host device>/`,
+ * its addresses in the endpoint map), DEL's removeEndpoint, GC's pruneDeadEndpoints. Each
+ * runs under the node lock (node-datapath.ts), so that pruning dead entries cannot remove
+ * an entry an ADD has just written: attachPod in the ADD's own hold of it, after
+ * ensureNodeDatapath made the node's part; the removals take it themselves.
  *
- * Every change to node-wide state and to the endpoint map happens under the node lock, so
- * that ADDs on a fresh node agree, a build never swaps programs under another's feet, and
- * pruning dead entries cannot remove an entry an ADD has just written.
- *
- * The pin layout: bpf/layout.ts. Reading that state without changing it: node-state.ts;
- * this build's objects: assets.ts.
- *
- * Longer than the ~350 lines other modules keep to: it is the verbs' one door to the
- * node's eBPF state, so that every change to it can be seen to happen under the lock.
+ * The pin layout: bpf/layout.ts. Reading that state without changing it: node-state.ts.
  */
 
 import * as fs from "node:fs";
-import * as path from "node:path";
 import {
   attachNetkit,
   attachTcx,
-  BpfLink,
-  type BpfProgram,
+  type BpfLink,
   type EgressEnforcement,
   EndpointMap,
   endpointDir,
   endpointPin,
-  ensureBpffsRoot,
   FROM_POD_PIN,
   forgetPodState,
   type GonePod,
   INGRESS_LIMIT_PIN,
   type IngressEnforcement,
-  loadNodePrograms,
   makePodState,
-  type NatCheck,
   type NodePrograms,
   nodeMapsPinned,
   POLICY_PIN,
   type PodStateMaps,
-  PROGRAM_NAMES,
   podStateHolders,
-  programName,
-  uplinkPin,
   withPodStateMaps,
 } from "../bpf/index";
 import { hostPrefix } from "../cni/address";
 import type { Bandwidth } from "../cni/bandwidth";
-import type { NatCheckChoice } from "../cni/config";
 import { CniError, ErrorCode } from "../cni/errors";
 import { log } from "../log";
 import { failpoint } from "../sys/failpoints";
-import { LockTimeoutError, withFileLock } from "../sys/file-lock";
-import { mkdirs } from "../sys/mkdirs";
-import { sha256Hex } from "../sys/sha256";
-import { embeddedObjects, embeddedSockObject, embeddedSvcObject } from "./assets";
-import { pinnedEndpointDevices, withPodState } from "./node-state";
-import { ensureServiceTranslation } from "./service-translation";
-import { clearSockBypassOff, ensureSockBypass, noteSockBypassOff } from "./sockbypass";
+import { type FastPathSettings, withNodeLock } from "./node-datapath";
+import { withPodState } from "./node-state";
 import type { DeviceKind } from "./types";
-
-const LOCK_DIR = "/run/netkit-cni";
-const NODE_LOCK_TIMEOUT_MS = 10_000;
-
-export interface FastPathSettings {
-  /** False: the pod gets only the source check (no redirects, no uplink program). */
-  enabled: boolean;
-  bpffsRoot: string;
-  network: string;
-  clusterCidrs: string[];
-  natCheck: NatCheckChoice;
-  /** Same-node socket bypass (sockbypass.ts); absent = off. */
-  sockBypass?: boolean;
-  sockBypassCgroup?: string | undefined;
-  /** Service translation (service-translation.ts); absent = off. */
-  serviceTranslation?: boolean;
-  serviceTranslationCgroup?: string | undefined;
-  /** NetworkPolicy (bpf/lib/policy.h); absent = off. */
-  networkPolicy?: boolean;
-}
-
-export interface Uplink {
-  name: string;
-  index: number;
-  mtu?: number;
-  gsoMaxSize?: number;
-  groMaxSize?: number;
-  /** Transmit queues: pacing puts an fq on each under mq when there are several. */
-  txQueues?: number;
-  /** The node's WireGuard device, when the agent made one (uplink.ts). */
-  wireguard?: { name: string; index: number; ready: boolean };
-}
 
 /** The endpoint as the fast path sees it. */
 export interface FastPathEndpoint {
@@ -117,95 +63,23 @@ export interface FastPathEndpoint {
   policy?: { key: bigint; pending: boolean } | undefined;
 }
 
-/** One lock per bpffs root, outside the bpffs (which holds no regular files). */
-export const nodeLockPath = (root: string) => path.join(LOCK_DIR, `node-${sha256Hex([root], 12)}.lock`);
-
-function underNodeLock<T>(root: string, fn: () => T): T {
-  mkdirs(LOCK_DIR, 0o700);
-  try {
-    return withFileLock(nodeLockPath(root), NODE_LOCK_TIMEOUT_MS, fn);
-  } catch (e) {
-    if (e instanceof LockTimeoutError) {
-      throw new CniError(ErrorCode.TryAgainLater, `node datapath is busy: ${e.message}; try again later`);
-    }
-    throw e;
-  }
-}
-
 /**
- * Gives the endpoint its fast path, opening (or creating) the node's datapath first: maps,
- * programs, the uplink's link. The ADD that loads a new build also moves every existing
- * pod onto it, so one node never mixes two builds' ideas of which flows are direct. A
- * superseded build (an older executable still running during an upgrade) attaches its
- * pod to the newer build's programs and leaves node-wide links alone.
+ * The pod's part, under the node lock with the programs ensureNodeDatapath gave: its
+ * state in every map that holds one (bpf/pod-state.ts: a fresh flow table, its rate
+ * limits, its namespace for the bypass and for Service translation), then its one link
+ * (what the pod sends; each link costs an RCU grace period under RTNL on attach and again
+ * on delete) running the fast path's program, or with `"fastPath": false` the source
+ * check, a second one only for a pod with an ingress limit, then, last, its addresses:
+ * everything else must be in place before traffic is steered here.
  * The caller registers `removeEndpoint` as the undo before calling.
  */
-export function attachEndpoint(settings: FastPathSettings, uplink: Uplink | undefined, ep: FastPathEndpoint): void {
-  const root = settings.bpffsRoot;
-  underNodeLock(root, () => {
-    ensureBpffsRoot(root);
-    const natChecks = settings.natCheck === "auto" ? undefined : [settings.natCheck];
-    const node = loadNodePrograms(root, embeddedObjects(), { ...settings, natChecks });
-    try {
-      if (node.loaded) {
-        log.info(`datapath: loaded programs, NAT check "${node.natCheck}"`);
-        for (const why of node.skippedVariants) log.info(`datapath: ${why}`);
-      } else if (natChecks && !natChecks.includes(node.natCheck)) {
-        log.warn(`datapath: "natCheck": "${settings.natCheck}" asked, but the node runs "${node.natCheck}"`);
-      }
-      if (!node.superseded) {
-        // A network without the fast path leaves the uplink to those that have it.
-        if (uplink && settings.enabled) {
-          attachUplink(root, uplink, "ingress", node.programs.hostIn);
-          // The agent's WireGuard device (--encryption): decrypted traffic takes the same way in.
-          if (uplink.wireguard) attachUplink(root, uplink.wireguard, "ingress", node.programs.wgIn);
-        }
-        // NetworkPolicy's last look at a pod's packet leaving the node (a Service flow
-        // the DNAT sent to another node's backend), with or without the fast path; with
-        // encryption such a packet leaves through the WireGuard device, not the uplink.
-        if (uplink && settings.networkPolicy) {
-          attachUplink(root, uplink, "egress", node.programs.hostOut);
-          if (uplink.wireguard) attachUplink(root, uplink.wireguard, "egress", node.programs.wgOut);
-        }
-        if (node.loaded) switchEndpoints(root, node);
-      }
-      if (settings.sockBypass) {
-        try {
-          ensureSockBypass(root, embeddedSockObject(), node.maps.endpoints, settings.sockBypassCgroup);
-          clearSockBypassOff(root, settings.sockBypassCgroup);
-        } catch (e) {
-          // Optional: the pod works without it, on the packet path.
-          const reason = (e as Error).message.split("\n")[0] ?? "unknown";
-          log.warn(`socket bypass off: ${reason}`);
-          noteSockBypassOff(root, { cgroup: settings.sockBypassCgroup, reason });
-        }
-      }
-      if (settings.serviceTranslation) {
-        ensureServiceTranslation(root, embeddedSvcObject(), settings.serviceTranslationCgroup);
-      }
-      const program = settings.enabled ? node.programs.fromPod : node.programs.sourceCheck;
-      attachPod(root, node, ep, program, settings);
-    } finally {
-      node.close();
-    }
-  });
-}
-
-/**
- * The pod's part: its state in every map that holds one (bpf/pod-state.ts: a fresh flow
- * table, its rate limits, its namespace for the bypass and for Service translation), then
- * its one link (what the pod sends; each link costs an RCU grace period under RTNL on
- * attach and again on delete) running `program`, a second one only for a pod with an
- * ingress limit, then, last, its addresses: everything else must be in place before
- * traffic is steered here.
- */
-function attachPod(
-  root: string,
+export function attachPod(
   node: NodePrograms,
+  settings: Pick<FastPathSettings, "bpffsRoot" | "enabled" | "sockBypass" | "serviceTranslation" | "networkPolicy">,
   ep: FastPathEndpoint,
-  program: BpfProgram,
-  settings: Pick<FastPathSettings, "sockBypass" | "serviceTranslation" | "networkPolicy">,
 ): void {
+  const root = settings.bpffsRoot;
+  const program = settings.enabled ? node.programs.fromPod : node.programs.sourceCheck;
   if (settings.serviceTranslation && ep.netnsCookie === undefined) {
     throw new CniError(
       ErrorCode.PluginNotAvailable,
@@ -272,66 +146,6 @@ function pinAndClose(link: BpfLink, pin: string): void {
   }
 }
 
-/** Attaches `program` to the uplink, or switches an existing link to it atomically. */
-export function attachUplink(root: string, uplink: Uplink, direction: "ingress" | "egress", program: BpfProgram): void {
-  const pin = uplinkPin(root, uplink.name, direction);
-  if (fs.existsSync(pin)) {
-    const link = BpfLink.openPinned(pin);
-    try {
-      if (link.programId() === program.id()) return;
-      link.update(program);
-      log.info(`uplink ${uplink.name} ${direction}: switched to program ${program.id()}`);
-      return;
-    } catch (e) {
-      // A link whose device went away (renamed NIC, new ifindex) cannot be updated: re-create.
-      log.warn(`uplink ${uplink.name} ${direction}: pinned link unusable (${(e as Error).message}); re-attaching`);
-    } finally {
-      link.close();
-    }
-    fs.unlinkSync(pin);
-  }
-  const link = attachTcx(program, uplink.index, direction);
-  try {
-    link.pin(pin);
-  } finally {
-    link.close();
-  }
-  log.info(`uplink ${uplink.name} ${direction}: attached ${program.name}`);
-}
-
-/**
- * Points every pod's pinned link at this build's program of the same kind (the fast
- * path's, the source check's, the ingress limit's) with BPF_LINK_UPDATE: the program is
- * replaced in place, with no moment without one.
- */
-export function switchEndpoints(root: string, node: Pick<NodePrograms, "programs">): void {
-  const { fromPod, sourceCheck, podIngress, podPolicy } = node.programs;
-  const ours = new Set([fromPod.id(), sourceCheck.id(), podIngress.id(), podPolicy.id()]);
-  const byKind = new Map([
-    [PROGRAM_NAMES.podIngress, podIngress],
-    [PROGRAM_NAMES.sourceCheck, sourceCheck],
-    [PROGRAM_NAMES.podPolicy, podPolicy],
-  ]);
-  for (const dev of pinnedEndpointDevices(root)) {
-    for (const name of [FROM_POD_PIN, INGRESS_LIMIT_PIN, POLICY_PIN]) {
-      const pin = endpointPin(root, dev, name);
-      if (!fs.existsSync(pin)) continue;
-      const link = BpfLink.openPinned(pin);
-      try {
-        const running = link.programId();
-        if (ours.has(running)) continue;
-        const kind = programName(running);
-        link.update(byKind.get(kind as never) ?? fromPod);
-      } catch (e) {
-        // A link whose device is gone is GC's to remove; the other pods still move.
-        log.warn(`endpoint ${dev}: cannot switch ${name} to this build's program: ${(e as Error).message}`);
-      } finally {
-        link.close();
-      }
-    }
-  }
-}
-
 /**
  * Removes an endpoint's pins, map entries, counters and flow table. Safe to repeat and
  * safe when the node has no fast path state at all. The common case (DEL with prevResult,
@@ -350,7 +164,7 @@ export async function removeEndpoint(
   unpinEndpoint(root, hostDevice);
   if (!nodeMapsPinned(root)) return;
   const dead = gone.hostIfindex === undefined ? await deadEndpointState(root, liveIfindexes) : undefined;
-  underNodeLock(root, () =>
+  withNodeLock(root, () =>
     withPodState(root, (maps) => {
       const { hostIfindex } = gone;
       if (hostIfindex !== undefined) {
@@ -400,7 +214,7 @@ export async function pruneDeadEndpoints(
 ): Promise<string[]> {
   if (!nodeMapsPinned(root)) return [];
   const dead = await deadEndpointState(root, liveIfindexes);
-  return underNodeLock(root, () => withPodState(root, (maps) => removeDead(maps, dead))) ?? [];
+  return withNodeLock(root, () => withPodState(root, (maps) => removeDead(maps, dead))) ?? [];
 }
 
 async function deadEndpointState(root: string, liveIfindexes: () => Promise<ReadonlySet<number>>): Promise<DeadState> {
@@ -431,5 +245,3 @@ function removeDead(maps: PodStateMaps, dead: DeadState): string[] {
   );
   return [...pods.values()].flatMap((addresses) => [...addresses]);
 }
-
-export type { NatCheck };

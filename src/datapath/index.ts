@@ -7,10 +7,10 @@ import type { DatapathChoice, NetConf } from "../cni/config";
 import { CniError, ErrorCode } from "../cni/errors";
 import { log } from "../log";
 import type { RtnlSocket } from "../netlink/socket";
-import { netkitDatapath, WIREGUARD_ROOM } from "./netkit";
+import { netkitDatapath, WIREGUARD_ROOM } from "./netkit-pair";
 import { kernelHasNetkit } from "./probe";
 import type { Datapath } from "./types";
-import { vethDatapath } from "./veth";
+import { vethDatapath } from "./veth-pair";
 
 export async function chooseDatapath(kind: DatapathChoice, conf: NetConf, host: RtnlSocket): Promise<Datapath> {
   if (kind === "veth") return vethDatapath;
@@ -23,7 +23,7 @@ export async function chooseDatapath(kind: DatapathChoice, conf: NetConf, host: 
   return vethDatapath;
 }
 
-export function netkitMissing(): CniError {
+function netkitMissing(): CniError {
   return new CniError(
     ErrorCode.PluginNotAvailable,
     'datapath "netkit" needs netkit devices, which this kernel lacks (CONFIG_NETKIT, Linux 6.7 or later)',

@@ -9,8 +9,8 @@ import { MAX_CONTAINER_ID_LENGTH, MAX_IFNAME_LENGTH } from "../cni/env";
 import { macText } from "../netlink/attrs";
 import { sha256, sha256Hex } from "../sys/sha256";
 
-export const HOST_DEVICE_PREFIX = "nk";
-export const OWNER_ALIAS_PREFIX = "netkit-cni:";
+const HOST_DEVICE_PREFIX = "nk";
+const OWNER_ALIAS_PREFIX = "netkit-cni:";
 
 function digest(containerId: string, ifname: string): Buffer {
   return sha256(`${containerId}\0${ifname}`);

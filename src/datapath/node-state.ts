@@ -1,7 +1,7 @@
 /**
  * Read-only queries of a node's eBPF state, for CHECK, GC's listing, `status`,
  * `endpoints` and the agent's metrics: no lock taken, nothing changed. The changes
- * themselves, all under the node lock, are fastpath.ts's.
+ * themselves, all under the node lock, are node-datapath.ts's and fastpath.ts's.
  */
 import * as fs from "node:fs";
 import {
@@ -33,7 +33,7 @@ import {
 import type { DeviceKind } from "./types";
 
 /** Runs `fn` with the pinned maps, or returns undefined when the node has none yet. */
-export function withNodeMaps<T>(root: string, fn: (maps: NodeMaps) => T): T | undefined {
+function withNodeMaps<T>(root: string, fn: (maps: NodeMaps) => T): T | undefined {
   if (!nodeMapsPinned(root)) return undefined;
   const maps = openNodeMaps(root);
   try {

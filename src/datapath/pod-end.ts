@@ -61,7 +61,7 @@ export async function configurePodEnd(
 }
 
 /** The table (and rule priority) of a secondary interface: 10000 + its ifindex in the pod. */
-export const secondaryTable = (podIfindex: number) => 10_000 + podIfindex;
+const secondaryTable = (podIfindex: number) => 10_000 + podIfindex;
 
 /**
  * Removes the source rules a secondary interface got (the device's own routes go with the

@@ -45,7 +45,7 @@ const ETH_HLEN = 14;
 const note = () => path.join("/run/netkit-cni", "pacing", `ingress-${fs.statSync("/proc/self/ns/net").ino}.off`);
 
 /** How the pod's ingress is enforced, and, unless paced, why not. */
-export interface IngressShaping {
+interface IngressShaping {
   mode: IngressMode;
   reason?: string;
 }

@@ -10,7 +10,7 @@
  * Not optional once asked: a network that asks for translation and lands on a kernel
  * that cannot run it fails its ADD (code 50) with the kernel's reason, because its pods
  * would otherwise depend, unknown to the admin, on whatever else handles Services.
- * Runs under the node lock (fastpath.ts calls it there).
+ * Runs under the node lock (node-datapath.ts calls it there).
  */
 import {
   attachCgroup,

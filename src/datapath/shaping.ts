@@ -27,7 +27,7 @@ import { addQdisc, deleteQdisc, listQdiscs, type Qdisc, TC_H_ROOT, tcHandle, tcM
 import type { RtnlSocket } from "../netlink/socket";
 import { LockTimeoutError, withFileLockAsync } from "../sys/file-lock";
 import { mkdirs } from "../sys/mkdirs";
-import type { Uplink } from "./fastpath";
+import type { Uplink } from "./uplink";
 
 const RUN_DIR = "/run/netkit-cni";
 const PACING_DIR = path.join(RUN_DIR, "pacing");
@@ -38,7 +38,7 @@ const LOCK_TIMEOUT_MS = 10_000;
 export const OUR_MAJOR = 0x4e4b;
 
 /** What the uplink's qdiscs do for departure times. */
-export type UplinkPacing =
+type UplinkPacing =
   | { state: "paces"; ours: boolean; description: string }
   | { state: "default"; description: string }
   | { state: "foreign"; description: string };

@@ -8,7 +8,7 @@
  * Optional by design: where the kernel lacks cgroup v2 or sockmap support, or the
  * configured cgroup is not a cgroup v2 directory, the ADD goes on without it and leaves
  * the reason in a note under /run (bpffs holds no files) that `netkit-cni status` shows.
- * Runs under the node lock (fastpath.ts calls it there).
+ * Runs under the node lock (node-datapath.ts calls it there).
  *
  * Pin layout:  <root>/sock/sk_msg   <root>/sock/cgroup-<hash of the cgroup path> (sock_ops)
  *              <root>/sock/release-<hash of the cgroup path>

@@ -7,7 +7,19 @@ import { CniError, ErrorCode } from "../cni/errors";
 import { getLinkByIndex, getLinkByName, type Link, listLinks } from "../netlink/links";
 import { listRoutes } from "../netlink/routes";
 import type { RtnlSocket } from "../netlink/socket";
-import type { Uplink } from "./fastpath";
+
+/** The node's uplink as the verbs use it: resolveUplink's answer. */
+export interface Uplink {
+  name: string;
+  index: number;
+  mtu?: number;
+  gsoMaxSize?: number;
+  groMaxSize?: number;
+  /** Transmit queues: pacing puts an fq on each under mq when there are several. */
+  txQueues?: number;
+  /** The node's WireGuard device, when the agent made one (uplink.ts). */
+  wireguard?: { name: string; index: number; ready: boolean };
+}
 
 /** MTU for pods when neither the config nor an uplink says. */
 export const FALLBACK_MTU = 1500;

@@ -9,10 +9,11 @@
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { Fixture, inNs, runPlugin } from "../support/harness";
-import { StandInApiServer } from "../support/kube-apiserver";
-import { AgentProcess, agentNode, agentRoutes, eventually, makeNode, readJson, scrape } from "./harness";
+import { describe, expect, it } from "vitest";
+import { useStandInApi } from "../support/fixtures";
+import { type Fixture, inNs, runPlugin } from "../support/harness";
+import type { StandInApiServer } from "../support/kube-apiserver";
+import { AgentProcess, agentNode, agentRoutes, eventually, makeNode, readJson, scrape } from "./agent-harness";
 
 const CLUSTER = ["10.40.0.0/16", "fd40::/48"];
 const SELF = "node-a";
@@ -27,14 +28,8 @@ function statusVerb(netns: string, conflistFile: string) {
 describe("netkit-cni agent", () => {
   let fx: Fixture;
   let api: StandInApiServer;
-  beforeEach(async () => {
-    fx = new Fixture();
-    api = new StandInApiServer(fx.tempDir("nkt-api-"), "agent-token", 500);
-    await api.start();
-  });
-  afterEach(async () => {
-    await api.stop();
-    fx.cleanup();
+  useStandInApi((standIn) => {
+    ({ fx, api } = standIn);
   });
 
   const agentArgs = (extra: string[] = []) => [

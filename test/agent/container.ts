@@ -24,7 +24,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { type AgentPodSpec, expand } from "./daemonset";
 
-export interface ContainerOptions {
+interface ContainerOptions {
   pod: AgentPodSpec;
   /** The node's network namespace (a name under /run/netns). */
   netns: string;
@@ -54,7 +54,7 @@ const CONTAINER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:
 const q = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
 
 /** The container's environment, as kubelet makes it from the manifest. */
-export function containerEnv(o: ContainerOptions): Record<string, string> {
+function containerEnv(o: ContainerOptions): Record<string, string> {
   const configMap = { ...o.pod.configMap, ...o.configMap };
   const env: Record<string, string> = {
     PATH: CONTAINER_PATH,

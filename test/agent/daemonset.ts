@@ -10,9 +10,9 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { loadAllYaml } from "@kubernetes/client-node";
 
-export const MANIFEST = path.resolve(__dirname, "../../install/daemonset.yaml");
+const MANIFEST = path.resolve(__dirname, "../../install/daemonset.yaml");
 
-export interface HostPathMount {
+interface HostPathMount {
   name: string;
   hostPath: string;
   mountPath: string;
@@ -23,7 +23,7 @@ export interface HostPathMount {
   readOnly: boolean;
 }
 
-export interface EnvVar {
+interface EnvVar {
   name: string;
   value?: string;
   /** A field of the pod (spec.nodeName). */

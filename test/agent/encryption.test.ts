@@ -7,10 +7,11 @@
 import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { Fixture, inNs } from "../support/harness";
-import { StandInApiServer } from "../support/kube-apiserver";
-import { AgentProcess, agentNode, makeNode } from "./harness";
+import { describe, expect, it } from "vitest";
+import { useStandInApi } from "../support/fixtures";
+import { type Fixture, inNs } from "../support/harness";
+import type { StandInApiServer } from "../support/kube-apiserver";
+import { AgentProcess, agentNode, makeNode } from "./agent-harness";
 
 /** The Node build by its own name: BINARY is it already when the suite runs for that build. */
 const NODE_EXECUTABLE = path.resolve(__dirname, "../../dist/netkit-cni-node");
@@ -20,14 +21,8 @@ const kernelHasWireguard = spawnSync("modprobe", ["-n", "wireguard"]).status ===
 describe.runIf(!kernelHasWireguard)("netkit-cni agent --encryption=wireguard without WireGuard in the kernel", () => {
   let fx: Fixture;
   let api: StandInApiServer;
-  beforeEach(async () => {
-    fx = new Fixture();
-    api = new StandInApiServer(fx.tempDir("nkt-api-"), "agent-token", 500);
-    await api.start();
-  });
-  afterEach(async () => {
-    await api.stop();
-    fx.cleanup();
+  useStandInApi((standIn) => {
+    ({ fx, api } = standIn);
   });
 
   it("refuses the flag, saying why, and makes nothing", async () => {

@@ -14,14 +14,14 @@ import { Fixture, inNs, runPlugin, TEST_DATAPATH } from "../support/harness";
 import { StandInApiServer } from "../support/kube-apiserver";
 import { NETPOL_PROBE, probeOutput } from "../support/netpol-probe";
 import type { RawPolicy } from "../support/policy-model";
-import { type AgentNode, AgentProcess, agentNode, eventually, readJson, scrape } from "./harness";
+import { type AgentNode, AgentProcess, agentNode, eventually, readJson, scrape } from "./agent-harness";
 
 export const CLUSTER = ["10.40.0.0/16", "fd40::/48"];
 export const PROBE = NETPOL_PROBE;
 export const PORTS = [80, 81] as const;
 /** How long a probe waits for an answer before it counts as denied: an emulated guest
  * answers an allowed probe in seconds when nine probe processes run at once. */
-export const PROBE_TIMEOUT_S = inGuest ? 4 : 0.8;
+const PROBE_TIMEOUT_S = inGuest ? 4 : 0.8;
 
 export interface PolicyNode {
   name: string;

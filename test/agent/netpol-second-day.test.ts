@@ -15,7 +15,7 @@ import { AF_INET6 } from "../../src/cni/address";
 import { ceiling } from "../support/ceiling";
 import { BINARY, inNs } from "../support/harness";
 import type { RawPolicy } from "../support/policy-model";
-import { scrape } from "./harness";
+import { scrape } from "./agent-harness";
 import { type PodHere, PolicyCluster, type PolicyNode, PROBE, policy } from "./netpol-cluster";
 
 let c: PolicyCluster;

@@ -22,7 +22,7 @@ import {
   type RawPolicy,
   truthTable,
 } from "../support/policy-model";
-import { scrape } from "./harness";
+import { scrape } from "./agent-harness";
 import {
   hammer,
   PORTS,

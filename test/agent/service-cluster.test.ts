@@ -8,13 +8,13 @@
  * and new connections go to the other.
  */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { cgroup2Root } from "../../src/datapath/sockbypass";
-import { Fixture, inNs, runPlugin, uniqueName } from "../support/harness";
-import { StandInApiServer } from "../support/kube-apiserver";
-import { type AgentNode, AgentProcess, agentNode, eventually, readJson, scrape, service, slice } from "./harness";
+import { makeTestCgroup, removeTestCgroup } from "../support/cgroup";
+import { useStandInApi } from "../support/fixtures";
+import { type Fixture, inNs, runPlugin, uniqueName } from "../support/harness";
+import type { StandInApiServer } from "../support/kube-apiserver";
+import { type AgentNode, AgentProcess, agentNode, eventually, readJson, scrape, service, slice } from "./agent-harness";
 
 const CLUSTER = ["10.40.0.0/16"];
 const PEER = path.resolve(__dirname, "../integration/tools/svcpeer.py");
@@ -23,25 +23,13 @@ describe("Service translation across two nodes, agents and stand-in API only", (
   let fx: Fixture;
   let api: StandInApiServer;
   let cgroup: string;
-  beforeEach(async () => {
-    fx = new Fixture();
-    api = new StandInApiServer(fx.tempDir("nkt-api-"), "agent-token", 500);
-    await api.start();
-    const root = cgroup2Root();
-    if (!root) throw new Error("no cgroup v2 hierarchy on this machine");
-    cgroup = path.join(root, uniqueName("nkt-svcc"));
-    fs.mkdirSync(cgroup);
+  // Registered first, so the cgroup goes after the stand-in and the fixture's processes.
+  beforeEach(() => {
+    cgroup = makeTestCgroup(uniqueName("nkt-svcc"));
   });
-  afterEach(async () => {
-    await api.stop();
-    fx.cleanup();
-    for (let i = 0; i < 50 && fs.existsSync(cgroup); i++) {
-      try {
-        fs.rmdirSync(cgroup);
-      } catch {
-        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 50);
-      }
-    }
+  afterEach(() => removeTestCgroup(cgroup, 50));
+  useStandInApi((standIn) => {
+    ({ fx, api } = standIn);
   });
 
   /** Two node namespaces joined by a wire (10.30.0.1 and .2), each with its agent. */

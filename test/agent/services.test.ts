@@ -9,12 +9,13 @@
 import { spawn, spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { openSvcMaps, ServiceTable, svcTables } from "../../src/bpf/index";
-import { cgroup2Root } from "../../src/datapath/sockbypass";
-import { BINARY, Fixture, runPlugin, uniqueName } from "../support/harness";
-import { StandInApiServer } from "../support/kube-apiserver";
-import { AgentProcess, agentNode, eventually, makeNode, readJson, scrape, service, slice } from "./harness";
+import { makeTestCgroup } from "../support/cgroup";
+import { useStandInApi } from "../support/fixtures";
+import { BINARY, type Fixture, runPlugin, uniqueName } from "../support/harness";
+import type { StandInApiServer } from "../support/kube-apiserver";
+import { AgentProcess, agentNode, eventually, makeNode, readJson, scrape, service, slice } from "./agent-harness";
 
 const CLUSTER = ["10.40.0.0/16", "fd40::/48"];
 const SELF = "node-a";
@@ -23,14 +24,8 @@ const PEER = path.resolve(__dirname, "../integration/tools/svcpeer.py");
 describe("netkit-cni agent --service-translation", () => {
   let fx: Fixture;
   let api: StandInApiServer;
-  beforeEach(async () => {
-    fx = new Fixture();
-    api = new StandInApiServer(fx.tempDir("nkt-api-"), "agent-token", 500);
-    await api.start();
-  });
-  afterEach(async () => {
-    await api.stop();
-    fx.cleanup();
+  useStandInApi((standIn) => {
+    ({ fx, api } = standIn);
   });
 
   const agentArgs = (ipamDir: string) => [
@@ -208,10 +203,7 @@ describe("netkit-cni agent --service-translation", () => {
       () => agent.log,
     );
     // The test's pods run in a cgroup of its own; the conflist's is the node's root.
-    const root = cgroup2Root();
-    if (!root) throw new Error("no cgroup v2 hierarchy on this machine");
-    const cgroup = path.join(root, uniqueName("nkt-svca"));
-    fs.mkdirSync(cgroup);
+    const cgroup = makeTestCgroup(uniqueName("nkt-svca"));
     fx.processes.push({
       kill: () => {
         try {

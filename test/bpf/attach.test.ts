@@ -11,9 +11,9 @@ import { loadNodePrograms, type NodePrograms } from "../../src/bpf/node";
 import { pinExists, unpin } from "../../src/bpf/pins";
 import { BpfError } from "../../src/sys/bpf-syscall";
 import { inNetns } from "../../src/sys/netns";
+import { buildObjects } from "./helpers/bpf-objects";
 import { TestBpffs } from "./helpers/bpffs";
-import { TestNetns } from "./helpers/netns";
-import { buildObjects } from "./helpers/objects";
+import { TestNetns } from "./helpers/test-netns";
 
 let ns: TestNetns;
 let bpffs: TestBpffs;

@@ -20,11 +20,11 @@ import { conntrackUnavailable } from "../../src/bpf/kernel-probe";
 import { loadNodePrograms, type NodePrograms } from "../../src/bpf/node";
 import type { BpfProgram } from "../../src/bpf/programs";
 import { inNetns } from "../../src/sys/netns";
+import { buildObjects } from "./helpers/bpf-objects";
 import { TestBpffs } from "./helpers/bpffs";
-import type { TestNetns } from "./helpers/netns";
-import { makeTestNode, NEXT, NODE, POD1, POD2, REDIRECT, REMOTE } from "./helpers/node";
-import { buildObjects } from "./helpers/objects";
 import { type PacketSpec, packet, TCP } from "./helpers/packets";
+import type { TestNetns } from "./helpers/test-netns";
+import { makeTestNode, NEXT, NODE, POD1, POD2, REDIRECT, REMOTE } from "./helpers/test-node";
 import { testRun } from "./helpers/test-run";
 
 const VIP_LOCAL = { v4: "10.96.0.10", v6: "fd00:96::10" };

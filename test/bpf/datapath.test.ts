@@ -23,12 +23,12 @@ import { conntrackUnavailable } from "../../src/bpf/kernel-probe";
 import { loadNodePrograms, type NatCheck, type NodePrograms } from "../../src/bpf/node";
 import type { BpfProgram } from "../../src/bpf/programs";
 import { inNetns } from "../../src/sys/netns";
+import { buildObjects } from "./helpers/bpf-objects";
 import { TestBpffs } from "./helpers/bpffs";
 import { ageFlows, clearFlowTable, forgetPod, rawEntries, tableId, writeEntries } from "./helpers/flows";
-import type { TestNetns } from "./helpers/netns";
-import { DROP, GATEWAY_MAC, makeTestNode, NEXT, POD1, POD2, REDIRECT, REMOTE } from "./helpers/node";
-import { buildObjects } from "./helpers/objects";
 import { arp, type Ipv6Ext, ipv4HeaderValid, type PacketSpec, packet, readMac, readTtl, TCP } from "./helpers/packets";
+import type { TestNetns } from "./helpers/test-netns";
+import { DROP, GATEWAY_MAC, makeTestNode, NEXT, POD1, POD2, REDIRECT, REMOTE } from "./helpers/test-node";
 import { testRun } from "./helpers/test-run";
 
 const REMOTE_NO_NEIGH = { v4: "10.244.3.30", v6: "fd00:244:3::30" };

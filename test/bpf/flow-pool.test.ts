@@ -9,9 +9,9 @@ import { FLOW_OWNER_SIZE, ifindexKey, u32Key } from "../../src/bpf/abi";
 import { createFlowTable, filledSlots, POOL_GROWTH } from "../../src/bpf/direct";
 import { loadNodePrograms, type NodePrograms } from "../../src/bpf/node";
 import { ifindexHolders } from "../../src/bpf/pod-state";
+import { buildObjects } from "./helpers/bpf-objects";
 import { TestBpffs } from "./helpers/bpffs";
 import { forgetPod, tableId } from "./helpers/flows";
-import { buildObjects } from "./helpers/objects";
 
 let bpffs: TestBpffs;
 let node: NodePrograms;

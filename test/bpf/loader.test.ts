@@ -33,9 +33,9 @@ import {
   sysBpf,
 } from "../../src/sys/bpf-uapi";
 import { NativeBuffer } from "../../src/sys/native-memory";
+import { buildObjects, repoRoot } from "./helpers/bpf-objects";
 import { TestBpffs } from "./helpers/bpffs";
 import { mapId } from "./helpers/flows";
-import { buildObjects, repoRoot } from "./helpers/objects";
 import { TEST_RUN_UAPI } from "./helpers/test-run";
 
 let objects: NodeObjects;

@@ -1,6 +1,6 @@
 /**
  * NetworkPolicy's verdicts in the programs (bpf/lib/policy.h), run with
- * BPF_PROG_TEST_RUN on hand-built packets in the shared test node (helpers/node.ts):
+ * BPF_PROG_TEST_RUN on hand-built packets in the shared test node (helpers/test-node.ts):
  * pod1 (h1) and pod2 (h2) local, REMOTE across the uplink. Each pod's policy is written
  * as the agent writes it (a slot's tables from policy-tables.ts, the pod's key and
  * flags); each test then sends the packets a flow is made of, through the program each
@@ -46,13 +46,13 @@ import type { BpfProgram } from "../../src/bpf/programs";
 import { AF_INET, AF_INET6 } from "../../src/cni/address";
 import { monotonicNs } from "../../src/sys/clock";
 import { inNetns } from "../../src/sys/netns";
+import { buildObjects } from "./helpers/bpf-objects";
 import { TestBpffs } from "./helpers/bpffs";
 import { rawEntries, writeEntries } from "./helpers/flows";
 import { type ForwardingNode, makeForwardingNode } from "./helpers/forward";
-import type { TestNetns } from "./helpers/netns";
-import { DROP, makeTestNode, NEXT, POD1, POD2, REDIRECT, REMOTE } from "./helpers/node";
-import { buildObjects } from "./helpers/objects";
 import { icmpError, type PacketSpec, packet, TCP } from "./helpers/packets";
+import type { TestNetns } from "./helpers/test-netns";
+import { DROP, makeTestNode, NEXT, POD1, POD2, REDIRECT, REMOTE } from "./helpers/test-node";
 import { testRun } from "./helpers/test-run";
 
 const CLUSTER = ["10.244.0.0/16", "fd00:244::/32"];

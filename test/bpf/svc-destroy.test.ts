@@ -11,18 +11,16 @@ import { type ChildProcess, spawn } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { readObject } from "../../src/bpf/elf";
 import { probeJit } from "../../src/bpf/kernel-probe";
-import { attachCgroup, type BpfLink } from "../../src/bpf/links";
-import { sectionAttachType } from "../../src/bpf/programs";
+import type { BpfLink } from "../../src/bpf/links";
 import { loadSvcPrograms, recordSvcPod, type SvcPrograms, svcTables } from "../../src/bpf/svc";
 import { SocketCloser } from "../../src/bpf/svc-destroy";
 import { ServiceTable } from "../../src/bpf/svc-table";
-import { cgroup2Root } from "../../src/datapath/sockbypass";
 import { ceiling, inGuest } from "../support/ceiling";
+import { makeTestCgroup, removeTestCgroup } from "../support/cgroup";
+import { attachToCgroup, buildObjects, objectsDir } from "./helpers/bpf-objects";
 import { TestBpffs } from "./helpers/bpffs";
-import { TestNetns } from "./helpers/netns";
-import { buildObjects, objectsDir } from "./helpers/objects";
+import { TestNetns } from "./helpers/test-netns";
 
 const PEER = path.resolve(__dirname, "../integration/tools/svcpeer.py");
 
@@ -119,22 +117,11 @@ beforeAll(async () => {
   other = TestNetns.create("svo");
   serve(ns);
   serve(other);
-  const root = cgroup2Root();
-  if (!root) throw new Error("no cgroup v2 hierarchy on this machine");
-  cgroup = path.join(root, `nkb-svd-${process.pid}`);
-  fs.mkdirSync(cgroup);
+  cgroup = makeTestCgroup(`nkb-svd-${process.pid}`);
   bpffs = TestBpffs.mount();
   const svcObject = fs.readFileSync(path.join(objectsDir, "bpf_svc.o"));
   svc = loadSvcPrograms(bpffs.root, svcObject, 1);
-  const sections = new Map(readObject(svcObject).programs.map((p) => [p.name, p.section]));
-  const fd = fs.openSync(cgroup, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY);
-  try {
-    for (const program of Object.values(svc.programs)) {
-      links.push(attachCgroup(program, fd, sectionAttachType(sections.get(program.name) ?? "") ?? -1));
-    }
-  } finally {
-    fs.closeSync(fd);
-  }
+  attachToCgroup(svcObject, Object.values(svc.programs), cgroup, links);
   for (const [i, netns] of [ns, other].entries()) {
     recordSvcPod(svc.maps, 2000 + i, BigInt(netns.run("python3", PEER, "cookie").trim()));
   }
@@ -150,14 +137,7 @@ afterAll(() => {
   bpffs?.release();
   ns?.destroy();
   other?.destroy();
-  if (cgroup)
-    for (let i = 0; i < 50 && fs.existsSync(cgroup); i++) {
-      try {
-        fs.rmdirSync(cgroup);
-      } catch {
-        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 50);
-      }
-    }
+  if (cgroup) removeTestCgroup(cgroup, 50);
 });
 
 describe("closing a withdrawn backend's sockets", () => {

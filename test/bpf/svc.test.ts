@@ -12,9 +12,7 @@ import { execFileSync, spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { readObject } from "../../src/bpf/elf";
-import { attachCgroup, type BpfLink } from "../../src/bpf/links";
-import { sectionAttachType } from "../../src/bpf/programs";
+import type { BpfLink } from "../../src/bpf/links";
 import {
   loadSvcPrograms,
   readSvcClients,
@@ -25,10 +23,10 @@ import {
 } from "../../src/bpf/svc";
 import { backendValue, idBytes, SVC_PROGRAM_NAMES, slotKey, svcKey, svcValue } from "../../src/bpf/svc-abi";
 import { ServiceTable } from "../../src/bpf/svc-table";
-import { cgroup2Root } from "../../src/datapath/sockbypass";
+import { makeTestCgroup, removeTestCgroup } from "../support/cgroup";
+import { attachToCgroup, buildObjects, objectsDir } from "./helpers/bpf-objects";
 import { TestBpffs } from "./helpers/bpffs";
-import { TestNetns } from "./helpers/netns";
-import { buildObjects, objectsDir } from "./helpers/objects";
+import { TestNetns } from "./helpers/test-netns";
 
 const TOOLS = path.resolve(__dirname, "../integration/tools");
 const PEER = path.join(TOOLS, "svcpeer.py");
@@ -94,20 +92,9 @@ beforeAll(async () => {
     startServers(ns, "b1", [B1.ip, B1v6.ip]);
     startServers(ns, "b2", [B2.ip, B2v6.ip]);
   }
-  const root = cgroup2Root();
-  if (!root) throw new Error("no cgroup v2 hierarchy on this machine");
-  cgroup = path.join(root, `nkb-svc-${process.pid}`);
-  fs.mkdirSync(cgroup);
+  cgroup = makeTestCgroup(`nkb-svc-${process.pid}`);
   svc = loadSvcPrograms(bpffs.root, object, 1);
-  const sections = new Map(readObject(object).programs.map((p) => [p.name, p.section]));
-  const fd = fs.openSync(cgroup, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY);
-  try {
-    for (const program of Object.values(svc.programs)) {
-      links.push(attachCgroup(program, fd, sectionAttachType(sections.get(program.name) ?? "") ?? -1));
-    }
-  } finally {
-    fs.closeSync(fd);
-  }
+  attachToCgroup(object, Object.values(svc.programs), cgroup, links);
   recordSvcPod(svc.maps, 1000, netnsCookie(pod));
   recordSvcPod(svc.maps, 1001, netnsCookie(neighbour));
   table = new ServiceTable(svcTables(svc.maps));
@@ -129,14 +116,7 @@ afterAll(() => {
   pod?.destroy();
   stranger?.destroy();
   neighbour?.destroy();
-  if (cgroup)
-    for (let i = 0; i < 50 && fs.existsSync(cgroup); i++) {
-      try {
-        fs.rmdirSync(cgroup);
-      } catch {
-        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 50);
-      }
-    }
+  if (cgroup) removeTestCgroup(cgroup, 50);
 });
 
 describe("a pod's socket naming a ClusterIP", () => {

@@ -16,10 +16,10 @@ import { createFlowTable } from "../../src/bpf/direct";
 import { attachTcx, type BpfLink } from "../../src/bpf/links";
 import { loadNodePrograms, type NodePrograms } from "../../src/bpf/node";
 import { inNetns } from "../../src/sys/netns";
+import { buildObjects } from "./helpers/bpf-objects";
 import { TestBpffs } from "./helpers/bpffs";
 import { clearFlowTable } from "./helpers/flows";
-import { TestNetns } from "./helpers/netns";
-import { buildObjects } from "./helpers/objects";
+import { TestNetns } from "./helpers/test-netns";
 
 const POD1 = "10.244.1.10";
 const POD2 = "10.244.1.11";

@@ -10,11 +10,11 @@ import * as path from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { attachTcx, BpfLink } from "../../src/bpf/links";
 import { buildName, loadNodePrograms, type NodeObjects } from "../../src/bpf/node";
-import { attachUplink, switchEndpoints } from "../../src/datapath/fastpath";
+import { attachUplink, switchEndpoints } from "../../src/datapath/node-datapath";
 import { inNetns } from "../../src/sys/netns";
+import { buildObjects } from "./helpers/bpf-objects";
 import { TestBpffs } from "./helpers/bpffs";
-import { TestNetns } from "./helpers/netns";
-import { buildObjects } from "./helpers/objects";
+import { TestNetns } from "./helpers/test-netns";
 
 let ns: TestNetns;
 let built: NodeObjects;

@@ -9,11 +9,12 @@
 import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { NodeStatus } from "../../src/cli/status";
 import { startServer, tcpRequest } from "../integration/tcp";
-import { BINARY, CNI_PATH, Fixture, inNs, TEST_DATAPATH } from "../support/harness";
-import { addPod, CLUSTER_CIDRS, type ClusterNode, counterDelta, makeCluster, type Pod } from "../support/topology";
+import { useCluster } from "../support/fixtures";
+import { BINARY, CNI_PATH, type Fixture, inNs, TEST_DATAPATH } from "../support/harness";
+import { addPod, CLUSTER_CIDRS, type ClusterNode, counterDelta, type Pod } from "../support/topology";
 
 const VIP = "10.96.0.10";
 /** A host outside the cluster, reached through node A's second link (TEST-NET-1). */
@@ -25,11 +26,9 @@ let fx: Fixture;
 let a: ClusterNode;
 let b: ClusterNode;
 
-beforeEach(() => {
-  fx = new Fixture();
-  [a, b] = makeCluster(fx);
+useCluster((cluster) => {
+  ({ fx, a, b } = cluster);
 });
-afterEach(() => fx.cleanup());
 
 function status(node: ClusterNode): NodeStatus {
   const r = spawnSync(

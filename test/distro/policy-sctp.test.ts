@@ -20,7 +20,7 @@ import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PolicySlots } from "../../src/agent/policy/slots";
 import { KernelPolicyWriter } from "../../src/agent/policy/writer";
-import { objectsDir } from "../bpf/helpers/objects";
+import { objectsDir } from "../bpf/helpers/bpf-objects";
 import { inGuest } from "../support/ceiling";
 import { Fixture } from "../support/harness";
 import { NETPOL_PROBE as PROBE, probeAnswers } from "../support/netpol-probe";

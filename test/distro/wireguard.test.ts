@@ -14,7 +14,7 @@ import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { WIREGUARD_KEY_ANNOTATION } from "../../src/agent/kube/node-facts";
 import type { NodeStatus } from "../../src/cli/status";
-import { type AgentNode, AgentProcess, agentNode, eventually, readJson, scrape } from "../agent/harness";
+import { type AgentNode, AgentProcess, agentNode, eventually, readJson, scrape } from "../agent/agent-harness";
 import { countNetifRx, pingMany } from "../integration/netif-rx";
 import { BINARY, Fixture, inNs, runPlugin } from "../support/harness";
 import { StandInApiServer } from "../support/kube-apiserver";

@@ -12,7 +12,7 @@ import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { type AgentNode, AgentProcess, agentNode, agentRoutes, eventually, scrape } from "../agent/harness";
+import { type AgentNode, AgentProcess, agentNode, agentRoutes, eventually, scrape } from "../agent/agent-harness";
 import { startServer, tcpRequest } from "../integration/tcp";
 import { Fixture, inNs, TEST_DATAPATH, uniqueName } from "../support/harness";
 import { StandInApiServer } from "../support/kube-apiserver";

@@ -12,9 +12,9 @@ import { type ChildProcess, execFileSync, spawn, spawnSync } from "node:child_pr
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { endpointMapEntries, pinnedEndpointDevices } from "../../src/datapath/node-state";
-import { BINARY, type Fixture, inNs, pluginLinks } from "../support/harness";
+import { BINARY, type Fixture, pluginLinks } from "../support/harness";
 
-export const REFERENCE_PLUGINS = "/usr/lib/cni";
+const REFERENCE_PLUGINS = "/usr/lib/cni";
 /** The executable under test: the build (dist/netkit-cni), or another one (a release). */
 export const PLUGIN_BINARY = process.env.NETKIT_CNI_E2E_BINARY ?? BINARY;
 const SETUP_HINT = "run test/e2e/setup.sh (as root) first";
@@ -36,7 +36,7 @@ export function requireTool(tool: string): string {
   throw new Error(`${tool} not found: ${SETUP_HINT}`);
 }
 
-export interface RunResult {
+interface RunResult {
   status: number | null;
   stdout: string;
   stderr: string;
@@ -368,7 +368,7 @@ export function busyboxRootfs(fx: Fixture): { dir: string; tarball: string } {
 }
 
 /** What is left of the plugin's work in a node: the "nothing of it is left" check. */
-export interface Leftovers {
+interface Leftovers {
   devices: string[];
   pins: string[];
   mapEntries: string[];
@@ -388,14 +388,6 @@ export function leftovers(node: string, bpffsRoot: string, ipamDir: string): Lef
 }
 
 export const NOTHING_LEFT: Leftovers = { devices: [], pins: [], mapEntries: [], ipFiles: [] };
-
-/** IPv4 address of `dev` in `netns` (no prefix length), from `ip -j addr`. */
-export function addressOf(netns: string, dev: string): string | undefined {
-  const [link] = JSON.parse(inNs(netns, "ip", ["-j", "-4", "addr", "show", "dev", dev])) as {
-    addr_info: { local: string }[];
-  }[];
-  return link?.addr_info[0]?.local;
-}
 
 /**
  * Removes a netns file a client left in /run/netns. Its bind mount lived in the sandbox's

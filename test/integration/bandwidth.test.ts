@@ -13,11 +13,12 @@
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it, onTestFinished } from "vitest";
 import { decodeBandwidthValue, ifindexKey } from "../../src/bpf/abi";
 import { EndpointMap, openNodeMaps, podLimits, readCounters } from "../../src/bpf/index";
 import { ifindexHolders } from "../../src/bpf/pod-state";
-import { cgroup2Root } from "../../src/datapath/sockbypass";
+import { makeTestCgroup } from "../support/cgroup";
+import { useCluster } from "../support/fixtures";
 import { BINARY, Fixture, inNs, pluginLinks, runPlugin, trySh, uniqueName, waitUntil } from "../support/harness";
 import { netperf, startNetserver } from "../support/netperf";
 import { addPod, type ClusterNode, delPod, ifindexOf, makeCluster, type Pod } from "../support/topology";
@@ -69,12 +70,9 @@ let fx: Fixture;
 let a: ClusterNode;
 let b: ClusterNode;
 
-beforeEach(() => {
-  fx = new Fixture();
-  [a, b] = makeCluster(fx);
+useCluster((cluster) => {
+  ({ fx, a, b } = cluster);
 });
-
-afterEach(() => fx.cleanup());
 
 /** A burst of `ms` milliseconds at `rate` bits/s (the reference plugin's unit: bits). */
 const burstOf = (rate: number, ms: number) => Math.round((rate * ms) / 1000);
@@ -418,10 +416,7 @@ describe("rate limits in the pod's lifecycle", () => {
   });
 
   it("keeps a limited pod's sockets off the socket bypass, which would splice past the limits", () => {
-    const root = cgroup2Root();
-    if (!root) throw new Error("no cgroup v2 hierarchy on this machine");
-    const cgroup = path.join(root, uniqueName("nkt-bw"));
-    fs.mkdirSync(cgroup);
+    const cgroup = makeTestCgroup(uniqueName("nkt-bw"));
     try {
       const bypass = { sockBypass: true, sockBypassCgroup: cgroup };
       const limited = addPod(fx, a, "bw-sock", limitedConf(a, bw, bypass));
@@ -588,8 +583,11 @@ describe("pacing on the uplink (fq where the kernel has it)", () => {
   });
 
   it("puts an fq under mq on each transmit queue of a multi-queue uplink", () => {
+    // A cluster of its own, with four queues a side, in place of useCluster's.
     fx.cleanup();
-    fx = new Fixture();
+    const mq = new Fixture();
+    onTestFinished(() => mq.cleanup());
+    fx = mq;
     [a, b] = makeCluster(fx, {}, 4);
     const pod = addPod(fx, a, "pace-mq", limitedConf(a, bw));
     const fqs = ["fq parent 4e4b:1", "fq parent 4e4b:2", "fq parent 4e4b:3", "fq parent 4e4b:4"];

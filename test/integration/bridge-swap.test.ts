@@ -12,12 +12,13 @@
 import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { PROXY_PROTOCOL, PROXY_PROTOCOL_NDP_SET } from "../../src/datapath/coexist-plan";
+import { useTestNode } from "../support/fixtures";
 import {
   BINARY,
   CNI_PATH,
-  Fixture,
+  type Fixture,
   inNs,
   type PluginRun,
   ping,
@@ -46,12 +47,9 @@ let fx: Fixture;
 let node: string;
 let dataDir: string;
 
-beforeEach(() => {
-  fx = new Fixture();
-  node = fx.makeNode(NODE4, NODE6);
-  dataDir = fx.tempDir("nkt-swap-");
+useTestNode({ v4: NODE4, v6: NODE6, dataDirPrefix: "nkt-swap-" }, (test) => {
+  ({ fx, node, dataDir } = test);
 });
-afterEach(() => fx.cleanup());
 
 /** The reference bridge as a node would have it before the swap (isGateway, host-local). */
 const bridgeConf = {

@@ -7,12 +7,13 @@
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { BpfLink } from "../../src/bpf/links";
 import { pinnedProgramSets } from "../../src/bpf/node";
 import { endpointMapEntries } from "../../src/datapath/node-state";
+import { useCluster } from "../support/fixtures";
 import {
-  Fixture,
+  type Fixture,
   ping,
   pluginLinks,
   runPlugin,
@@ -21,7 +22,7 @@ import {
   waitUntil,
   withPluginBinary,
 } from "../support/harness";
-import { addPod, type ClusterNode, delPod, ifindexOf, makeCluster, type Pod } from "../support/topology";
+import { addPod, type ClusterNode, delPod, ifindexOf, type Pod } from "../support/topology";
 
 const OLDER = path.resolve(__dirname, "../../dist/older/netkit-cni");
 const ITERATIONS = process.env.NETKIT_VM ? 8 : 30;
@@ -30,11 +31,9 @@ let fx: Fixture;
 let a: ClusterNode;
 let b: ClusterNode;
 
-beforeEach(() => {
-  fx = new Fixture();
-  [a, b] = makeCluster(fx);
+useCluster((cluster) => {
+  ({ fx, a, b } = cluster);
 });
-afterEach(() => fx.cleanup());
 
 /** The pod's addresses are in the endpoint map, pointing at its device. */
 function expectEntries(pod: Pod): void {

@@ -5,10 +5,11 @@
  * branch below is exercised by one of them.
  */
 import * as path from "node:path";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
+import { useTestNode } from "../support/fixtures";
 import {
   allocatedIps,
-  Fixture,
+  type Fixture,
   inNs,
   kernelHasNetkit,
   ping,
@@ -22,10 +23,8 @@ let node: string;
 let conf: Record<string, unknown>;
 let dataDir: string;
 
-beforeEach(() => {
-  fx = new Fixture();
-  node = fx.makeNode("10.214.255.1", "fd10:214::1");
-  dataDir = fx.tempDir("nkt-dp-");
+useTestNode({ v4: "10.214.255.1", v6: "fd10:214::1", dataDirPrefix: "nkt-dp-" }, (test) => {
+  ({ fx, node, dataDir } = test);
   conf = vethConf({
     bpffsRoot: fx.bpffsRoot,
     subnet4: "10.214.0.0/24",
@@ -33,7 +32,6 @@ beforeEach(() => {
     logFile: path.join(dataDir, "plugin.log"),
   });
 });
-afterEach(() => fx.cleanup());
 
 const kindOf = (dev: string) =>
   (JSON.parse(inNs(node, "ip", ["-d", "-j", "link", "show", "dev", dev])) as { linkinfo?: { info_kind?: string } }[])[0]

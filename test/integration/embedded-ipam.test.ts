@@ -4,19 +4,17 @@
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { Fixture, ping, pluginLinks, runPlugin, TEST_DATAPATH } from "../support/harness";
+import { describe, expect, it } from "vitest";
+import { useTestNode } from "../support/fixtures";
+import { type Fixture, ping, pluginLinks, runPlugin, TEST_DATAPATH } from "../support/harness";
 
 let fx: Fixture;
 let node: string;
 let dataDir: string;
 
-beforeEach(() => {
-  fx = new Fixture();
-  node = fx.makeNode("10.213.255.1", "fd10:213::1");
-  dataDir = fx.tempDir("nkt-emb-");
+useTestNode({ v4: "10.213.255.1", v6: "fd10:213::1", dataDirPrefix: "nkt-emb-" }, (test) => {
+  ({ fx, node, dataDir } = test);
 });
-afterEach(() => fx.cleanup());
 
 function conf(ranges: unknown[]): Record<string, unknown> {
   return {

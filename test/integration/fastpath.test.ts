@@ -6,26 +6,25 @@
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { ifindexKey, MAP_NAMES } from "../../src/bpf/abi";
 import { mapPin } from "../../src/bpf/layout";
 import { BpfMap } from "../../src/bpf/maps";
 import { POD_STATE } from "../../src/bpf/pod-state";
 import { POLICY_MAP_NAMES } from "../../src/bpf/policy-abi";
 import { endpointMapEntries, pinnedEndpointDevices } from "../../src/datapath/node-state";
-import { Fixture, inNs, ping, runPlugin, runPluginAsync, sh, TEST_DATAPATH } from "../support/harness";
-import { addPod, type ClusterNode, counterDelta, delPod, ifindexOf, makeCluster } from "../support/topology";
+import { useCluster } from "../support/fixtures";
+import { type Fixture, inNs, ping, runPlugin, runPluginAsync, sh, TEST_DATAPATH } from "../support/harness";
+import { addPod, type ClusterNode, counterDelta, delPod, ifindexOf } from "../support/topology";
 import { startServer, tcpRequest } from "./tcp";
 
 let fx: Fixture;
 let a: ClusterNode;
 let b: ClusterNode;
 
-beforeEach(() => {
-  fx = new Fixture();
-  [a, b] = makeCluster(fx);
+useCluster((cluster) => {
+  ({ fx, a, b } = cluster);
 });
-afterEach(() => fx.cleanup());
 
 describe("fast path", () => {
   it("redirects pod-to-pod traffic on one node (v4 and v6)", () => {

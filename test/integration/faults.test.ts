@@ -11,7 +11,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { attachmentLockPath } from "../../src/commands/attachment-lock";
-import { nodeLockPath } from "../../src/datapath/fastpath";
+import { nodeLockPath } from "../../src/datapath/node-datapath";
 import { endpointMapEntries, pinnedEndpointDevices } from "../../src/datapath/node-state";
 import { queueDirOf } from "../../src/sys/file-lock";
 import { CNI_PATH, Fixture, inNs, pluginLinks, runPlugin, runPluginAsync, waitForFile } from "../support/harness";

@@ -5,11 +5,12 @@
  * packets actually flowing.
  */
 import * as path from "node:path";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
+import { useTestNode } from "../support/fixtures";
 import {
   allocatedIps,
   BINARY,
-  Fixture,
+  type Fixture,
   inNs,
   type PluginRun,
   ping,
@@ -27,10 +28,8 @@ let node: string;
 let conf: Record<string, unknown>;
 let dataDir: string;
 
-beforeEach(() => {
-  fx = new Fixture();
-  node = fx.makeNode(NODE_V4, NODE_V6);
-  dataDir = fx.tempDir("nkt-ipam-");
+useTestNode({ v4: NODE_V4, v6: NODE_V6, dataDirPrefix: "nkt-ipam-" }, (test) => {
+  ({ fx, node, dataDir } = test);
   conf = vethConf({
     bpffsRoot: fx.bpffsRoot,
     subnet4: "10.210.0.0/24",
@@ -39,8 +38,6 @@ beforeEach(() => {
     logFile: path.join(dataDir, "plugin.log"),
   });
 });
-
-afterEach(() => fx.cleanup());
 
 function add(containerId: string, netns: string, ifname = "eth0", c: Record<string, unknown> = conf): PluginRun {
   return runPlugin(node, "ADD", { containerId, netns: `/run/netns/${netns}`, ifname }, c);

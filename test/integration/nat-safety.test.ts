@@ -14,10 +14,11 @@ import { execFileSync, spawn, spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NodeStatus } from "../../src/cli/status";
-import { BINARY, Fixture, inNs, TEST_DATAPATH } from "../support/harness";
-import { addPod, type ClusterNode, makeCluster, type Pod } from "../support/topology";
+import { useCluster } from "../support/fixtures";
+import { BINARY, type Fixture, inNs, TEST_DATAPATH } from "../support/harness";
+import { addPod, type ClusterNode, type Pod } from "../support/topology";
 import { tcpRequest } from "./tcp";
 
 const VIP = "10.96.0.10";
@@ -67,11 +68,9 @@ let fx: Fixture;
 let a: ClusterNode;
 let b: ClusterNode;
 
-beforeEach(() => {
-  fx = new Fixture();
-  [a, b] = makeCluster(fx);
+useCluster((cluster) => {
+  ({ fx, a, b } = cluster);
 });
-afterEach(() => fx.cleanup());
 
 async function startPushServer(backend: Pod): Promise<void> {
   const child = spawn(

@@ -6,11 +6,20 @@
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { beforeEach, describe, expect, it } from "vitest";
 import { decodeCidrKey } from "../../src/bpf/abi";
 import { BpfMap } from "../../src/bpf/maps";
 import { endpointMapEntries, pinnedEndpointDevices } from "../../src/datapath/node-state";
-import { Fixture, type PluginRun, ping, pluginLinks, runPlugin, TEST_DATAPATH, waitUntil } from "../support/harness";
+import { useTestNode } from "../support/fixtures";
+import {
+  type Fixture,
+  type PluginRun,
+  ping,
+  pluginLinks,
+  runPlugin,
+  TEST_DATAPATH,
+  waitUntil,
+} from "../support/harness";
 import { ifindexOf } from "../support/topology";
 
 type IpamType = "host-local" | "netkit-cni";
@@ -36,12 +45,9 @@ let fx: Fixture;
 let node: string;
 let dataDir: string;
 
-beforeEach(() => {
-  fx = new Fixture();
-  node = fx.makeNode("10.229.255.1", "fd29::1");
-  dataDir = fx.tempDir("nkt-nets-");
+useTestNode({ v4: "10.229.255.1", v6: "fd29::1", dataDirPrefix: "nkt-nets-" }, (test) => {
+  ({ fx, node, dataDir } = test);
 });
-afterEach(() => fx.cleanup());
 
 /** Pods in <v4>.1.0/24 and <v6>:1::/64; the cluster is <v4>.0.0/16 and <v6>::/16. */
 function network(name: string, v4: string, v6: string, ipam: IpamType): Network {

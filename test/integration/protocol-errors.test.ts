@@ -7,9 +7,10 @@
 import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { nodeLockPath } from "../../src/datapath/fastpath";
-import { allocatedIps, Fixture, inNs, pluginLinks, runPlugin, TEST_DATAPATH, vethConf } from "../support/harness";
+import { afterEach, describe, expect, it } from "vitest";
+import { nodeLockPath } from "../../src/datapath/node-datapath";
+import { useTestNode } from "../support/fixtures";
+import { allocatedIps, type Fixture, inNs, pluginLinks, runPlugin, TEST_DATAPATH, vethConf } from "../support/harness";
 
 let fx: Fixture;
 let node: string;
@@ -17,11 +18,9 @@ let pod: string;
 let dataDir: string;
 let conf: Record<string, unknown>;
 
-beforeEach(() => {
-  fx = new Fixture();
-  node = fx.makeNode("10.211.255.1", "fd10:211::1");
+useTestNode({ v4: "10.211.255.1", v6: "fd10:211::1", dataDirPrefix: "nkt-err-" }, (test) => {
+  ({ fx, node, dataDir } = test);
   pod = fx.makeNetns();
-  dataDir = fx.tempDir("nkt-err-");
   conf = vethConf({
     subnet4: "10.211.0.0/24",
     dataDir,
@@ -33,7 +32,6 @@ beforeEach(() => {
 const UNMAKEABLE_ROOT = "/proc/netkit-cni-test";
 
 afterEach(() => {
-  fx.cleanup();
   // The plugin takes the node lock before it finds it cannot make that root; the lock
   // file (in /run) is not the fixture's.
   fs.rmSync(nodeLockPath(UNMAKEABLE_ROOT), { force: true });

@@ -16,8 +16,8 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { openSvcMaps, readSvcCounters, type ServiceEntry, ServiceTable, svcTables } from "../../src/bpf/index";
-import { cgroup2Root } from "../../src/datapath/sockbypass";
 import { ceiling } from "../support/ceiling";
+import { makeTestCgroup, removeTestCgroup } from "../support/cgroup";
 import { Fixture, uniqueName } from "../support/harness";
 import { addPod, type ClusterNode, makeCluster, type Pod } from "../support/topology";
 
@@ -41,23 +41,14 @@ let node: ClusterNode;
 let cgroup: string;
 
 beforeEach(() => {
-  const root = cgroup2Root();
-  if (!root) throw new Error("no cgroup v2 hierarchy on this machine");
-  cgroup = path.join(root, uniqueName("nkt-svcc"));
-  fs.mkdirSync(cgroup);
+  cgroup = makeTestCgroup(uniqueName("nkt-svcc"));
   fx = new Fixture();
   [node] = makeCluster(fx, { serviceTranslation: true, serviceTranslationCgroup: cgroup });
 });
 
 afterEach(() => {
   fx.cleanup();
-  for (let i = 0; i < 100 && fs.existsSync(cgroup); i++) {
-    try {
-      fs.rmdirSync(cgroup);
-    } catch {
-      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 50);
-    }
-  }
+  removeTestCgroup(cgroup);
 });
 
 /** A command in `pod`'s namespace and the test's cgroup (where the programs run). */

@@ -8,14 +8,13 @@
  * translated fails with ENETUNREACH, so only translation can reach a backend.
  */
 import { spawn, spawnSync } from "node:child_process";
-import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { openSvcMaps, type ServiceEntry, ServiceTable, svcTables } from "../../src/bpf/index";
 import { probeJit } from "../../src/bpf/kernel-probe";
 import { countersOf } from "../../src/datapath/node-state";
-import { cgroup2Root } from "../../src/datapath/sockbypass";
 import { ceiling } from "../support/ceiling";
+import { makeTestCgroup, removeTestCgroup } from "../support/cgroup";
 import { BINARY, Fixture, inNs, pluginLinks, runPlugin, uniqueName } from "../support/harness";
 import { addPod, type ClusterNode, delPod, ifindexOf, makeCluster, type Pod } from "../support/topology";
 
@@ -26,23 +25,14 @@ let nodes: [ClusterNode, ClusterNode];
 let cgroup: string;
 
 beforeEach(() => {
-  const root = cgroup2Root();
-  if (!root) throw new Error("no cgroup v2 hierarchy on this machine");
-  cgroup = path.join(root, uniqueName("nkt-svc"));
-  fs.mkdirSync(cgroup);
+  cgroup = makeTestCgroup(uniqueName("nkt-svc"));
   fx = new Fixture();
   nodes = makeCluster(fx, { serviceTranslation: true, serviceTranslationCgroup: cgroup });
 });
 
 afterEach(() => {
   fx.cleanup();
-  for (let i = 0; i < 100 && fs.existsSync(cgroup); i++) {
-    try {
-      fs.rmdirSync(cgroup);
-    } catch {
-      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 50);
-    }
-  }
+  removeTestCgroup(cgroup);
 });
 
 /** svcpeer in `pod`'s namespace and the test's cgroup: what it printed. */

@@ -7,7 +7,7 @@
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { inNs, ping } from "../support/harness";
 import { addPod, type Pod } from "../support/topology";
 import {
@@ -17,25 +17,22 @@ import {
   exchange,
   holdConnection,
   MB,
-  makeSockEnv,
   REPLY,
-  removeSockEnv,
   type SockEnv,
   socketCookies,
   socketStates,
   sockets,
   startPeer,
   startPeerServer,
+  useSockEnv,
   ZERO,
 } from "./sock-peers";
 
 let env: SockEnv;
 
-beforeEach(() => {
-  env = makeSockEnv();
+useSockEnv((e) => {
+  env = e;
 });
-
-afterEach(() => removeSockEnv(env));
 
 /** Two pods of the node's network, or of one without the bypass. */
 function twoPods(bypass = true): { server: Pod; client: Pod } {

@@ -9,7 +9,7 @@
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { SOCK_PER_POD } from "../../src/bpf/abi";
 import type { NodeStatus } from "../../src/cli/status";
 import type { EndpointRow } from "../../src/commands/endpoints";
@@ -22,10 +22,8 @@ import {
   exchange,
   holdConnection,
   MB,
-  makeSockEnv,
   PEER_COMMAND,
   REPLY,
-  removeSockEnv,
   type SockEnv,
   socketCookies,
   socketStates,
@@ -35,15 +33,14 @@ import {
   startPeer,
   startPeerServer,
   startScript,
+  useSockEnv,
 } from "./sock-peers";
 
 let env: SockEnv;
 
-beforeEach(() => {
-  env = makeSockEnv();
+useSockEnv((e) => {
+  env = e;
 });
-
-afterEach(() => removeSockEnv(env));
 
 const NOBODY = 65534;
 

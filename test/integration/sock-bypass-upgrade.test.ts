@@ -7,7 +7,7 @@
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { sockLinkPins, sockProgramsRoot } from "../../src/bpf/layout";
 import { BpfLink } from "../../src/bpf/links";
 import { withPluginBinary } from "../support/harness";
@@ -17,25 +17,22 @@ import {
   eventually,
   exchange,
   MB,
-  makeSockEnv,
   REPLY,
-  removeSockEnv,
   type SockEnv,
   socketStates,
   sockets,
   startPeer,
   startPeerServer,
+  useSockEnv,
 } from "./sock-peers";
 
 const OLDER = path.resolve(__dirname, "../../dist/older/netkit-cni");
 
 let env: SockEnv;
 
-beforeEach(() => {
-  env = makeSockEnv();
+useSockEnv((e) => {
+  env = e;
 });
-
-afterEach(() => removeSockEnv(env));
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

@@ -10,7 +10,7 @@
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { NodeStatus } from "../../src/cli/status";
 import { addPod, delPod, ifindexOf } from "../support/topology";
 import {
@@ -21,9 +21,7 @@ import {
   exchanges,
   holdConnection,
   MB,
-  makeSockEnv,
   REPLY,
-  removeSockEnv,
   type SockEnv,
   socketCookies,
   socketStates,
@@ -32,16 +30,15 @@ import {
   sockRecordOf,
   startPeer,
   startPeerServer,
+  useSockEnv,
   ZERO,
 } from "./sock-peers";
 
 let env: SockEnv;
 
-beforeEach(() => {
-  env = makeSockEnv();
+useSockEnv((e) => {
+  env = e;
 });
-
-afterEach(() => removeSockEnv(env));
 
 describe("socket bypass between two pods of one node", () => {
   it.each([

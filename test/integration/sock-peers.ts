@@ -8,9 +8,8 @@
  * program would see every socket of the machine.
  */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import * as fs from "node:fs";
 import * as path from "node:path";
-import { expect } from "vitest";
+import { afterEach, beforeEach, expect } from "vitest";
 import { decodeSockKey } from "../../src/bpf/abi";
 import {
   type BypassedSocket,
@@ -21,8 +20,8 @@ import {
   type SockCounters,
   type SockPod,
 } from "../../src/bpf/index";
-import { cgroup2Root } from "../../src/datapath/sockbypass";
 import { ceiling } from "../support/ceiling";
+import { makeTestCgroup, removeTestCgroup } from "../support/cgroup";
 import { BINARY, Fixture, uniqueName } from "../support/harness";
 import { type ClusterNode, ifindexOf, makeCluster, type Pod } from "../support/topology";
 
@@ -38,42 +37,31 @@ export interface SockEnv {
   cgroup: string;
 }
 
-/** A node whose network has the bypass on the test's cgroup; `conf` overrides the network's settings. */
-export function makeSockEnv(conf: Record<string, unknown> = {}): SockEnv {
-  const root = cgroup2Root();
-  if (!root) throw new Error("no cgroup v2 hierarchy on this machine");
-  const cgroup = path.join(root, uniqueName("nkt-sock"));
-  fs.mkdirSync(cgroup);
-  const fx = new Fixture();
-  try {
-    const [node] = makeCluster(fx, { sockBypass: true, sockBypassCgroup: cgroup, ...conf });
-    return { fx, node, cgroup };
-  } catch (e) {
-    fx.cleanup();
-    removeCgroup(cgroup);
-    throw e;
-  }
-}
-
-export function removeSockEnv(env: SockEnv | undefined): void {
-  if (!env) return;
-  env.fx.cleanup();
-  removeCgroup(env.cgroup);
-}
-
-/** rmdir succeeds once the killed peers have left the cgroup (and its children, first). */
-function removeCgroup(dir: string): void {
-  if (!fs.existsSync(dir)) return;
-  for (const child of fs.readdirSync(dir, { withFileTypes: true })) {
-    if (child.isDirectory()) removeCgroup(path.join(dir, child.name));
-  }
-  for (let i = 0; i < 100 && fs.existsSync(dir); i++) {
+/**
+ * For each test, a node whose network has the bypass on a cgroup of the test's own,
+ * handed to `set`; removed after the test, the cgroup once its peers have left it.
+ */
+export function useSockEnv(set: (env: SockEnv) => void): void {
+  let env: SockEnv | undefined;
+  beforeEach(() => {
+    env = undefined;
+    const cgroup = makeTestCgroup(uniqueName("nkt-sock"));
+    const fx = new Fixture();
     try {
-      fs.rmdirSync(dir);
-    } catch {
-      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 50);
+      const [node] = makeCluster(fx, { sockBypass: true, sockBypassCgroup: cgroup });
+      env = { fx, node, cgroup };
+    } catch (e) {
+      fx.cleanup();
+      removeTestCgroup(cgroup);
+      throw e;
     }
-  }
+    set(env);
+  });
+  afterEach(() => {
+    if (!env) return;
+    env.fx.cleanup();
+    removeTestCgroup(env.cgroup);
+  });
 }
 
 /** argv for sh that runs `script` (with `args` as "$@") inside the test's cgroup. */
@@ -85,7 +73,7 @@ const shInCgroup = (env: SockEnv, script: string, args: string[]) => [
 ];
 
 /** argv that runs the peer inside `netns` (a name in /run/netns) and inside the test's cgroup. */
-export const inCgroup = (env: SockEnv, netns: string, args: string[]) =>
+const inCgroup = (env: SockEnv, netns: string, args: string[]) =>
   shInCgroup(env, `exec nsenter --net=/run/netns/${netns} /usr/bin/python3 ${PEER} "$@"`, args);
 
 /** What runs the peer (sockpeer.py) from inside a script of one's own. */

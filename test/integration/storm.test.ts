@@ -10,7 +10,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterEach, beforeEach, expect, it } from "vitest";
-import { nodeLockPath } from "../../src/datapath/fastpath";
+import { nodeLockPath } from "../../src/datapath/node-datapath";
 import { endpointMapEntries, pinnedEndpointDevices } from "../../src/datapath/node-state";
 import { queueDirOf } from "../../src/sys/file-lock";
 import { Fixture, type PluginRun, pluginLinks, runPluginAsync } from "../support/harness";

@@ -8,24 +8,23 @@
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { attachNetkit, attachTcx, loadNodePrograms } from "../../src/bpf/index";
 import { countersOf } from "../../src/datapath/node-state";
 import { inNetns } from "../../src/sys/netns";
-import { readObjectsDir } from "../bpf/helpers/objects";
+import { readObjectsDir } from "../bpf/helpers/bpf-objects";
 import { countNetifRx, pingMany } from "../integration/netif-rx";
-import { BINARY, Fixture, inNs, ping, pluginLinks, runPlugin, runPluginAsync } from "../support/harness";
-import { addPod, type ClusterNode, ifindexOf, makeCluster } from "../support/topology";
+import { useCluster } from "../support/fixtures";
+import { BINARY, type Fixture, inNs, ping, pluginLinks, runPlugin, runPluginAsync } from "../support/harness";
+import { addPod, type ClusterNode, ifindexOf } from "../support/topology";
 
 let fx: Fixture;
 let a: ClusterNode;
 let b: ClusterNode;
 
-beforeEach(() => {
-  fx = new Fixture();
-  [a, b] = makeCluster(fx, { datapath: "netkit" });
+useCluster({ datapath: "netkit" }, (cluster) => {
+  ({ fx, a, b } = cluster);
 });
-afterEach(() => fx.cleanup());
 
 const details = (netns: string, dev: string) =>
   (JSON.parse(inNs(netns, "ip", ["-d", "-j", "link", "show", "dev", dev])) as Record<string, unknown>[])[0] ?? {};

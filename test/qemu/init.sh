@@ -14,14 +14,10 @@
 #   virtio serial ports "stdout" and "stderr": run.sh's stdout and stderr.
 #   /dev/console (the serial line): the guest's own messages.
 
-PATH=/usr/sbin:/usr/bin:/sbin:/bin
-export PATH
-SHARE=/run/netkit-vm
-# The command's outputs go through these FIFOs to relays into the serial ports:
-# a port can be opened only once at a time, a FIFO again and again (tee
-# /dev/stderr), and stragglers can be cut off (see run_command).
-OUT_FIFO=/run/netkit-vm-stdout
-ERR_FIFO=/run/netkit-vm-stderr
+# PATH, the per-run folder, and running the command: shared with test/vm/init.sh.
+# shellcheck source=../support/guest-init.sh
+. "${0%/*}/../support/guest-init.sh"
+
 power_off() {
   echo o >/proc/sysrq-trigger
   # PID 1 must never exit (that panics the kernel); wait for the power-off.
@@ -44,47 +40,14 @@ virtio_port() {
 
 run_command() {
   local -a argv env
-  mapfile -d '' -t argv <"$SHARE/argv"
-  mapfile -d '' -t env <"$SHARE/env"
-  local cwd stdout stderr
-  cwd=$(<"$SHARE/cwd")
-  ((${#argv[@]})) || fail "empty command"
+  local cwd stdout stderr status
+  guest_read_command
   stdout=$(virtio_port stdout)
   stderr=$(virtio_port stderr)
 
-  # One word is a shell script; several are a command and its arguments,
-  # passed through unchanged.
-  local -a sh=(/bin/sh -c "${argv[0]}")
-  ((${#argv[@]} == 1)) || sh=(/bin/sh -c 'exec "$@"' sh "${argv[@]}")
-
-  mkfifo "$OUT_FIFO" "$ERR_FIFO"
-  cat "$OUT_FIFO" >"$stdout" &
-  local out_relay=$!
-  cat "$ERR_FIFO" >"$stderr" &
-  local err_relay=$!
-
-  # The outer 2>/dev/null swallows bash's own "Killed" report when the
-  # command dies of a signal; the command's stderr goes to the FIFO.
-  local status=0
-  {
-    (cd "$cwd" && exec env -i \
-      PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-      HOME=/root USER=root LOGNAME=root SHELL=/bin/sh TERM=dumb LANG=C.UTF-8 \
-      PWD="$cwd" NETKIT_VM=1 "${env[@]}" "${sh[@]}") \
-      >"$OUT_FIFO" 2>"$ERR_FIFO"
-  } 2>/dev/null || status=$?
-
-  # The command's end is the machine's end: kill what it left running so the
-  # relays see end-of-file and drain instead of waiting forever. A blocking
-  # write to a serial port returns once qemu has taken the bytes, so nothing
-  # is lost at power-off.
-  local pid
-  for pid in /proc/[0-9]*; do
-    pid=${pid#/proc/}
-    case $pid in 1 | "$out_relay" | "$err_relay") continue ;; esac
-    kill -KILL "$pid" 2>/dev/null
-  done
-  wait "$out_relay" "$err_relay"
+  # A blocking write to a serial port returns once qemu has taken the bytes, so
+  # nothing the relays wrote is lost at power-off.
+  guest_run "$stdout" "$stderr"
   # The working folder caches writes (cache=loose): they reach the host before
   # the status does. The per-run folder has no cache.
   sync

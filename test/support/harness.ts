@@ -9,7 +9,7 @@ import { execFileSync, spawn, spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { nodeLockPath } from "../../src/datapath/fastpath";
+import { nodeLockPath } from "../../src/datapath/node-datapath";
 import { sockBypassNotePath } from "../../src/datapath/sockbypass";
 import { queueDirOf } from "../../src/sys/file-lock";
 

@@ -33,7 +33,7 @@ import * as https from "node:https";
 import type { AddressInfo, Socket } from "node:net";
 import * as path from "node:path";
 
-export interface NodeSpec {
+interface NodeSpec {
   name: string;
   podCIDRs?: string[];
   /** InternalIP addresses (both families allowed). */
@@ -67,7 +67,7 @@ const RESOURCES = {
     apiVersion: "networking.k8s.io/v1",
   },
 } as const;
-export type Resource = keyof typeof RESOURCES;
+type Resource = keyof typeof RESOURCES;
 /** The API group of each kind served, as RBAC names it. */
 const GROUPS: Record<Resource, string> = {
   nodes: "",
@@ -101,7 +101,7 @@ interface OpenWatch {
   sentRv: number;
 }
 
-export interface RecordedRequest {
+interface RecordedRequest {
   path: string;
   query: Record<string, string>;
   auth: string | undefined;

@@ -32,7 +32,7 @@ export const namespace = (name: string, labels: Record<string, string> = {}): V1
   metadata: { name, labels: { "kubernetes.io/metadata.name": name, ...labels } },
 });
 
-export interface PodFacts {
+interface PodFacts {
   labels?: Record<string, string>;
   ips?: string[];
   node?: string;

@@ -43,7 +43,7 @@ function address(text: string): Address | undefined {
 
 export type Protocol = "TCP" | "UDP" | "SCTP";
 
-export interface ModelNode {
+interface ModelNode {
   name: string;
   ips: string[];
 }
@@ -78,7 +78,7 @@ export interface Probe {
 type LabelMap = Record<string, string>;
 
 /** Who is at one end: a policed pod, or an address (the node's own when `node` is set). */
-export interface End {
+interface End {
   ip: string;
   pod?: V1Pod;
   node?: string;
@@ -246,7 +246,7 @@ function expressionHolds(e: Raw, labels: LabelMap): boolean {
 const verdicts = new WeakMap<RawPolicy, boolean>();
 
 /** Whether the API server would have accepted the policy (ValidateNetworkPolicySpec, as documented). */
-export function acceptable(p: RawPolicy): boolean {
+function acceptable(p: RawPolicy): boolean {
   let verdict = verdicts.get(p);
   if (verdict === undefined) {
     verdict = judge(p);

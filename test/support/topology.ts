@@ -158,7 +158,7 @@ export function ifindexOf(netns: string, device: string): number {
 }
 
 /** The pod's packets by path, as its node's programs counted them. */
-export function podCounters(pod: Pod): Counters {
+function podCounters(pod: Pod): Counters {
   const c = countersOf(pod.node.bpffsRoot, ifindexOf(pod.node.netns, pod.hostDevice));
   if (!c) throw new Error("no counters map");
   return c;

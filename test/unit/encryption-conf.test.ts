@@ -7,7 +7,7 @@ import { describe, expect, it } from "vitest";
 import { installOptionsFor, parseAgentOptions } from "../../src/agent/options";
 import { parseNetConf } from "../../src/cni/config";
 import { CniError } from "../../src/cni/errors";
-import { WIREGUARD_ROOM } from "../../src/datapath/netkit";
+import { WIREGUARD_ROOM } from "../../src/datapath/netkit-pair";
 import { requireEncryption, WIREGUARD_DEVICE } from "../../src/datapath/uplink";
 import { generateConflist } from "../../src/install/install";
 import { parseAttrs } from "../../src/netlink/attrs";

@@ -16,13 +16,9 @@
 #   status  written here: the command's exit status
 # Console: /dev/tty1 is the host's stdout, /dev/tty2 the host's stderr.
 
-PATH=/usr/sbin:/usr/bin:/sbin:/bin
-export PATH
-SHARE=/run/netkit-vm
-# The command's outputs go through these FIFOs to the console relays, so the
-# command sees pipes, not ttys, and stragglers can be cut off (see run_command).
-OUT_FIFO=/run/netkit-vm-stdout
-ERR_FIFO=/run/netkit-vm-stderr
+# PATH, the per-run folder, and running the command: shared with test/qemu/init.sh.
+# shellcheck source=../support/guest-init.sh
+. "${0%/*}/../support/guest-init.sh"
 
 power_off() {
   sync
@@ -84,48 +80,15 @@ mount_kernel_filesystems() {
 
 run_command() {
   local -a argv env
-  mapfile -d '' -t argv <"$SHARE/argv"
-  mapfile -d '' -t env <"$SHARE/env"
-  local cwd
-  cwd=$(<"$SHARE/cwd")
-  ((${#argv[@]})) || fail "empty command"
+  local cwd status
+  guest_read_command
 
   if [[ $cwd != / ]]; then
     { mkdir -p "$cwd" && mount -t hostfs -o "$cwd" hostfs "$cwd"; } ||
       fail "cannot mount the host folder $cwd"
   fi
 
-  # One word is a shell script; several are a command and its arguments,
-  # passed through unchanged.
-  local -a sh=(/bin/sh -c "${argv[0]}")
-  ((${#argv[@]} == 1)) || sh=(/bin/sh -c 'exec "$@"' sh "${argv[@]}")
-
-  mkfifo "$OUT_FIFO" "$ERR_FIFO"
-  cat "$OUT_FIFO" >/dev/tty1 &
-  local out_relay=$!
-  cat "$ERR_FIFO" >/dev/tty2 &
-  local err_relay=$!
-
-  # The outer 2>/dev/null swallows bash's own "Killed" report when the
-  # command dies of a signal; the command's stderr goes to the FIFO.
-  local status=0
-  {
-    (cd "$cwd" && exec env -i \
-      PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-      HOME=/root USER=root LOGNAME=root SHELL=/bin/sh TERM=dumb LANG=C.UTF-8 \
-      PWD="$cwd" NETKIT_VM=1 "${env[@]}" "${sh[@]}") \
-      >"$OUT_FIFO" 2>"$ERR_FIFO"
-  } 2>/dev/null || status=$?
-
-  # The command's end is the machine's end: kill what it left running so the
-  # relays see end-of-file and drain instead of waiting forever.
-  local pid
-  for pid in /proc/[0-9]*; do
-    pid=${pid#/proc/}
-    case $pid in 1 | "$out_relay" | "$err_relay") continue ;; esac
-    kill -KILL "$pid" 2>/dev/null
-  done
-  wait "$out_relay" "$err_relay"
+  guest_run /dev/tty1 /dev/tty2
   # stty sets the mode with TCSADRAIN: it returns once the console has passed
   # everything on to the host, which power-off would otherwise cut short.
   stty -F /dev/tty1 raw 2>/dev/null

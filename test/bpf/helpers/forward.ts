@@ -16,8 +16,8 @@
  * waiting on a guess.
  */
 import { AF_INET6, familyOf } from "../../../src/cni/address";
-import { GATEWAY_MAC, makeTestNode, POD1, POD2, type TestNode } from "./node";
 import { packet } from "./packets";
+import { GATEWAY_MAC, makeTestNode, POD1, POD2, type TestNode } from "./test-node";
 
 /** Unjudged addresses routed like the pods': the probes'. */
 const PROBE = {
@@ -76,7 +76,7 @@ export interface ForwardingNode {
 const SENDERS = { wire: ["nkbwire", "nkbup"], pod1: ["nkbp1", "nkbh1"], pod2: ["nkbp2", "nkbh2"] } as const;
 const RECEIVERS = { pod1: ["nkbh1", "nkbp1"], pod2: ["nkbh2", "nkbp2"] } as const;
 
-/** The test node's topology (node.ts), forwarding to POD1 and POD2 out of their pairs. */
+/** The test node's topology (test-node.ts), forwarding to POD1 and POD2 out of their pairs. */
 export function makeForwardingNode(label: string): ForwardingNode {
   const node = makeTestNode(label);
   const { ns } = node;

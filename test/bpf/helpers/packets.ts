@@ -90,7 +90,7 @@ function ipv6Extensions(exts: Ipv6Ext[], last: number): Buffer {
 
 const mac = (text: string) => Buffer.from(text.split(":").map((h) => Number.parseInt(h, 16)));
 
-export function ipv4Checksum(header: Buffer): number {
+function ipv4Checksum(header: Buffer): number {
   let sum = 0;
   for (let i = 0; i < header.length; i += 2) sum += header.readUInt16BE(i);
   while (sum > 0xffff) sum = (sum & 0xffff) + (sum >> 16);
@@ -159,7 +159,7 @@ export function packet(spec: PacketSpec): Buffer {
   return Buffer.concat([eth, ip, payload]);
 }
 
-export interface IcmpErrorSpec {
+interface IcmpErrorSpec {
   /** Who sends the error (a router, the pod) and to whom (the quoted packet's sender). */
   src: string;
   dst: string;
@@ -197,7 +197,7 @@ export function icmpError(spec: IcmpErrorSpec): Buffer {
 /** 802.1Q and 802.1ad: the tag protocol identifiers a tag starts with. */
 export const TPID = { q: 0x8100, ad: 0x88a8 } as const;
 
-export interface VlanTag {
+interface VlanTag {
   tpid: number;
   vid: number;
 }
@@ -220,7 +220,7 @@ export function withEthertype(frame: Buffer, ethertype: number): Buffer {
   return copy;
 }
 
-export interface ArpSpec {
+interface ArpSpec {
   /** Sender protocol address (spa); 0.0.0.0 for a probe. */
   senderIp: string;
   targetIp: string;

@@ -35,7 +35,7 @@ export const TEST_RUN_UAPI = {
 
 const { ATTR, SIZEOF, TCX_VERDICT } = TEST_RUN_UAPI;
 
-export interface TestRunAttr {
+interface TestRunAttr {
   progFd: number;
   dataIn: Buffer;
   /** Room for the packet after the program ran (ENOSPC if too small). */
@@ -47,7 +47,7 @@ export interface TestRunAttr {
   repeat?: number;
 }
 
-export interface TestRunResult {
+interface TestRunResult {
   /** The program's return value, as a signed 32-bit number (TCX_NEXT is -1). */
   retval: number;
   dataOut: Buffer;
@@ -57,7 +57,7 @@ export interface TestRunResult {
 }
 
 /** The BPF_PROG_TEST_RUN command itself. */
-export function progTestRun(a: TestRunAttr): TestRunResult {
+function progTestRun(a: TestRunAttr): TestRunResult {
   return withNative((mem) => {
     const attr = newAttr(mem);
     const b = attr.bytes;
@@ -90,7 +90,7 @@ export function progTestRun(a: TestRunAttr): TestRunResult {
   });
 }
 
-export interface TestRunInput {
+interface TestRunInput {
   /** The frame, starting with the Ethernet header. */
   packet: Buffer;
   /** skb->ifindex during the run (0: the loopback device). */
@@ -100,7 +100,7 @@ export interface TestRunInput {
   tstamp?: bigint;
 }
 
-export interface TestRunOutput {
+interface TestRunOutput {
   verdict: number;
   verdictName: string;
   /** The packet as the program left it (TTL, checksum, MAC rewrites). */

@@ -8,7 +8,7 @@ import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import { ceiling } from "../../support/ceiling";
 
-export interface PortMapping {
+interface PortMapping {
   protocol?: "TCP" | "UDP" | "SCTP";
   containerPort: number;
   hostPort: number;
@@ -34,7 +34,7 @@ export interface SandboxStatus {
   info: Record<string, string>;
 }
 
-export interface RuntimeCondition {
+interface RuntimeCondition {
   type: string;
   status: boolean;
   reason: string;

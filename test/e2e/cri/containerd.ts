@@ -14,7 +14,7 @@ import type { Fixture } from "../../support/harness";
 import { requireTool, Sandbox } from "../sandbox";
 import { CriClient } from "./client";
 
-export const PAUSE_IMAGE = "nke2e.local/pause:1";
+const PAUSE_IMAGE = "nke2e.local/pause:1";
 /** The containerd namespace the CRI plugin keeps its pods and images in (fixed). */
 const CRI_NAMESPACE = "k8s.io";
 
@@ -89,7 +89,7 @@ export function buildPauseImage(fx: Fixture): string {
   return archive;
 }
 
-export interface CriContainerdOptions {
+interface CriContainerdOptions {
   /** The CNI plugin and config directories CRI reads (bin_dir, conf_dir). */
   binDir: string;
   confDir: string;
@@ -229,7 +229,7 @@ state = "${this.dir}/state"
   }
 }
 
-export async function waitAsync(what: string, timeoutMs: number, fn: () => Promise<boolean>): Promise<void> {
+async function waitAsync(what: string, timeoutMs: number, fn: () => Promise<boolean>): Promise<void> {
   const end = Date.now() + timeoutMs;
   while (!(await fn())) {
     if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);

@@ -21,7 +21,7 @@ beforeAll(() => {
   bundleDir = fs.mkdtempSync(path.join(os.tmpdir(), "netkit-ipam-worker-"));
   worker = path.join(bundleDir, "worker.js");
   buildSync({
-    entryPoints: [path.join(__dirname, "worker-entry.ts")],
+    entryPoints: [path.join(__dirname, "ipam-worker-entry.ts")],
     bundle: true,
     platform: "node",
     external: ["ffi-rs", "bun:ffi"],

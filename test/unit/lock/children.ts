@@ -24,7 +24,7 @@ export class Children {
 
   constructor() {
     buildSync({
-      entryPoints: [path.join(__dirname, "worker-entry.ts")],
+      entryPoints: [path.join(__dirname, "lock-worker-entry.ts")],
       bundle: true,
       platform: "node",
       external: ["ffi-rs", "bun:ffi"],

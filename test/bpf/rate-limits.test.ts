@@ -1,6 +1,6 @@
 /**
  * The rate limits (bpf/lib/bandwidth.h) in every program that enforces them, with
- * BPF_PROG_TEST_RUN on hand-built packets in the shared test node (helpers/node.ts).
+ * BPF_PROG_TEST_RUN on hand-built packets in the shared test node (helpers/test-node.ts).
  * Each bucket is 1 kbit/s deep 8000 bits (8 s), and each packet 1000 bytes (8 s at the
  * rate): a full bucket admits one, the next one finds the bucket in debt and is dropped.
  * Refilling takes 8 s, far longer than a test even on a busy machine (at 1 Mbit/s the
@@ -22,11 +22,11 @@ import { loadNodePrograms, type NodePrograms } from "../../src/bpf/node";
 import type { BpfProgram } from "../../src/bpf/programs";
 import { monotonicNs } from "../../src/sys/clock";
 import { inNetns } from "../../src/sys/netns";
+import { buildObjects } from "./helpers/bpf-objects";
 import { TestBpffs } from "./helpers/bpffs";
-import type { TestNetns } from "./helpers/netns";
-import { DROP, makeTestNode, NEXT, POD1, POD2, REDIRECT, REMOTE } from "./helpers/node";
-import { buildObjects } from "./helpers/objects";
 import { arp, type PacketSpec, packet, TCP } from "./helpers/packets";
+import type { TestNetns } from "./helpers/test-netns";
+import { DROP, makeTestNode, NEXT, POD1, POD2, REDIRECT, REMOTE } from "./helpers/test-node";
 import { testRun } from "./helpers/test-run";
 
 const LIMIT = { rate: 1_000, burst: 8_000 };

@@ -15,11 +15,11 @@ import { spawnAgentContainer } from "./container";
 import { type AgentPodSpec, readDaemonSet } from "./daemonset";
 
 export const API_PORT = 6443;
-export const METRICS_PORT = 9968;
+const METRICS_PORT = 9968;
 
 let manifest: AgentPodSpec | undefined;
 /** The manifest, read once per test file. */
-export const daemonSet = (): AgentPodSpec => {
+const daemonSet = (): AgentPodSpec => {
   manifest ??= readDaemonSet();
   return manifest;
 };

@@ -9,7 +9,7 @@
  *
  * Forwarding on, no default route. POD1/POD2 are the addresses the suites give the pods.
  */
-import { TestNetns } from "./netns";
+import { TestNetns } from "./test-netns";
 
 export const NODE = { v4: "192.168.50.1", v6: "fd00:50::1" };
 /** Local pods, and a remote pod in the routed range with a neighbour entry. */

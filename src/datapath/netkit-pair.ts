@@ -13,7 +13,7 @@ import { failpoint } from "../sys/failpoints";
 import { readPair } from "./pair";
 import type { Datapath, DevicePair, Endpoint, Namespaces } from "./types";
 
-export interface NetkitSettings {
+interface NetkitSettings {
   mode: "l2" | "l3";
   /** Headroom and tailroom for the pair (IFLA_NETKIT_HEADROOM/TAILROOM), where the kernel has them. */
   room?: { headroom: number; tailroom: number };

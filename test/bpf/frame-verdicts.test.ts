@@ -8,7 +8,7 @@
  * own skb->protocol) is proven through the real datapath in test/integration/frames.
  *
  *   pod1 nkbh1  10.244.1.10 fd00:244:1::10     pod2 nkbh2  10.244.1.11 fd00:244:1::11
- *   uplink nkbup (test/bpf/helpers/node.ts)
+ *   uplink nkbup (test/bpf/helpers/test-node.ts)
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { DropReason, Drops } from "../../src/bpf/abi";
@@ -18,11 +18,11 @@ import { createFlowTable } from "../../src/bpf/direct";
 import { loadNodePrograms, type NodePrograms } from "../../src/bpf/node";
 import type { BpfProgram } from "../../src/bpf/programs";
 import { inNetns } from "../../src/sys/netns";
+import { buildObjects } from "./helpers/bpf-objects";
 import { TestBpffs } from "./helpers/bpffs";
-import type { TestNetns } from "./helpers/netns";
-import { DROP, makeTestNode, NEXT, POD1, POD2, REDIRECT, REMOTE } from "./helpers/node";
-import { buildObjects } from "./helpers/objects";
 import { arp, type PacketSpec, packet, TCP, TPID, tagged, withEthertype } from "./helpers/packets";
+import type { TestNetns } from "./helpers/test-netns";
+import { DROP, makeTestNode, NEXT, POD1, POD2, REDIRECT, REMOTE } from "./helpers/test-node";
 import { testRun } from "./helpers/test-run";
 
 const CLUSTER = ["10.244.0.0/16", "fd00:244::/32"];
