@@ -1,6 +1,6 @@
 /*
  * The layouts shared with userspace: map definitions, map keys and values.
- * src/bpf/ mirrors every struct here byte for byte (src/bpf/abi.ts); the
+ * src/bpf/ mirrors every struct here byte for byte (src/bpf/fastpath/abi.ts, sock/abi.ts, bandwidth/abi.ts); the
  * _Static_asserts pin the sizes so a change here fails the build instead of
  * silently skewing the loader. Owns layouts only: no logic, no maps.
  */

@@ -1,5 +1,5 @@
 /*
- * NetworkPolicy's layouts (lib/policy.h), shared with userspace (src/bpf/policy-abi.ts
+ * NetworkPolicy's layouts (lib/policy.h), shared with userspace (src/bpf/policy/abi.ts
  * mirrors them byte for byte; the _Static_asserts pin the sizes). Who writes what:
  *
  *   nkc_pol_ep     the plugin, at ADD of a pod of a network with "networkPolicy": true:

@@ -45,7 +45,7 @@
 #endif
 
 /* Inner maps: LRU_HASH nkc_flow_key -> nkc_direct_flow, NKC_DIRECT_TABLE_SIZE entries
- * (created by userspace, see src/bpf/direct.ts). nkc_flow_owner has one entry per
+ * (created by userspace, see src/bpf/fastpath/direct.ts). nkc_flow_owner has one entry per
  * endpoint; NKC_MAX_ENDPOINTS of them. */
 NKC_MAP(nkc_flow_tables, BPF_MAP_TYPE_ARRAY_OF_MAPS, __u32, __u32, NKC_MAX_ENDPOINTS, 0);
 NKC_MAP(nkc_flow_owner, BPF_MAP_TYPE_HASH, __u32, struct nkc_flow_owner, NKC_MAX_ENDPOINTS, 0);

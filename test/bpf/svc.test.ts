@@ -12,9 +12,10 @@ import { execFileSync, spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { readObject } from "../../src/bpf/elf";
-import { attachCgroup, type BpfLink } from "../../src/bpf/links";
-import { sectionAttachType } from "../../src/bpf/programs";
+import { readObject } from "../../src/bpf/loader/elf";
+import { attachCgroup, type BpfLink } from "../../src/bpf/loader/links";
+import { sectionAttachType } from "../../src/bpf/loader/programs";
+import { backendValue, idBytes, SVC_PROGRAM_NAMES, slotKey, svcKey, svcValue } from "../../src/bpf/svc/abi";
 import {
   loadSvcPrograms,
   readSvcClients,
@@ -22,9 +23,8 @@ import {
   recordSvcPod,
   type SvcPrograms,
   svcTables,
-} from "../../src/bpf/svc";
-import { backendValue, idBytes, SVC_PROGRAM_NAMES, slotKey, svcKey, svcValue } from "../../src/bpf/svc-abi";
-import { ServiceTable } from "../../src/bpf/svc-table";
+} from "../../src/bpf/svc/objects";
+import { ServiceTable } from "../../src/bpf/svc/table";
 import { cgroup2Root } from "../../src/datapath/sockbypass";
 import { TestBpffs } from "./helpers/bpffs";
 import { TestNetns } from "./helpers/netns";

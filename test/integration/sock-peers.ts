@@ -11,7 +11,6 @@ import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { expect } from "vitest";
-import { decodeSockKey } from "../../src/bpf/abi";
 import {
   type BypassedSocket,
   listBypassedSockets,
@@ -21,6 +20,7 @@ import {
   type SockCounters,
   type SockPod,
 } from "../../src/bpf/index";
+import { decodeSockKey } from "../../src/bpf/sock/abi";
 import { cgroup2Root } from "../../src/datapath/sockbypass";
 import { ceiling } from "../support/ceiling";
 import { BINARY, Fixture, uniqueName } from "../support/harness";

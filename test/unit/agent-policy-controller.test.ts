@@ -21,7 +21,7 @@ import {
 import type { PodEntry } from "../../src/agent/policy-slots";
 import type { ServiceObject } from "../../src/agent/service-plan";
 import { WorkQueue } from "../../src/agent/workqueue";
-import type { TableWrite } from "../../src/bpf/policy-tables";
+import type { TableWrite } from "../../src/bpf/policy/tables";
 import { FakeInformer } from "../support/fake-informer";
 import { namespace, pod, policy } from "../support/policy-cluster";
 

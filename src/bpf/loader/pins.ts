@@ -6,9 +6,9 @@
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { objGet, objPin } from "../sys/bpf-syscall";
-import { mountBpffs } from "../sys/libc";
-import { mkdirs } from "../sys/mkdirs";
+import { objGet, objPin } from "../../sys/bpf-syscall";
+import { mountBpffs } from "../../sys/libc";
+import { mkdirs } from "../../sys/mkdirs";
 
 const BPF_FS_MAGIC = 0xcafe4a11;
 const ROOT_MODE = 0o700;

@@ -19,16 +19,8 @@
  * peers alone; when the ports change, rule numbers change meaning, and the policy goes
  * to a new slot instead (the agent's controller decides).
  */
-import { type Family, formatSubnet, hostMask, parseSubnet, type Subnet } from "../cni/address";
-import {
-  type AddressPrefix,
-  POLICY_RULES,
-  type PolicyDir,
-  type PolicyProto,
-  peerKey,
-  portKey,
-  ruleBits,
-} from "./policy-abi";
+import { type Family, formatSubnet, hostMask, parseSubnet, type Subnet } from "../../cni/address";
+import { type AddressPrefix, POLICY_RULES, type PolicyDir, type PolicyProto, peerKey, portKey, ruleBits } from "./abi";
 
 export interface DatapathPortRange {
   protocol: "TCP" | "UDP" | "SCTP";

@@ -7,7 +7,7 @@
  * with no struct type can hold no spin lock, timer or kernel pointer, which is what the
  * kernel would otherwise look for in it.
  */
-import { btfLoad, closeFd } from "../sys/bpf-syscall";
+import { btfLoad, closeFd } from "../../sys/bpf-syscall";
 
 const BTF_MAGIC = 0xeb9f;
 const HEADER_LEN = 24;

@@ -5,8 +5,9 @@
  * sockets in the sockhash, those refused). Userspace writes the record at ADD and
  * deletes it with the pod's other ifindex-keyed state; the programs only count.
  */
-import { decodeSockPod, ifindexKey, type SockPod, sockPodValue } from "./abi";
-import type { BpfMap } from "./maps";
+import { ifindexKey } from "../fastpath/abi";
+import type { BpfMap } from "../loader/maps";
+import { decodeSockPod, type SockPod, sockPodValue } from "./abi";
 
 /**
  * Records the pod's namespace. A record of the same namespace stays as it is (a repeated

@@ -7,7 +7,9 @@
  * it at DEL; the programs own the clocks and the drop counts. A pod without limits has
  * no entry.
  */
-import type { Bandwidth, RateLimit } from "../cni/bandwidth";
+import type { Bandwidth, RateLimit } from "../../cni/bandwidth";
+import { ifindexKey } from "../fastpath/abi";
+import type { BpfMap } from "../loader/maps";
 import {
   type BandwidthMode,
   type BucketValue,
@@ -15,9 +17,7 @@ import {
   burstNs,
   decodeBandwidthValue,
   type IngressMode,
-  ifindexKey,
 } from "./abi";
-import type { BpfMap } from "./maps";
 
 /** A pod's limits as the map holds them, with what the programs dropped. */
 export interface PodLimits {

@@ -1,20 +1,20 @@
 /**
  * Service translation's objects (bpf/bpf_svc.c): its maps, pinned with the node's under
  * `<bpffsRoot>/maps/` (SVC_MAP_NAMES), and its eight programs, pinned per build under
- * `<bpffsRoot>/svc/programs/<epoch>-<hash>/` (program-set.ts orders builds). Loaded only
+ * `<bpffsRoot>/svc/programs/<epoch>-<hash>/` (loader/program-set.ts orders builds). Loaded only
  * where a network asks for translation, apart from the node's other programs: a kernel
  * that cannot run them must not cost a node its fast path. Never attaches
- * (datapath/service-translation.ts does). The Service tables' writer is svc-table.ts;
+ * (datapath/service-translation.ts does). The Service tables' writer is table.ts;
  * each pod's record is here.
  */
 import * as fs from "node:fs";
-import { monotonicNs } from "../sys/clock";
-import { readObject } from "./elf";
-import { mapPin, svcProgramsRoot } from "./layout";
-import { BpfMap } from "./maps";
-import { openOrCreatePinnedMap } from "./pinned-map";
-import { loadProgramSet } from "./program-set";
-import type { BpfProgram } from "./programs";
+import { monotonicNs } from "../../sys/clock";
+import { readObject } from "../loader/elf";
+import { mapPin, svcProgramsRoot } from "../loader/layout";
+import { BpfMap } from "../loader/maps";
+import { openOrCreatePinnedMap } from "../loader/pinned-map";
+import { loadProgramSet } from "../loader/program-set";
+import type { BpfProgram } from "../loader/programs";
 import {
   cookieBytes,
   decodeClient,
@@ -25,8 +25,8 @@ import {
   type SvcCounters,
   type SvcHook,
   sumSvcCounters,
-} from "./svc-abi";
-import type { SvcTables } from "./svc-table";
+} from "./abi";
+import type { SvcTables } from "./table";
 
 export type SvcMaps = Record<keyof typeof SVC_MAP_NAMES, BpfMap>;
 

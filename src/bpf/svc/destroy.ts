@@ -9,16 +9,16 @@
  * it cannot, and translation goes on without it.
  */
 import * as fs from "node:fs";
-import { closeFd, iterCreate, objGetInfo } from "../sys/bpf-syscall";
-import { ATTR, BPF_MAP_TYPE, SIZEOF } from "../sys/bpf-uapi";
-import { inNetns } from "../sys/netns";
-import { type KernelFunctions, resolveKernelFunctions } from "./btf";
-import type { MapSpec, ObjectSpec, ProgramSpec } from "./elf";
-import { readObject } from "./elf";
-import { attachIterator, type BpfLink } from "./links";
-import { BpfMap } from "./maps";
-import { iteratorTarget, loadProgram } from "./programs";
-import { pairKey, SVC_BACKENDS_MAX, SVC_MAP_NAMES, type SvcBackend, type SvcFrontend } from "./svc-abi";
+import { closeFd, iterCreate, objGetInfo } from "../../sys/bpf-syscall";
+import { ATTR, BPF_MAP_TYPE, SIZEOF } from "../../sys/bpf-uapi";
+import { inNetns } from "../../sys/netns";
+import { type KernelFunctions, resolveKernelFunctions } from "../loader/btf";
+import type { MapSpec, ObjectSpec, ProgramSpec } from "../loader/elf";
+import { readObject } from "../loader/elf";
+import { attachIterator, type BpfLink } from "../loader/links";
+import { BpfMap } from "../loader/maps";
+import { iteratorTarget, loadProgram } from "../loader/programs";
+import { pairKey, SVC_BACKENDS_MAX, SVC_MAP_NAMES, type SvcBackend, type SvcFrontend } from "./abi";
 
 const PROGRAMS = ["nkc_svc_destroy_tcp", "nkc_svc_destroy_udp"] as const;
 const WITHDRAWN_MAP = "nkc_svc_withdrawn";

@@ -12,14 +12,14 @@
  * destinations by FIB lookup like any other pod's. Callers hold the node lock.
  */
 
-import { invalidConfig } from "../cni/errors";
-import { BPF_MAP_TYPE } from "../sys/bpf-uapi";
-import { sha256 } from "../sys/sha256";
+import { invalidConfig } from "../../cni/errors";
+import { BPF_MAP_TYPE } from "../../sys/bpf-uapi";
+import { sha256 } from "../../sys/sha256";
+import type { MapSpec } from "../loader/elf";
+import { mapPin } from "../loader/layout";
+import type { BpfMap } from "../loader/maps";
+import { openOrCreatePinnedMap } from "../loader/pinned-map";
 import { cidrKey, decodeCidrKey } from "./abi";
-import type { MapSpec } from "./elf";
-import { mapPin } from "./layout";
-import type { BpfMap } from "./maps";
-import { openOrCreatePinnedMap } from "./pinned-map";
 
 const NETWORK_ID_BYTES = 8;
 const CIDR_KEY_BYTES = 24;

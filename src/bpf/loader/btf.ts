@@ -6,7 +6,7 @@
  * no type graphs, no CO-RE.
  */
 import * as fs from "node:fs";
-import { btfGetFdById, btfGetNextId, btfName, closeFd } from "../sys/bpf-syscall";
+import { btfGetFdById, btfGetNextId, btfName, closeFd } from "../../sys/bpf-syscall";
 
 const BTF_MAGIC = 0xeb9f;
 const KIND_FUNC = 12;

@@ -3,8 +3,8 @@
  * conntrack's kfuncs in its BTF. Asked by `status` and the tests without loading the
  * node's programs; node.ts loads the variant, the real test, with the same functions.
  */
-import { type KernelFunctions, resolveKernelFunctions } from "./btf";
-import { firstLine, loadProgram } from "./programs";
+import { type KernelFunctions, resolveKernelFunctions } from "../loader/btf";
+import { firstLine, loadProgram } from "../loader/programs";
 
 /** The kfuncs the conntrack variant calls, and the module that has them when not built in. */
 const CONNTRACK_KFUNCS = ["bpf_skb_ct_lookup", "bpf_ct_release"];

@@ -15,8 +15,10 @@
  * prove a flow direct for the next. Tables are emptied when taken; that is for space
  * and for the figures, not for correctness.
  */
-import { BpfError, mapGetFdById, mapLookupBatch, mapUpdateBatch } from "../sys/bpf-syscall";
-import { BPF_MAP_TYPE } from "../sys/bpf-uapi";
+import { BpfError, mapGetFdById, mapLookupBatch, mapUpdateBatch } from "../../sys/bpf-syscall";
+import { BPF_MAP_TYPE } from "../../sys/bpf-uapi";
+import type { MapSpec } from "../loader/elf";
+import { BpfMap } from "../loader/maps";
 import {
   DIRECT_FLOW_SIZE,
   DIRECT_TABLE_SIZE,
@@ -30,8 +32,6 @@ import {
   MAX_ENDPOINTS,
   u32Key,
 } from "./abi";
-import type { MapSpec } from "./elf";
-import { BpfMap } from "./maps";
 
 /** What every endpoint's table looks like; also nkc_flow_tables' inner-map template. */
 export const DIRECT_TABLE_SPEC: MapSpec = {
@@ -54,7 +54,7 @@ export interface FlowTableMaps {
   owners: BpfMap;
   /** nkc_flow_pool: how many slots hold a table, the last generation handed out. */
   pool: BpfMap;
-  /** The tables' own spec when they are not direct-flow tables (NetworkPolicy's, policy-ct.ts). */
+  /** The tables' own spec when they are not direct-flow tables (NetworkPolicy's, policy/ct.ts). */
   spec?: MapSpec;
 }
 
@@ -76,7 +76,7 @@ const OWNER_CHUNK = 256;
 /**
  * Gives the endpoint a table of its own under a new generation: never entries that a
  * previous holder of the table, or of the ifindex (a pod whose DEL never came), wrote.
- * Callers hold the node lock (fastpath.ts), so no two ADDs pick the same slot.
+ * Callers hold the node lock (datapath/fastpath.ts), so no two ADDs pick the same slot.
  */
 export function createFlowTable(maps: FlowTableMaps, hostIfindex: number): void {
   maps.owners.delete(ifindexKey(hostIfindex));

@@ -17,7 +17,7 @@
  * interrupted writer left (slots and backends no Service reaches), and then keeps its own
  * view. Ids are handed out round-robin, so an id just withdrawn is the last to come back.
  */
-import { familyOf } from "../cni/address";
+import { familyOf } from "../../cni/address";
 import {
   backendValue,
   decodeBackendValue,
@@ -32,7 +32,7 @@ import {
   slotKey,
   svcKey,
   svcValue,
-} from "./svc-abi";
+} from "./abi";
 
 /** What the writer needs of a map (BpfMap has it; tests pass a recording fake). */
 export interface TableMap {

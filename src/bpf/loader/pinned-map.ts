@@ -1,10 +1,10 @@
 /**
  * A pinned map shared by whoever needs it first: opened when its pin exists and its layout
  * is this version's, else created and pinned. Node maps (node.ts), the socket bypass's
- * (sock.ts) and the networks' CIDR records (cluster.ts) are all made this way.
+ * (sock/objects.ts) and the networks' CIDR records (fastpath/cluster.ts) are all made this way.
  */
 import * as fs from "node:fs";
-import { BpfError } from "../sys/bpf-syscall";
+import { BpfError } from "../../sys/bpf-syscall";
 import type { MapSpec } from "./elf";
 import { BpfMap, specMismatches } from "./maps";
 import { pinObject } from "./pins";

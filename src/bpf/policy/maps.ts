@@ -6,13 +6,13 @@
  * flow tables and the counters.
  */
 import * as fs from "node:fs";
-import { BPF_MAP_TYPE } from "../sys/bpf-uapi";
-import { sha256 } from "../sys/sha256";
-import type { FlowTableMaps } from "./direct";
-import { type MapSpec, readObject } from "./elf";
-import { mapPin } from "./layout";
-import { BpfMap } from "./maps";
-import { openOrCreatePinnedMap } from "./pinned-map";
+import { BPF_MAP_TYPE } from "../../sys/bpf-uapi";
+import { sha256 } from "../../sys/sha256";
+import type { FlowTableMaps } from "../fastpath/direct";
+import { type MapSpec, readObject } from "../loader/elf";
+import { mapPin } from "../loader/layout";
+import { BpfMap } from "../loader/maps";
+import { openOrCreatePinnedMap } from "../loader/pinned-map";
 import {
   decodePolicyPod,
   POLICY_MAP_NAMES,
@@ -22,9 +22,9 @@ import {
   policyEndpointValue,
   policyPodValue,
   sumPolicyStats,
-} from "./policy-abi";
-import { POLICY_CT_SPEC } from "./policy-ct";
-import type { TableWrite } from "./policy-tables";
+} from "./abi";
+import { POLICY_CT_SPEC } from "./ct";
+import type { TableWrite } from "./tables";
 
 export type PolicyMaps = Record<keyof typeof POLICY_MAP_NAMES, BpfMap> & { close(): void };
 
@@ -108,7 +108,7 @@ export function openOrCreatePolicyMaps(bpffsRoot: string, lxcObject: Buffer): Po
   });
 }
 
-/** The pool of the pods' flow tables, as direct.ts hands tables out. */
+/** The pool of the pods' flow tables, as fastpath/direct.ts hands tables out. */
 export const policyFlowTables = (maps: Pick<PolicyMaps, "ctTables" | "ctOwner" | "ctPool">): FlowTableMaps => ({
   tables: maps.ctTables,
   owners: maps.ctOwner,
@@ -206,7 +206,7 @@ export function reconcileKeys(
   return { added, removed };
 }
 
-/** Applies a slot's writes in the order given (policy-tables.ts orders them). */
+/** Applies a slot's writes in the order given (tables.ts orders them). */
 export function applyTableWrites(
   maps: Pick<PolicyMaps, "peers" | "ports">,
   writes: { peers: TableWrite[]; ports: TableWrite[] },

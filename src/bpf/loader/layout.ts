@@ -10,13 +10,13 @@
  *   endpoints/<host device>/from_pod              each pod's link
  *   endpoints/<host device>/ingress_limit         a pod with an ingress limit
  *   endpoints/<host device>/policy                a pod of a network that enforces NetworkPolicy
- *   sock/programs/<epoch>-<hash>/…                the socket bypass's programs (sock.ts)
- *   sock/sk_msg, sock/cgroup-<id>, sock/release-<id>   its links (sockbypass.ts)
- *   svc/programs/<epoch>-<hash>/…                 Service translation's programs (svc.ts)
+ *   sock/programs/<epoch>-<hash>/…                the socket bypass's programs (sock/objects.ts)
+ *   sock/sk_msg, sock/cgroup-<id>, sock/release-<id>   its links (datapath/sockbypass.ts)
+ *   svc/programs/<epoch>-<hash>/…                 Service translation's programs (svc/objects.ts)
  *   svc/<hook>-<id>                               its links, one per hook and cgroup
  */
 import * as path from "node:path";
-import { sha256Hex } from "../sys/sha256";
+import { sha256Hex } from "../../sys/sha256";
 
 export const mapsDir = (root: string) => path.join(root, "maps");
 export const mapPin = (root: string, name: string) => path.join(mapsDir(root), name);

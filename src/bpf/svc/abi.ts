@@ -4,7 +4,7 @@
  * kernel calls. Addresses are text ("10.96.0.10", "fd00::a"), ports numbers, protocols
  * "TCP" or "UDP", as a Service spells them.
  */
-import { AF_INET, familyOf, ipBytes, ipString } from "../cni/address";
+import { AF_INET, familyOf, ipBytes, ipString } from "../../cni/address";
 
 export const SVC_MAP_NAMES = {
   services: "nkc_svc_services",

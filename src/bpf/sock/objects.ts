@@ -6,29 +6,29 @@
  * map and pinned per build under `<bpffsRoot>/sock/programs/<epoch>-<hash>/`. Loaded only
  * when a network asks for the bypass, apart from the node's other programs: a kernel
  * without sockmap support must not cost a node its fast path. Never attaches
- * (datapath/sockbypass.ts does). Each pod's record is sock-pods.ts's.
+ * (datapath/sockbypass.ts does). Each pod's record is pods.ts's.
  *
- * Builds are ordered by epoch (program-set.ts): a newer build's pinned programs are used,
+ * Builds are ordered by epoch (loader/program-set.ts): a newer build's pinned programs are used,
  * never replaced; an older build's pins go once this build's are pinned.
  */
 
+import { ifindexKey } from "../fastpath/abi";
+import { readObject } from "../loader/elf";
+import { mapPin, sockProgramsRoot } from "../loader/layout";
+import { BpfMap } from "../loader/maps";
+import { openOrCreatePinnedMap } from "../loader/pinned-map";
+import { pinExists } from "../loader/pins";
+import { loadProgramSet } from "../loader/program-set";
+import type { BpfProgram } from "../loader/programs";
 import {
   decodeSockAdmitted,
   decodeSockKey,
-  ifindexKey,
   SOCK_MAP_NAMES,
   SOCK_PROGRAM_NAMES,
   type SockCounters,
   socketCookieKey,
   sumSockCounters,
 } from "./abi";
-import { readObject } from "./elf";
-import { mapPin, sockProgramsRoot } from "./layout";
-import { BpfMap } from "./maps";
-import { openOrCreatePinnedMap } from "./pinned-map";
-import { pinExists } from "./pins";
-import { loadProgramSet } from "./program-set";
-import type { BpfProgram } from "./programs";
 
 export interface SockMaps {
   hash: BpfMap;
@@ -157,7 +157,7 @@ export function listBypassedSockets(maps: Pick<SockMaps, "hash">): BypassedSocke
  * redirected into it and not yet read, and a live peer may still read what the pod sent
  * before it went. Those peers send through the stack from their next message on
  * (nkc_sk_msg finds the pod's endpoint gone). The pod's count goes with its record
- * (sock-pods.ts). Returns how many sockets were taken out.
+ * (pods.ts). Returns how many sockets were taken out.
  */
 export function forgetSocketsOf(
   maps: Pick<SockMaps, "hash" | "admitted" | "cookies">,

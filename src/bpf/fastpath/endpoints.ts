@@ -2,6 +2,8 @@
  * The node-wide endpoint map (nkc_endpoints): which pod address lives behind which host
  * device, and on which datapath. Written only from here; the programs only read it.
  */
+
+import type { BpfMap } from "../loader/maps";
 import {
   decodeEndpointKey,
   decodeEndpointValue,
@@ -11,7 +13,6 @@ import {
   endpointKey,
   endpointValue,
 } from "./abi";
-import type { BpfMap } from "./maps";
 
 /** One address's entry in the endpoint map (nkc_endpoints): which pod device holds it. */
 export interface EndpointEntry {

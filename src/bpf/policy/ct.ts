@@ -5,10 +5,10 @@
  * nkc_pol_ct_pool) and for the same reason: a table put into a map of maps costs an
  * RCU grace period.
  */
-import { BPF_MAP_TYPE } from "../sys/bpf-uapi";
-import { FLOW_KEY_SIZE } from "./abi";
-import type { MapSpec } from "./elf";
-import { POLICY_CT_SIZE, POLICY_CT_VALUE_SIZE } from "./policy-abi";
+import { BPF_MAP_TYPE } from "../../sys/bpf-uapi";
+import { FLOW_KEY_SIZE } from "../fastpath/abi";
+import type { MapSpec } from "../loader/elf";
+import { POLICY_CT_SIZE, POLICY_CT_VALUE_SIZE } from "./abi";
 
 /** What every pod's table looks like; also nkc_pol_ct_tables' inner-map template. */
 export const POLICY_CT_SPEC: MapSpec = {

@@ -5,8 +5,8 @@
  * fd is open or the link is pinned; closing the last reference detaches it. Never pins
  * (pins.ts) and never loads programs.
  */
-import { closeFd, linkCreate, linkDetach, linkUpdate, objGetInfo } from "../sys/bpf-syscall";
-import { BPF_ATTACH_TYPE } from "../sys/bpf-uapi";
+import { closeFd, linkCreate, linkDetach, linkUpdate, objGetInfo } from "../../sys/bpf-syscall";
+import { BPF_ATTACH_TYPE } from "../../sys/bpf-uapi";
 import { openPin, pinObject } from "./pins";
 import type { BpfProgram } from "./programs";
 

@@ -3,8 +3,9 @@
  * packets (nkc_counters) and why refused ones were refused (nkc_drops). The programs
  * increment; userspace only reads and deletes.
  */
+
+import type { BpfMap } from "../loader/maps";
 import { addCounters, addDrops, type Counters, type Drops, ifindexKey, zeroCounters, zeroDrops } from "./abi";
-import type { BpfMap } from "./maps";
 
 /** The device's counters summed over CPUs (zeros when it has none yet). */
 export function readCounters(map: BpfMap, hostIfindex: number): Counters {

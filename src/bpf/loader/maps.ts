@@ -2,7 +2,7 @@
  * BPF maps as objects: create one from a MapSpec, open a pinned one, and the element
  * operations (lookup, update, delete, iterate and count keys) on raw key/value bytes.
  * Knows map types only as far as per-CPU value sizing and their names need; what the
- * bytes mean belongs to the callers (endpoints.ts, counters.ts, ...). Owns the map fd
+ * bytes mean belongs to the callers (the features' folders). Owns the map fd
  * until close().
  */
 import * as fs from "node:fs";
@@ -16,8 +16,8 @@ import {
   mapUpdateElem,
   objGet,
   objGetInfo,
-} from "../sys/bpf-syscall";
-import { ATTR, BPF_MAP_TYPE, BPF_MISC, SIZEOF } from "../sys/bpf-uapi";
+} from "../../sys/bpf-syscall";
+import { ATTR, BPF_MAP_TYPE, BPF_MISC, SIZEOF } from "../../sys/bpf-uapi";
 import type { MapSpec } from "./elf";
 import { withMapBtf } from "./map-btf";
 

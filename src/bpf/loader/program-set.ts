@@ -7,7 +7,7 @@
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { sha256Hex } from "../sys/sha256";
+import { sha256Hex } from "../../sys/sha256";
 import type { ObjectSpec } from "./elf";
 import type { BpfMap } from "./maps";
 import { openPin, replacePin } from "./pins";

@@ -2,7 +2,7 @@
  * NetworkPolicy's map layouts and names, mirroring bpf/include/nkc_policy_abi.h (whose
  * _Static_asserts pin the sizes used here). Pure encoding and decoding.
  */
-import { AF_INET, type Family, ipBytes, ipString } from "../cni/address";
+import { AF_INET, type Family, ipBytes, ipString } from "../../cni/address";
 
 export const POLICY_MAP_NAMES = {
   endpoints: "nkc_pol_ep",

@@ -6,8 +6,8 @@
  * A failed load is retried with the verifier log on, so the thrown error carries the
  * log. Owns the program fd until close(); never attaches (links.ts does).
  */
-import { closeFd, objGetInfo, ProgLoadError, progGetFdById, progLoad } from "../sys/bpf-syscall";
-import { ATTR, BPF_ATTACH_TYPE, BPF_MISC, BPF_PROG_TYPE } from "../sys/bpf-uapi";
+import { closeFd, objGetInfo, ProgLoadError, progGetFdById, progLoad } from "../../sys/bpf-syscall";
+import { ATTR, BPF_ATTACH_TYPE, BPF_MISC, BPF_PROG_TYPE } from "../../sys/bpf-uapi";
 import type { KernelFunction } from "./btf";
 import type { ProgramSpec } from "./elf";
 import type { BpfMap } from "./maps";
