@@ -22,7 +22,7 @@ import { ifindexKey, MAP_NAMES } from "./fastpath/abi";
 import { createFlowTable } from "./fastpath/direct";
 import type { BpfMap } from "./loader/maps";
 import type { NodeMaps } from "./node";
-import { POL_F_PENDING, POLICY_MAP_NAMES } from "./policy/abi";
+import { decodePolicyEndpoint, POL_F_PENDING, POLICY_MAP_NAMES } from "./policy/abi";
 import { markPolicyPending, policyFlowTables, recordPolicyEndpoint } from "./policy/maps";
 import { SOCK_MAP_NAMES } from "./sock/abi";
 import { forgetSocketsOf, openSockMaps, type SockMaps } from "./sock/objects";
@@ -131,7 +131,7 @@ export const POD_STATE: readonly PodState[] = [
     check: ({ node }, pod) => {
       if (!pod.policy) return [];
       const v = node.policy.endpoints.lookup(ifindexKey(pod.hostIfindex));
-      return v?.readBigUInt64LE(0) === pod.policy.key ? [] : ["NetworkPolicy: the pod's key is not recorded"];
+      return v && decodePolicyEndpoint(v) === pod.policy.key ? [] : ["NetworkPolicy: the pod's key is not recorded"];
     },
   }),
   policyMap("ctOwner", {

@@ -5,8 +5,9 @@
  * handed to a new holder ...").
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { FLOW_OWNER_SIZE, ifindexKey, u32Key } from "../../src/bpf/fastpath/abi";
+import { FLOW_OWNER, ifindexKey } from "../../src/bpf/fastpath/abi";
 import { createFlowTable, filledSlots, POOL_GROWTH } from "../../src/bpf/fastpath/direct";
+import { u32Key } from "../../src/bpf/loader/struct";
 import { loadNodePrograms, type NodePrograms } from "../../src/bpf/node";
 import { ifindexHolders } from "../../src/bpf/pod-state";
 import { TestBpffs } from "./helpers/bpffs";
@@ -38,8 +39,8 @@ function slotTables(): number[] {
 
 const generation = (ifindex: number) => {
   const v = node.maps.flows.owners.lookup(ifindexKey(ifindex));
-  expect(v?.length).toBe(FLOW_OWNER_SIZE);
-  return v?.readBigUInt64LE(8);
+  expect(v?.length).toBe(FLOW_OWNER.size);
+  return v && FLOW_OWNER.decode(v).gen;
 };
 
 describe("the flow-table pool", () => {

@@ -1,8 +1,9 @@
 /**
- * The per-pod rate limits' layout (struct nkc_bandwidth, bpf/lib/bandwidth.h), mirroring
- * bpf/include/nkc_abi.h (whose _Static_asserts pin the sizes used here). Pure encoding
- * and decoding: no kernel calls.
+ * The per-pod rate limits' layout (struct nkc_bandwidth of bpf/include/nkc_abi.h, read
+ * by bpf/lib/bandwidth.h), declared once as a field table (loader/struct.ts), with the
+ * encodings callers use. Pure: no kernel calls.
  */
+import { struct, u16, u32, u64 } from "../loader/struct";
 
 /** NKC_BW_MODE_*: how a pod's egress limit is enforced: policing (a token bucket that
  * drops), or EDT (departure times an fq qdisc on the uplink honours). */
@@ -14,7 +15,7 @@ export type BandwidthMode = keyof typeof BW_MODES;
 export const BW_INGRESS_MODES = { police: 0, edt: 1, qdisc: 2 } as const;
 export type IngressMode = keyof typeof BW_INGRESS_MODES;
 
-/** One direction of struct nkc_bandwidth (struct nkc_bw_bucket, 40 bytes). */
+/** One direction of struct nkc_bandwidth (struct nkc_bw_bucket). */
 export interface BucketValue {
   /** Bits per second; 0: not limited. */
   rate: bigint;
@@ -35,8 +36,17 @@ export interface BandwidthValue {
   pacedIfindex: number;
 }
 
-export const BANDWIDTH_VALUE_SIZE = 88;
-const BUCKET_SIZE = 40;
+/** One direction's token bucket (or departure clock). */
+export const BW_BUCKET = struct("nkc_bw_bucket", { rate: u64, burst: u64, burstNs: u64, clockNs: u64, dropped: u64 });
+/** nkc_bandwidth's value: both directions, how each is enforced, the uplink pacing egress. */
+export const BANDWIDTH = struct("nkc_bandwidth", {
+  egress: BW_BUCKET,
+  ingress: BW_BUCKET,
+  mode: u16,
+  ingressMode: u16,
+  pacedIfindex: u32,
+});
+
 const MAX_U64 = (1n << 64n) - 1n;
 
 /** The burst as time at `rate`: how far a bucket's clock may run ahead of now. */
@@ -46,39 +56,23 @@ export function burstNs(rate: bigint, burst: bigint): bigint {
   return ns > MAX_U64 ? MAX_U64 : ns;
 }
 
-/** struct nkc_bandwidth: egress bucket, ingress bucket, u16 mode, u16 ingress_mode, u32
- * paced_ifindex. */
 export function bandwidthValue(v: BandwidthValue): Buffer {
-  const value = Buffer.alloc(BANDWIDTH_VALUE_SIZE);
-  [v.egress, v.ingress].forEach((b, i) => {
-    const o = i * BUCKET_SIZE;
-    value.writeBigUInt64LE(b.rate, o);
-    value.writeBigUInt64LE(b.burst, o + 8);
-    value.writeBigUInt64LE(b.burstNs, o + 16);
-    value.writeBigUInt64LE(b.clockNs, o + 24);
-    value.writeBigUInt64LE(b.dropped, o + 32);
+  return BANDWIDTH.encode({
+    egress: v.egress,
+    ingress: v.ingress,
+    mode: v.mode ? BW_MODES[v.mode] : 0,
+    ingressMode: BW_INGRESS_MODES[v.ingressMode ?? "police"],
+    pacedIfindex: v.pacedIfindex,
   });
-  value.writeUInt16LE(v.mode ? BW_MODES[v.mode] : 0, 2 * BUCKET_SIZE);
-  value.writeUInt16LE(BW_INGRESS_MODES[v.ingressMode ?? "police"], 2 * BUCKET_SIZE + 2);
-  value.writeUInt32LE(v.pacedIfindex, 2 * BUCKET_SIZE + 4);
-  return value;
 }
 
 export function decodeBandwidthValue(value: Buffer): BandwidthValue {
-  const bucket = (o: number): BucketValue => ({
-    rate: value.readBigUInt64LE(o),
-    burst: value.readBigUInt64LE(o + 8),
-    burstNs: value.readBigUInt64LE(o + 16),
-    clockNs: value.readBigUInt64LE(o + 24),
-    dropped: value.readBigUInt64LE(o + 32),
-  });
-  const mode = value.readUInt16LE(2 * BUCKET_SIZE);
-  const ingressMode = value.readUInt16LE(2 * BUCKET_SIZE + 2);
+  const v = BANDWIDTH.decode(value);
   return {
-    egress: bucket(0),
-    ingress: bucket(BUCKET_SIZE),
-    mode: (Object.keys(BW_MODES) as BandwidthMode[]).find((m) => BW_MODES[m] === mode),
-    ingressMode: (Object.keys(BW_INGRESS_MODES) as IngressMode[]).find((m) => BW_INGRESS_MODES[m] === ingressMode),
-    pacedIfindex: value.readUInt32LE(2 * BUCKET_SIZE + 4),
+    egress: v.egress,
+    ingress: v.ingress,
+    mode: (Object.keys(BW_MODES) as BandwidthMode[]).find((m) => BW_MODES[m] === v.mode),
+    ingressMode: (Object.keys(BW_INGRESS_MODES) as IngressMode[]).find((m) => BW_INGRESS_MODES[m] === v.ingressMode),
+    pacedIfindex: v.pacedIfindex,
   };
 }

@@ -1,9 +1,10 @@
 /**
- * The byte layouts of our map keys and values and the names our objects use, mirroring
- * bpf/include/nkc_abi.h (whose _Static_asserts pin the sizes used here). Pure encoding
- * and decoding: no kernel calls.
+ * The node's maps and programs by name, and the fast path's structs of
+ * bpf/include/nkc_abi.h, each declared once as a field table (loader/struct.ts), with
+ * the encodings callers use. Pure: no kernel calls.
  */
-import { AF_INET, AF_INET6, type Family, familyOf, ipBytes, ipString, parseCidr } from "../../cni/address";
+import { AF_INET, AF_INET6, type Family, familyOf, ipBytes, parseCidr } from "../../cni/address";
+import { addressText, array, be16, bytes, struct, u8, u16, u32, u32Key, u64 } from "../loader/struct";
 
 export const MAP_NAMES = {
   endpoints: "nkc_endpoints",
@@ -31,11 +32,6 @@ export const PROGRAM_NAMES = {
 /** NKC_MAX_ENDPOINTS and NKC_DIRECT_TABLE_SIZE of nkc_abi.h. */
 export const MAX_ENDPOINTS = 16384;
 export const DIRECT_TABLE_SIZE = 1024;
-export const FLOW_KEY_SIZE = 40;
-export const DIRECT_FLOW_SIZE = 16;
-/** struct nkc_flow_owner and struct nkc_flow_pool. */
-export const FLOW_OWNER_SIZE = 16;
-export const FLOW_POOL_SIZE = 16;
 
 export const EP_FLAG_NETKIT = 1;
 /** NKC_EP_F_SOCK_BYPASS: the pod's network has "sockBypass": true. */
@@ -43,27 +39,45 @@ export const EP_FLAG_SOCK_BYPASS = 2;
 /** NKC_EP_F_NO_ARP: the pod's device resolves no neighbours (netkit L3): its ARP is refused. */
 export const EP_FLAG_NO_ARP = 4;
 
-/** A u32 map key, in the host's (little-endian) order. */
-export function u32Key(n: number): Buffer {
-  const key = Buffer.alloc(4);
-  key.writeUInt32LE(n);
-  return key;
-}
-
 /** The u32 host ifindex that keys nkc_counters, nkc_flow_owner, nkc_direct_stats and nkc_bandwidth. */
 export const ifindexKey = (hostIfindex: number): Buffer => u32Key(hostIfindex);
 
-/** struct nkc_endpoint_key: u32 family, u8 addr[16]. */
+/** nkc_endpoints' key: one pod address. */
+export const ENDPOINT_KEY = struct("nkc_endpoint_key", { family: u32, addr: bytes(16) });
+/** nkc_endpoints' value: the pod's host device and NKC_EP_F_* flags. */
+export const ENDPOINT = struct("nkc_endpoint", { hostIfindex: u32, flags: u32 });
+/** nkc_cluster's key (LPM trie): prefixlen counts the family byte too (8 + the prefix). */
+export const CIDR_KEY = struct("nkc_cidr_key", { prefixlen: u32, family: u8, addr: bytes(16), pad: bytes(3) });
+/** A flow normalised so that both directions give one key (the lower (addr, port) in a). */
+export const FLOW_KEY = struct("nkc_flow_key", {
+  addrA: bytes(16),
+  addrB: bytes(16),
+  portA: be16,
+  portB: be16,
+  family: u8,
+  proto: u8,
+  pad: u16,
+});
+/** A direct-flow table's value: when the flow last opened, under which generation. */
+export const DIRECT_FLOW = struct("nkc_direct_flow", { openedNs: u64, gen: u64 });
+/** nkc_flow_owner's value: which slot of the pool holds the endpoint's table, its generation. */
+export const FLOW_OWNER = struct("nkc_flow_owner", { slot: u32, pad: u32, gen: u64 });
+/** nkc_flow_pool's one value: slots holding a table, the last generation handed out. */
+export const FLOW_POOL = struct("nkc_flow_pool", { tables: u32, pad: u32, lastGen: u64 });
+/** nkc_direct_stats' value (per CPU). */
+export const DIRECT_STATS = struct("nkc_direct_stats", { remembered: u64, forgotten: u64 });
+/** nkc_counters' value (per CPU): a count per COUNTER_NAMES. */
+export const COUNTERS = struct("nkc_counters", { v: array(u64, 8) });
+/** nkc_drops' value (per CPU): a slot per DROP_REASONS, room for 8. */
+export const DROPS = struct("nkc_drops", { v: array(u64, 8) });
+
 export function endpointKey(ip: string): Buffer {
-  const key = Buffer.alloc(20);
-  key.writeUInt32LE(familyOf(ip), 0);
-  ipBytes(ip).copy(key, 4);
-  return key;
+  return ENDPOINT_KEY.encode({ family: familyOf(ip), addr: ipBytes(ip) });
 }
 
 export function decodeEndpointKey(key: Buffer): string {
-  const family = key.readUInt32LE(0);
-  return ipString(Buffer.from(key.subarray(4, family === AF_INET ? 8 : 20)));
+  const { family, addr } = ENDPOINT_KEY.decode(key);
+  return addressText(family, addr);
 }
 
 export interface EndpointValue {
@@ -71,36 +85,22 @@ export interface EndpointValue {
   flags: number;
 }
 
-/** struct nkc_endpoint: u32 host_ifindex, u32 flags. */
-export function endpointValue(v: EndpointValue): Buffer {
-  const value = Buffer.alloc(8);
-  value.writeUInt32LE(v.hostIfindex, 0);
-  value.writeUInt32LE(v.flags, 4);
-  return value;
-}
+export const endpointValue = (v: EndpointValue): Buffer => ENDPOINT.encode(v);
 
-export function decodeEndpointValue(value: Buffer): EndpointValue {
-  return { hostIfindex: value.readUInt32LE(0), flags: value.readUInt32LE(4) };
-}
+export const decodeEndpointValue = (value: Buffer): EndpointValue => ENDPOINT.decode(value);
 
-/** struct nkc_cidr_key: u32 prefixlen (8 + prefix, the family byte leads), u8 family, u8 addr[16], pad. */
 export function cidrKey(cidr: string): Buffer {
   const { family, address, prefixLength: length } = parseCidr(cidr);
   const addr = ipBytes(address);
   // Clear host bits: the trie would ignore them on lookup, but two spellings of one
   // prefix must give one key.
   for (let bit = length; bit < addr.length * 8; bit++) addr[bit >> 3] = (addr[bit >> 3] ?? 0) & ~(0x80 >> (bit & 7));
-  const key = Buffer.alloc(24);
-  key.writeUInt32LE(8 + length, 0);
-  key.writeUInt8(family, 4);
-  addr.copy(key, 5);
-  return key;
+  return CIDR_KEY.encode({ prefixlen: 8 + length, family, addr });
 }
 
 export function decodeCidrKey(key: Buffer): string {
-  const family = key.readUInt8(4);
-  const bytes = Buffer.from(key.subarray(5, family === AF_INET ? 9 : 21));
-  return `${ipString(bytes)}/${key.readUInt32LE(0) - 8}`;
+  const { prefixlen, family, addr } = CIDR_KEY.decode(key);
+  return `${addressText(family, addr)}/${prefixlen - 8}`;
 }
 
 export const COUNTER_NAMES = [
@@ -120,10 +120,11 @@ export function zeroCounters(): Counters {
   return Object.fromEntries(COUNTER_NAMES.map((n) => [n, 0n])) as Counters;
 }
 
-/** Adds one CPU's struct nkc_counters (u64 v[8]) into `into`. */
+/** Adds one CPU's struct nkc_counters into `into`. */
 export function addCounters(into: Counters, value: Buffer): Counters {
+  const { v } = COUNTERS.decode(value);
   COUNTER_NAMES.forEach((name, i) => {
-    into[name] += value.readBigUInt64LE(i * 8);
+    into[name] += v[i] ?? 0n;
   });
   return into;
 }
@@ -137,10 +138,11 @@ export function zeroDrops(): Drops {
   return Object.fromEntries(DROP_REASONS.map((n) => [n, 0n])) as Drops;
 }
 
-/** Adds one CPU's struct nkc_drops (u64 v[8], a slot per reason) into `into`. */
+/** Adds one CPU's struct nkc_drops into `into`. */
 export function addDrops(into: Drops, value: Buffer): Drops {
+  const { v } = DROPS.decode(value);
   DROP_REASONS.forEach((reason, i) => {
-    into[reason] += value.readBigUInt64LE(i * 8);
+    into[reason] += v[i] ?? 0n;
   });
   return into;
 }
@@ -152,15 +154,14 @@ export interface FlowKey {
   b: { ip: string; port: number };
 }
 
-/** struct nkc_flow_key (40 bytes). */
 export function decodeFlowKey(key: Buffer): FlowKey {
-  const family = key.readUInt8(36) === AF_INET ? AF_INET : AF_INET6;
-  const addr = (o: number) => ipString(Buffer.from(key.subarray(o, o + (family === AF_INET ? 4 : 16))));
+  const k = FLOW_KEY.decode(key);
+  const family = k.family === AF_INET ? AF_INET : AF_INET6;
   return {
     family,
-    proto: key.readUInt8(37),
-    a: { ip: addr(0), port: key.readUInt16BE(32) },
-    b: { ip: addr(16), port: key.readUInt16BE(34) },
+    proto: k.proto,
+    a: { ip: addressText(family, k.addrA), port: k.portA },
+    b: { ip: addressText(family, k.addrB), port: k.portB },
   };
 }
 

@@ -19,16 +19,15 @@ import type { MapSpec } from "../loader/elf";
 import { mapPin } from "../loader/layout";
 import type { BpfMap } from "../loader/maps";
 import { openOrCreatePinnedMap } from "../loader/pinned-map";
-import { cidrKey, decodeCidrKey } from "./abi";
+import { CIDR_KEY, cidrKey, decodeCidrKey } from "./abi";
 
 const NETWORK_ID_BYTES = 8;
-const CIDR_KEY_BYTES = 24;
 
 /** Key: sha256(network name)[0..8) ++ the trie's key for one CIDR. Value: u32 1. */
 export const NETWORK_CIDRS_SPEC: MapSpec = {
   name: "nkc_net_cidrs",
   type: BPF_MAP_TYPE.HASH,
-  keySize: NETWORK_ID_BYTES + CIDR_KEY_BYTES,
+  keySize: NETWORK_ID_BYTES + CIDR_KEY.size,
   valueSize: 4,
   maxEntries: 1024,
   flags: 0,

@@ -19,26 +19,27 @@ import { BpfError, mapGetFdById, mapLookupBatch, mapUpdateBatch } from "../../sy
 import { BPF_MAP_TYPE } from "../../sys/bpf-uapi";
 import type { MapSpec } from "../loader/elf";
 import { BpfMap } from "../loader/maps";
+import { u32Key } from "../loader/struct";
 import {
-  DIRECT_FLOW_SIZE,
+  DIRECT_FLOW,
+  DIRECT_STATS,
   DIRECT_TABLE_SIZE,
   decodeFlowKey,
-  FLOW_KEY_SIZE,
-  FLOW_OWNER_SIZE,
-  FLOW_POOL_SIZE,
+  FLOW_KEY,
+  FLOW_OWNER,
+  FLOW_POOL,
   type FlowKey,
   type FlowStats,
   ifindexKey,
   MAX_ENDPOINTS,
-  u32Key,
 } from "./abi";
 
 /** What every endpoint's table looks like; also nkc_flow_tables' inner-map template. */
 export const DIRECT_TABLE_SPEC: MapSpec = {
   name: "nkc_ep_flows",
   type: BPF_MAP_TYPE.LRU_HASH,
-  keySize: FLOW_KEY_SIZE,
-  valueSize: DIRECT_FLOW_SIZE,
+  keySize: FLOW_KEY.size,
+  valueSize: DIRECT_FLOW.size,
   maxEntries: DIRECT_TABLE_SIZE,
   flags: 0,
 };
@@ -108,9 +109,10 @@ export interface RememberedFlow extends FlowKey {
 /** The flows the endpoint's table holds for it, or undefined when it has no table. */
 export function listEndpointFlows(maps: FlowTableMaps, hostIfindex: number): RememberedFlow[] | undefined {
   return withEndpointTable(maps, hostIfindex, (table, gen) =>
-    entriesOf(table)
-      .filter(([, value]) => value.readBigUInt64LE(8) === gen)
-      .map(([key, value]) => ({ ...decodeFlowKey(key), openedNs: value.readBigUInt64LE(0) })),
+    entriesOf(table).flatMap(([key, value]) => {
+      const flow = DIRECT_FLOW.decode(value);
+      return flow.gen === gen ? [{ ...decodeFlowKey(key), openedNs: flow.openedNs }] : [];
+    }),
   );
 }
 
@@ -202,39 +204,33 @@ function entriesOf(table: BpfMap): [Buffer, Buffer][] {
 }
 
 function ownerRecords(owners: BpfMap): [number, Owner][] {
-  const { keys, values } = mapLookupBatch(owners.fd, 4, FLOW_OWNER_SIZE, { chunk: OWNER_CHUNK });
+  const { keys, values } = mapLookupBatch(owners.fd, 4, FLOW_OWNER.size, { chunk: OWNER_CHUNK });
   return keys.map((k, i) => [k.readUInt32LE(0), decodeOwner(values[i] as Buffer)]);
 }
 
 function readPool(pool: BpfMap): Pool {
-  const v = pool.lookup(POOL_KEY) ?? Buffer.alloc(FLOW_POOL_SIZE);
-  return { tables: v.readUInt32LE(0), lastGen: v.readBigUInt64LE(8) };
+  const { tables, lastGen } = FLOW_POOL.decode(pool.lookup(POOL_KEY) ?? Buffer.alloc(FLOW_POOL.size));
+  return { tables, lastGen };
 }
 
 function writePool(pool: BpfMap, p: Pool): void {
-  const v = Buffer.alloc(FLOW_POOL_SIZE);
-  v.writeUInt32LE(p.tables, 0);
-  v.writeBigUInt64LE(p.lastGen, 8);
-  pool.update(POOL_KEY, v);
+  pool.update(POOL_KEY, FLOW_POOL.encode(p));
 }
 
-function encodeOwner(o: Owner): Buffer {
-  const v = Buffer.alloc(FLOW_OWNER_SIZE);
-  v.writeUInt32LE(o.slot, 0);
-  v.writeBigUInt64LE(o.gen, 8);
-  return v;
-}
+const encodeOwner = (o: Owner): Buffer => FLOW_OWNER.encode(o);
 
 function decodeOwner(v: Buffer): Owner {
-  return { slot: v.readUInt32LE(0), gen: v.readBigUInt64LE(8) };
+  const { slot, gen } = FLOW_OWNER.decode(v);
+  return { slot, gen };
 }
 
 /** nkc_direct_stats of one endpoint, summed over CPUs (zero when it has none). */
 export function readFlowStats(stats: BpfMap, hostIfindex: number): FlowStats {
   const sum: FlowStats = { remembered: 0n, forgotten: 0n };
   for (const cpu of stats.lookupPerCpu(ifindexKey(hostIfindex)) ?? []) {
-    sum.remembered += cpu.readBigUInt64LE(0);
-    sum.forgotten += cpu.readBigUInt64LE(8);
+    const { remembered, forgotten } = DIRECT_STATS.decode(cpu);
+    sum.remembered += remembered;
+    sum.forgotten += forgotten;
   }
   return sum;
 }

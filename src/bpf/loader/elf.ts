@@ -7,7 +7,17 @@
  * the rest (global data, global functions) with a message naming it, rather than loading
  * a program that would misbehave.
  */
+import { struct, u32 } from "./struct";
 import { type KfuncCallAt, linkSubprograms, type TextCall, type TextFunction } from "./subprograms";
+
+/** A map's definition in the "maps" section, one symbol per map (bpf/include/nkc_abi.h). */
+export const MAP_DEF = struct("nkc_map_def", {
+  type: u32,
+  keySize: u32,
+  valueSize: u32,
+  maxEntries: u32,
+  mapFlags: u32,
+});
 
 export interface MapSpec {
   name: string;
@@ -63,7 +73,6 @@ const R_BPF_64_64 = 1;
 const R_BPF_64_32 = 10;
 const SHN_UNDEF = 0;
 const BPF_CALL = 0x85; // BPF_JMP | BPF_CALL
-const MAP_DEF_SIZE = 20;
 const MAPS_SECTION = "maps";
 const TEXT_SECTION = ".text";
 const LICENSE_SECTION = "license";
@@ -261,18 +270,11 @@ function textItems(relocs: Relocation[], text: Section, maps: Section | undefine
 }
 
 function readMapDef(symbol: ElfSymbol, data: Buffer): MapSpec {
-  if (symbol.size !== MAP_DEF_SIZE || symbol.value + MAP_DEF_SIZE > data.length) {
-    throw new ElfError(`map ${symbol.name}: definition is ${symbol.size} bytes, expected ${MAP_DEF_SIZE}`);
+  if (symbol.size !== MAP_DEF.size || symbol.value + MAP_DEF.size > data.length) {
+    throw new ElfError(`map ${symbol.name}: definition is ${symbol.size} bytes, expected ${MAP_DEF.size}`);
   }
-  const o = symbol.value;
-  return {
-    name: symbol.name,
-    type: data.readUInt32LE(o),
-    keySize: data.readUInt32LE(o + 4),
-    valueSize: data.readUInt32LE(o + 8),
-    maxEntries: data.readUInt32LE(o + 12),
-    flags: data.readUInt32LE(o + 16),
-  };
+  const { type, keySize, valueSize, maxEntries, mapFlags } = MAP_DEF.decode(data, symbol.value);
+  return { name: symbol.name, type, keySize, valueSize, maxEntries, flags: mapFlags };
 }
 
 function mapRelocation(r: Relocation, fn: ElfSymbol, section: Section, maps: Section | undefined): MapRelocation {

@@ -1,8 +1,11 @@
 /**
- * NetworkPolicy's map layouts and names, mirroring bpf/include/nkc_policy_abi.h (whose
- * _Static_asserts pin the sizes used here). Pure encoding and decoding.
+ * NetworkPolicy's maps by name and its structs of bpf/include/nkc_policy_abi.h, each
+ * declared once as a field table (loader/struct.ts), with the encodings callers use.
+ * Pure: no kernel calls.
  */
-import { AF_INET, type Family, ipBytes, ipString } from "../../cni/address";
+import { type Family, ipBytes } from "../../cni/address";
+import { ENDPOINT_KEY } from "../fastpath/abi";
+import { addressText, array, be16, bytes, struct, u8, u32, u64, u64Key } from "../loader/struct";
 
 export const POLICY_MAP_NAMES = {
   endpoints: "nkc_pol_ep",
@@ -21,7 +24,6 @@ export const POLICY_MAP_NAMES = {
 
 export const POLICY_RULES = 64;
 export const POLICY_CT_SIZE = 2048;
-export const POLICY_CT_VALUE_SIZE = 32;
 
 export type PolicyDir = "egress" | "ingress";
 export const DIR_CODE: Record<PolicyDir, number> = { egress: 0, ingress: 1 };
@@ -39,23 +41,49 @@ export type PolicyProto = keyof typeof POLICY_PROTO;
 export const PEER_FIXED_BITS = 64;
 export const PORT_FIXED_BITS = 48;
 
-/** struct nkc_pol_ep: the pod's key. */
-export function policyEndpointValue(podKey: bigint): Buffer {
-  const v = Buffer.alloc(8);
-  v.writeBigUInt64LE(podKey);
-  return v;
-}
+/** nkc_pol_ep's value (keyed by host ifindex): the pod's key. */
+export const POL_EP = struct("nkc_pol_ep", { podKey: u64 });
+/** nkc_pol_pods' value (keyed by the pod's key): its slot, NKC_POL_F_* flags, and the
+ * stamp of the rules it is judged by. */
+export const POL_POD = struct("nkc_pol_pod", { slot: u32, flags: u32, stamp: u64 });
+/** nkc_pol_peers' key (LPM trie): slot, direction and family lead every prefix. */
+export const POL_PEER_KEY = struct("nkc_pol_peer_key", {
+  prefixlen: u32,
+  slot: u32,
+  dir: u8,
+  family: u8,
+  pad: bytes(2),
+  addr: bytes(16),
+});
+/** nkc_pol_ports' key (LPM trie): slot, direction and protocol lead every prefix. */
+export const POL_PORT_KEY = struct("nkc_pol_port_key", { prefixlen: u32, slot: u32, dir: u8, proto: u8, port: be16 });
+/** A pod's flow table's value (keyed by struct nkc_flow_key): a remembered verdict. */
+export const POL_CT = struct("nkc_pol_ct", { gen: u64, stamp: u64, seenNs: u64, flags: u32, sport: be16, dport: be16 });
+/** nkc_pol_stats' value (per CPU): new flows allowed and denied, by direction. */
+export const POL_STATS = struct("nkc_pol_stats", { allowed: array(u64, 2), denied: array(u64, 2) });
+/** nkc_pol_events' value: a denied packet. */
+export const POL_EVENT = struct("nkc_pol_event", {
+  timeNs: u64,
+  ifindex: u32,
+  slot: u32,
+  dir: u8,
+  family: u8,
+  proto: u8,
+  reason: u8,
+  sport: be16,
+  dport: be16,
+  src: bytes(16),
+  dst: bytes(16),
+});
 
-export const podKeyBytes = (podKey: bigint): Buffer => policyEndpointValue(podKey);
+export const policyEndpointValue = (podKey: bigint): Buffer => POL_EP.encode({ podKey });
+export const decodePolicyEndpoint = (value: Buffer): bigint => POL_EP.decode(value).podKey;
 
-/** struct nkc_pol_pod: its slot, flags, and the stamp of the rules it is judged by. */
-export function policyPodValue(slot: number, flags: number, stamp: bigint): Buffer {
-  const v = Buffer.alloc(16);
-  v.writeUInt32LE(slot, 0);
-  v.writeUInt32LE(flags, 4);
-  v.writeBigUInt64LE(stamp, 8);
-  return v;
-}
+/** The u64 pod key that keys nkc_pol_pods (and a namespace's, nkc_pol_ns). */
+export const podKeyBytes = (podKey: bigint): Buffer => u64Key(podKey);
+
+export const policyPodValue = (slot: number, flags: number, stamp: bigint): Buffer =>
+  POL_POD.encode({ slot, flags, stamp });
 
 export interface PolicyPodEntry {
   slot: number;
@@ -63,9 +91,7 @@ export interface PolicyPodEntry {
   stamp: bigint;
 }
 
-export function decodePolicyPod(v: Buffer): PolicyPodEntry {
-  return { slot: v.readUInt32LE(0), flags: v.readUInt32LE(4), stamp: v.readBigUInt64LE(8) };
-}
+export const decodePolicyPod = (v: Buffer): PolicyPodEntry => POL_POD.decode(v);
 
 /** A prefix of one family: its address bytes (4 or 16) and length. */
 export interface AddressPrefix {
@@ -74,37 +100,37 @@ export interface AddressPrefix {
   length: number;
 }
 
-/** struct nkc_pol_peer_key for `prefix` of `slot`, direction `dir`. */
+const dirOf = (code: number): PolicyDir => (code === DIR_CODE.egress ? "egress" : "ingress");
+
+/** nkc_pol_peers' key for `prefix` of `slot`, direction `dir`. */
 export function peerKey(slot: number, dir: PolicyDir, prefix: AddressPrefix): Buffer {
-  const k = Buffer.alloc(28);
-  k.writeUInt32LE(PEER_FIXED_BITS + prefix.length, 0);
-  k.writeUInt32LE(slot, 4);
-  k.writeUInt8(DIR_CODE[dir], 8);
-  k.writeUInt8(prefix.family, 9);
-  prefix.bytes.copy(k, 12);
-  return k;
+  return POL_PEER_KEY.encode({
+    prefixlen: PEER_FIXED_BITS + prefix.length,
+    slot,
+    dir: DIR_CODE[dir],
+    family: prefix.family,
+    addr: prefix.bytes,
+  });
 }
 
 export function decodePeerKey(k: Buffer): { slot: number; dir: PolicyDir; prefix: string } {
-  const family = k.readUInt8(9) as Family;
-  const length = k.readUInt32LE(0) - PEER_FIXED_BITS;
-  const bytes = Buffer.from(k.subarray(12, family === AF_INET ? 16 : 28));
+  const key = POL_PEER_KEY.decode(k);
   return {
-    slot: k.readUInt32LE(4),
-    dir: k.readUInt8(8) === 0 ? "egress" : "ingress",
-    prefix: `${ipString(bytes)}/${length}`,
+    slot: key.slot,
+    dir: dirOf(key.dir),
+    prefix: `${addressText(key.family, key.addr)}/${key.prefixlen - PEER_FIXED_BITS}`,
   };
 }
 
-/** struct nkc_pol_port_key: `port` the first port of a prefix of `length` bits. */
+/** nkc_pol_ports' key: `port` the first port of a prefix of `length` bits. */
 export function portKey(slot: number, dir: PolicyDir, proto: PolicyProto, port: number, length: number): Buffer {
-  const k = Buffer.alloc(12);
-  k.writeUInt32LE(PORT_FIXED_BITS + length, 0);
-  k.writeUInt32LE(slot, 4);
-  k.writeUInt8(DIR_CODE[dir], 8);
-  k.writeUInt8(POLICY_PROTO[proto], 9);
-  k.writeUInt16BE(port, 10);
-  return k;
+  return POL_PORT_KEY.encode({
+    prefixlen: PORT_FIXED_BITS + length,
+    slot,
+    dir: DIR_CODE[dir],
+    proto: POLICY_PROTO[proto],
+    port,
+  });
 }
 
 export function decodePortKey(k: Buffer): {
@@ -114,29 +140,21 @@ export function decodePortKey(k: Buffer): {
   port: number;
   length: number;
 } {
+  const key = POL_PORT_KEY.decode(k);
   return {
-    slot: k.readUInt32LE(4),
-    dir: k.readUInt8(8) === 0 ? "egress" : "ingress",
-    proto: k.readUInt8(9),
-    port: k.readUInt16BE(10),
-    length: k.readUInt32LE(0) - PORT_FIXED_BITS,
+    slot: key.slot,
+    dir: dirOf(key.dir),
+    proto: key.proto,
+    port: key.port,
+    length: key.prefixlen - PORT_FIXED_BITS,
   };
 }
 
 /** A rule bitmask value (u64). */
-export function ruleBits(bits: bigint): Buffer {
-  const v = Buffer.alloc(8);
-  v.writeBigUInt64LE(bits);
-  return v;
-}
+export const ruleBits = (bits: bigint): Buffer => u64Key(bits);
 
 /** struct nkc_endpoint_key of a Service ClusterIP (nkc_pol_vips' key). */
-export function vipKey(ip: string, family: Family): Buffer {
-  const k = Buffer.alloc(20);
-  k.writeUInt32LE(family, 0);
-  ipBytes(ip).copy(k, 4);
-  return k;
-}
+export const vipKey = (ip: string, family: Family): Buffer => ENDPOINT_KEY.encode({ family, addr: ipBytes(ip) });
 
 /** struct nkc_pol_stats summed over CPUs. */
 export interface PolicyStats {
@@ -146,16 +164,16 @@ export interface PolicyStats {
 
 export function sumPolicyStats(perCpu: readonly Buffer[]): PolicyStats {
   const s: PolicyStats = { allowed: { egress: 0n, ingress: 0n }, denied: { egress: 0n, ingress: 0n } };
-  for (const v of perCpu) {
-    s.allowed.egress += v.readBigUInt64LE(0);
-    s.allowed.ingress += v.readBigUInt64LE(8);
-    s.denied.egress += v.readBigUInt64LE(16);
-    s.denied.ingress += v.readBigUInt64LE(24);
+  for (const value of perCpu) {
+    const { allowed, denied } = POL_STATS.decode(value);
+    s.allowed.egress += allowed[DIR_CODE.egress] ?? 0n;
+    s.allowed.ingress += allowed[DIR_CODE.ingress] ?? 0n;
+    s.denied.egress += denied[DIR_CODE.egress] ?? 0n;
+    s.denied.ingress += denied[DIR_CODE.ingress] ?? 0n;
   }
   return s;
 }
 
-export const POLICY_EVENT_SIZE = 56;
 export const POLICY_REASONS = {
   1: "denied",
   2: "pending",
@@ -181,19 +199,18 @@ export interface PolicyEvent {
 }
 
 export function decodePolicyEvent(b: Buffer): PolicyEvent {
-  const family = b.readUInt8(17) as Family;
-  const len = family === AF_INET ? 4 : 16;
+  const e = POL_EVENT.decode(b);
   return {
-    timeNs: b.readBigUInt64LE(0),
-    ifindex: b.readUInt32LE(8),
-    slot: b.readUInt32LE(12),
-    dir: b.readUInt8(16) === 0 ? "egress" : "ingress",
-    family,
-    proto: b.readUInt8(18),
-    reason: POLICY_REASONS[b.readUInt8(19) as keyof typeof POLICY_REASONS] ?? `reason ${b.readUInt8(19)}`,
-    sport: b.readUInt16BE(20),
-    dport: b.readUInt16BE(22),
-    src: ipString(Buffer.from(b.subarray(24, 24 + len))),
-    dst: ipString(Buffer.from(b.subarray(40, 40 + len))),
+    timeNs: e.timeNs,
+    ifindex: e.ifindex,
+    slot: e.slot,
+    dir: dirOf(e.dir),
+    family: e.family as Family,
+    proto: e.proto,
+    reason: POLICY_REASONS[e.reason as keyof typeof POLICY_REASONS] ?? `reason ${e.reason}`,
+    sport: e.sport,
+    dport: e.dport,
+    src: addressText(e.family, e.src),
+    dst: addressText(e.family, e.dst),
   };
 }

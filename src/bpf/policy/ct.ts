@@ -6,16 +6,16 @@
  * RCU grace period.
  */
 import { BPF_MAP_TYPE } from "../../sys/bpf-uapi";
-import { FLOW_KEY_SIZE } from "../fastpath/abi";
+import { FLOW_KEY } from "../fastpath/abi";
 import type { MapSpec } from "../loader/elf";
-import { POLICY_CT_SIZE, POLICY_CT_VALUE_SIZE } from "./abi";
+import { POL_CT, POLICY_CT_SIZE } from "./abi";
 
 /** What every pod's table looks like; also nkc_pol_ct_tables' inner-map template. */
 export const POLICY_CT_SPEC: MapSpec = {
   name: "nkc_pol_ct",
   type: BPF_MAP_TYPE.LRU_HASH,
-  keySize: FLOW_KEY_SIZE,
-  valueSize: POLICY_CT_VALUE_SIZE,
+  keySize: FLOW_KEY.size,
+  valueSize: POL_CT.size,
   maxEntries: POLICY_CT_SIZE,
   flags: 0,
 };

@@ -8,6 +8,7 @@
 import * as fs from "node:fs";
 import { BPF_MAP_TYPE } from "../../sys/bpf-uapi";
 import { sha256 } from "../../sys/sha256";
+import { ifindexKey } from "../fastpath/abi";
 import type { FlowTableMaps } from "../fastpath/direct";
 import { type MapSpec, readObject } from "../loader/elf";
 import { mapPin } from "../loader/layout";
@@ -15,6 +16,8 @@ import { BpfMap } from "../loader/maps";
 import { openOrCreatePinnedMap } from "../loader/pinned-map";
 import {
   decodePolicyPod,
+  POL_PEER_KEY,
+  POL_PORT_KEY,
   POLICY_MAP_NAMES,
   type PolicyPodEntry,
   type PolicyStats,
@@ -63,12 +66,6 @@ export function namespaceHasPolicies(bpffsRoot: string, namespace: string): bool
     map.close();
   }
 }
-
-const ifindexKey = (ifindex: number) => {
-  const k = Buffer.alloc(4);
-  k.writeUInt32LE(ifindex);
-  return k;
-};
 
 function byRole(open: (name: string) => BpfMap): PolicyMaps {
   const opened: BpfMap[] = [];
@@ -151,13 +148,17 @@ export function deletePolicyPod(maps: Pick<PolicyMaps, "pods">, key: bigint): bo
   return maps.pods.delete(podKeyBytes(key));
 }
 
-/** The slot a nkc_pol_peers or nkc_pol_ports key belongs to (both have it after prefixlen). */
-const slotOfTableKey = (key: Buffer): number => key.readUInt32LE(4);
+/** nkc_pol_peers and nkc_pol_ports, each with the slot of one of its keys. */
+const slotTables = (maps: Pick<PolicyMaps, "peers" | "ports">) =>
+  [
+    [maps.peers, (key: Buffer) => POL_PEER_KEY.decode(key).slot],
+    [maps.ports, (key: Buffer) => POL_PORT_KEY.decode(key).slot],
+  ] as const;
 
 /** The slot ids nkc_pol_peers and nkc_pol_ports hold keys of. */
 export function policyTableSlots(maps: Pick<PolicyMaps, "peers" | "ports">): Set<number> {
   const slots = new Set<number>();
-  for (const map of [maps.peers, maps.ports]) for (const key of map.keys()) slots.add(slotOfTableKey(key));
+  for (const [map, slotOf] of slotTables(maps)) for (const key of map.keys()) slots.add(slotOf(key));
   return slots;
 }
 
@@ -172,9 +173,9 @@ export function sweepPolicySlots(
 ): { slots: number; keys: number } {
   const slots = new Set<number>();
   let keys = 0;
-  for (const map of [maps.peers, maps.ports]) {
+  for (const [map, slotOf] of slotTables(maps)) {
     for (const key of [...map.keys()]) {
-      const slot = slotOfTableKey(key);
+      const slot = slotOf(key);
       if (keep.has(slot)) continue;
       if (map.delete(key)) keys += 1;
       slots.add(slot);

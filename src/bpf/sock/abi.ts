@@ -1,9 +1,9 @@
 /**
- * The socket bypass's names and byte layouts (bpf/bpf_sock.c), mirroring
- * bpf/include/nkc_abi.h (whose _Static_asserts pin the sizes used here). Pure encoding
- * and decoding: no kernel calls.
+ * The socket bypass's maps and programs by name (bpf/bpf_sock.c) and its structs of
+ * bpf/include/nkc_abi.h, each declared once as a field table (loader/struct.ts), with
+ * the encodings callers use. Pure: no kernel calls.
  */
-import { AF_INET, ipString } from "../../cni/address";
+import { addressText, array, bytes, struct, u16, u32, u64, u64Key } from "../loader/struct";
 
 /** The socket bypass's maps and programs (bpf/bpf_sock.c), loaded only where a network asks for it. */
 export const SOCK_MAP_NAMES = {
@@ -19,18 +19,44 @@ export const SOCK_PROGRAM_NAMES = {
   release: "nkc_sock_release",
 } as const;
 
-/** struct nkc_sock_key: one TCP socket of the bypass, from its own side. */
+/** nkc_sock_hash's and nkc_sock_admitted's key: one TCP socket seen from its own side,
+ * ports in host order. */
+export const SOCK_KEY = struct("nkc_sock_key", {
+  local: bytes(16),
+  remote: bytes(16),
+  localPort: u16,
+  remotePort: u16,
+  family: u32,
+});
+/** nkc_sock_stats' value (per CPU): a count per SOCK_COUNTER_NAMES. */
+export const SOCK_STATS = struct("nkc_sock_stats", { v: array(u64, 4) });
+/** nkc_sock_pods' value: a pod's recorded namespace and what the programs counted for it. */
+export const SOCK_POD = struct("nkc_sock_pod", {
+  netnsCookie: u64,
+  sockets: u32,
+  pad: u32,
+  refusedBound: u64,
+  refusedNetns: u64,
+});
+/** nkc_sock_admitted's value: a socket in the sockhash, whose count holds it, its state. */
+export const SOCK_ADMITTED = struct("nkc_sock_admitted", {
+  socketCookie: u64,
+  netnsCookie: u64,
+  hostIfindex: u32,
+  state: u32,
+});
+
+/** One TCP socket of the bypass, from its own side. */
 export interface SockKey {
   local: { ip: string; port: number };
   remote: { ip: string; port: number };
 }
 
 export function decodeSockKey(key: Buffer): SockKey {
-  const len = key.readUInt32LE(36) === AF_INET ? 4 : 16;
-  const ip = (o: number) => ipString(Buffer.from(key.subarray(o, o + len)));
+  const k = SOCK_KEY.decode(key);
   return {
-    local: { ip: ip(0), port: key.readUInt16LE(32) },
-    remote: { ip: ip(16), port: key.readUInt16LE(34) },
+    local: { ip: addressText(k.family, k.local), port: k.localPort },
+    remote: { ip: addressText(k.family, k.remote), port: k.remotePort },
   };
 }
 
@@ -42,8 +68,9 @@ export type SockCounters = Record<SockCounterName, bigint>;
 export function sumSockCounters(perCpu: Buffer[]): SockCounters {
   const sum = Object.fromEntries(SOCK_COUNTER_NAMES.map((n) => [n, 0n])) as SockCounters;
   for (const value of perCpu) {
+    const { v } = SOCK_STATS.decode(value);
     SOCK_COUNTER_NAMES.forEach((name, i) => {
-      sum[name] += value.readBigUInt64LE(i * 8);
+      sum[name] += v[i] ?? 0n;
     });
   }
   return sum;
@@ -54,7 +81,7 @@ export function sumSockCounters(perCpu: Buffer[]): SockCounters {
 /** NKC_SOCK_PER_POD: sockets one pod may hold in the sockhash (NKC_SOCK_MAX / 16). */
 export const SOCK_PER_POD = 4096;
 
-/** struct nkc_sock_pod: a pod's recorded namespace and what the programs counted for it. */
+/** A pod's recorded namespace and what the programs counted for it (struct nkc_sock_pod). */
 export interface SockPod {
   netnsCookie: bigint;
   /** Its sockets in the sockhash now. */
@@ -65,28 +92,14 @@ export interface SockPod {
   refusedNetns: bigint;
 }
 
-export const SOCK_POD_SIZE = 32;
-
-/** struct nkc_sock_pod: u64 netns_cookie, u32 sockets, u32 pad, u64 refused_bound, u64 refused_netns. */
-export function sockPodValue(v: SockPod): Buffer {
-  const value = Buffer.alloc(SOCK_POD_SIZE);
-  value.writeBigUInt64LE(v.netnsCookie, 0);
-  value.writeUInt32LE(v.sockets, 8);
-  value.writeBigUInt64LE(v.refusedBound, 16);
-  value.writeBigUInt64LE(v.refusedNetns, 24);
-  return value;
-}
+export const sockPodValue = (v: SockPod): Buffer => SOCK_POD.encode(v);
 
 export function decodeSockPod(value: Buffer): SockPod {
-  return {
-    netnsCookie: value.readBigUInt64LE(0),
-    sockets: value.readUInt32LE(8),
-    refusedBound: value.readBigUInt64LE(16),
-    refusedNetns: value.readBigUInt64LE(24),
-  };
+  const { netnsCookie, sockets, refusedBound, refusedNetns } = SOCK_POD.decode(value);
+  return { netnsCookie, sockets, refusedBound, refusedNetns };
 }
 
-/** struct nkc_sock_admitted: a socket in the sockhash, whose count holds it, its state. */
+/** A socket in the sockhash, whose count holds it, its state (struct nkc_sock_admitted). */
 export interface SockAdmitted {
   socketCookie: bigint;
   netnsCookie: bigint;
@@ -94,20 +107,9 @@ export interface SockAdmitted {
   state: number;
 }
 
-export function decodeSockAdmitted(value: Buffer): SockAdmitted {
-  return {
-    socketCookie: value.readBigUInt64LE(0),
-    netnsCookie: value.readBigUInt64LE(8),
-    hostIfindex: value.readUInt32LE(16),
-    state: value.readUInt32LE(20),
-  };
-}
+export const decodeSockAdmitted = (value: Buffer): SockAdmitted => SOCK_ADMITTED.decode(value);
 
 /** The u64 socket cookie that keys nkc_sock_cookies. */
-export function socketCookieKey(cookie: bigint): Buffer {
-  const key = Buffer.alloc(8);
-  key.writeBigUInt64LE(cookie);
-  return key;
-}
+export const socketCookieKey = (cookie: bigint): Buffer => u64Key(cookie);
 
 // ---- end of socket bypass: namespaces and per-pod bound ----

@@ -12,7 +12,6 @@
  * never replaced; an older build's pins go once this build's are pinned.
  */
 
-import { ifindexKey } from "../fastpath/abi";
 import { readObject } from "../loader/elf";
 import { mapPin, sockProgramsRoot } from "../loader/layout";
 import { BpfMap } from "../loader/maps";
@@ -20,6 +19,7 @@ import { openOrCreatePinnedMap } from "../loader/pinned-map";
 import { pinExists } from "../loader/pins";
 import { loadProgramSet } from "../loader/program-set";
 import type { BpfProgram } from "../loader/programs";
+import { u32Key } from "../loader/struct";
 import {
   decodeSockAdmitted,
   decodeSockKey,
@@ -177,6 +177,6 @@ export function forgetSocketsOf(
 }
 
 export function readSockCounters(stats: BpfMap, hostIfindex: number): SockCounters | undefined {
-  const perCpu = stats.lookupPerCpu(ifindexKey(hostIfindex));
+  const perCpu = stats.lookupPerCpu(u32Key(hostIfindex));
   return perCpu ? sumSockCounters(perCpu) : undefined;
 }

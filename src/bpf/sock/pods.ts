@@ -5,8 +5,9 @@
  * sockets in the sockhash, those refused). Userspace writes the record at ADD and
  * deletes it with the pod's other ifindex-keyed state; the programs only count.
  */
-import { ifindexKey } from "../fastpath/abi";
+
 import type { BpfMap } from "../loader/maps";
+import { u32Key } from "../loader/struct";
 import { decodeSockPod, type SockPod, sockPodValue } from "./abi";
 
 /**
@@ -17,11 +18,11 @@ import { decodeSockPod, type SockPod, sockPodValue } from "./abi";
 export function recordSockPod(pods: BpfMap, hostIfindex: number, netnsCookie: bigint): void {
   if (readSockPod(pods, hostIfindex)?.netnsCookie === netnsCookie) return;
   const fresh: SockPod = { netnsCookie, sockets: 0, refusedBound: 0n, refusedNetns: 0n };
-  pods.update(ifindexKey(hostIfindex), sockPodValue(fresh));
+  pods.update(u32Key(hostIfindex), sockPodValue(fresh));
 }
 
 export function readSockPod(pods: BpfMap, hostIfindex: number): SockPod | undefined {
-  const value = pods.lookup(ifindexKey(hostIfindex));
+  const value = pods.lookup(u32Key(hostIfindex));
   return value ? decodeSockPod(value) : undefined;
 }
 

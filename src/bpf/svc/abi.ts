@@ -1,10 +1,12 @@
 /**
- * Service translation's names and byte layouts, mirroring bpf/include/nkc_svc_abi.h
- * (whose _Static_asserts pin the sizes used here). Pure encoding and decoding: no
- * kernel calls. Addresses are text ("10.96.0.10", "fd00::a"), ports numbers, protocols
- * "TCP" or "UDP", as a Service spells them.
+ * Service translation's maps and programs by name and its structs of
+ * bpf/include/nkc_svc_abi.h, each declared once as a field table (loader/struct.ts),
+ * with the encodings callers use. Pure: no kernel calls. Addresses are text
+ * ("10.96.0.10", "fd00::a"), ports numbers, protocols "TCP" or "UDP", as a Service
+ * spells them.
  */
-import { AF_INET, familyOf, ipBytes, ipString } from "../../cni/address";
+import { familyOf, ipBytes } from "../../cni/address";
+import { addressText, array, be16, bytes, struct, u8, u16, u32, u32Key, u64, u64Key } from "../loader/struct";
 
 export const SVC_MAP_NAMES = {
   services: "nkc_svc_services",
@@ -53,34 +55,50 @@ export interface SvcBackend {
   port: number;
 }
 
-/** Address bytes as the programs hold them: IPv4 in the first 4 of 16. */
-function addr16(ip: string): Buffer {
-  const out = Buffer.alloc(16);
-  ipBytes(ip).copy(out);
-  return out;
-}
+/** nkc_svc_services' key: a Service's front end. C declares the port __u16, in network order. */
+export const SVC_KEY = struct("nkc_svc_key", { family: u32, addr: bytes(16), port: be16, proto: u8, pad: u8 });
+/** nkc_svc_services' value: the Service's id, how many slots it uses, its affinity. */
+export const SVC = struct("nkc_svc", { id: u32, backends: u16, flags: u8, pad: u8, affinitySecs: u32, pad2: u32 });
+/** nkc_svc_slots' key: a slot of a Service. */
+export const SVC_SLOT_KEY = struct("nkc_svc_slot_key", { svcId: u32, slot: u32 });
+/** nkc_svc_backends' value (keyed by a u32 backend id): whose backend, where. */
+export const SVC_BACKEND = struct("nkc_svc_backend", {
+  svcId: u32,
+  family: u32,
+  addr: bytes(16),
+  port: be16,
+  pad: u16,
+});
+/** A backend's address as a socket sees it. */
+export const SVC_PEER = struct("nkc_svc_peer", { family: u32, addr: bytes(16), port: be16, pad: u16 });
+/** What a socket was translated from and to; nkc_svc_withdrawn's key (bpf_svc_destroy.c). */
+export const SVC_PAIR = struct("nkc_svc_pair", { frontend: SVC_KEY, backend: SVC_PEER });
+/** A Service a pod is held to by ClientIP affinity (ids: the Service's low, the backend's high). */
+export const SVC_HELD = struct("nkc_svc_held", { ids: u64, expiresNs: u64 });
+/** nkc_svc_clients' value (keyed by a pod's netns cookie): what is the pod's own. */
+export const SVC_CLIENT = struct("nkc_svc_client", {
+  noSocketState: u64,
+  socketReplaced: u64,
+  affinityReplaced: u64,
+  pad: u64,
+  held: array(SVC_HELD, SVC_POD_AFFINITY),
+});
+/** nkc_svc_stats' value (per CPU, one slot): a count per SVC_COUNTER_NAMES. */
+export const SVC_STATS = struct("nkc_svc_stats", { v: array(u64, 4) });
 
-function ipOf(family: number, addr: Buffer): string {
-  return ipString(Buffer.from(addr.subarray(0, family === AF_INET ? 4 : 16)));
-}
+/** A front end as the programs hold it: IPv4 in the first 4 of 16 bytes. */
+const frontendKey = (f: SvcFrontend) => ({
+  family: familyOf(f.ip),
+  addr: ipBytes(f.ip),
+  port: f.port,
+  proto: IPPROTO[f.protocol],
+});
 
-/** struct nkc_svc_key: u32 family, u8 addr[16], be16 port, u8 proto, pad. */
-export function svcKey(f: SvcFrontend): Buffer {
-  const key = Buffer.alloc(24);
-  key.writeUInt32LE(familyOf(f.ip), 0);
-  addr16(f.ip).copy(key, 4);
-  key.writeUInt16BE(f.port, 20);
-  key.writeUInt8(IPPROTO[f.protocol], 22);
-  return key;
-}
+export const svcKey = (f: SvcFrontend): Buffer => SVC_KEY.encode(frontendKey(f));
 
 export function decodeSvcKey(key: Buffer): SvcFrontend {
-  const proto = key.readUInt8(22);
-  return {
-    ip: ipOf(key.readUInt32LE(0), key.subarray(4, 20)),
-    port: key.readUInt16BE(20),
-    protocol: proto === IPPROTO.UDP ? "UDP" : "TCP",
-  };
+  const k = SVC_KEY.decode(key);
+  return { ip: addressText(k.family, k.addr), port: k.port, protocol: k.proto === IPPROTO.UDP ? "UDP" : "TCP" };
 }
 
 export const SVC_F_AFFINITY = 1;
@@ -92,72 +110,46 @@ export interface SvcValue {
   affinitySeconds?: number;
 }
 
-/** struct nkc_svc: u32 id, u16 backends, u8 flags, pad, u32 affinity_secs, pad. */
 export function svcValue(v: SvcValue): Buffer {
-  const value = Buffer.alloc(16);
-  value.writeUInt32LE(v.id, 0);
-  value.writeUInt16LE(v.backends, 4);
-  value.writeUInt8(v.affinitySeconds === undefined ? 0 : SVC_F_AFFINITY, 6);
-  value.writeUInt32LE(v.affinitySeconds ?? 0, 8);
-  return value;
+  return SVC.encode({
+    id: v.id,
+    backends: v.backends,
+    flags: v.affinitySeconds === undefined ? 0 : SVC_F_AFFINITY,
+    affinitySecs: v.affinitySeconds ?? 0,
+  });
 }
 
 export function decodeSvcValue(value: Buffer): SvcValue {
-  const affine = (value.readUInt8(6) & SVC_F_AFFINITY) !== 0;
-  return {
-    id: value.readUInt32LE(0),
-    backends: value.readUInt16LE(4),
-    ...(affine ? { affinitySeconds: value.readUInt32LE(8) } : {}),
-  };
+  const v = SVC.decode(value);
+  const affine = (v.flags & SVC_F_AFFINITY) !== 0;
+  return { id: v.id, backends: v.backends, ...(affine ? { affinitySeconds: v.affinitySecs } : {}) };
 }
 
-/** struct nkc_svc_slot_key: u32 svc_id, u32 slot. */
-export function slotKey(svcId: number, slot: number): Buffer {
-  const key = Buffer.alloc(8);
-  key.writeUInt32LE(svcId, 0);
-  key.writeUInt32LE(slot, 4);
-  return key;
-}
+export const slotKey = (svcId: number, slot: number): Buffer => SVC_SLOT_KEY.encode({ svcId, slot });
 
 export function decodeSlotKey(key: Buffer): { svcId: number; slot: number } {
-  return { svcId: key.readUInt32LE(0), slot: key.readUInt32LE(4) };
+  const { svcId, slot } = SVC_SLOT_KEY.decode(key);
+  return { svcId, slot };
 }
 
 /** A u32 id (backend ids key nkc_svc_backends and are nkc_svc_slots' values). */
-export function idBytes(id: number): Buffer {
-  const b = Buffer.alloc(4);
-  b.writeUInt32LE(id);
-  return b;
-}
+export const idBytes = (id: number): Buffer => u32Key(id);
 
 export interface SvcBackendValue extends SvcBackend {
   svcId: number;
 }
 
-/** struct nkc_svc_backend: u32 svc_id, u32 family, u8 addr[16], be16 port, pad. */
 export function backendValue(v: SvcBackendValue): Buffer {
-  const value = Buffer.alloc(28);
-  value.writeUInt32LE(v.svcId, 0);
-  value.writeUInt32LE(familyOf(v.ip), 4);
-  addr16(v.ip).copy(value, 8);
-  value.writeUInt16BE(v.port, 24);
-  return value;
+  return SVC_BACKEND.encode({ svcId: v.svcId, family: familyOf(v.ip), addr: ipBytes(v.ip), port: v.port });
 }
 
 export function decodeBackendValue(value: Buffer): SvcBackendValue {
-  return {
-    svcId: value.readUInt32LE(0),
-    ip: ipOf(value.readUInt32LE(4), value.subarray(8, 24)),
-    port: value.readUInt16BE(24),
-  };
+  const v = SVC_BACKEND.decode(value);
+  return { svcId: v.svcId, ip: addressText(v.family, v.addr), port: v.port };
 }
 
 /** The u64 netns cookie that keys nkc_svc_netns (and is nkc_svc_pods' value). */
-export function cookieBytes(cookie: bigint): Buffer {
-  const b = Buffer.alloc(8);
-  b.writeBigUInt64LE(cookie);
-  return b;
-}
+export const cookieBytes = (cookie: bigint): Buffer => u64Key(cookie);
 
 export const SVC_COUNTER_NAMES = ["translated", "refused", "reversed", "unsure"] as const;
 export type SvcCounters = Record<(typeof SVC_COUNTER_NAMES)[number], bigint>;
@@ -166,32 +158,25 @@ export type SvcCounters = Record<(typeof SVC_COUNTER_NAMES)[number], bigint>;
 export function sumSvcCounters(perCpu: readonly Buffer[]): SvcCounters {
   const sum = Object.fromEntries(SVC_COUNTER_NAMES.map((n) => [n, 0n])) as SvcCounters;
   for (const value of perCpu) {
+    const { v } = SVC_STATS.decode(value);
     SVC_COUNTER_NAMES.forEach((name, i) => {
-      sum[name] += value.readBigUInt64LE(i * 8);
+      sum[name] += v[i] ?? 0n;
     });
   }
   return sum;
 }
 
-/** struct nkc_svc_peer: u32 family, u8 addr[16], be16 port, pad. */
-function peerBytes(b: SvcBackend): Buffer {
-  const out = Buffer.alloc(24);
-  out.writeUInt32LE(familyOf(b.ip), 0);
-  addr16(b.ip).copy(out, 4);
-  out.writeUInt16BE(b.port, 20);
-  return out;
-}
-
-/** struct nkc_svc_pair: a Service's front end (its nkc_svc_services key) and one backend,
- * as a translated socket's storage holds them: the key of the withdrawn pairs. */
+/** A Service's front end (its nkc_svc_services key) and one backend, as a translated
+ * socket's storage holds them: the key of the withdrawn pairs. */
 export function pairKey(frontend: SvcFrontend, backend: SvcBackend): Buffer {
-  return Buffer.concat([svcKey(frontend), peerBytes(backend)]);
+  return SVC_PAIR.encode({
+    frontend: frontendKey(frontend),
+    backend: { family: familyOf(backend.ip), addr: ipBytes(backend.ip), port: backend.port },
+  });
 }
-
-const CLIENT_SIZE = 32 + 16 * SVC_POD_AFFINITY;
 
 /** A zeroed struct nkc_svc_client: a pod that holds nothing and was refused nothing. */
-export const emptyClient = (): Buffer => Buffer.alloc(CLIENT_SIZE);
+export const emptyClient = (): Buffer => SVC_CLIENT.encode({});
 
 /** What a pod's struct nkc_svc_client says. */
 export interface SvcClient {
@@ -208,14 +193,11 @@ export interface SvcClient {
 /** Decodes struct nkc_svc_client; `nowNs` (CLOCK_MONOTONIC, as bpf_ktime_get_ns) tells
  * held entries from expired ones. */
 export function decodeClient(value: Buffer, nowNs: bigint): SvcClient {
-  let held = 0;
-  for (let i = 0; i < SVC_POD_AFFINITY; i++) {
-    if (value.readBigUInt64LE(32 + i * 16 + 8) > nowNs) held += 1;
-  }
+  const c = SVC_CLIENT.decode(value);
   return {
-    noSocketState: value.readBigUInt64LE(0),
-    socketReplaced: value.readBigUInt64LE(8),
-    affinityReplaced: value.readBigUInt64LE(16),
-    affinityHeld: held,
+    noSocketState: c.noSocketState,
+    socketReplaced: c.socketReplaced,
+    affinityReplaced: c.affinityReplaced,
+    affinityHeld: c.held.filter((h) => h.expiresNs > nowNs).length,
   };
 }

@@ -15,6 +15,7 @@ import { BpfMap } from "../loader/maps";
 import { openOrCreatePinnedMap } from "../loader/pinned-map";
 import { loadProgramSet } from "../loader/program-set";
 import type { BpfProgram } from "../loader/programs";
+import { u32Key } from "../loader/struct";
 import {
   cookieBytes,
   decodeClient,
@@ -119,7 +120,7 @@ type PodMaps = Pick<SvcMaps, "pods" | "netns" | "clients">;
  */
 export function recordSvcPod(maps: PodMaps, hostIfindex: number, netnsCookie: bigint): void {
   settleClients(maps);
-  const key = ifindexBytes(hostIfindex);
+  const key = u32Key(hostIfindex);
   const before = maps.pods.lookup(key)?.readBigUInt64LE(0);
   if (before === netnsCookie) return;
   maps.pods.update(key, cookieBytes(netnsCookie));
@@ -131,7 +132,7 @@ export function recordSvcPod(maps: PodMaps, hostIfindex: number, netnsCookie: bi
  * recorded attachment. False when it had no record. */
 export function forgetSvcPod(maps: PodMaps, hostIfindex: number): boolean {
   settleClients(maps);
-  const key = ifindexBytes(hostIfindex);
+  const key = u32Key(hostIfindex);
   const cookie = maps.pods.lookup(key)?.readBigUInt64LE(0);
   if (cookie === undefined) return false;
   maps.pods.delete(key);
@@ -156,7 +157,7 @@ function recountNetns(maps: PodMaps, cookie: bigint): void {
     maps.clients.delete(key);
   } else {
     ensureClient(maps, key);
-    maps.netns.update(key, ifindexBytes(count));
+    maps.netns.update(key, u32Key(count));
   }
 }
 
@@ -189,14 +190,8 @@ export function readSvcClients(
   return out;
 }
 
-function ifindexBytes(n: number): Buffer {
-  const b = Buffer.alloc(4);
-  b.writeUInt32LE(n);
-  return b;
-}
-
 export function readSvcCounters(stats: BpfMap): SvcCounters {
-  return sumSvcCounters(stats.lookupPerCpu(ifindexBytes(0)) ?? []);
+  return sumSvcCounters(stats.lookupPerCpu(u32Key(0)) ?? []);
 }
 
 /**
