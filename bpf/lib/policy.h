@@ -62,6 +62,7 @@ NKC_MAP(nkc_pol_vips, BPF_MAP_TYPE_HASH, struct nkc_endpoint_key, __u32, NKC_POL
 NKC_MAP(nkc_pol_ct_tables, BPF_MAP_TYPE_ARRAY_OF_MAPS, __u32, __u32, NKC_MAX_ENDPOINTS, 0);
 NKC_MAP(nkc_pol_ct_owner, BPF_MAP_TYPE_HASH, __u32, struct nkc_flow_owner, NKC_MAX_ENDPOINTS, 0);
 NKC_MAP(nkc_pol_ct_pool, BPF_MAP_TYPE_ARRAY, __u32, struct nkc_flow_pool, 1, 0);
+NKC_BTF_TYPE(nkc_pol_ct_value, struct nkc_pol_ct);
 NKC_MAP(nkc_pol_stats, BPF_MAP_TYPE_PERCPU_HASH, __u32, struct nkc_pol_stats, NKC_MAX_ENDPOINTS, 0);
 NKC_QUEUE(nkc_pol_events, struct nkc_pol_event, NKC_POL_EVENTS_MAX);
 

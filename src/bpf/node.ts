@@ -33,8 +33,10 @@ import { BpfMap, specMismatches } from "./loader/maps";
 import { openOrCreatePinnedMap } from "./loader/pinned-map";
 import { ensureBpffs, openPin, replacePin } from "./loader/pins";
 import { BpfProgram, firstLine, loadProgram } from "./loader/programs";
+import { checkStructs } from "./loader/struct-btf";
 import { POLICY_MAP_NAMES } from "./policy/abi";
 import { POLICY_CT_SPEC } from "./policy/ct";
+import { NODE_STRUCTS } from "./structs";
 
 /** How a variant keeps NAT'd flows on the stack; in order of preference. */
 export const NAT_CHECKS = ["conntrack", "memory"] as const;
@@ -249,6 +251,11 @@ function loadAndPinNode(
   natChecks: readonly NatCheck[],
   opened: { close(): void }[],
 ): LoadedNode {
+  // Every struct of both variants laid out as user space writes it, before any map is made.
+  for (const v of NAT_CHECKS) {
+    checkStructs(objects.variants[v].lxc, NODE_STRUCTS, OBJECT_FILES[v].lxc);
+    checkStructs(objects.variants[v].host, NODE_STRUCTS, OBJECT_FILES[v].host);
+  }
   const parsed = Object.fromEntries(
     NAT_CHECKS.map((v) => [
       v,

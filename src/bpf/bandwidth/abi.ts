@@ -3,7 +3,7 @@
  * by bpf/lib/bandwidth.h), declared once as a field table (loader/struct.ts), with the
  * encodings callers use. Pure: no kernel calls.
  */
-import { struct, u16, u32, u64 } from "../loader/struct";
+import { type StructLayout, struct, u16, u32, u64 } from "../loader/struct";
 
 /** NKC_BW_MODE_*: how a pod's egress limit is enforced: policing (a token bucket that
  * drops), or EDT (departure times an fq qdisc on the uplink honours). */
@@ -46,6 +46,9 @@ export const BANDWIDTH = struct("nkc_bandwidth", {
   ingressMode: u16,
   pacedIfindex: u32,
 });
+
+/** The rate limits' structs, which the node's objects lay out. */
+export const BANDWIDTH_STRUCTS: readonly StructLayout[] = [BW_BUCKET, BANDWIDTH];
 
 const MAX_U64 = (1n << 64n) - 1n;
 

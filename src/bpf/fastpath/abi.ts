@@ -4,7 +4,19 @@
  * the encodings callers use. Pure: no kernel calls.
  */
 import { AF_INET, AF_INET6, type Family, familyOf, ipBytes, parseCidr } from "../../cni/address";
-import { addressText, array, be16, bytes, struct, u8, u16, u32, u32Key, u64 } from "../loader/struct";
+import {
+  addressText,
+  array,
+  be16,
+  bytes,
+  type StructLayout,
+  struct,
+  u8,
+  u16,
+  u32,
+  u32Key,
+  u64,
+} from "../loader/struct";
 
 export const MAP_NAMES = {
   endpoints: "nkc_endpoints",
@@ -70,6 +82,20 @@ export const DIRECT_STATS = struct("nkc_direct_stats", { remembered: u64, forgot
 export const COUNTERS = struct("nkc_counters", { v: array(u64, 8) });
 /** nkc_drops' value (per CPU): a slot per DROP_REASONS, room for 8. */
 export const DROPS = struct("nkc_drops", { v: array(u64, 8) });
+
+/** The fast path's structs, which the node's objects (bpf_lxc.o, bpf_host.o) lay out. */
+export const FASTPATH_STRUCTS: readonly StructLayout[] = [
+  ENDPOINT_KEY,
+  ENDPOINT,
+  CIDR_KEY,
+  FLOW_KEY,
+  DIRECT_FLOW,
+  FLOW_OWNER,
+  FLOW_POOL,
+  DIRECT_STATS,
+  COUNTERS,
+  DROPS,
+];
 
 export function endpointKey(ip: string): Buffer {
   return ENDPOINT_KEY.encode({ family: familyOf(ip), addr: ipBytes(ip) });

@@ -3,7 +3,7 @@
  * conntrack's kfuncs in its BTF. Asked by `status` and the tests without loading the
  * node's programs; node.ts loads the variant, the real test, with the same functions.
  */
-import { type KernelFunctions, resolveKernelFunctions } from "../loader/btf";
+import { type KernelFunctions, resolveKernelFunctions } from "../loader/kfuncs";
 import { firstLine, loadProgram } from "../loader/programs";
 
 /** The kfuncs the conntrack variant calls, and the module that has them when not built in. */

@@ -111,7 +111,8 @@ export interface ElfFile {
   relocations: Map<number, Relocation[]>;
 }
 
-export function readElf(bytes: Buffer): ElfFile {
+/** The section headers, with each section's name and bytes. */
+function readSections(bytes: Buffer): Section[] {
   if (bytes.length < 64 || bytes.readUInt32BE(0) !== 0x7f454c46) throw new ElfError("not an ELF file");
   if (bytes[4] !== 2 || bytes[5] !== 1) throw new ElfError("not a 64-bit little-endian ELF file");
   if (bytes.readUInt16LE(18) !== EM_BPF) throw new ElfError(`not a BPF object (e_machine ${bytes.readUInt16LE(18)})`);
@@ -144,8 +145,16 @@ export function readElf(bytes: Buffer): ElfFile {
   });
   const shstr = raw[shstrndx]?.data;
   if (!shstr) throw new ElfError("missing section name table");
-  const sections: Section[] = raw.map(({ nameOffset, ...s }) => ({ ...s, name: cString(shstr, nameOffset) }));
+  return raw.map(({ nameOffset, ...s }) => ({ ...s, name: cString(shstr, nameOffset) }));
+}
 
+/** The bytes of the section named `name` (".BTF"), without reading symbols or relocations. */
+export function sectionData(bytes: Buffer, name: string): Buffer | undefined {
+  return readSections(bytes).find((s) => s.name === name)?.data;
+}
+
+export function readElf(bytes: Buffer): ElfFile {
+  const sections = readSections(bytes);
   const symtab = sections.find((s) => s.type === SHT_SYMTAB);
   if (!symtab) throw new ElfError("missing symbol table");
   const strtab = sections[symtab.link]?.data ?? Buffer.alloc(0);

@@ -8,8 +8,8 @@
  */
 import { closeFd, objGetInfo, ProgLoadError, progGetFdById, progLoad } from "../../sys/bpf-syscall";
 import { ATTR, BPF_ATTACH_TYPE, BPF_MISC, BPF_PROG_TYPE } from "../../sys/bpf-uapi";
-import type { KernelFunction } from "./btf";
 import type { ProgramSpec } from "./elf";
+import type { KernelFunction } from "./kfuncs";
 import type { BpfMap } from "./maps";
 
 const BPF_LD_IMM64 = 0x18; // BPF_LD | BPF_IMM | BPF_DW
@@ -64,7 +64,7 @@ export interface LoadOptions {
   license: string;
   /** Maps by name, for the relocations. */
   maps: ReadonlyMap<string, BpfMap>;
-  /** Kernel functions by name, for programs that call any (see btf.ts). */
+  /** Kernel functions by name, for programs that call any (see kfuncs.ts). */
   kernelFunctions?: ReadonlyMap<string, KernelFunction>;
   /** Left 0 (none) by default: tcx and netkit both accept SCHED_CLS programs without one,
    * so one program can serve either hook. */

@@ -20,9 +20,10 @@ export interface CType<T> {
   readonly c: string;
   readonly size: number;
   readonly align: number;
-  /** An array's element and length (the BTF check compares them too). */
+  /** An array's element and length, a struct's layout (the BTF check compares them too). */
   readonly element?: CType<unknown>;
   readonly length?: number;
+  readonly fields?: readonly Field[];
   read(buf: Buffer, at: number): T;
   /** Writes `value` at `at` of a zeroed buffer (what it leaves out stays zero). */
   write(buf: Buffer, at: number, value: T): void;
@@ -134,9 +135,15 @@ export interface Field {
   offset: number;
 }
 
-export interface Struct<F extends Fields> extends CType<StructValue<F>> {
+/** What the BTF check reads of a struct: its C name, fields and size. */
+export interface StructLayout {
   /** The C name, without `struct`. */
   readonly name: string;
+  readonly fields: readonly Field[];
+  readonly size: number;
+}
+
+export interface Struct<F extends Fields> extends CType<StructValue<F>>, StructLayout {
   readonly fields: readonly Field[];
   /** The fields given, the rest zero, as C's designated initialisers leave them. */
   encode(value: StructInit<F>): Buffer;

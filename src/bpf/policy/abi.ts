@@ -5,7 +5,7 @@
  */
 import { type Family, ipBytes } from "../../cni/address";
 import { ENDPOINT_KEY } from "../fastpath/abi";
-import { addressText, array, be16, bytes, struct, u8, u32, u64, u64Key } from "../loader/struct";
+import { addressText, array, be16, bytes, type StructLayout, struct, u8, u32, u64, u64Key } from "../loader/struct";
 
 export const POLICY_MAP_NAMES = {
   endpoints: "nkc_pol_ep",
@@ -75,6 +75,17 @@ export const POL_EVENT = struct("nkc_pol_event", {
   src: bytes(16),
   dst: bytes(16),
 });
+
+/** NetworkPolicy's structs, which the node's objects lay out. */
+export const POLICY_STRUCTS: readonly StructLayout[] = [
+  POL_EP,
+  POL_POD,
+  POL_PEER_KEY,
+  POL_PORT_KEY,
+  POL_CT,
+  POL_STATS,
+  POL_EVENT,
+];
 
 export const policyEndpointValue = (podKey: bigint): Buffer => POL_EP.encode({ podKey });
 export const decodePolicyEndpoint = (value: Buffer): bigint => POL_EP.decode(value).podKey;

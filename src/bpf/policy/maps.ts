@@ -14,11 +14,13 @@ import { type MapSpec, readObject } from "../loader/elf";
 import { mapPin } from "../loader/layout";
 import { BpfMap } from "../loader/maps";
 import { openOrCreatePinnedMap } from "../loader/pinned-map";
+import { checkStructs } from "../loader/struct-btf";
 import {
   decodePolicyPod,
   POL_PEER_KEY,
   POL_PORT_KEY,
   POLICY_MAP_NAMES,
+  POLICY_STRUCTS,
   type PolicyPodEntry,
   type PolicyStats,
   podKeyBytes,
@@ -96,6 +98,7 @@ export function openPolicyMaps(bpffsRoot: string): PolicyMaps | undefined {
 /** The pinned maps, made from the pod object's specs where nothing made them yet (the
  * agent writes policies before the first pod of the node arrives). Loads no program. */
 export function openOrCreatePolicyMaps(bpffsRoot: string, lxcObject: Buffer): PolicyMaps {
+  checkStructs(lxcObject, POLICY_STRUCTS, "bpf_lxc.o");
   const specs = new Map(readObject(lxcObject).maps.map((spec) => [spec.name, spec]));
   return byRole((name) => {
     const spec = specs.get(name);

@@ -3,7 +3,8 @@
  * bpf/include/nkc_abi.h, each declared once as a field table (loader/struct.ts), with
  * the encodings callers use. Pure: no kernel calls.
  */
-import { addressText, array, bytes, struct, u16, u32, u64, u64Key } from "../loader/struct";
+import { MAP_DEF } from "../loader/elf";
+import { addressText, array, bytes, type StructLayout, struct, u16, u32, u64, u64Key } from "../loader/struct";
 
 /** The socket bypass's maps and programs (bpf/bpf_sock.c), loaded only where a network asks for it. */
 export const SOCK_MAP_NAMES = {
@@ -45,6 +46,10 @@ export const SOCK_ADMITTED = struct("nkc_sock_admitted", {
   hostIfindex: u32,
   state: u32,
 });
+
+/** What bpf_sock.o shares with user space: its map definitions and the bypass's structs. */
+export const SOCK_OBJECT = "bpf_sock.o";
+export const SOCK_STRUCTS: readonly StructLayout[] = [MAP_DEF, SOCK_KEY, SOCK_STATS, SOCK_POD, SOCK_ADMITTED];
 
 /** One TCP socket of the bypass, from its own side. */
 export interface SockKey {

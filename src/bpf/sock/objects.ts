@@ -20,11 +20,14 @@ import { pinExists } from "../loader/pins";
 import { loadProgramSet } from "../loader/program-set";
 import type { BpfProgram } from "../loader/programs";
 import { u32Key } from "../loader/struct";
+import { checkStructs } from "../loader/struct-btf";
 import {
   decodeSockAdmitted,
   decodeSockKey,
   SOCK_MAP_NAMES,
+  SOCK_OBJECT,
   SOCK_PROGRAM_NAMES,
+  SOCK_STRUCTS,
   type SockCounters,
   socketCookieKey,
   sumSockCounters,
@@ -61,6 +64,7 @@ export interface SockPrograms {
 export function loadSockPrograms(bpffsRoot: string, object: Buffer, epoch: number, endpoints: BpfMap): SockPrograms {
   const opened: { close(): void }[] = [];
   try {
+    checkStructs(object, SOCK_STRUCTS, SOCK_OBJECT);
     const spec = readObject(object);
     const byName = new Map<string, BpfMap>([[endpoints.spec.name, endpoints]]);
     for (const mapSpec of spec.maps) {
@@ -108,7 +112,7 @@ export function loadSockPrograms(bpffsRoot: string, object: Buffer, epoch: numbe
 
 function required(byName: ReadonlyMap<string, BpfMap>, name: string): BpfMap {
   const map = byName.get(name);
-  if (!map) throw new Error(`map ${name} missing from bpf_sock.o`);
+  if (!map) throw new Error(`map ${name} missing from ${SOCK_OBJECT}`);
   return map;
 }
 

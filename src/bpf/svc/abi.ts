@@ -6,7 +6,21 @@
  * spells them.
  */
 import { familyOf, ipBytes } from "../../cni/address";
-import { addressText, array, be16, bytes, struct, u8, u16, u32, u32Key, u64, u64Key } from "../loader/struct";
+import { MAP_DEF } from "../loader/elf";
+import {
+  addressText,
+  array,
+  be16,
+  bytes,
+  type StructLayout,
+  struct,
+  u8,
+  u16,
+  u32,
+  u32Key,
+  u64,
+  u64Key,
+} from "../loader/struct";
 
 export const SVC_MAP_NAMES = {
   services: "nkc_svc_services",
@@ -85,6 +99,24 @@ export const SVC_CLIENT = struct("nkc_svc_client", {
 });
 /** nkc_svc_stats' value (per CPU, one slot): a count per SVC_COUNTER_NAMES. */
 export const SVC_STATS = struct("nkc_svc_stats", { v: array(u64, 4) });
+
+/** What bpf_svc.o shares with user space: its map definitions and translation's structs. */
+export const SVC_OBJECT = "bpf_svc.o";
+export const SVC_STRUCTS: readonly StructLayout[] = [
+  MAP_DEF,
+  SVC_KEY,
+  SVC,
+  SVC_SLOT_KEY,
+  SVC_BACKEND,
+  SVC_PEER,
+  SVC_PAIR,
+  SVC_HELD,
+  SVC_CLIENT,
+  SVC_STATS,
+];
+/** What bpf_svc_destroy.o shares: the withdrawn pairs' key. */
+export const SVC_DESTROY_OBJECT = "bpf_svc_destroy.o";
+export const SVC_DESTROY_STRUCTS: readonly StructLayout[] = [MAP_DEF, SVC_KEY, SVC_PEER, SVC_PAIR];
 
 /** A front end as the programs hold it: IPv4 in the first 4 of 16 bytes. */
 const frontendKey = (f: SvcFrontend) => ({

@@ -12,13 +12,22 @@ import * as fs from "node:fs";
 import { closeFd, iterCreate, objGetInfo } from "../../sys/bpf-syscall";
 import { ATTR, BPF_MAP_TYPE, SIZEOF } from "../../sys/bpf-uapi";
 import { inNetns } from "../../sys/netns";
-import { type KernelFunctions, resolveKernelFunctions } from "../loader/btf";
 import type { MapSpec, ObjectSpec, ProgramSpec } from "../loader/elf";
 import { readObject } from "../loader/elf";
+import { type KernelFunctions, resolveKernelFunctions } from "../loader/kfuncs";
 import { attachIterator, type BpfLink } from "../loader/links";
 import { BpfMap } from "../loader/maps";
 import { iteratorTarget, loadProgram } from "../loader/programs";
-import { pairKey, SVC_BACKENDS_MAX, SVC_MAP_NAMES, type SvcBackend, type SvcFrontend } from "./abi";
+import { checkStructs } from "../loader/struct-btf";
+import {
+  pairKey,
+  SVC_BACKENDS_MAX,
+  SVC_DESTROY_OBJECT,
+  SVC_DESTROY_STRUCTS,
+  SVC_MAP_NAMES,
+  type SvcBackend,
+  type SvcFrontend,
+} from "./abi";
 
 const PROGRAMS = ["nkc_svc_destroy_tcp", "nkc_svc_destroy_udp"] as const;
 const WITHDRAWN_MAP = "nkc_svc_withdrawn";
@@ -46,6 +55,7 @@ export class SocketCloser {
   /** Loads the iterators once, against socket storage of their own, so that a kernel
    * that cannot run them says so now rather than at the first withdrawal. */
   static load(object: Buffer): SocketCloser {
+    checkStructs(object, SVC_DESTROY_STRUCTS, SVC_DESTROY_OBJECT);
     const spec = readObject(object);
     const mapSpec = (name: string, type: number): MapSpec => {
       const m = spec.maps.find((s) => s.name === name);

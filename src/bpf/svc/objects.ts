@@ -9,19 +9,22 @@
  */
 import * as fs from "node:fs";
 import { monotonicNs } from "../../sys/clock";
-import { readObject } from "../loader/elf";
+import { type ObjectSpec, readObject } from "../loader/elf";
 import { mapPin, svcProgramsRoot } from "../loader/layout";
 import { BpfMap } from "../loader/maps";
 import { openOrCreatePinnedMap } from "../loader/pinned-map";
 import { loadProgramSet } from "../loader/program-set";
 import type { BpfProgram } from "../loader/programs";
 import { u32Key } from "../loader/struct";
+import { checkStructs } from "../loader/struct-btf";
 import {
   cookieBytes,
   decodeClient,
   emptyClient,
   SVC_MAP_NAMES,
+  SVC_OBJECT,
   SVC_PROGRAM_NAMES,
+  SVC_STRUCTS,
   type SvcClient,
   type SvcCounters,
   type SvcHook,
@@ -45,8 +48,8 @@ const HOOKS = Object.keys(SVC_PROGRAM_NAMES) as SvcHook[];
 /** The maps and programs: the newest pinned build's, or this build's, loaded and pinned
  * now. Throws what the kernel said when it cannot. */
 export function loadSvcPrograms(bpffsRoot: string, object: Buffer, epoch: number): SvcPrograms {
-  const spec = readObject(object);
-  const maps = openOrCreateSvcMaps(bpffsRoot, object);
+  const spec = readSvcObject(object);
+  const maps = svcMapsFrom(bpffsRoot, spec);
   try {
     const set = loadProgramSet({
       setsDir: svcProgramsRoot(bpffsRoot),
@@ -199,10 +202,20 @@ export function readSvcCounters(stats: BpfMap): SvcCounters {
  * fills the Service tables before the first translating pod arrives). Loads no program.
  */
 export function openOrCreateSvcMaps(bpffsRoot: string, object: Buffer): SvcMaps & { close(): void } {
-  const specs = new Map(readObject(object).maps.map((spec) => [spec.name, spec]));
+  return svcMapsFrom(bpffsRoot, readSvcObject(object));
+}
+
+function svcMapsFrom(bpffsRoot: string, object: ObjectSpec): SvcMaps & { close(): void } {
+  const specs = new Map(object.maps.map((spec) => [spec.name, spec]));
   return mapsByRole((name) => {
     const spec = specs.get(name);
-    if (!spec) throw new Error(`map ${name} missing from bpf_svc.o`);
+    if (!spec) throw new Error(`map ${name} missing from ${SVC_OBJECT}`);
     return openOrCreatePinnedMap(spec, mapPin(bpffsRoot, name));
   });
+}
+
+/** bpf_svc.o read, once its structs are found laid out as user space writes them. */
+function readSvcObject(object: Buffer): ObjectSpec {
+  checkStructs(object, SVC_STRUCTS, SVC_OBJECT);
+  return readObject(object);
 }
