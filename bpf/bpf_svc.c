@@ -50,7 +50,7 @@ NKC_MAP(nkc_svc_netns, BPF_MAP_TYPE_HASH, __u64, __u32, NKC_SVC_PODS_MAX, BPF_F_
 /* A pod's host ifindex -> its netns cookie: userspace's record of who asked. */
 NKC_MAP(nkc_svc_pods, BPF_MAP_TYPE_HASH, __u32, __u64, NKC_SVC_PODS_MAX, BPF_F_NO_PREALLOC);
 /* A pod's netns cookie -> its affinity and counters. Made by userspace with the pod's
- * record, before it (src/bpf/svc.ts), and gone with it; the programs only change what is
+ * record, before it (src/bpf/svc/objects.ts), and gone with it; the programs only change what is
  * in it. Never full: it has room for every pod nkc_svc_netns can hold. */
 NKC_MAP(nkc_svc_clients, BPF_MAP_TYPE_HASH, __u64, struct nkc_svc_client, NKC_SVC_PODS_MAX, BPF_F_NO_PREALLOC);
 NKC_MAP(nkc_svc_stats, BPF_MAP_TYPE_PERCPU_ARRAY, __u32, struct nkc_svc_stats, 1, 0);

@@ -210,8 +210,40 @@ async function buildBunExecutable() {
   report(exe);
 }
 
+/**
+ * Holds each eBPF object's structs, as its BTF (clang -g) lays them out, against user
+ * space's field tables (src/bpf/structs.ts): a field moved in C and not in TypeScript,
+ * or the other way round, fails the build here, named, instead of corrupting a map. The
+ * module is pure; esbuild bundles it in memory and it runs in this process.
+ */
+async function checkStructLayouts(dir) {
+  const { outputFiles } = await esbuild.build({
+    entryPoints: [path.join(root, "src/bpf/structs.ts")],
+    bundle: true,
+    platform: "node",
+    target: "node20",
+    format: "cjs",
+    write: false,
+    logLevel: "warning",
+  });
+  const module = { exports: {} };
+  new Function("module", "exports", "require", outputFiles[0].text)(module, module.exports, require);
+  const objects = new Map(
+    BPF_ASSETS.filter((f) => f.endsWith(".o")).map((f) => [f, fs.readFileSync(path.join(dir, f))]),
+  );
+  const problems = module.exports.builtObjectMismatches(objects);
+  if (problems.length > 0) {
+    console.error(
+      `${path.relative(root, dir)}: the objects and src/bpf disagree on struct layouts:\n  ${problems.join("\n  ")}`,
+    );
+    process.exit(1);
+  }
+}
+
 fs.mkdirSync(dist, { recursive: true });
-// The eBPF objects first: they travel inside both executables.
+// The eBPF objects first: they travel inside both executables, and their structs must be
+// laid out as user space reads them.
 execFileSync(path.join(root, "scripts/build-bpf.sh"), [path.join(dist, "bpf")], { stdio: "inherit" });
+await checkStructLayouts(path.join(dist, "bpf"));
 await buildNodeExecutable();
 await buildBunExecutable();

@@ -28,8 +28,7 @@
 import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { openSockMaps, readSockCounters, type SockCounters } from "../../src/bpf/index";
-import { sockLinkPins } from "../../src/bpf/layout";
+import { openSockMaps, readSockCounters, type SockCounters, sockLinkPins } from "../../src/bpf/index";
 import { cgroup2Root } from "../../src/datapath/sockbypass";
 import { startListening } from "../../test/support/servers";
 import { addPod, type ClusterNode, ifindexOf, makeCluster, type Pod } from "../../test/support/topology";

@@ -1,8 +1,9 @@
 /*
- * The layouts shared with userspace: map definitions, map keys and values.
- * src/bpf/ mirrors every struct here byte for byte (src/bpf/abi.ts); the
- * _Static_asserts pin the sizes so a change here fails the build instead of
- * silently skewing the loader. Owns layouts only: no logic, no maps.
+ * The layouts shared with userspace: map definitions, map keys and values. src/bpf/
+ * declares every struct here again as a field table (fastpath/abi.ts, sock/abi.ts,
+ * bandwidth/abi.ts, nkc_map_def in loader/elf.ts), which the build and every load hold
+ * against the objects' BTF: a field moved here alone fails both, by name (README.md,
+ * "Maps"). The _Static_asserts pin the sizes. Owns layouts only: no logic, no maps.
  */
 #ifndef NKC_ABI_H
 #define NKC_ABI_H

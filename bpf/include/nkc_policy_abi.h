@@ -1,6 +1,7 @@
 /*
- * NetworkPolicy's layouts (lib/policy.h), shared with userspace (src/bpf/policy-abi.ts
- * mirrors them byte for byte; the _Static_asserts pin the sizes). Who writes what:
+ * NetworkPolicy's layouts (lib/policy.h), shared with userspace (src/bpf/policy/abi.ts
+ * declares each again as a field table, held against the objects' BTF at build and at
+ * load; the _Static_asserts pin the sizes). Who writes what:
  *
  *   nkc_pol_ep     the plugin, at ADD of a pod of a network with "networkPolicy": true:
  *                  host ifindex -> the pod's key (its namespace/name, hashed)

@@ -1,10 +1,11 @@
 /*
  * The layouts of Service translation (bpf_svc.c) shared with userspace
- * (src/bpf/svc-abi.ts mirrors every struct here byte for byte). Apart from
- * nkc_abi.h because only bpf_svc.c and its loader read them. Layouts only.
+ * (src/bpf/svc/abi.ts declares each again as a field table, held against the objects'
+ * BTF at build and at load). Apart from nkc_abi.h because only bpf_svc.c and its
+ * loader read them. Layouts only.
  *
  * How a connect finds its backend, and the order userspace writes in so that every
- * read on the way sees a consistent table (src/bpf/svc-table.ts):
+ * read on the way sees a consistent table (src/bpf/svc/table.ts):
  *
  *   nkc_svc_services  (family, ClusterIP, port, protocol) -> id, backend count, affinity
  *   nkc_svc_slots     (service id, slot < count)          -> backend id

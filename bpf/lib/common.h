@@ -48,7 +48,15 @@ _Static_assert(TCX_REDIRECT == NETKIT_REDIRECT, "tcx and netkit REDIRECT differ"
 static const unsigned long long nkc_build_epoch __attribute__((section(".nkc.build"), used)) = NKC_BUILD_EPOCH;
 #endif
 
+/* Puts a type in the object's BTF, which clang -g writes for the types of globals (not
+ * of locals): a pointer to it, in a section no loader reads. Every map's key and value
+ * get one, so user space can hold its declaration of each struct it reads or writes
+ * against the compiler's (src/bpf/loader/struct-btf.ts), at build and at load. */
+#define NKC_BTF_TYPE(name_, type_) type_ *nkc_btf_##name_ __attribute__((section(".nkc.types"), used))
+
 #define NKC_MAP(name_, type_, key_t, value_t, max_, flags_)                    \
+	NKC_BTF_TYPE(name_##_key, key_t);                                      \
+	NKC_BTF_TYPE(name_##_value, value_t);                                  \
 	struct nkc_map_def name_ SEC("maps") = {                               \
 		.type = (type_),                                               \
 		.key_size = sizeof(key_t),                                     \
@@ -60,6 +68,7 @@ static const unsigned long long nkc_build_epoch __attribute__((section(".nkc.bui
 /* A FIFO of `max_` values (BPF_MAP_TYPE_QUEUE): no key. Userspace pops with
  * BPF_MAP_LOOKUP_AND_DELETE_ELEM, no mmap needed. */
 #define NKC_QUEUE(name_, value_t, max_)                                        \
+	NKC_BTF_TYPE(name_##_value, value_t);                                  \
 	struct nkc_map_def name_ SEC("maps") = {                               \
 		.type = BPF_MAP_TYPE_QUEUE,                                    \
 		.value_size = sizeof(value_t),                                 \

@@ -45,12 +45,14 @@
 #endif
 
 /* Inner maps: LRU_HASH nkc_flow_key -> nkc_direct_flow, NKC_DIRECT_TABLE_SIZE entries
- * (created by userspace, see src/bpf/direct.ts). nkc_flow_owner has one entry per
+ * (created by userspace, see src/bpf/fastpath/direct.ts). nkc_flow_owner has one entry per
  * endpoint; NKC_MAX_ENDPOINTS of them. */
 NKC_MAP(nkc_flow_tables, BPF_MAP_TYPE_ARRAY_OF_MAPS, __u32, __u32, NKC_MAX_ENDPOINTS, 0);
 NKC_MAP(nkc_flow_owner, BPF_MAP_TYPE_HASH, __u32, struct nkc_flow_owner, NKC_MAX_ENDPOINTS, 0);
 NKC_MAP(nkc_flow_pool, BPF_MAP_TYPE_ARRAY, __u32, struct nkc_flow_pool, 1, 0);
 NKC_MAP(nkc_direct_stats, BPF_MAP_TYPE_PERCPU_HASH, __u32, struct nkc_direct_stats, NKC_MAX_ENDPOINTS, 0);
+NKC_BTF_TYPE(nkc_ep_flows_key, struct nkc_flow_key);
+NKC_BTF_TYPE(nkc_ep_flows_value, struct nkc_direct_flow);
 
 #define NKC_SYNACK_WINDOW_NS (5ULL * 1000000000ULL)
 #define NKC_ECHO_WINDOW_NS   (5ULL * 1000000000ULL)

@@ -58,10 +58,11 @@ NKC_MAP(nkc_pol_ports, BPF_MAP_TYPE_LPM_TRIE, struct nkc_pol_port_key, __u64, NK
 	BPF_F_NO_PREALLOC);
 NKC_MAP(nkc_pol_vips, BPF_MAP_TYPE_HASH, struct nkc_endpoint_key, __u32, NKC_POL_VIPS_MAX, 0);
 /* Inner maps: LRU_HASH nkc_flow_key -> nkc_pol_ct, NKC_POL_CT_SIZE entries, made by
- * userspace (src/bpf/policy-ct.ts), owned per pod as the direct-flow tables are. */
+ * userspace (src/bpf/policy/ct.ts), owned per pod as the direct-flow tables are. */
 NKC_MAP(nkc_pol_ct_tables, BPF_MAP_TYPE_ARRAY_OF_MAPS, __u32, __u32, NKC_MAX_ENDPOINTS, 0);
 NKC_MAP(nkc_pol_ct_owner, BPF_MAP_TYPE_HASH, __u32, struct nkc_flow_owner, NKC_MAX_ENDPOINTS, 0);
 NKC_MAP(nkc_pol_ct_pool, BPF_MAP_TYPE_ARRAY, __u32, struct nkc_flow_pool, 1, 0);
+NKC_BTF_TYPE(nkc_pol_ct_value, struct nkc_pol_ct);
 NKC_MAP(nkc_pol_stats, BPF_MAP_TYPE_PERCPU_HASH, __u32, struct nkc_pol_stats, NKC_MAX_ENDPOINTS, 0);
 NKC_QUEUE(nkc_pol_events, struct nkc_pol_event, NKC_POL_EVENTS_MAX);
 
@@ -500,7 +501,7 @@ static __always_inline int nkc_pol_related(struct nkc_pol_scratch *s, struct __s
  * judged on) and remembered for its replies. A drop is counted and told here; the caller
  * drops.
  *
- * A subprogram, not inlined (src/bpf/subprograms.ts links it into each program): its
+ * A subprogram, not inlined (src/bpf/loader/subprograms.ts links it into each program): its
  * stack frame goes when it returns, so the verifier's paths through it merge again in
  * the caller, which may judge twice (nkc_pod_policy: a local sender's egress, then the
  * receiver's ingress) and goes on to redirect.

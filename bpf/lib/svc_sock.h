@@ -4,7 +4,7 @@
  * kernel frees with the socket. Nothing about one socket lives in a map any other
  * socket's traffic can fill, so no pod's churn takes another pod's way back.
  * Socket storage must be created with BPF_F_NO_PREALLOC and no max_entries; the loader
- * gives it the types the kernel asks for (src/bpf/map-btf.ts).
+ * gives it the types the kernel asks for (src/bpf/loader/map-btf.ts).
  */
 #ifndef NKC_SVC_SOCK_H
 #define NKC_SVC_SOCK_H

@@ -2,28 +2,7 @@
  * The public face of src/bpf: what the datapath and commands use. Nothing here but
  * re-exports, so callers do not depend on the module layout below.
  */
-export type {
-  BandwidthMode,
-  CounterName,
-  Counters,
-  DropReason,
-  Drops,
-  FlowKey,
-  FlowStats,
-  IngressMode,
-  SockCounters,
-  SockPod,
-} from "./abi";
-export {
-  COUNTER_NAMES,
-  DIRECT_TABLE_SIZE,
-  DROP_REASONS,
-  MAP_NAMES,
-  PROGRAM_NAMES,
-  SOCK_MAP_NAMES,
-  SOCK_PER_POD,
-  SOCK_PROGRAM_NAMES,
-} from "./abi";
+export type { BandwidthMode, IngressMode } from "./bandwidth/abi";
 export {
   deletePodLimits,
   type EgressEnforcement,
@@ -32,9 +11,11 @@ export {
   type PodLimits,
   podLimits,
   setPodLimits,
-} from "./bandwidth";
-export { setNetworkClusterCidrs } from "./cluster";
-export { readCounters, readDrops } from "./counters";
+} from "./bandwidth/limits";
+export type { CounterName, Counters, DropReason, Drops, FlowKey, FlowStats } from "./fastpath/abi";
+export { COUNTER_NAMES, DIRECT_TABLE_SIZE, DROP_REASONS, MAP_NAMES, PROGRAM_NAMES } from "./fastpath/abi";
+export { setNetworkClusterCidrs } from "./fastpath/cluster";
+export { readCounters, readDrops } from "./fastpath/counters";
 export {
   createFlowTable,
   DIRECT_TABLE_SPEC,
@@ -42,10 +23,10 @@ export {
   listEndpointFlows,
   type RememberedFlow,
   readFlowStats,
-} from "./direct";
-export { type MapSpec, type ObjectSpec, type ProgramSpec, readObject } from "./elf";
-export { type EndpointEntry, EndpointMap } from "./endpoints";
-export { conntrackUnavailable } from "./kernel-probe";
+} from "./fastpath/direct";
+export { type EndpointEntry, EndpointMap } from "./fastpath/endpoints";
+export { conntrackUnavailable } from "./fastpath/kernel-probe";
+export { type MapSpec, type ObjectSpec, type ProgramSpec, readObject } from "./loader/elf";
 export {
   ENDPOINT_PINS,
   endpointDir,
@@ -65,7 +46,7 @@ export {
   svcRoot,
   uplinkPin,
   uplinkRoot,
-} from "./layout";
+} from "./loader/layout";
 export {
   attachCgroup,
   attachCgroupSockOps,
@@ -76,8 +57,19 @@ export {
   BpfLink,
   type NetkitHook,
   type TcxDirection,
-} from "./links";
-export { BpfMap } from "./maps";
+} from "./loader/links";
+export { BpfMap } from "./loader/maps";
+export {
+  ensureBpffs,
+  ensureBpffsRoot,
+  isBpffs,
+  openPin,
+  pinExists,
+  pinObject,
+  requireNodeBpffs,
+  unpin,
+} from "./loader/pins";
+export { BpfProgram, loadProgram, programName, sectionAttachType } from "./loader/programs";
 export {
   buildName,
   loadNodePrograms,
@@ -95,16 +87,6 @@ export {
 } from "./node";
 export { type MapOccupancy, pinnedMapOccupancy } from "./occupancy";
 export {
-  ensureBpffs,
-  ensureBpffsRoot,
-  isBpffs,
-  openPin,
-  pinExists,
-  pinObject,
-  requireNodeBpffs,
-  unpin,
-} from "./pins";
-export {
   forgetPodState,
   type GonePod,
   makePodState,
@@ -114,6 +96,20 @@ export {
   podStateMismatches,
   withPodStateMaps,
 } from "./pod-state";
+export {
+  decodePolicyEvent,
+  decodePolicyPod,
+  POL_F_INCOMPLETE,
+  POL_F_ISOLATED_IN,
+  POL_F_ISOLATED_OUT,
+  POL_F_PENDING,
+  POLICY_MAP_NAMES,
+  type PolicyEvent,
+  type PolicyPodEntry,
+  type PolicyStats,
+  podKeyBytes,
+  vipKey,
+} from "./policy/abi";
 export {
   applyTableWrites,
   deletePolicyPod,
@@ -134,23 +130,22 @@ export {
   recordPolicyEndpoint,
   sweepPolicySlots,
   writePolicyPod,
-} from "./policy";
+} from "./policy/maps";
 export {
-  decodePolicyEvent,
-  decodePolicyPod,
-  POL_F_INCOMPLETE,
-  POL_F_ISOLATED_IN,
-  POL_F_ISOLATED_OUT,
-  POL_F_PENDING,
-  POLICY_MAP_NAMES,
-  type PolicyEvent,
-  type PolicyPodEntry,
-  type PolicyStats,
-  podKeyBytes,
-  vipKey,
-} from "./policy-abi";
-export { type DatapathRule, type SlotTables, slotTables, slotWrites, type TableWrite } from "./policy-tables";
-export { BpfProgram, loadProgram, programName, sectionAttachType } from "./programs";
+  type DatapathRule,
+  type SlotTables,
+  samePorts,
+  slotTables,
+  slotWrites,
+  type TableWrite,
+} from "./policy/tables";
+export {
+  SOCK_MAP_NAMES,
+  SOCK_PER_POD,
+  SOCK_PROGRAM_NAMES,
+  type SockCounters,
+  type SockPod,
+} from "./sock/abi";
 export {
   type BypassedSocket,
   forgetSocketsOf,
@@ -160,21 +155,8 @@ export {
   readSockCounters,
   type SockMaps,
   type SockPrograms,
-} from "./sock";
-export { readSockPod, recordSockPod, sockPodIfindexes } from "./sock-pods";
-export {
-  forgetSvcPod,
-  loadSvcPrograms,
-  openOrCreateSvcMaps,
-  openSvcMaps,
-  readSvcClients,
-  readSvcCounters,
-  recordSvcPod,
-  type SvcMaps,
-  type SvcPrograms,
-  svcPodIfindexes,
-  svcTables,
-} from "./svc";
+} from "./sock/objects";
+export { readSockPod, recordSockPod, sockPodIfindexes } from "./sock/pods";
 export {
   pairKey,
   SVC_MAP_NAMES,
@@ -187,6 +169,19 @@ export {
   type SvcFrontend,
   type SvcHook,
   type SvcProtocol,
-} from "./svc-abi";
-export { SocketCloser } from "./svc-destroy";
-export { frontendText, type ServiceEntry, ServiceTable } from "./svc-table";
+} from "./svc/abi";
+export { SocketCloser } from "./svc/destroy";
+export {
+  forgetSvcPod,
+  loadSvcPrograms,
+  openOrCreateSvcMaps,
+  openSvcMaps,
+  readSvcClients,
+  readSvcCounters,
+  recordSvcPod,
+  type SvcMaps,
+  type SvcPrograms,
+  svcPodIfindexes,
+  svcTables,
+} from "./svc/objects";
+export { frontendText, type ServiceEntry, ServiceTable } from "./svc/table";

@@ -2,7 +2,7 @@
  * The node-wide datapath objects: the maps every program shares, pinned once under
  * `<bpffsRoot>/maps/`, and our programs loaded against them. The entry point the ADD,
  * DEL, CHECK and GC commands use; it composes the layers below and never attaches
- * anything itself (callers pick devices and hooks, see links.ts).
+ * anything itself (callers pick devices and hooks, see loader/links.ts).
  *
  * Each build comes in two variants that differ in how they keep NAT'd flows on the stack
  * (bpf/lib/direct.h): "conntrack" asks the kernel's conntrack through kfuncs, which
@@ -21,20 +21,22 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { sha256Hex } from "../sys/sha256";
-import { type Counters, MAP_NAMES, PROGRAM_NAMES } from "./abi";
-import { setNetworkClusterCidrs } from "./cluster";
-import { readCounters } from "./counters";
-import { DIRECT_TABLE_SPEC, type FlowTableMaps } from "./direct";
-import { type MapSpec, type ObjectSpec, readObject } from "./elf";
-import { EndpointMap } from "./endpoints";
-import { resolveConntrackFunctions } from "./kernel-probe";
-import { mapPin, programsRoot } from "./layout";
-import { BpfMap, specMismatches } from "./maps";
-import { openOrCreatePinnedMap } from "./pinned-map";
-import { ensureBpffs, openPin, replacePin } from "./pins";
-import { POLICY_MAP_NAMES } from "./policy-abi";
-import { POLICY_CT_SPEC } from "./policy-ct";
-import { BpfProgram, firstLine, loadProgram } from "./programs";
+import { type Counters, MAP_NAMES, PROGRAM_NAMES } from "./fastpath/abi";
+import { setNetworkClusterCidrs } from "./fastpath/cluster";
+import { readCounters } from "./fastpath/counters";
+import { DIRECT_TABLE_SPEC, type FlowTableMaps } from "./fastpath/direct";
+import { EndpointMap } from "./fastpath/endpoints";
+import { resolveConntrackFunctions } from "./fastpath/kernel-probe";
+import { type MapSpec, type ObjectSpec, readObject } from "./loader/elf";
+import { mapPin, programsRoot } from "./loader/layout";
+import { BpfMap, specMismatches } from "./loader/maps";
+import { openOrCreatePinnedMap } from "./loader/pinned-map";
+import { ensureBpffs, openPin, replacePin } from "./loader/pins";
+import { BpfProgram, firstLine, loadProgram } from "./loader/programs";
+import { checkStructs } from "./loader/struct-btf";
+import { POLICY_MAP_NAMES } from "./policy/abi";
+import { POLICY_CT_SPEC } from "./policy/ct";
+import { NODE_STRUCTS } from "./structs";
 
 /** How a variant keeps NAT'd flows on the stack; in order of preference. */
 export const NAT_CHECKS = ["conntrack", "memory"] as const;
@@ -80,7 +82,7 @@ export function nodeObjectsFrom(read: (file: string) => Buffer | undefined): Nod
 const NODE_MAP_NAMES: readonly string[] = [...Object.values(MAP_NAMES), ...Object.values(POLICY_MAP_NAMES)];
 
 /** Every node map by its role in MAP_NAMES, the pool of per-endpoint flow tables (its
- * three maps) as direct.ts takes it, and NetworkPolicy's maps by their role in
+ * three maps) as fastpath/direct.ts takes it, and NetworkPolicy's maps by their role in
  * POLICY_MAP_NAMES. */
 export type NodeMaps = Record<keyof typeof MAP_NAMES, BpfMap> & {
   flows: FlowTableMaps;
@@ -124,7 +126,7 @@ export interface NodeProgramsOptions {
   clusterCidrs: readonly string[];
   /** The variants a first load may choose from, in order (default NAT_CHECKS). */
   natChecks?: readonly NatCheck[];
-  /** Whose CIDRs these are: the trie holds every network's (cluster.ts). */
+  /** Whose CIDRs these are: the trie holds every network's (fastpath/cluster.ts). */
   network?: string;
 }
 
@@ -249,6 +251,11 @@ function loadAndPinNode(
   natChecks: readonly NatCheck[],
   opened: { close(): void }[],
 ): LoadedNode {
+  // Every struct of both variants laid out as user space writes it, before any map is made.
+  for (const v of NAT_CHECKS) {
+    checkStructs(objects.variants[v].lxc, NODE_STRUCTS, OBJECT_FILES[v].lxc);
+    checkStructs(objects.variants[v].host, NODE_STRUCTS, OBJECT_FILES[v].host);
+  }
   const parsed = Object.fromEntries(
     NAT_CHECKS.map((v) => [
       v,

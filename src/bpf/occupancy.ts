@@ -4,18 +4,19 @@
  * Read-only. A map not pinned (no pod yet, no socket bypass or translation asked for) is
  * left out, and so is socket storage (nkc_svc_sock), which belongs to the sockets, not to
  * the node.
- * The flow tables inside nkc_flow_tables are not here (direct.ts reads those); that map
+ * The flow tables inside nkc_flow_tables are not here (fastpath/direct.ts reads those); that map
  * counts the pool's filled slots, and nkc_flow_owner the endpoints that hold one.
  */
 
 import * as fs from "node:fs";
 import { BpfError } from "../sys/bpf-syscall";
 import { BPF_MAP_TYPE } from "../sys/bpf-uapi";
-import { MAP_NAMES, SOCK_MAP_NAMES } from "./abi";
-import { filledSlots } from "./direct";
-import { mapPin } from "./layout";
-import { BpfMap, mapKind } from "./maps";
-import { SVC_MAP_NAMES } from "./svc-abi";
+import { MAP_NAMES } from "./fastpath/abi";
+import { filledSlots } from "./fastpath/direct";
+import { mapPin } from "./loader/layout";
+import { BpfMap, mapKind } from "./loader/maps";
+import { SOCK_MAP_NAMES } from "./sock/abi";
+import { SVC_MAP_NAMES } from "./svc/abi";
 
 export interface MapOccupancy {
   name: string;

@@ -2,7 +2,7 @@
  * Every piece of state a pod has in the node's maps, in one list: what holds it, how ADD
  * makes it, how CHECK compares it with the config, and how DEL and GC forget it, in the
  * order they must. GC and `status` list the ifindex-keyed ones to find the state of
- * devices that are gone. A new per-pod map is its C, its name in abi.ts and one entry
+ * devices that are gone. A new per-pod map is its C, its name in its feature's abi.ts and one entry
  * here; NodeMaps (node.ts) has a field for every name in MAP_NAMES.
  *
  * The endpoint entries are not here: they name the pod's addresses and go first (with
@@ -10,7 +10,6 @@
  * them and then walks this list with the addresses it removed.
  */
 import type { Bandwidth } from "../cni/bandwidth";
-import { ifindexKey, MAP_NAMES, SOCK_MAP_NAMES } from "./abi";
 import {
   deletePodLimits,
   type EgressEnforcement,
@@ -18,16 +17,18 @@ import {
   limitMismatches,
   podLimits,
   setPodLimits,
-} from "./bandwidth";
-import { createFlowTable } from "./direct";
-import type { BpfMap } from "./maps";
+} from "./bandwidth/limits";
+import { ifindexKey, MAP_NAMES } from "./fastpath/abi";
+import { createFlowTable } from "./fastpath/direct";
+import type { BpfMap } from "./loader/maps";
 import type { NodeMaps } from "./node";
-import { markPolicyPending, policyFlowTables, recordPolicyEndpoint } from "./policy";
-import { POL_F_PENDING, POLICY_MAP_NAMES } from "./policy-abi";
-import { forgetSocketsOf, openSockMaps, type SockMaps } from "./sock";
-import { recordSockPod } from "./sock-pods";
-import { forgetSvcPod, openSvcMaps, recordSvcPod, type SvcMaps, svcPodIfindexes } from "./svc";
-import { SVC_MAP_NAMES } from "./svc-abi";
+import { decodePolicyEndpoint, POL_F_PENDING, POLICY_MAP_NAMES } from "./policy/abi";
+import { markPolicyPending, policyFlowTables, recordPolicyEndpoint } from "./policy/maps";
+import { SOCK_MAP_NAMES } from "./sock/abi";
+import { forgetSocketsOf, openSockMaps, type SockMaps } from "./sock/objects";
+import { recordSockPod } from "./sock/pods";
+import { SVC_MAP_NAMES } from "./svc/abi";
+import { forgetSvcPod, openSvcMaps, recordSvcPod, type SvcMaps, svcPodIfindexes } from "./svc/objects";
 
 /** The maps that can hold a pod's state: the node's, and the socket bypass's and Service
  * translation's where a network ever asked for them (undefined elsewhere). */
@@ -98,7 +99,7 @@ export const POD_STATE: readonly PodState[] = [
   nodeMap("counters"), // packets by path
   nodeMap("drops"), // refusals by reason
   // Which slot of the flow-table pool is the pod's: a table of its own under a new
-  // generation, so that nothing an earlier holder wrote proves a flow direct (direct.ts);
+  // generation, so that nothing an earlier holder wrote proves a flow direct (fastpath/direct.ts);
   // forgotten, the table stays in its slot for the next pod.
   nodeMap("flowOwner", { make: ({ node }, pod) => createFlowTable(node.flows, pod.hostIfindex) }),
   nodeMap("flowStats"), // what its flow table remembered and forgot
@@ -130,7 +131,7 @@ export const POD_STATE: readonly PodState[] = [
     check: ({ node }, pod) => {
       if (!pod.policy) return [];
       const v = node.policy.endpoints.lookup(ifindexKey(pod.hostIfindex));
-      return v?.readBigUInt64LE(0) === pod.policy.key ? [] : ["NetworkPolicy: the pod's key is not recorded"];
+      return v && decodePolicyEndpoint(v) === pod.policy.key ? [] : ["NetworkPolicy: the pod's key is not recorded"];
     },
   }),
   policyMap("ctOwner", {
@@ -164,7 +165,7 @@ export const POD_STATE: readonly PodState[] = [
     },
   },
   { map: SOCK_MAP_NAMES.stats, in: (maps) => maps.sock?.stats, byIfindex: true },
-  // Service translation: the pod's namespace, counted for it (svc.ts).
+  // Service translation: the pod's namespace, counted for it (svc/objects.ts).
   {
     map: SVC_MAP_NAMES.pods,
     in: (maps) => maps.svc?.pods,

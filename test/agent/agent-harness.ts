@@ -8,7 +8,7 @@
 import { type ChildProcess, spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { ensureBpffs } from "../../src/bpf/pins";
+import { ensureBpffs } from "../../src/bpf/loader/pins";
 import { BINARY, type Fixture, inNs, sh, uniqueName } from "../support/harness";
 import { netnsForwarder, type StandInApiServer } from "../support/kube-apiserver";
 import { spawnAgentContainer } from "./container";

@@ -8,9 +8,9 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { mapPin } from "../../src/bpf/layout";
-import { BpfMap } from "../../src/bpf/maps";
-import { peerKey, portKey, ruleBits } from "../../src/bpf/policy-abi";
+import { mapPin } from "../../src/bpf/loader/layout";
+import { BpfMap } from "../../src/bpf/loader/maps";
+import { peerKey, portKey, ruleBits } from "../../src/bpf/policy/abi";
 import { AF_INET6 } from "../../src/cni/address";
 import { ceiling } from "../support/ceiling";
 import { BINARY, inNs } from "../support/harness";

@@ -6,9 +6,9 @@
 import { execFileSync } from "node:child_process";
 import * as path from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { attachTcx, BpfLink } from "../../src/bpf/links";
+import { attachTcx, BpfLink } from "../../src/bpf/loader/links";
+import { pinExists, unpin } from "../../src/bpf/loader/pins";
 import { loadNodePrograms, type NodePrograms } from "../../src/bpf/node";
-import { pinExists, unpin } from "../../src/bpf/pins";
 import { BpfError } from "../../src/sys/bpf-syscall";
 import { inNetns } from "../../src/sys/netns";
 import { buildObjects } from "./helpers/bpf-objects";

@@ -5,9 +5,9 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { decodeCidrKey } from "../../src/bpf/abi";
-import { NETWORK_CIDRS_SPEC, setNetworkClusterCidrs } from "../../src/bpf/cluster";
-import { BpfMap } from "../../src/bpf/maps";
+import { decodeCidrKey } from "../../src/bpf/fastpath/abi";
+import { NETWORK_CIDRS_SPEC, setNetworkClusterCidrs } from "../../src/bpf/fastpath/cluster";
+import { BpfMap } from "../../src/bpf/loader/maps";
 import { BPF_MAP_TYPE } from "../../src/sys/bpf-uapi";
 import { TestBpffs } from "./helpers/bpffs";
 

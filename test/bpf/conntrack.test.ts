@@ -14,11 +14,11 @@
  */
 import { execFileSync } from "node:child_process";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import type { Counters } from "../../src/bpf/abi";
-import { createFlowTable } from "../../src/bpf/direct";
-import { conntrackUnavailable } from "../../src/bpf/kernel-probe";
+import type { Counters } from "../../src/bpf/fastpath/abi";
+import { createFlowTable } from "../../src/bpf/fastpath/direct";
+import { conntrackUnavailable } from "../../src/bpf/fastpath/kernel-probe";
+import type { BpfProgram } from "../../src/bpf/loader/programs";
 import { loadNodePrograms, type NodePrograms } from "../../src/bpf/node";
-import type { BpfProgram } from "../../src/bpf/programs";
 import { inNetns } from "../../src/sys/netns";
 import { buildObjects } from "./helpers/bpf-objects";
 import { TestBpffs } from "./helpers/bpffs";

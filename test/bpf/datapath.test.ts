@@ -17,11 +17,11 @@
  * returns its verdict, nothing is transmitted.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import type { Counters } from "../../src/bpf/abi";
-import { createFlowTable, listEndpointFlows, readFlowStats } from "../../src/bpf/direct";
-import { conntrackUnavailable } from "../../src/bpf/kernel-probe";
+import type { Counters } from "../../src/bpf/fastpath/abi";
+import { createFlowTable, listEndpointFlows, readFlowStats } from "../../src/bpf/fastpath/direct";
+import { conntrackUnavailable } from "../../src/bpf/fastpath/kernel-probe";
+import type { BpfProgram } from "../../src/bpf/loader/programs";
 import { loadNodePrograms, type NatCheck, type NodePrograms } from "../../src/bpf/node";
-import type { BpfProgram } from "../../src/bpf/programs";
 import { inNetns } from "../../src/sys/netns";
 import { buildObjects } from "./helpers/bpf-objects";
 import { TestBpffs } from "./helpers/bpffs";

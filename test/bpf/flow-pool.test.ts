@@ -1,12 +1,13 @@
 /**
- * The pool of per-endpoint flow tables (src/bpf/direct.ts): ADD takes a free table, DEL
+ * The pool of per-endpoint flow tables (src/bpf/fastpath/direct.ts): ADD takes a free table, DEL
  * gives it back, and the map of maps changes only when the pool grows, POOL_GROWTH
  * tables at a time. What a handed-on table may prove is datapath.test.ts's ("a table
  * handed to a new holder ...").
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { FLOW_OWNER_SIZE, ifindexKey, u32Key } from "../../src/bpf/abi";
-import { createFlowTable, filledSlots, POOL_GROWTH } from "../../src/bpf/direct";
+import { FLOW_OWNER, ifindexKey } from "../../src/bpf/fastpath/abi";
+import { createFlowTable, filledSlots, POOL_GROWTH } from "../../src/bpf/fastpath/direct";
+import { u32Key } from "../../src/bpf/loader/struct";
 import { loadNodePrograms, type NodePrograms } from "../../src/bpf/node";
 import { ifindexHolders } from "../../src/bpf/pod-state";
 import { buildObjects } from "./helpers/bpf-objects";
@@ -38,8 +39,8 @@ function slotTables(): number[] {
 
 const generation = (ifindex: number) => {
   const v = node.maps.flows.owners.lookup(ifindexKey(ifindex));
-  expect(v?.length).toBe(FLOW_OWNER_SIZE);
-  return v?.readBigUInt64LE(8);
+  expect(v?.length).toBe(FLOW_OWNER.size);
+  return v && FLOW_OWNER.decode(v).gen;
 };
 
 describe("the flow-table pool", () => {

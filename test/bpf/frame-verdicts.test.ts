@@ -11,12 +11,12 @@
  *   uplink nkbup (test/bpf/helpers/test-node.ts)
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import type { DropReason, Drops } from "../../src/bpf/abi";
-import { deletePodLimits, setPodLimits } from "../../src/bpf/bandwidth";
-import { readDrops } from "../../src/bpf/counters";
-import { createFlowTable } from "../../src/bpf/direct";
+import { deletePodLimits, setPodLimits } from "../../src/bpf/bandwidth/limits";
+import type { DropReason, Drops } from "../../src/bpf/fastpath/abi";
+import { readDrops } from "../../src/bpf/fastpath/counters";
+import { createFlowTable } from "../../src/bpf/fastpath/direct";
+import type { BpfProgram } from "../../src/bpf/loader/programs";
 import { loadNodePrograms, type NodePrograms } from "../../src/bpf/node";
-import type { BpfProgram } from "../../src/bpf/programs";
 import { inNetns } from "../../src/sys/netns";
 import { buildObjects } from "./helpers/bpf-objects";
 import { TestBpffs } from "./helpers/bpffs";

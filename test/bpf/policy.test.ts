@@ -17,10 +17,20 @@
  * transmit (helpers/forward.ts).
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { createFlowTable } from "../../src/bpf/direct";
-import { conntrackUnavailable } from "../../src/bpf/kernel-probe";
-import { attachTcx, type BpfLink } from "../../src/bpf/links";
+import { createFlowTable } from "../../src/bpf/fastpath/direct";
+import { conntrackUnavailable } from "../../src/bpf/fastpath/kernel-probe";
+import { attachTcx, type BpfLink } from "../../src/bpf/loader/links";
+import type { BpfProgram } from "../../src/bpf/loader/programs";
 import { loadNodePrograms, type NatCheck, type NodePrograms } from "../../src/bpf/node";
+import {
+  decodePolicyEvent,
+  POL_F_INCOMPLETE,
+  POL_F_ISOLATED_IN,
+  POL_F_ISOLATED_OUT,
+  POL_F_PENDING,
+  type PolicyEvent,
+  vipKey,
+} from "../../src/bpf/policy/abi";
 import {
   applyTableWrites,
   deletePolicyPod,
@@ -31,18 +41,8 @@ import {
   readPolicyStats,
   recordPolicyEndpoint,
   writePolicyPod,
-} from "../../src/bpf/policy";
-import {
-  decodePolicyEvent,
-  POL_F_INCOMPLETE,
-  POL_F_ISOLATED_IN,
-  POL_F_ISOLATED_OUT,
-  POL_F_PENDING,
-  type PolicyEvent,
-  vipKey,
-} from "../../src/bpf/policy-abi";
-import { type DatapathRule, type SlotTables, slotTables, slotWrites } from "../../src/bpf/policy-tables";
-import type { BpfProgram } from "../../src/bpf/programs";
+} from "../../src/bpf/policy/maps";
+import { type DatapathRule, type SlotTables, slotTables, slotWrites } from "../../src/bpf/policy/tables";
 import { AF_INET, AF_INET6 } from "../../src/cni/address";
 import { monotonicNs } from "../../src/sys/clock";
 import { inNetns } from "../../src/sys/netns";

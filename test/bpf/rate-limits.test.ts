@@ -8,18 +8,18 @@
  * Only the memory variant: the limits do not depend on the NAT check.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { ifindexKey } from "../../src/bpf/abi";
 import {
   deletePodLimits,
   type EgressEnforcement,
   type IngressEnforcement,
   podLimits,
   setPodLimits,
-} from "../../src/bpf/bandwidth";
-import { readCounters } from "../../src/bpf/counters";
-import { createFlowTable } from "../../src/bpf/direct";
+} from "../../src/bpf/bandwidth/limits";
+import { ifindexKey } from "../../src/bpf/fastpath/abi";
+import { readCounters } from "../../src/bpf/fastpath/counters";
+import { createFlowTable } from "../../src/bpf/fastpath/direct";
+import type { BpfProgram } from "../../src/bpf/loader/programs";
 import { loadNodePrograms, type NodePrograms } from "../../src/bpf/node";
-import type { BpfProgram } from "../../src/bpf/programs";
 import { monotonicNs } from "../../src/sys/clock";
 import { inNetns } from "../../src/sys/netns";
 import { buildObjects } from "./helpers/bpf-objects";

@@ -1,6 +1,6 @@
 /**
  * Closing a withdrawn backend's sockets (bpf/bpf_svc_destroy.c through
- * src/bpf/svc-destroy.ts): sockets translated by bpf_svc.c's programs (on a cgroup of
+ * src/bpf/svc/destroy.ts): sockets translated by bpf_svc.c's programs (on a cgroup of
  * the test's own) that connected to a (Service, backend) pair given as withdrawn are
  * destroyed in the namespace given, read from their own socket storage, and their owners
  * see ECONNABORTED on their next call; a socket connected to the same backend through
@@ -11,11 +11,11 @@ import { type ChildProcess, spawn } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { probeJit } from "../../src/bpf/kernel-probe";
-import type { BpfLink } from "../../src/bpf/links";
-import { loadSvcPrograms, recordSvcPod, type SvcPrograms, svcTables } from "../../src/bpf/svc";
-import { SocketCloser } from "../../src/bpf/svc-destroy";
-import { ServiceTable } from "../../src/bpf/svc-table";
+import { probeJit } from "../../src/bpf/fastpath/kernel-probe";
+import type { BpfLink } from "../../src/bpf/loader/links";
+import { SocketCloser } from "../../src/bpf/svc/destroy";
+import { loadSvcPrograms, recordSvcPod, type SvcPrograms, svcTables } from "../../src/bpf/svc/objects";
+import { ServiceTable } from "../../src/bpf/svc/table";
 import { ceiling, inGuest } from "../support/ceiling";
 import { makeTestCgroup, removeTestCgroup } from "../support/cgroup";
 import { attachToCgroup, buildObjects, objectsDir } from "./helpers/bpf-objects";

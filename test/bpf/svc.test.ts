@@ -12,7 +12,8 @@ import { execFileSync, spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { BpfLink } from "../../src/bpf/links";
+import type { BpfLink } from "../../src/bpf/loader/links";
+import { backendValue, idBytes, SVC_PROGRAM_NAMES, slotKey, svcKey, svcValue } from "../../src/bpf/svc/abi";
 import {
   loadSvcPrograms,
   readSvcClients,
@@ -20,9 +21,8 @@ import {
   recordSvcPod,
   type SvcPrograms,
   svcTables,
-} from "../../src/bpf/svc";
-import { backendValue, idBytes, SVC_PROGRAM_NAMES, slotKey, svcKey, svcValue } from "../../src/bpf/svc-abi";
-import { ServiceTable } from "../../src/bpf/svc-table";
+} from "../../src/bpf/svc/objects";
+import { ServiceTable } from "../../src/bpf/svc/table";
 import { makeTestCgroup, removeTestCgroup } from "../support/cgroup";
 import { attachToCgroup, buildObjects, objectsDir } from "./helpers/bpf-objects";
 import { TestBpffs } from "./helpers/bpffs";

@@ -12,8 +12,8 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createFlowTable } from "../../src/bpf/direct";
-import { attachTcx, type BpfLink } from "../../src/bpf/links";
+import { createFlowTable } from "../../src/bpf/fastpath/direct";
+import { attachTcx, type BpfLink } from "../../src/bpf/loader/links";
 import { loadNodePrograms, type NodePrograms } from "../../src/bpf/node";
 import { inNetns } from "../../src/sys/netns";
 import { buildObjects } from "./helpers/bpf-objects";

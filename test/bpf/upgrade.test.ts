@@ -8,7 +8,7 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { attachTcx, BpfLink } from "../../src/bpf/links";
+import { attachTcx, BpfLink } from "../../src/bpf/loader/links";
 import { buildName, loadNodePrograms, type NodeObjects } from "../../src/bpf/node";
 import { attachUplink, switchEndpoints } from "../../src/datapath/node-datapath";
 import { inNetns } from "../../src/sys/netns";

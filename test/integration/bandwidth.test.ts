@@ -14,7 +14,8 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { describe, expect, it, onTestFinished } from "vitest";
-import { decodeBandwidthValue, ifindexKey } from "../../src/bpf/abi";
+import { decodeBandwidthValue } from "../../src/bpf/bandwidth/abi";
+import { ifindexKey } from "../../src/bpf/fastpath/abi";
 import { EndpointMap, openNodeMaps, podLimits, readCounters } from "../../src/bpf/index";
 import { ifindexHolders } from "../../src/bpf/pod-state";
 import { makeTestCgroup } from "../support/cgroup";

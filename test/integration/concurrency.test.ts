@@ -8,7 +8,7 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
-import { BpfLink } from "../../src/bpf/links";
+import { BpfLink } from "../../src/bpf/loader/links";
 import { pinnedProgramSets } from "../../src/bpf/node";
 import { endpointMapEntries } from "../../src/datapath/node-state";
 import { useCluster } from "../support/fixtures";

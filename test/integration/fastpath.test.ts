@@ -7,11 +7,11 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
-import { ifindexKey, MAP_NAMES } from "../../src/bpf/abi";
-import { mapPin } from "../../src/bpf/layout";
-import { BpfMap } from "../../src/bpf/maps";
+import { ifindexKey, MAP_NAMES } from "../../src/bpf/fastpath/abi";
+import { mapPin } from "../../src/bpf/loader/layout";
+import { BpfMap } from "../../src/bpf/loader/maps";
 import { POD_STATE } from "../../src/bpf/pod-state";
-import { POLICY_MAP_NAMES } from "../../src/bpf/policy-abi";
+import { POLICY_MAP_NAMES } from "../../src/bpf/policy/abi";
 import { endpointMapEntries, pinnedEndpointDevices } from "../../src/datapath/node-state";
 import { useCluster } from "../support/fixtures";
 import { type Fixture, inNs, ping, runPlugin, runPluginAsync, sh, TEST_DATAPATH } from "../support/harness";

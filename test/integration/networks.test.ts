@@ -7,8 +7,8 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { beforeEach, describe, expect, it } from "vitest";
-import { decodeCidrKey } from "../../src/bpf/abi";
-import { BpfMap } from "../../src/bpf/maps";
+import { decodeCidrKey } from "../../src/bpf/fastpath/abi";
+import { BpfMap } from "../../src/bpf/loader/maps";
 import { endpointMapEntries, pinnedEndpointDevices } from "../../src/datapath/node-state";
 import { useTestNode } from "../support/fixtures";
 import {

@@ -10,8 +10,8 @@
 import { spawn, spawnSync } from "node:child_process";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { probeJit } from "../../src/bpf/fastpath/kernel-probe";
 import { openSvcMaps, type ServiceEntry, ServiceTable, svcTables } from "../../src/bpf/index";
-import { probeJit } from "../../src/bpf/kernel-probe";
 import { countersOf } from "../../src/datapath/node-state";
 import { ceiling } from "../support/ceiling";
 import { makeTestCgroup, removeTestCgroup } from "../support/cgroup";

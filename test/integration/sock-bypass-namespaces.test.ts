@@ -10,7 +10,7 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
-import { SOCK_PER_POD } from "../../src/bpf/abi";
+import { SOCK_PER_POD } from "../../src/bpf/sock/abi";
 import type { NodeStatus } from "../../src/cli/status";
 import type { EndpointRow } from "../../src/commands/endpoints";
 import { inNs, runPlugin } from "../support/harness";

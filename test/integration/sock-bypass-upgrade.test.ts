@@ -8,8 +8,8 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
-import { sockLinkPins, sockProgramsRoot } from "../../src/bpf/layout";
-import { BpfLink } from "../../src/bpf/links";
+import { sockLinkPins, sockProgramsRoot } from "../../src/bpf/loader/layout";
+import { BpfLink } from "../../src/bpf/loader/links";
 import { withPluginBinary } from "../support/harness";
 import { addPod } from "../support/topology";
 import {

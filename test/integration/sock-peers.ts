@@ -10,7 +10,6 @@
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import * as path from "node:path";
 import { afterEach, beforeEach, expect } from "vitest";
-import { decodeSockKey } from "../../src/bpf/abi";
 import {
   type BypassedSocket,
   listBypassedSockets,
@@ -20,6 +19,7 @@ import {
   type SockCounters,
   type SockPod,
 } from "../../src/bpf/index";
+import { decodeSockKey } from "../../src/bpf/sock/abi";
 import { ceiling } from "../support/ceiling";
 import { makeTestCgroup, removeTestCgroup } from "../support/cgroup";
 import { BINARY, Fixture, uniqueName } from "../support/harness";

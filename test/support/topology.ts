@@ -6,7 +6,7 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import type { Counters } from "../../src/bpf/index";
-import { programsRoot } from "../../src/bpf/layout";
+import { programsRoot } from "../../src/bpf/loader/layout";
 import { countersOf } from "../../src/datapath/node-state";
 import { type Fixture, inNs, type PluginRun, runPlugin, TEST_DATAPATH } from "./harness";
 

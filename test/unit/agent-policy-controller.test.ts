@@ -21,7 +21,7 @@ import {
 } from "../../src/agent/policy/model/objects";
 import type { PodEntry } from "../../src/agent/policy/slots";
 import type { ServiceObject } from "../../src/agent/services/plan";
-import type { TableWrite } from "../../src/bpf/policy-tables";
+import type { TableWrite } from "../../src/bpf/policy/tables";
 import { FakeInformer } from "../support/fake-informer";
 import { namespace, pod, policy } from "../support/policy-cluster";
 

@@ -1,12 +1,12 @@
 /**
- * bpf-to-bpf calls linked as libbpf links them (src/bpf/subprograms.ts): a program's
+ * bpf-to-bpf calls linked as libbpf links them (src/bpf/loader/subprograms.ts): a program's
  * calls into .text point at the functions appended after it, calls between those
  * functions keep pointing at each other in their new places, only what is reached is
  * appended, a kernel function's call (a relocated pseudo call) is left for programs.ts,
  * and .text's relocations move with their functions.
  */
 import { describe, expect, it } from "vitest";
-import { isPseudoCall, linkSubprograms, type TextFunction } from "../../src/bpf/subprograms";
+import { isPseudoCall, linkSubprograms, type TextFunction } from "../../src/bpf/loader/subprograms";
 
 const EXIT = [0x95, 0, 0, 0, 0, 0, 0, 0];
 const MOV = [0xb4, 0, 0, 0, 7, 0, 0, 0]; // w0 = 7

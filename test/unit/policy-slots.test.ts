@@ -7,8 +7,8 @@
  */
 import { describe, expect, it } from "vitest";
 import { type PodEntry, type PodRules, PolicySlots, SlotWriteError, stampClock } from "../../src/agent/policy/slots";
-import { decodePeerKey } from "../../src/bpf/policy-abi";
-import type { TableWrite } from "../../src/bpf/policy-tables";
+import { decodePeerKey } from "../../src/bpf/policy/abi";
+import type { TableWrite } from "../../src/bpf/policy/tables";
 
 const rules = (peers: string[], port = 80): PodRules => ({
   ingress: [{ peers: peers.map((cidr) => ({ cidr, except: [] })), ports: [{ protocol: "TCP", from: port, to: port }] }],

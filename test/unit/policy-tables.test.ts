@@ -1,11 +1,11 @@
 /**
- * NetworkPolicy's tables as the programs read them (src/bpf/policy-tables.ts): the
+ * NetworkPolicy's tables as the programs read them (src/bpf/policy/tables.ts): the
  * longest match of a remote address and of a port each give the rules that allow it,
  * excepts carve holes, and a slot rewritten in place answers every lookup with the old
  * policy or the new one at each step, never with something neither allows.
  */
 import { describe, expect, it } from "vitest";
-import { decodePeerKey, decodePortKey } from "../../src/bpf/policy-abi";
+import { decodePeerKey, decodePortKey } from "../../src/bpf/policy/abi";
 import {
   type DatapathRule,
   peerTable,
@@ -13,7 +13,7 @@ import {
   portTable,
   slotTables,
   slotWrites,
-} from "../../src/bpf/policy-tables";
+} from "../../src/bpf/policy/tables";
 import { parseAddress, parseSubnet } from "../../src/cni/address";
 
 /** The longest prefix of `table` holding `ip`, and its bits (0n when none). */

@@ -1,12 +1,12 @@
 /**
- * The Service tables' writer (src/bpf/svc-table.ts) against maps that record every single
+ * The Service tables' writer (src/bpf/svc/table.ts) against maps that record every single
  * write and, after each, read the tables as the programs do: every slot under a Service's
  * count names a backend of that Service. A write order that breaks this for one moment
  * fails here, as does a final state other than the one asked for.
  */
 import { describe, expect, it } from "vitest";
-import { decodeBackendValue, decodeSlotKey, decodeSvcValue, idBytes, slotKey, svcKey } from "../../src/bpf/svc-abi";
-import { placeInSlots, type ServiceEntry, ServiceTable, type SvcTables, type TableMap } from "../../src/bpf/svc-table";
+import { decodeBackendValue, decodeSlotKey, decodeSvcValue, idBytes, slotKey, svcKey } from "../../src/bpf/svc/abi";
+import { placeInSlots, type ServiceEntry, ServiceTable, type SvcTables, type TableMap } from "../../src/bpf/svc/table";
 
 class FakeMap implements TableMap {
   readonly entries = new Map<string, Buffer>();

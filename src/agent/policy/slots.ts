@@ -21,8 +21,8 @@
  *   (best effort, else swept later), and its pods denied in what they isolate until
  *   their policy is written whole on a fresh slot (SlotWriteError names them).
  */
-import type { DatapathRule, SlotTables, TableWrite } from "../../bpf/policy-tables";
-import { samePorts, slotTables, slotWrites } from "../../bpf/policy-tables";
+import type { DatapathRule, SlotTables, TableWrite } from "../../bpf/index";
+import { samePorts, slotTables, slotWrites } from "../../bpf/index";
 import { monotonicNs } from "../../sys/clock";
 
 /** One direction of a pod's compiled policy: undefined when the pod is not isolated that way. */

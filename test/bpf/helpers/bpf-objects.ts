@@ -5,10 +5,10 @@
 import { execFileSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { readObject } from "../../../src/bpf/elf";
-import { attachCgroup, type BpfLink } from "../../../src/bpf/links";
+import { readObject } from "../../../src/bpf/loader/elf";
+import { attachCgroup, type BpfLink } from "../../../src/bpf/loader/links";
+import { type BpfProgram, sectionAttachType } from "../../../src/bpf/loader/programs";
 import { type NodeObjects, nodeObjectsFrom } from "../../../src/bpf/node";
-import { type BpfProgram, sectionAttachType } from "../../../src/bpf/programs";
 
 export const repoRoot = path.resolve(__dirname, "../../..");
 export const objectsDir = path.join(repoRoot, "dist/bpf");

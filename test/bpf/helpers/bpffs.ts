@@ -4,7 +4,7 @@
  */
 import { execFileSync } from "node:child_process";
 import * as fs from "node:fs";
-import { ensureBpffs, isBpffs } from "../../../src/bpf/pins";
+import { ensureBpffs, isBpffs } from "../../../src/bpf/loader/pins";
 
 let counter = 0;
 

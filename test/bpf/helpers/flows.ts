@@ -3,7 +3,7 @@
  * (the programs own them), but a test needs to make a remembered flow old, or to write
  * what a program of an earlier holder of the table would have.
  */
-import { type FlowTableMaps, withEndpointTable } from "../../../src/bpf/direct";
+import { type FlowTableMaps, withEndpointTable } from "../../../src/bpf/fastpath/direct";
 import type { NodeMaps } from "../../../src/bpf/node";
 import { forgetPodState } from "../../../src/bpf/pod-state";
 import { objGetInfo } from "../../../src/sys/bpf-syscall";

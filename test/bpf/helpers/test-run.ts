@@ -5,7 +5,7 @@
  * Test-only, so it lives here and not in the executable; its uapi numbers are checked
  * with the product's (test/bpf/uapi-layout.c).
  */
-import type { BpfProgram } from "../../../src/bpf/programs";
+import type { BpfProgram } from "../../../src/bpf/loader/programs";
 import { bpf, newAttr } from "../../../src/sys/bpf-syscall";
 import { withNative } from "../../../src/sys/native-memory";
 
