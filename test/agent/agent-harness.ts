@@ -67,7 +67,9 @@ export function agentNode(
     // On this machine's /run, beside other tests: a directory of this node's own, under
     // the manifest's /run/netkit-cni volume so the plugin finds it at the same path.
     const run = path.join("/run/netkit-cni", uniqueName(`nkt-agent-${name}`));
-    fs.mkdirSync(run, { recursive: true });
+    // 0700, as the plugin makes /run/netkit-cni: made here first, it must not be wider
+    // (test/integration/security.test.ts holds the plugin's files to root alone).
+    fs.mkdirSync(run, { recursive: true, mode: 0o700 });
     fx.dirs.push(run);
     stateDir = path.join(run, "agent");
   }
