@@ -67,15 +67,17 @@ describe("netkit-cni agent", () => {
 
     const agent = AgentProcess.start(fx, node, agentArgs(["--skip-binary"]), CONFIG);
     const expected = ["10.40.2.0/24 via 10.30.0.2", "10.40.3.0/24 via 10.30.0.3", "fd40:0:0:2::/64 via fd30::2"];
+    // The routes and the conflist come from two controllers, in either order.
+    const conflistFile = path.join(node.confDir, "10-netkit-cni.conflist");
     await eventually(
-      "the routes",
-      () => agentRoutes(netns).join() === expected.join(),
+      "the routes and the conflist",
+      () => agentRoutes(netns).join() === expected.join() && fs.existsSync(conflistFile),
       20_000,
       () => agent.log,
     );
 
     // The conflist, as install writes it, for this node's CIDRs and naming the agent's state.
-    const conflist = readJson(path.join(node.confDir, "10-netkit-cni.conflist"));
+    const conflist = readJson(conflistFile);
     expect(conflist.plugins[0]).toMatchObject({
       type: "netkit-cni",
       clusterCIDRs: CLUSTER,
