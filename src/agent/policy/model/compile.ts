@@ -85,9 +85,39 @@ export interface CompiledRule {
   ports: PortRange[] | "any";
 }
 
-/** Isolated in this direction; no rules: everything denied. */
+/** A ClusterNetworkPolicy's tiers: Admin before the namespace's NetworkPolicies, Baseline after. */
+export type Tier = "Admin" | "Baseline";
+/** What a ClusterNetworkPolicy rule does with what it matches (Pass: on to the next tier). */
+export type TierAction = "Accept" | "Deny" | "Pass";
+
+/** A ClusterNetworkPolicy rule, compiled: matches as a CompiledRule does, then acts. */
+export interface TierRule extends CompiledRule {
+  action: TierAction;
+  /** The ClusterNetworkPolicy's name. */
+  policy: string;
+  /** The rule's `name`, or its index in the policy's list when it has none ("ingress[2]"). */
+  rule: string;
+}
+
+/**
+ * One direction of a pod, judged (a direction left undefined in CompiledPolicy is not:
+ * everything passes). Evaluated in order, as the network-policy-api has it:
+ * - `admin`: the first rule that matches decides (Accept, Deny), or Pass skips the rest
+ *   of the tier;
+ * - then, when a NetworkPolicy isolates the pod (`unisolated` unset), `rules` decide:
+ *   allowed when one matches, else denied (no rules: everything denied);
+ * - else `baseline`: the first rule that matches decides;
+ * - else allowed.
+ * With neither tier present this is NetworkPolicy alone, as before the tiers.
+ */
 export interface DirectionPolicy {
   rules: CompiledRule[];
+  /** No NetworkPolicy isolates the pod in this direction: `rules` is empty and decides nothing. */
+  unisolated?: true;
+  /** Admin-tier rules in precedence order (priority, then name, then written order). */
+  admin?: TierRule[];
+  /** Baseline-tier rules in precedence order. */
+  baseline?: TierRule[];
 }
 
 /** A direction left undefined is not isolated. */
