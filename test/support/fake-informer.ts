@@ -29,6 +29,10 @@ export class FakeInformer<T> implements Informer<T> {
     return this.store.values();
   }
 
+  entries(): IterableIterator<[string, T]> {
+    return this.store.entries();
+  }
+
   onChange(handler: ChangeHandler<T>): void {
     this.changeHandlers.push(handler);
   }

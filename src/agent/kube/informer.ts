@@ -33,6 +33,8 @@ export interface Informer<T> {
   readonly synced: boolean;
   get(key: string): T | undefined;
   values(): IterableIterator<T>;
+  /** Every object with its key. */
+  entries(): IterableIterator<[string, T]>;
   readonly size: number;
   /** Every change after the first sync, one call per object. */
   onChange(handler: ChangeHandler<T>): void;
@@ -102,6 +104,10 @@ export class ApiInformer<T> implements Informer<T> {
 
   values(): IterableIterator<T> {
     return this.store.values();
+  }
+
+  entries(): IterableIterator<[string, T]> {
+    return this.store.entries();
   }
 
   onChange(handler: ChangeHandler<T>): void {

@@ -188,6 +188,29 @@ export async function watchLines(
 }
 
 /**
+ * The versions an API group serves, from its discovery document (GET /apis/<group>, an
+ * APIGroup); undefined when the API answers 404: the group is not served at all (its
+ * CustomResourceDefinition is not installed). Any other failure throws.
+ */
+export async function servedVersions(kc: KubeConfig, group: string): Promise<string[] | undefined> {
+  const { res, url } = await get(kc, `/apis/${group}`, undefined, REQUEST_TIMEOUT_MS);
+  if (res.statusCode === 404) {
+    res.resume();
+    return undefined;
+  }
+  if (res.statusCode !== 200) throw await failure(res, url);
+  const text = await readBody(res);
+  let doc: { versions?: { version?: unknown }[] };
+  try {
+    doc = JSON.parse(text) as typeof doc;
+  } catch {
+    throw new ApiError(`GET ${url.pathname}: HTTP 200, not JSON: ${text.slice(0, 80)}`, undefined);
+  }
+  if (!Array.isArray(doc?.versions)) throw new ApiError(`GET ${url.pathname}: not an APIGroup`, undefined);
+  return doc.versions.map((v) => v?.version).filter((v): v is string => typeof v === "string");
+}
+
+/**
  * A JSON merge patch (RFC 7386) of one object, authenticated as a GET is: the agent's only
  * write, its own Node's annotation. Resolves with the object as the API stored it.
  */
