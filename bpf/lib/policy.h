@@ -13,8 +13,9 @@
  * A pod is judged only when its network enforces policy (nkc_pol_ep has it) and its
  * namespace has a policy (nkc_pol_pods has it): every other pod passes after two
  * lookups. An isolated pod's new flow passes when a rule allows both the remote address
- * and the port (nkc_policy_rules_allow), in the direction that started it; then its
- * entry lets replies and the rest of the flow through. Traffic its own node starts
+ * and the port (nkc_policy_rules_allow), in the direction that started it, or, where a
+ * ClusterNetworkPolicy applies (nkc_pol_tiers), when its tiers read the matching rules
+ * as allowed (nkc_pol_decide); then its entry lets replies and the rest of the flow through. Traffic its own node starts
  * (kubelet's probes: a packet of a socket of the node's) always passes, and so does
  * neighbour discovery (only as neighbour discovery: nkc_pol_ndisc). Denied packets are
  * dropped, counted under NKC_DROP_POLICY and the pod's nkc_pol_stats, and told to
