@@ -9,13 +9,18 @@
  *                  judged it): pod key -> its compiled policy's slot, isolation, flags
  *   nkc_pol_peers  the agent: per slot and direction, remote prefix -> rules that allow it
  *   nkc_pol_ports  the agent: per slot and direction, protocol and port -> rules that allow it
+ *   nkc_pol_tiers  the agent: per slot and direction where a ClusterNetworkPolicy applies,
+ *                  which of those rules are Admin or Baseline rules and what each does
  *   nkc_pol_vips   the agent: Service ClusterIPs (a pod's egress to one is judged after
  *                  the stack's DNAT, on the backend)
  *   nkc_pol_ct_*   the programs: each pod's own table of flows its policy let through
  *                  (a pool like the direct-flow tables', nkc_abi.h)
  *
- * A flow is allowed when some rule allows both its remote address and its port: the
- * AND of two longest-prefix lookups, each a bitmask of rule numbers.
+ * A flow's rules are those that match both its remote address and its port: the AND of
+ * two longest-prefix lookups, each a bitmask of rule numbers. With NetworkPolicy alone
+ * (no nkc_pol_tiers entry) it is allowed when some rule matches. With a
+ * ClusterNetworkPolicy, the bits are read in tiers (struct nkc_pol_tier): Admin, the
+ * NetworkPolicies, Baseline, each tier's first matching rule deciding.
  */
 #ifndef NKC_POLICY_ABI_H
 #define NKC_POLICY_ABI_H
@@ -98,6 +103,51 @@ _Static_assert(sizeof(struct nkc_pol_port_key) == 12, "nkc_pol_port_key is 12 by
 #define NKC_POL_PORT_FIXED_BITS 48
 #define NKC_POL_PROTO_NONE 0
 
+/*
+ * nkc_pol_tiers (HASH): per slot and direction, how the rule bits are read when a
+ * ClusterNetworkPolicy applies. No entry: NetworkPolicy alone (any matching rule allows).
+ * With one, of the rules matching a flow (`matched`):
+ *  - the lowest Admin bit decides: Deny denies, Accept allows, Pass skips the rest of the
+ *    Admin tier;
+ *  - then, when NKC_POL_TIER_F_NETWORK_POLICY is set, a NetworkPolicy rule (a matching bit
+ *    in neither tier) allows, and none denies (the direction's default deny);
+ *  - then the lowest Baseline bit decides: Deny denies, anything else allows;
+ *  - else the flow is allowed (Kubernetes' default).
+ * The pod's NKC_POL_F_ISOLATED_* flag for the direction must be set whenever any tier or
+ * NetworkPolicy applies to it: an unisolated direction is never judged.
+ */
+struct nkc_pol_tier_key {
+	__u32 slot;
+	__u8 dir;    /* enum nkc_pol_dir */
+	__u8 pad[3]; /* always zero */
+};
+_Static_assert(sizeof(struct nkc_pol_tier_key) == 8, "nkc_pol_tier_key is 8 bytes");
+
+struct nkc_pol_tier {
+	__u64 admin;    /* bits of Admin-tier rules, lowest bit = highest precedence */
+	__u64 baseline; /* bits of Baseline-tier rules, lowest bit first */
+	__u64 deny;     /* of those, the Deny rules */
+	__u64 pass;     /* of those, the Pass rules (Admin only) */
+	__u32 flags;    /* NKC_POL_TIER_F_* */
+	__u32 pad;      /* always zero */
+};
+_Static_assert(sizeof(struct nkc_pol_tier) == 40, "nkc_pol_tier is 40 bytes");
+
+/* A NetworkPolicy isolates the pod this way: its rules (bits in neither tier) decide
+ * between the tiers, and nothing matching them denies. */
+#define NKC_POL_TIER_F_NETWORK_POLICY (1U << 0)
+#define NKC_POL_TIERS_MAX (2 * NKC_POL_PODS_MAX)
+
+/* Which tier decided a denial (struct nkc_pol_event). */
+enum nkc_pol_tier_id {
+	NKC_POL_TIER_NONE = 0,           /* no rule's verdict: pending, incomplete, unreadable */
+	NKC_POL_TIER_ADMIN = 1,          /* a ClusterNetworkPolicy's Admin rule */
+	NKC_POL_TIER_NETWORK_POLICY = 2, /* the pod's NetworkPolicies (their default deny) */
+	NKC_POL_TIER_BASELINE = 3,       /* a ClusterNetworkPolicy's Baseline rule */
+};
+/* struct nkc_pol_event's rule when no single rule decided. */
+#define NKC_POL_RULE_NONE 0xff
+
 /* A flow of a pod's table (key: struct nkc_flow_key) started in this direction; the
  * entry lets its later packets, both ways, through. */
 #define NKC_POL_CT_EGRESS (1U << 0)
@@ -172,8 +222,12 @@ struct nkc_pol_event {
 	__be16 dport;
 	__u8 src[16];
 	__u8 dst[16];
+	__u8 tier;         /* enum nkc_pol_tier_id: the tier that decided */
+	__u8 rule;         /* the rule bit (0..63) that decided, NKC_POL_RULE_NONE when none did
+			    * (a default deny, pending, incomplete, unreadable) */
+	__u8 pad[6];
 };
-_Static_assert(sizeof(struct nkc_pol_event) == 56, "nkc_pol_event is 56 bytes");
+_Static_assert(sizeof(struct nkc_pol_event) == 64, "nkc_pol_event is 64 bytes");
 #define NKC_POL_EVENTS_MAX 4096
 
 enum nkc_pol_reason {
@@ -183,6 +237,7 @@ enum nkc_pol_reason {
 	NKC_POL_INCOMPLETE = 4, /* the agent could not write the pod's policy in full */
 	NKC_POL_FRAGMENT = 5,   /* a later fragment whose first fragment was not seen (or has aged out) */
 	NKC_POL_REVOKED = 6,    /* a remembered flow that the pod's rules, changed since, no longer allow */
+	NKC_POL_TIER_DENIED = 7, /* a ClusterNetworkPolicy's Deny rule (Admin or Baseline) denies it */
 };
 
 #endif

@@ -13,8 +13,9 @@
  * A pod is judged only when its network enforces policy (nkc_pol_ep has it) and its
  * namespace has a policy (nkc_pol_pods has it): every other pod passes after two
  * lookups. An isolated pod's new flow passes when a rule allows both the remote address
- * and the port (nkc_policy_rules_allow), in the direction that started it; then its
- * entry lets replies and the rest of the flow through. Traffic its own node starts
+ * and the port (nkc_policy_rules_allow), in the direction that started it, or, where a
+ * ClusterNetworkPolicy applies (nkc_pol_tiers), when its tiers read the matching rules
+ * as allowed (nkc_pol_decide); then its entry lets replies and the rest of the flow through. Traffic its own node starts
  * (kubelet's probes: a packet of a socket of the node's) always passes, and so does
  * neighbour discovery (only as neighbour discovery: nkc_pol_ndisc). Denied packets are
  * dropped, counted under NKC_DROP_POLICY and the pod's nkc_pol_stats, and told to
@@ -56,6 +57,7 @@ NKC_MAP(nkc_pol_peers, BPF_MAP_TYPE_LPM_TRIE, struct nkc_pol_peer_key, __u64, NK
 	BPF_F_NO_PREALLOC);
 NKC_MAP(nkc_pol_ports, BPF_MAP_TYPE_LPM_TRIE, struct nkc_pol_port_key, __u64, NKC_POL_PORTS_MAX,
 	BPF_F_NO_PREALLOC);
+NKC_MAP(nkc_pol_tiers, BPF_MAP_TYPE_HASH, struct nkc_pol_tier_key, struct nkc_pol_tier, NKC_POL_TIERS_MAX, 0);
 NKC_MAP(nkc_pol_vips, BPF_MAP_TYPE_HASH, struct nkc_endpoint_key, __u32, NKC_POL_VIPS_MAX, 0);
 /* Inner maps: LRU_HASH nkc_flow_key -> nkc_pol_ct, NKC_POL_CT_SIZE entries, made by
  * userspace (src/bpf/policy/ct.ts), owned per pod as the direct-flow tables are. */
@@ -114,10 +116,79 @@ static __always_inline struct nkc_pol_pod *nkc_pol_pod_of(__u32 ifindex)
 	return ep ? bpf_map_lookup_elem(&nkc_pol_pods, &ep->pod_key) : NULL;
 }
 
-/* Does a rule of `slot` allow `remote` on `proto`/`port` (the port on the side the flow
- * was opened towards) in direction `dir`? */
+/*
+ * Why a flow was denied, as struct nkc_pol_event tells it, packed in one word so that it
+ * passes through the judgment as the bare reason did: the reason (enum nkc_pol_reason),
+ * the tier that decided (enum nkc_pol_tier_id) and the rule bit (NKC_POL_RULE_NONE when
+ * no single rule decided).
+ */
+#define NKC_POL_WHY(reason, tier, rule) ((__u32)(reason) | ((__u32)(tier) << 8) | ((__u32)(rule) << 16))
+#define NKC_POL_WHY_REASON(why) ((__u8)((why) & 0xff))
+#define NKC_POL_WHY_TIER(why) ((__u8)(((why) >> 8) & 0xff))
+#define NKC_POL_WHY_RULE(why) ((__u8)(((why) >> 16) & 0xff))
+/* The direction's default deny: no NetworkPolicy rule allows it. */
+#define NKC_POL_WHY_DEFAULT NKC_POL_WHY(NKC_POL_DENIED, NKC_POL_TIER_NETWORK_POLICY, NKC_POL_RULE_NONE)
+
+/* The number of the one bit set in `bit` (a power of two): the bits below it, counted
+ * without a branch or a table (the verifier walks no extra path). */
+static __always_inline __u8 nkc_pol_bit_index(__u64 bit)
+{
+	__u64 x = bit - 1;
+	x = x - ((x >> 1) & 0x5555555555555555ULL);
+	x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
+	x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0fULL;
+	return (__u8)((x * 0x0101010101010101ULL) >> 56);
+}
+
+/*
+ * The one place a verdict is made from the rules that match a flow (`matched`: the AND
+ * of its peers and ports bitmasks) and the tiers of `slot`'s direction `dir` (no
+ * nkc_pol_tiers entry: NetworkPolicy alone, any matching rule allows). 1: allowed; 0:
+ * denied, `why` says by what (nkc_policy_abi.h, struct nkc_pol_tier).
+ *
+ * A subprogram, as nkc_policy_judge is and for the same reason: the judgment decides in
+ * three places (a new flow, a remembered one under a new stamp, the flow an ICMP error
+ * quotes), and inlined, each tier's branches multiplied the paths after it (nkc_pod_policy
+ * walked 159k instructions, 101k with this a subprogram, 85k before the tiers); as a
+ * subprogram they merge again when it returns.
+ */
+static __attribute__((noinline)) int nkc_pol_decide(__u32 slot, __u32 dir, __u64 matched, __u32 *why)
+{
+	struct nkc_pol_tier_key tk = { .slot = slot, .dir = (__u8)dir };
+	const struct nkc_pol_tier *t = bpf_map_lookup_elem(&nkc_pol_tiers, &tk);
+
+	*why = NKC_POL_WHY_DEFAULT;
+	if (!t)
+		return matched != 0;
+	__u64 admin = t->admin, baseline = t->baseline, deny = t->deny;
+	__u64 a = matched & admin;
+	if (a) {
+		__u64 low = a & -a; /* the Admin rule of highest precedence that matches */
+		if (low & deny) {
+			*why = NKC_POL_WHY(NKC_POL_TIER_DENIED, NKC_POL_TIER_ADMIN, nkc_pol_bit_index(low));
+			return 0;
+		}
+		if (!(low & t->pass))
+			return 1; /* Accept */
+		/* Pass: the rest of the Admin tier is skipped. */
+	}
+	if (t->flags & NKC_POL_TIER_F_NETWORK_POLICY)
+		return (matched & ~(admin | baseline)) != 0;
+	__u64 b = matched & baseline;
+	if (b) {
+		__u64 low = b & -b;
+		if (low & deny) {
+			*why = NKC_POL_WHY(NKC_POL_TIER_DENIED, NKC_POL_TIER_BASELINE, nkc_pol_bit_index(low));
+			return 0;
+		}
+	}
+	return 1; /* a Baseline Accept, or no tier decided: Kubernetes' default */
+}
+
+/* Do the rules of `slot` in direction `dir` let `remote` on `proto`/`port` (the port on
+ * the side the flow was opened towards) through? `why`: what denied it. */
 static __always_inline int nkc_policy_rules_allow(__u32 slot, __u8 dir, __u32 family, const __u8 *remote,
-						  __u8 proto, __be16 port)
+						  __u8 proto, __be16 port, __u32 *why)
 {
 	struct nkc_pol_peer_key pk = {
 		.prefixlen = NKC_POL_PEER_FIXED_BITS + (family == NKC_AF_INET ? 32 : 128),
@@ -126,18 +197,23 @@ static __always_inline int nkc_policy_rules_allow(__u32 slot, __u8 dir, __u32 fa
 		.family = family,
 	};
 	__builtin_memcpy(pk.addr, remote, 16);
+	__u64 matched = 0;
 	__u64 *peers = bpf_map_lookup_elem(&nkc_pol_peers, &pk);
-	if (!peers || !*peers)
-		return 0;
-	struct nkc_pol_port_key qk = {
-		.prefixlen = NKC_POL_PORT_FIXED_BITS + 16,
-		.slot = slot,
-		.dir = dir,
-		.proto = proto,
-		.port = port,
-	};
-	__u64 *ports = bpf_map_lookup_elem(&nkc_pol_ports, &qk);
-	return ports && (*peers & *ports) != 0;
+	if (peers && *peers) {
+		struct nkc_pol_port_key qk = {
+			.prefixlen = NKC_POL_PORT_FIXED_BITS + 16,
+			.slot = slot,
+			.dir = dir,
+			.proto = proto,
+			.port = port,
+		};
+		__u64 *ports = bpf_map_lookup_elem(&nkc_pol_ports, &qk);
+		if (ports)
+			matched = *peers & *ports;
+	}
+	/* Nothing matching may still be allowed: a ClusterNetworkPolicy's direction without
+	 * a NetworkPolicy isolating it denies only by a Deny rule. */
+	return nkc_pol_decide(slot, dir, matched, why);
 }
 
 /* What the policy reads the transport as: a fragment's is its datagram's (nkc_pol_fragment). */
@@ -206,7 +282,7 @@ static __always_inline void nkc_pol_stat(__u32 ifindex, __u8 dir, int allowed)
 }
 
 static __always_inline void nkc_pol_tell(struct nkc_pol_event *e, const struct nkc_pkt *p, __u32 ifindex, __u32 slot,
-					 __u8 dir, __u8 reason)
+					 __u8 dir, __u32 why)
 {
 	e->time_ns = bpf_ktime_get_ns();
 	e->ifindex = ifindex;
@@ -214,22 +290,25 @@ static __always_inline void nkc_pol_tell(struct nkc_pol_event *e, const struct n
 	e->dir = dir;
 	e->family = (__u8)p->family;
 	e->proto = p->proto;
-	e->reason = reason;
+	e->reason = NKC_POL_WHY_REASON(why);
 	e->sport = p->sport;
 	e->dport = p->dport;
 	__builtin_memcpy(e->src, p->src, 16);
 	__builtin_memcpy(e->dst, p->dst, 16);
+	e->tier = NKC_POL_WHY_TIER(why);
+	e->rule = NKC_POL_WHY_RULE(why);
+	__builtin_memset(e->pad, 0, sizeof(e->pad));
 	/* A full queue gives up its oldest event (BPF_EXIST), never the verdict. */
 	bpf_map_push_elem(&nkc_pol_events, e, BPF_EXIST);
 }
 
-/* A denial: counted under the pod's drops and its stats, told to monitor. */
+/* A denial (`why`: NKC_POL_WHY): counted under the pod's drops and its stats, told to monitor. */
 static __always_inline enum nkc_pol_verdict nkc_pol_deny(struct nkc_pol_scratch *s, const struct nkc_pkt *p,
-							 __u32 ifindex, __u32 slot, __u8 dir, __u8 reason)
+							 __u32 ifindex, __u32 slot, __u8 dir, __u32 why)
 {
 	nkc_pol_stat(ifindex, dir, 0);
 	nkc_count_drop(ifindex, NKC_DROP_POLICY);
-	nkc_pol_tell(&s->event, p, ifindex, slot, dir, reason);
+	nkc_pol_tell(&s->event, p, ifindex, slot, dir, why);
 	return NKC_POL_DROP;
 }
 
@@ -274,30 +353,30 @@ static __always_inline void nkc_pol_touch(struct nkc_pol_ct *e, const struct nkc
 
 /*
  * Would the pod's policy now let a flow start in direction `dir` with `remote` on
- * `port` (the port it is opened towards)? `readable`: its ports could be read (else
- * `unreadable` is the reason an isolated direction denies it).
+ * `port` (the port it is opened towards)? `unreadable`: the reason an isolated direction
+ * denies a packet whose ports could not be read (0: they could). `why`: what denied it
+ * (NKC_POL_WHY).
  */
 static __always_inline int nkc_pol_admits(const struct nkc_pol_pod *pod, __u8 dir, const struct nkc_pkt *p,
-					  const __u8 *remote, __be16 port, __u8 unreadable, __u8 *reason)
+					  const __u8 *remote, __be16 port, __u8 unreadable, __u32 *why)
 {
 	__u32 flags = pod->flags;
 
 	if (flags & NKC_POL_F_PENDING) {
-		*reason = NKC_POL_PENDING;
+		*why = NKC_POL_WHY(NKC_POL_PENDING, NKC_POL_TIER_NONE, NKC_POL_RULE_NONE);
 		return 0;
 	}
 	if (!(flags & (dir == NKC_POL_EGRESS ? NKC_POL_F_ISOLATED_OUT : NKC_POL_F_ISOLATED_IN)))
 		return 1; /* isolated the other way only: remembered for the replies */
 	if (flags & NKC_POL_F_INCOMPLETE) {
-		*reason = NKC_POL_INCOMPLETE;
+		*why = NKC_POL_WHY(NKC_POL_INCOMPLETE, NKC_POL_TIER_NONE, NKC_POL_RULE_NONE);
 		return 0;
 	}
 	if (unreadable) {
-		*reason = unreadable;
+		*why = NKC_POL_WHY(unreadable, NKC_POL_TIER_NONE, NKC_POL_RULE_NONE);
 		return 0;
 	}
-	*reason = NKC_POL_DENIED;
-	return nkc_policy_rules_allow(pod->slot, dir, p->family, remote, nkc_pol_proto(p), port);
+	return nkc_policy_rules_allow(pod->slot, dir, p->family, remote, nkc_pol_proto(p), port, why);
 }
 
 /*
@@ -308,7 +387,7 @@ static __always_inline int nkc_pol_admits(const struct nkc_pol_pod *pod, __u8 di
  * source port if p answers.
  */
 static __always_inline int nkc_pol_readmits(const struct nkc_pol_ct *e, const struct nkc_pol_pod *pod,
-					    const struct nkc_pkt *p, __u8 dir, __u8 *reason)
+					    const struct nkc_pkt *p, __u8 dir, __u32 *why)
 {
 	if (e->flags & NKC_POL_CT_NODE)
 		return 1;
@@ -317,21 +396,22 @@ static __always_inline int nkc_pol_readmits(const struct nkc_pol_ct *e, const st
 	__be16 port = started == dir ? p->dport : p->sport;
 	if ((e->flags & NKC_POL_CT_DEFERRED) && !(pod->flags & NKC_POL_F_PENDING) && nkc_pol_is_vip(p->family, remote))
 		return 1;
-	return nkc_pol_admits(pod, started, p, remote, port, 0, reason);
+	return nkc_pol_admits(pod, started, p, remote, port, 0, why);
 }
 
 /*
  * Looks the flow of `p` up in the pod's table: 1 when an entry vouches for it now
  * (refreshed under the current rules when they changed and still admit it), 0 when there
  * is none that counts (the flow is judged as new), -1 when the flow's rules changed
- * and no longer admit it (`reason` says so). `deferring`: the pod's own program, where a
+ * and no longer admit it (`why` says so: revoked, by the tier and rule that decided, when
+ * the rules deny it). `deferring`: the pod's own program, where a
  * flow to a ClusterIP waits for the stack's DNAT; elsewhere an entry deferred to the
  * DNAT vouches only for the replies (a packet still addressed to the ClusterIP was not
  * translated).
  */
 static __always_inline int nkc_pol_remembered(void *table, __u64 gen, const struct nkc_flow_key *k,
 					      const struct nkc_pol_pod *pod, const struct nkc_pkt *p, __u8 dir,
-					      int deferring, __u64 now, __u8 *reason)
+					      int deferring, __u64 now, __u32 *why)
 {
 	struct nkc_pol_ct *e = bpf_map_lookup_elem(table, k);
 
@@ -340,8 +420,10 @@ static __always_inline int nkc_pol_remembered(void *table, __u64 gen, const stru
 	if ((e->flags & NKC_POL_CT_DEFERRED) && dir == NKC_POL_EGRESS && !deferring)
 		return 0;
 	if (e->stamp != pod->stamp) {
-		if (!nkc_pol_readmits(e, pod, p, dir, reason)) {
-			*reason = *reason == NKC_POL_DENIED ? NKC_POL_REVOKED : *reason;
+		if (!nkc_pol_readmits(e, pod, p, dir, why)) {
+			__u8 reason = NKC_POL_WHY_REASON(*why);
+			if (reason == NKC_POL_DENIED || reason == NKC_POL_TIER_DENIED)
+				*why = (*why & ~0xffU) | NKC_POL_REVOKED;
 			return -1;
 		}
 		e->stamp = pod->stamp;
@@ -468,7 +550,7 @@ static __always_inline int nkc_pol_quoted(struct __sk_buff *skb, const struct nk
  */
 static __always_inline int nkc_pol_related(struct nkc_pol_scratch *s, struct __sk_buff *skb, const struct nkc_pkt *p,
 					   void *table, __u64 gen, const struct nkc_pol_pod *pod, __u8 dir, __u64 now,
-					   __u8 *reason)
+					   __u32 *why)
 {
 	struct nkc_pkt *in = &s->quoted;
 
@@ -485,7 +567,7 @@ static __always_inline int nkc_pol_related(struct nkc_pol_scratch *s, struct __s
 		return 0;
 	nkc_flow_key(in, &s->quoted_key);
 	/* The quoted packet went the other way from the error. */
-	return nkc_pol_remembered(table, gen, &s->quoted_key, pod, in, dir ^ 1, 1, now, reason);
+	return nkc_pol_remembered(table, gen, &s->quoted_key, pod, in, dir ^ 1, 1, now, why);
 }
 
 /* How nkc_policy_judge is asked (one argument: a subprogram takes five). */
@@ -521,7 +603,8 @@ static __attribute__((noinline)) int nkc_policy_judge(struct __sk_buff *skb, str
 		return NKC_POL_DROP; /* never: an array's first element */
 	__u64 gen = 0, now = bpf_ktime_get_ns();
 	void *table = nkc_pol_ct_table(ifindex, &gen);
-	__u8 reason = NKC_POL_DENIED, unreadable = 0;
+	__u32 why = NKC_POL_WHY_DEFAULT;
+	__u8 unreadable = 0;
 	struct nkc_flow_key *k = &s->key;
 
 	if (p->frag != NKC_FRAG_NONE && !nkc_pol_fragment(s, p, table, gen, now))
@@ -536,12 +619,12 @@ static __attribute__((noinline)) int nkc_policy_judge(struct __sk_buff *skb, str
 		 * flow of its own: its 5-tuple (router and pod, no ports) is no conversation, and
 		 * an earlier error judged on it under rules changed since would cut path MTU
 		 * discovery until it aged out. */
-		int known = nkc_pol_icmp_error(p) ? nkc_pol_related(s, skb, p, table, gen, pod, dir, now, &reason)
-						  : nkc_pol_remembered(table, gen, k, pod, p, dir, deferring, now, &reason);
+		int known = nkc_pol_icmp_error(p) ? nkc_pol_related(s, skb, p, table, gen, pod, dir, now, &why)
+						  : nkc_pol_remembered(table, gen, k, pod, p, dir, deferring, now, &why);
 		if (known > 0)
 			return NKC_POL_PASS;
 		if (known < 0)
-			return nkc_pol_deny(s, p, ifindex, pod->slot, dir, reason);
+			return nkc_pol_deny(s, p, ifindex, pod->slot, dir, why);
 	}
 
 	/* A new flow (or one the table cannot vouch for). */
@@ -556,10 +639,10 @@ static __attribute__((noinline)) int nkc_policy_judge(struct __sk_buff *skb, str
 		started |= NKC_POL_CT_DEFERRED;
 	} else {
 		allowed = nkc_pol_admits(pod, dir, p, dir == NKC_POL_EGRESS ? p->dst : p->src, p->dport, unreadable,
-					 &reason);
+					 &why);
 	}
 	if (!allowed)
-		return nkc_pol_deny(s, p, ifindex, pod->slot, dir, reason);
+		return nkc_pol_deny(s, p, ifindex, pod->slot, dir, why);
 	/* Deferred flows are judged where the DNAT sends them: counted there. */
 	if (!(started & NKC_POL_CT_DEFERRED))
 		nkc_pol_stat(ifindex, dir, 1);

@@ -3,7 +3,8 @@
  * object with --json): when, the pod whose policy dropped it (namespace/name where ADD
  * was told them, else its device), which way, the 5-tuple, and why: the direction's
  * default deny (no rule allows it; the policies that isolate the pod are named, from what
- * the agent left in its state directory), a pod not yet judged, or a packet without ports.
+ * the agent left in its state directory), a ClusterNetworkPolicy's Deny rule (its tier and
+ * rule number), a pod not yet judged, or a packet without ports.
  *
  * The programs push each drop onto nkc_pol_events (a queue keeping the newest 4096); the
  * monitor takes them off every 100 ms. Two monitors share the queue: each sees a part.
@@ -73,12 +74,21 @@ const REASON_TEXT: Record<string, string> = {
   revoked: "a remembered flow its policy, changed since, no longer allows",
 };
 
+const TIER_TEXT: Record<string, string> = { admin: "Admin", baseline: "Baseline", networkPolicy: "NetworkPolicy" };
+
+/** The ClusterNetworkPolicy rule that decided, where one did: "Admin rule 3". */
+const decidingRule = (e: PolicyEvent): string | undefined =>
+  e.rule === undefined ? undefined : `${TIER_TEXT[e.tier] ?? e.tier} rule ${e.rule}`;
+
 export function describeEvent(e: PolicyEvent, names: Names, wallNs: bigint): Record<string, unknown> {
   const pod = names.pods.get(e.ifindex) ?? `ifindex ${e.ifindex}`;
+  const rule = decidingRule(e);
   const why =
     e.reason === "denied"
       ? `default deny (${e.dir}${names.selectedBy.has(pod) ? `; isolated by ${names.selectedBy.get(pod)?.join(", ")}` : ""})`
-      : (REASON_TEXT[e.reason] ?? e.reason);
+      : e.reason === "tier-denied"
+        ? `denied by a ClusterNetworkPolicy's ${rule ?? "rule"} (${e.dir})`
+        : `${REASON_TEXT[e.reason] ?? e.reason}${rule ? ` (${rule})` : ""}`;
   return {
     time: new Date(Number(wallNs / 1_000_000n)).toISOString(),
     pod,
@@ -92,6 +102,8 @@ export function describeEvent(e: PolicyEvent, names: Names, wallNs: bigint): Rec
     dstPod: names.addresses.get(e.dst),
     reason: e.reason,
     why,
+    ...(e.tier === "none" ? {} : { tier: e.tier }),
+    ...(e.rule === undefined ? {} : { rule: e.rule }),
   };
 }
 

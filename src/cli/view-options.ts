@@ -47,7 +47,7 @@ const MONITOR_FLAGS: Flags<MonitorOptions> = {
     "reason",
     "REASON",
     undefined,
-    "only drops for this reason: denied | revoked | pending | incomplete | fragment | opaque",
+    "only drops for this reason: denied | tier-denied | revoked | pending | incomplete | fragment | opaque",
   ),
   direction: monitorFlag.string("direction", "DIR", undefined, "only ingress | egress", (text, flag) => {
     if (text !== "ingress" && text !== "egress") throw new UsageError(`${flag} must be ingress or egress`);

@@ -162,10 +162,16 @@ describe("ELF objects", () => {
       keySize: 12,
       valueSize: 8,
     });
+    expect(spec.maps.find((m) => m.name === POLICY_MAP_NAMES.tiers)).toMatchObject({
+      type: BPF_MAP_TYPE.HASH,
+      keySize: 8,
+      valueSize: 40,
+      maxEntries: 32768,
+    });
     expect(spec.maps.find((m) => m.name === POLICY_MAP_NAMES.events)).toMatchObject({
       type: BPF_MAP_TYPE.QUEUE,
       keySize: 0,
-      valueSize: 56,
+      valueSize: 64,
       maxEntries: 4096,
     });
     const endpoints = spec.maps.find((m) => m.name === MAP_NAMES.endpoints);

@@ -28,7 +28,9 @@ import {
   POL_F_ISOLATED_IN,
   POL_F_ISOLATED_OUT,
   POL_F_PENDING,
+  type PolicyDir,
   type PolicyEvent,
+  type TierValue,
   vipKey,
 } from "../../src/bpf/policy/abi";
 import {
@@ -41,6 +43,7 @@ import {
   readPolicyStats,
   recordPolicyEndpoint,
   writePolicyPod,
+  writeTier,
 } from "../../src/bpf/policy/maps";
 import { type DatapathRule, type SlotTables, slotTables, slotWrites } from "../../src/bpf/policy/tables";
 import { AF_INET, AF_INET6 } from "../../src/cni/address";
@@ -122,7 +125,16 @@ describe.each(VARIANTS)("%s NAT check", (natCheck) => {
   });
 
   beforeEach(() => {
-    for (const map of [pol.endpoints, pol.pods, pol.peers, pol.ports, pol.vips, pol.stats, node.maps.drops]) {
+    for (const map of [
+      pol.endpoints,
+      pol.pods,
+      pol.peers,
+      pol.ports,
+      pol.tiers,
+      pol.vips,
+      pol.stats,
+      node.maps.drops,
+    ]) {
       for (const key of [...map.keys()]) map.delete(key);
     }
     // Fresh flow tables (the policy's and the fast path's): each test starts with nothing remembered.
@@ -170,6 +182,13 @@ describe.each(VARIANTS)("%s NAT check", (natCheck) => {
     return out;
   }
   const reasons = () => events().map((e) => `${e.dir} ${e.reason}`);
+  /** Each event's reason, with the tier and the rule bit that decided it ("-": no single rule). */
+  const decided = () => events().map((e) => `${e.dir} ${e.reason} ${e.tier} ${e.rule ?? "-"}`);
+
+  /** Slot `at`'s direction `dir` read in tiers, as the agent writes it where a ClusterNetworkPolicy applies. */
+  function tiers(at: number, dir: PolicyDir, t: Partial<TierValue>): void {
+    writeTier(pol, at, dir, { admin: 0n, baseline: 0n, deny: 0n, pass: 0n, networkPolicy: false, ...t });
+  }
 
   /** The pod's remembered flows (fragment entries left out): key and value as the kernel holds them. */
   const flowsOf = (ifindex: number) =>
@@ -523,6 +542,161 @@ describe.each(VARIANTS)("%s NAT check", (natCheck) => {
         age(h1, 11);
         expect(plain1(answers.tcp)).toBe(DROP);
         expect(reasons()).toEqual(["egress denied", "egress denied", "egress denied"]);
+      });
+    });
+
+    describe("ClusterNetworkPolicy tiers", () => {
+      /** A rule matching `ip`'s TCP port 80 (a host prefix), or anything from anyone. */
+      const tcp80From = (ip: string): DatapathRule => ({
+        peers: [{ cidr: host(ip), except: [] }],
+        ports: [{ protocol: "TCP", from: 80, to: 80 }],
+      });
+      const fromAnywhere = (ip: string): DatapathRule => ({ peers: [{ cidr: host(ip), except: [] }], ports: "any" });
+      const anything: DatapathRule = { peers: "any", ports: "any" };
+      /** pod2 opening a connection to pod1's `port`, judged by pod1's ingress in pod2's program. */
+      const pod2To1 = (port: number, sport = 41000) => fromPod2(tcp(POD2[af], POD1[af], port, TCP.SYN, sport));
+
+      it("denies by an Admin Deny rule what a NetworkPolicy rule allows, naming the rule's bit", () => {
+        // Bits 0 and 1 the NetworkPolicy's, bit 2 the Admin rule: both match pod2's port 80.
+        const s = policy(KEY1, POL_F_ISOLATED_IN, {
+          ingress: [tcp80From(POD2[af]), tcp80From(REMOTE[af]), tcp80From(POD2[af])],
+        });
+        tiers(s, "ingress", { admin: 0b100n, deny: 0b100n, networkPolicy: true });
+        expect(pod2To1(80)).toBe(DROP);
+        // REMOTE's port 80: the NetworkPolicy's bit 1 alone.
+        expect(fromWire(tcp(REMOTE[af], POD1[af], 80))).toBe(REDIRECT);
+        expect(fromWire(tcp(REMOTE[af], POD1[af], 81))).toBe(DROP);
+        expect(decided()).toEqual(["ingress tier-denied admin 2", "ingress denied networkPolicy -"]);
+        expect(readPolicyStats(pol, h1)).toMatchObject({ allowed: { ingress: 1n }, denied: { ingress: 2n } });
+        expect(dropsOf(h1)).toBe(2n);
+        // Egress the same: an Admin Deny at bit 1 over the NetworkPolicy's bit 0.
+        const e = policy(KEY1, POL_F_ISOLATED_OUT, {
+          egress: [
+            { peers: "any", ports: [{ protocol: "UDP", from: 53, to: 53 }] },
+            { peers: [{ cidr: host(OUTSIDE[af]), except: [] }], ports: "any" },
+          ],
+        });
+        tiers(e, "egress", { admin: 0b10n, deny: 0b10n, networkPolicy: true });
+        expect(plain1({ src: POD1[af], dst: OUTSIDE[af], proto: "udp", dport: 53 })).toBe(DROP);
+        expect(plain1({ src: POD1[af], dst: REMOTE[af], proto: "udp", dport: 53 })).toBe(NEXT);
+        expect(decided()).toEqual(["egress tier-denied admin 1"]);
+      });
+
+      it("admits by an Admin Accept rule into a direction a NetworkPolicy isolates with no rule for it", () => {
+        // Bit 1 a Baseline Accept of everything: never reached where a NetworkPolicy isolates.
+        const s = policy(KEY1, POL_F_ISOLATED_IN, { ingress: [fromAnywhere(POD2[af]), anything] });
+        tiers(s, "ingress", { admin: 1n, baseline: 2n, networkPolicy: true });
+        expect(pod2To1(80)).toBe(REDIRECT);
+        expect(pod2To1(9999, 41001)).toBe(REDIRECT);
+        expect(fromWire(tcp(REMOTE[af], POD1[af], 80))).toBe(DROP);
+        expect(decided()).toEqual(["ingress denied networkPolicy -"]);
+      });
+
+      it("goes on from an Admin Pass rule to the NetworkPolicy, which allows or denies", () => {
+        const s = policy(KEY1, POL_F_ISOLATED_IN, { ingress: [fromAnywhere(POD2[af]), tcp80From(POD2[af])] });
+        tiers(s, "ingress", { admin: 1n, pass: 1n, networkPolicy: true });
+        expect(pod2To1(80)).toBe(REDIRECT);
+        expect(pod2To1(81)).toBe(DROP);
+        expect(decided()).toEqual(["ingress denied networkPolicy -"]);
+      });
+
+      it("goes on from an Admin Pass rule past a direction no NetworkPolicy isolates to Baseline, and allows where it does not deny", () => {
+        const s = policy(KEY1, POL_F_ISOLATED_IN, { ingress: [fromAnywhere(POD2[af]), anything] });
+        tiers(s, "ingress", { admin: 1n, pass: 1n, baseline: 2n, deny: 2n });
+        expect(pod2To1(80)).toBe(DROP);
+        expect(fromWire(tcp(REMOTE[af], POD1[af], 80))).toBe(DROP);
+        expect(decided()).toEqual(["ingress tier-denied baseline 1", "ingress tier-denied baseline 1"]);
+        // No Baseline rule: what Pass leaves undecided is allowed, as Kubernetes' default.
+        const t = policy(KEY1, POL_F_ISOLATED_IN, { ingress: [fromAnywhere(POD2[af])] });
+        tiers(t, "ingress", { admin: 1n, pass: 1n });
+        expect(pod2To1(80)).toBe(REDIRECT);
+        expect(events()).toEqual([]);
+      });
+
+      it("lets a NetworkPolicy that isolates the pod decide before Baseline: its allow over a Baseline Deny, its default deny alone", () => {
+        const s = policy(KEY1, POL_F_ISOLATED_IN, { ingress: [tcp80From(POD2[af]), anything] });
+        tiers(s, "ingress", { baseline: 2n, deny: 2n, networkPolicy: true });
+        expect(pod2To1(80)).toBe(REDIRECT);
+        expect(pod2To1(81)).toBe(DROP);
+        expect(decided()).toEqual(["ingress denied networkPolicy -"]);
+      });
+
+      it("takes the Baseline rule of the lowest bit: an Accept before a later Deny, and the other way round", () => {
+        const s = policy(KEY1, POL_F_ISOLATED_IN, { ingress: [fromAnywhere(POD2[af]), anything] });
+        tiers(s, "ingress", { baseline: 0b11n, deny: 0b10n });
+        expect(pod2To1(80)).toBe(REDIRECT);
+        expect(fromWire(tcp(REMOTE[af], POD1[af], 80))).toBe(DROP);
+        expect(decided()).toEqual(["ingress tier-denied baseline 1"]);
+        const t = policy(KEY1, POL_F_ISOLATED_IN, { ingress: [anything, fromAnywhere(POD2[af])] });
+        tiers(t, "ingress", { baseline: 0b11n, deny: 0b01n });
+        expect(pod2To1(80, 41001)).toBe(DROP);
+        expect(decided()).toEqual(["ingress tier-denied baseline 0"]);
+      });
+
+      it("allows what no rule matches where no NetworkPolicy isolates the pod", () => {
+        const s = policy(KEY1, BOTH, {
+          ingress: [tcp80From(REMOTE[af])],
+          egress: [{ peers: [{ cidr: host(REMOTE[af]), except: [] }], ports: [{ protocol: "UDP", from: 53, to: 53 }] }],
+        });
+        tiers(s, "ingress", { admin: 1n, deny: 1n });
+        tiers(s, "egress", { baseline: 1n, deny: 1n });
+        // Neither the address (no prefix of the slot holds it) nor the port matches.
+        expect(pod2To1(80)).toBe(REDIRECT);
+        // The address matches, the port does not; and a packet without ports.
+        expect(fromWire(tcp(REMOTE[af], POD1[af], 81))).toBe(REDIRECT);
+        expect(forwarded("wire", "pod1", [{ src: REMOTE[af], dst: POD1[af], proto: "icmp", echoId: 9 }])).toEqual([
+          true,
+        ]);
+        expect(plain1({ src: POD1[af], dst: OUTSIDE[af], proto: "udp", dport: 53 })).toBe(NEXT);
+        expect(plain1({ src: POD1[af], dst: REMOTE[af], proto: "udp", dport: 54 })).toBe(NEXT);
+        // What the rules match, they deny.
+        expect(fromWire(tcp(REMOTE[af], POD1[af], 80, TCP.SYN, 40001))).toBe(DROP);
+        expect(plain1({ src: POD1[af], dst: REMOTE[af], proto: "udp", dport: 53 })).toBe(DROP);
+        expect(decided()).toEqual(["ingress tier-denied admin 0", "egress tier-denied baseline 0"]);
+      });
+
+      it("lets the lowest matching Admin bit decide when two Admin rules match", () => {
+        const s = policy(KEY1, POL_F_ISOLATED_IN, { ingress: [fromAnywhere(POD2[af]), anything] });
+        tiers(s, "ingress", { admin: 0b11n, deny: 0b10n });
+        expect(pod2To1(80)).toBe(REDIRECT);
+        expect(fromWire(tcp(REMOTE[af], POD1[af], 80))).toBe(DROP);
+        expect(decided()).toEqual(["ingress tier-denied admin 1"]);
+        const t = policy(KEY1, POL_F_ISOLATED_IN, { ingress: [anything, fromAnywhere(POD2[af])] });
+        tiers(t, "ingress", { admin: 0b11n, deny: 0b01n });
+        expect(pod2To1(80, 41001)).toBe(DROP);
+        expect(decided()).toEqual(["ingress tier-denied admin 0"]);
+      });
+
+      it("reads a slot without a tier entry as NetworkPolicy alone, though its other direction has one", () => {
+        const s = policy(KEY1, BOTH, {
+          ingress: [tcp80From(POD2[af])],
+          egress: [{ peers: "any", ports: [{ protocol: "UDP", from: 53, to: 53 }] }],
+        });
+        tiers(s, "egress", { admin: 1n, deny: 1n });
+        expect(pod2To1(80)).toBe(REDIRECT);
+        expect(pod2To1(81)).toBe(DROP);
+        expect(fromWire(tcp(REMOTE[af], POD1[af], 80))).toBe(DROP);
+        expect(plain1({ src: POD1[af], dst: OUTSIDE[af], proto: "udp", dport: 53 })).toBe(DROP);
+        expect(decided()).toEqual([
+          "ingress denied networkPolicy -",
+          "ingress denied networkPolicy -",
+          "egress tier-denied admin 0",
+        ]);
+      });
+
+      it("cuts a remembered flow both ways once the slot's tiers change under a new stamp to an Admin Deny", () => {
+        const s = policy(KEY1, POL_F_ISOLATED_IN, { ingress: [tcp80From(POD2[af]), tcp80From(POD2[af])] });
+        tiers(s, "ingress", { admin: 1n, pass: 1n, networkPolicy: true });
+        expect(pod2To1(80)).toBe(REDIRECT);
+        expect(fromPod1(tcp(POD1[af], POD2[af], 41000, TCP.SYN | TCP.ACK, 80))).toBe(REDIRECT);
+        expect(fromPod2(tcp(POD2[af], POD1[af], 80, TCP.ACK, 41000))).toBe(REDIRECT);
+        // The Admin rule turns from Pass to Deny: the slot's bits mean something else, a new stamp.
+        tiers(s, "ingress", { admin: 1n, deny: 1n, networkPolicy: true });
+        expect(fromPod2(tcp(POD2[af], POD1[af], 80, TCP.ACK, 41000))).toBe(REDIRECT);
+        restamp(KEY1, s, POL_F_ISOLATED_IN);
+        expect(fromPod2(tcp(POD2[af], POD1[af], 80, TCP.ACK, 41000))).toBe(DROP);
+        expect(fromPod1(tcp(POD1[af], POD2[af], 41000, TCP.ACK, 80))).toBe(DROP);
+        expect(decided()).toEqual(["ingress revoked admin 0", "egress revoked admin 0"]);
       });
     });
 

@@ -7,7 +7,19 @@ import { describe, expect, it } from "vitest";
 import { BANDWIDTH } from "../../src/bpf/bandwidth/abi";
 import { CIDR_KEY, FLOW_KEY } from "../../src/bpf/fastpath/abi";
 import { array, be16, bytes, cName, scalar, struct, u8, u16, u32, u64 } from "../../src/bpf/loader/struct";
-import { POL_EVENT } from "../../src/bpf/policy/abi";
+import {
+  decodePolicyEvent,
+  decodeTierKey,
+  decodeTierValue,
+  POL_EVENT,
+  POL_RULE_NONE,
+  POL_TIER,
+  POL_TIER_F_NETWORK_POLICY,
+  POL_TIER_KEY,
+  TIER_ID,
+  tierKey,
+  tierValue,
+} from "../../src/bpf/policy/abi";
 import { SVC, SVC_CLIENT, SVC_PAIR } from "../../src/bpf/svc/abi";
 
 const offsets = (s: { fields: readonly { cName: string; offset: number }[] }) =>
@@ -40,6 +52,12 @@ describe("a struct's layout", () => {
     expect(SVC_PAIR.size).toBe(48);
     expect(SVC_CLIENT.size).toBe(544);
     expect(POL_EVENT.offsetOf("dst")).toBe(40);
+    expect(POL_EVENT.offsetOf("tier")).toBe(56);
+    expect(POL_EVENT.offsetOf("rule")).toBe(57);
+    expect(POL_EVENT.size).toBe(64);
+    expect(offsets(POL_TIER)).toEqual({ admin: 0, baseline: 8, deny: 16, pass: 24, flags: 32, pad: 36 });
+    expect(POL_TIER.size).toBe(40);
+    expect(POL_TIER_KEY.size).toBe(8);
   });
 
   it("names each field as C does", () => {
@@ -89,5 +107,41 @@ describe("encoding", () => {
   it("writes scalars as the maps hold them", () => {
     expect(scalar(u32, 0x01020304)).toEqual(Buffer.from([4, 3, 2, 1]));
     expect(scalar(be16, 0x0102)).toEqual(Buffer.from([1, 2]));
+  });
+});
+
+describe("NetworkPolicy's tiers and events", () => {
+  it("encodes a slot's tiers as nkc_pol_tiers holds them, and reads them back", () => {
+    expect(tierKey(7, "ingress")).toEqual(Buffer.from([7, 0, 0, 0, 1, 0, 0, 0]));
+    expect(decodeTierKey(tierKey(0x10203, "egress"))).toEqual({ slot: 0x10203, dir: "egress" });
+    const value = { admin: 0b11n, baseline: 1n << 63n, deny: 0b10n | (1n << 63n), pass: 0b1n, networkPolicy: true };
+    const buf = tierValue(value);
+    expect(buf.length).toBe(40);
+    expect(buf.readBigUInt64LE(24)).toBe(1n);
+    expect(buf.readUInt32LE(32)).toBe(POL_TIER_F_NETWORK_POLICY);
+    expect(decodeTierValue(buf)).toEqual(value);
+    expect(decodeTierValue(tierValue({ ...value, networkPolicy: false })).networkPolicy).toBe(false);
+    expect(() => tierValue({ ...value, deny: 1n << 64n })).toThrow(/tier deny mask/);
+  });
+
+  it("reads the tier and rule that decided a denial from an event, none where no rule did", () => {
+    const event = (reason: number, tier: number, rule: number) =>
+      POL_EVENT.encode({ ifindex: 3, dir: 1, family: 2, proto: 6, reason, src: Buffer.alloc(16), tier, rule });
+    expect(decodePolicyEvent(event(7, TIER_ID.admin, 5))).toMatchObject({
+      reason: "tier-denied",
+      tier: "admin",
+      rule: 5,
+    });
+    expect(decodePolicyEvent(event(6, TIER_ID.baseline, 63))).toMatchObject({
+      reason: "revoked",
+      tier: "baseline",
+      rule: 63,
+    });
+    expect(decodePolicyEvent(event(1, TIER_ID.networkPolicy, POL_RULE_NONE))).toMatchObject({
+      reason: "denied",
+      tier: "networkPolicy",
+      rule: undefined,
+    });
+    expect(decodePolicyEvent(event(2, TIER_ID.none, POL_RULE_NONE))).toMatchObject({ tier: "none", rule: undefined });
   });
 });

@@ -12,6 +12,8 @@ export const POLICY_MAP_NAMES = {
   pods: "nkc_pol_pods",
   peers: "nkc_pol_peers",
   ports: "nkc_pol_ports",
+  /** Per slot and direction, how the rule bits are read when a ClusterNetworkPolicy applies. */
+  tiers: "nkc_pol_tiers",
   vips: "nkc_pol_vips",
   ctTables: "nkc_pol_ct_tables",
   ctOwner: "nkc_pol_ct_owner",
@@ -38,6 +40,14 @@ export const POL_F_INCOMPLETE = 8;
 export const POLICY_PROTO = { NONE: 0, TCP: 6, UDP: 17, SCTP: 132 } as const;
 export type PolicyProto = keyof typeof POLICY_PROTO;
 
+/** nkc_pol_tier's flags: a NetworkPolicy isolates the pod this way (its rules decide between the tiers). */
+export const POL_TIER_F_NETWORK_POLICY = 1;
+/** enum nkc_pol_tier_id: which tier decided a denial. */
+export const TIER_ID = { none: 0, admin: 1, networkPolicy: 2, baseline: 3 } as const;
+export type PolicyTier = keyof typeof TIER_ID;
+/** struct nkc_pol_event's rule when no single rule decided. */
+export const POL_RULE_NONE = 0xff;
+
 export const PEER_FIXED_BITS = 64;
 export const PORT_FIXED_BITS = 48;
 
@@ -57,6 +67,18 @@ export const POL_PEER_KEY = struct("nkc_pol_peer_key", {
 });
 /** nkc_pol_ports' key (LPM trie): slot, direction and protocol lead every prefix. */
 export const POL_PORT_KEY = struct("nkc_pol_port_key", { prefixlen: u32, slot: u32, dir: u8, proto: u8, port: be16 });
+/** nkc_pol_tiers' key: a slot's direction. */
+export const POL_TIER_KEY = struct("nkc_pol_tier_key", { slot: u32, dir: u8, pad: bytes(3) });
+/** nkc_pol_tiers' value: which rule bits are Admin and Baseline rules, which of them Deny
+ * and Pass (lowest bit first), and whether a NetworkPolicy isolates the direction. */
+export const POL_TIER = struct("nkc_pol_tier", {
+  admin: u64,
+  baseline: u64,
+  deny: u64,
+  pass: u64,
+  flags: u32,
+  pad: u32,
+});
 /** A pod's flow table's value (keyed by struct nkc_flow_key): a remembered verdict. */
 export const POL_CT = struct("nkc_pol_ct", { gen: u64, stamp: u64, seenNs: u64, flags: u32, sport: be16, dport: be16 });
 /** nkc_pol_stats' value (per CPU): new flows allowed and denied, by direction. */
@@ -74,6 +96,9 @@ export const POL_EVENT = struct("nkc_pol_event", {
   dport: be16,
   src: bytes(16),
   dst: bytes(16),
+  tier: u8,
+  rule: u8,
+  pad: bytes(6),
 });
 
 /** NetworkPolicy's structs, which the node's objects lay out. */
@@ -82,6 +107,8 @@ export const POLICY_STRUCTS: readonly StructLayout[] = [
   POL_POD,
   POL_PEER_KEY,
   POL_PORT_KEY,
+  POL_TIER_KEY,
+  POL_TIER,
   POL_CT,
   POL_STATS,
   POL_EVENT,
@@ -161,6 +188,56 @@ export function decodePortKey(k: Buffer): {
   };
 }
 
+/**
+ * A slot's direction as nkc_pol_tiers reads its rule bits when a ClusterNetworkPolicy
+ * applies (bpf/include/nkc_policy_abi.h): `admin` and `baseline` the bits of each tier's
+ * rules (the lowest bit first), `deny` and `pass` those of them that Deny or Pass (Pass:
+ * Admin only), `networkPolicy` whether a NetworkPolicy isolates the pod this way (the
+ * bits in neither tier are its rules, deciding between the tiers).
+ */
+export interface TierValue {
+  admin: bigint;
+  baseline: bigint;
+  deny: bigint;
+  pass: bigint;
+  networkPolicy: boolean;
+}
+
+/** nkc_pol_tiers' key for `slot`'s direction `dir`. */
+export const tierKey = (slot: number, dir: PolicyDir): Buffer => POL_TIER_KEY.encode({ slot, dir: DIR_CODE[dir] });
+
+export function decodeTierKey(k: Buffer): { slot: number; dir: PolicyDir } {
+  const key = POL_TIER_KEY.decode(k);
+  return { slot: key.slot, dir: dirOf(key.dir) };
+}
+
+const U64_MASK = (1n << 64n) - 1n;
+
+/** nkc_pol_tiers' value. Throws on a mask that is not 64 bits. */
+export function tierValue(v: TierValue): Buffer {
+  for (const [name, mask] of Object.entries({ admin: v.admin, baseline: v.baseline, deny: v.deny, pass: v.pass })) {
+    if (mask < 0n || mask > U64_MASK) throw new Error(`tier ${name} mask ${mask} is not 64 bits`);
+  }
+  return POL_TIER.encode({
+    admin: v.admin,
+    baseline: v.baseline,
+    deny: v.deny,
+    pass: v.pass,
+    flags: v.networkPolicy ? POL_TIER_F_NETWORK_POLICY : 0,
+  });
+}
+
+export function decodeTierValue(b: Buffer): TierValue {
+  const v = POL_TIER.decode(b);
+  return {
+    admin: v.admin,
+    baseline: v.baseline,
+    deny: v.deny,
+    pass: v.pass,
+    networkPolicy: (v.flags & POL_TIER_F_NETWORK_POLICY) !== 0,
+  };
+}
+
 /** A rule bitmask value (u64). */
 export const ruleBits = (bits: bigint): Buffer => u64Key(bits);
 
@@ -192,7 +269,12 @@ export const POLICY_REASONS = {
   4: "incomplete",
   5: "fragment",
   6: "revoked",
+  7: "tier-denied",
 } as const;
+
+const TIER_NAMES: Record<number, PolicyTier> = Object.fromEntries(
+  Object.entries(TIER_ID).map(([name, id]) => [id, name as PolicyTier]),
+);
 
 /** struct nkc_pol_event, as the ring buffer hands it over. */
 export interface PolicyEvent {
@@ -207,6 +289,10 @@ export interface PolicyEvent {
   dport: number;
   src: string;
   dst: string;
+  /** The tier that decided: none for a denial no rule made (pending, incomplete, opaque, fragment). */
+  tier: PolicyTier;
+  /** The rule bit (0..63) that decided, undefined when no single rule did (a default deny). */
+  rule: number | undefined;
 }
 
 export function decodePolicyEvent(b: Buffer): PolicyEvent {
@@ -223,5 +309,7 @@ export function decodePolicyEvent(b: Buffer): PolicyEvent {
     dport: e.dport,
     src: addressText(e.family, e.src),
     dst: addressText(e.family, e.dst),
+    tier: TIER_NAMES[e.tier] ?? "none",
+    rule: e.rule === POL_RULE_NONE ? undefined : e.rule,
   };
 }

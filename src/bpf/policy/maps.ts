@@ -2,7 +2,8 @@
  * NetworkPolicy's maps (bpf/lib/policy.h) as the plugin and the agent use them: the
  * plugin records a pod's key at ADD (nkc_pol_ep) and gives it a flow table; the agent
  * writes each pod's slot and flags (nkc_pol_pods), the slots' tables (nkc_pol_peers,
- * nkc_pol_ports) and the Service ClusterIPs (nkc_pol_vips). The programs write only the
+ * nkc_pol_ports), how a slot's rule bits are read where a ClusterNetworkPolicy applies
+ * (nkc_pol_tiers) and the Service ClusterIPs (nkc_pol_vips). The programs write only the
  * flow tables and the counters.
  */
 import * as fs from "node:fs";
@@ -17,16 +18,23 @@ import { openOrCreatePinnedMap } from "../loader/pinned-map";
 import { checkStructs } from "../loader/struct-btf";
 import {
   decodePolicyPod,
+  decodeTierKey,
+  decodeTierValue,
   POL_PEER_KEY,
   POL_PORT_KEY,
+  POL_TIER_KEY,
   POLICY_MAP_NAMES,
   POLICY_STRUCTS,
+  type PolicyDir,
   type PolicyPodEntry,
   type PolicyStats,
   podKeyBytes,
   policyEndpointValue,
   policyPodValue,
   sumPolicyStats,
+  type TierValue,
+  tierKey,
+  tierValue,
 } from "./abi";
 import { POLICY_CT_SPEC } from "./ct";
 import type { TableWrite } from "./tables";
@@ -151,27 +159,53 @@ export function deletePolicyPod(maps: Pick<PolicyMaps, "pods">, key: bigint): bo
   return maps.pods.delete(podKeyBytes(key));
 }
 
-/** nkc_pol_peers and nkc_pol_ports, each with the slot of one of its keys. */
-const slotTables = (maps: Pick<PolicyMaps, "peers" | "ports">) =>
+/**
+ * How slot `slot` reads its rule bits in direction `dir` where a ClusterNetworkPolicy
+ * applies (nkc_pol_tiers). Write it before a pod's entry points at the slot (without it
+ * the direction is NetworkPolicy alone: nothing matching denies), and give the slot's
+ * pods a new stamp when it changes under them: the bits' meaning changed.
+ */
+export function writeTier(maps: Pick<PolicyMaps, "tiers">, slot: number, dir: PolicyDir, value: TierValue): void {
+  maps.tiers.update(tierKey(slot, dir), tierValue(value));
+}
+
+/** Slot `slot`'s direction `dir` back to NetworkPolicy alone; false when it had no entry. */
+export function deleteTier(maps: Pick<PolicyMaps, "tiers">, slot: number, dir: PolicyDir): boolean {
+  return maps.tiers.delete(tierKey(slot, dir));
+}
+
+export function readTier(maps: Pick<PolicyMaps, "tiers">, slot: number, dir: PolicyDir): TierValue | undefined {
+  const v = maps.tiers.lookup(tierKey(slot, dir));
+  return v ? decodeTierValue(v) : undefined;
+}
+
+/** Every (slot, direction) nkc_pol_tiers has an entry for. */
+export function policyTierKeys(maps: Pick<PolicyMaps, "tiers">): { slot: number; dir: PolicyDir }[] {
+  return [...maps.tiers.keys()].map(decodeTierKey);
+}
+
+/** nkc_pol_peers, nkc_pol_ports and nkc_pol_tiers, each with the slot of one of its keys. */
+const slotTables = (maps: Pick<PolicyMaps, "peers" | "ports" | "tiers">) =>
   [
     [maps.peers, (key: Buffer) => POL_PEER_KEY.decode(key).slot],
     [maps.ports, (key: Buffer) => POL_PORT_KEY.decode(key).slot],
+    [maps.tiers, (key: Buffer) => POL_TIER_KEY.decode(key).slot],
   ] as const;
 
-/** The slot ids nkc_pol_peers and nkc_pol_ports hold keys of. */
-export function policyTableSlots(maps: Pick<PolicyMaps, "peers" | "ports">): Set<number> {
+/** The slot ids nkc_pol_peers, nkc_pol_ports and nkc_pol_tiers hold keys of. */
+export function policyTableSlots(maps: Pick<PolicyMaps, "peers" | "ports" | "tiers">): Set<number> {
   const slots = new Set<number>();
   for (const [map, slotOf] of slotTables(maps)) for (const key of map.keys()) slots.add(slotOf(key));
   return slots;
 }
 
 /**
- * Deletes every key of nkc_pol_peers and nkc_pol_ports whose slot `keep` lacks: how many
- * keys, of how many slots. The keys are listed first (an LPM trie's walk restarts when
- * its current key goes).
+ * Deletes every key of nkc_pol_peers, nkc_pol_ports and nkc_pol_tiers whose slot `keep`
+ * lacks: how many keys, of how many slots. The keys are listed first (an LPM trie's walk
+ * restarts when its current key goes).
  */
 export function sweepPolicySlots(
-  maps: Pick<PolicyMaps, "peers" | "ports">,
+  maps: Pick<PolicyMaps, "peers" | "ports" | "tiers">,
   keep: ReadonlySet<number>,
 ): { slots: number; keys: number } {
   const slots = new Set<number>();
@@ -253,7 +287,9 @@ export function forgetPolicies(bpffsRoot: string): number {
   try {
     // The pods first: a slot's tables are read only through a pod's entry.
     for (const key of [...maps.pods.keys()]) if (maps.pods.delete(key)) pods += 1;
-    for (const map of [maps.peers, maps.ports, maps.vips]) for (const key of [...map.keys()]) map.delete(key);
+    for (const map of [maps.peers, maps.ports, maps.tiers, maps.vips]) {
+      for (const key of [...map.keys()]) map.delete(key);
+    }
   } finally {
     maps.close();
   }
