@@ -209,7 +209,7 @@ struct nkc_pol_stats {
 };
 _Static_assert(sizeof(struct nkc_pol_stats) == 32, "nkc_pol_stats is 32 bytes");
 
-/* A denied packet, as nkc_pol_events (a queue, newest kept) tells `netkit-cni monitor`. */
+/* A denied packet, as nkc_pol_denials (a queue, newest kept) tells `netkit-cni monitor`. */
 struct nkc_pol_event {
 	__u64 time_ns;     /* bpf_ktime_get_ns() */
 	__u32 ifindex;     /* the host ifindex of the pod whose policy denied it */

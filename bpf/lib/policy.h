@@ -19,7 +19,7 @@
  * (kubelet's probes: a packet of a socket of the node's) always passes, and so does
  * neighbour discovery (only as neighbour discovery: nkc_pol_ndisc). Denied packets are
  * dropped, counted under NKC_DROP_POLICY and the pod's nkc_pol_stats, and told to
- * `netkit-cni monitor` (nkc_pol_events, a queue).
+ * `netkit-cni monitor` (nkc_pol_denials, a queue).
  *
  * A remembered verdict is a cache, never an authority (nkc_policy_abi.h, struct
  * nkc_pol_ct): it counts for the flow it was made for (a TCP SYN opens another), while
@@ -66,7 +66,7 @@ NKC_MAP(nkc_pol_ct_owner, BPF_MAP_TYPE_HASH, __u32, struct nkc_flow_owner, NKC_M
 NKC_MAP(nkc_pol_ct_pool, BPF_MAP_TYPE_ARRAY, __u32, struct nkc_flow_pool, 1, 0);
 NKC_BTF_TYPE(nkc_pol_ct_value, struct nkc_pol_ct);
 NKC_MAP(nkc_pol_stats, BPF_MAP_TYPE_PERCPU_HASH, __u32, struct nkc_pol_stats, NKC_MAX_ENDPOINTS, 0);
-NKC_QUEUE(nkc_pol_events, struct nkc_pol_event, NKC_POL_EVENTS_MAX);
+NKC_QUEUE(nkc_pol_denials, struct nkc_pol_event, NKC_POL_EVENTS_MAX);
 
 /*
  * The judgment's bulky temporaries, in a per-CPU map rather than on the stack: the
@@ -299,7 +299,7 @@ static __always_inline void nkc_pol_tell(struct nkc_pol_event *e, const struct n
 	e->rule = NKC_POL_WHY_RULE(why);
 	__builtin_memset(e->pad, 0, sizeof(e->pad));
 	/* A full queue gives up its oldest event (BPF_EXIST), never the verdict. */
-	bpf_map_push_elem(&nkc_pol_events, e, BPF_EXIST);
+	bpf_map_push_elem(&nkc_pol_denials, e, BPF_EXIST);
 }
 
 /* A denial (`why`: NKC_POL_WHY): counted under the pod's drops and its stats, told to monitor. */

@@ -6,7 +6,7 @@
  * the agent left in its state directory), a ClusterNetworkPolicy's Deny rule (its tier and
  * rule number), a pod not yet judged, or a packet without ports.
  *
- * The programs push each drop onto nkc_pol_events (a queue keeping the newest 4096); the
+ * The programs push each drop onto nkc_pol_denials (a queue keeping the newest 4096); the
  * monitor takes them off every 100 ms. Two monitors share the queue: each sees a part.
  */
 import * as fs from "node:fs";

@@ -175,7 +175,7 @@ describe.each(VARIANTS)("%s NAT check", (natCheck) => {
     tablesOf.set(at, after);
   }
 
-  /** What nkc_pol_events holds, oldest first; the queue is left empty. */
+  /** What nkc_pol_denials holds, oldest first; the queue is left empty. */
   function events(): PolicyEvent[] {
     const out: PolicyEvent[] = [];
     for (let raw = pol.events.pop(); raw; raw = pol.events.pop()) out.push(decodePolicyEvent(raw));

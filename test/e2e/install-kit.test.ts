@@ -73,6 +73,13 @@ describe("install kit for clusters", () => {
       { apiGroups: ["discovery.k8s.io"], resources: ["endpointslices"], verbs: ["get", "list", "watch"] },
       { apiGroups: [""], resources: ["pods", "namespaces"], verbs: ["get", "list", "watch"] },
       { apiGroups: ["networking.k8s.io"], resources: ["networkpolicies"], verbs: ["get", "list", "watch"] },
+      // ClusterNetworkPolicy: read, and each policy's status conditions written.
+      {
+        apiGroups: ["policy.networking.k8s.io"],
+        resources: ["clusternetworkpolicies"],
+        verbs: ["get", "list", "watch"],
+      },
+      { apiGroups: ["policy.networking.k8s.io"], resources: ["clusternetworkpolicies/status"], verbs: ["patch"] },
     ]);
     const binding = byKind.get("ClusterRoleBinding") as Doc;
     expect(binding.roleRef).toMatchObject({ kind: "ClusterRole", name: "netkit-cni" });

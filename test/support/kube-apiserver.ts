@@ -66,7 +66,14 @@ const RESOURCES = {
     kind: "NetworkPolicy",
     apiVersion: "networking.k8s.io/v1",
   },
+  /** Served only once installClusterNetworkPolicy() says in which versions (its path names the version). */
+  clusternetworkpolicies: {
+    path: "/apis/policy.networking.k8s.io/v1alpha2/clusternetworkpolicies",
+    kind: "ClusterNetworkPolicy",
+    apiVersion: "policy.networking.k8s.io/v1alpha2",
+  },
 } as const;
+const POLICY_API_GROUP = "policy.networking.k8s.io";
 type Resource = keyof typeof RESOURCES;
 /** The API group of each kind served, as RBAC names it. */
 const GROUPS: Record<Resource, string> = {
@@ -76,6 +83,7 @@ const GROUPS: Record<Resource, string> = {
   pods: "",
   namespaces: "",
   networkpolicies: "networking.k8s.io",
+  clusternetworkpolicies: POLICY_API_GROUP,
 };
 
 export interface PolicyRule {
@@ -84,8 +92,11 @@ export interface PolicyRule {
   verbs: string[];
 }
 
-const resourceAt = (pathname: string): Resource | undefined =>
-  (Object.keys(RESOURCES) as Resource[]).find((r) => RESOURCES[r].path === pathname);
+const resourceAt = (pathname: string, policyApiVersions: readonly string[]): Resource | undefined => {
+  const cnp = pathname.match(/^\/apis\/policy\.networking\.k8s\.io\/([^/]+)\/clusternetworkpolicies$/);
+  if (cnp) return policyApiVersions.includes(cnp[1] ?? "") ? "clusternetworkpolicies" : undefined;
+  return (Object.keys(RESOURCES) as Resource[]).find((r) => RESOURCES[r].path === pathname);
+};
 
 /** A namespaced object's key is namespace/name, a cluster-scoped one's its name. */
 const keyOf = (object: Record<string, unknown>): string => {
@@ -95,6 +106,8 @@ const keyOf = (object: Record<string, unknown>): string => {
 
 interface OpenWatch {
   resource: Resource;
+  /** The version a ClusterNetworkPolicy watch asked for. */
+  version?: string;
   res: http.ServerResponse;
   bookmarks: boolean;
   /** Last resourceVersion this watcher was sent. */
@@ -111,6 +124,8 @@ export class StandInApiServer {
   readonly requests: RecordedRequest[] = [];
   /** Every merge patch of a Node served, in order. */
   readonly patches: { name: string; patch: unknown }[] = [];
+  /** Every server-side apply of a ClusterNetworkPolicy's status served, in order. */
+  readonly statusApplies: { name: string; fieldManager: string; body: unknown }[] = [];
   private readonly stores: Record<Resource, Map<string, Record<string, unknown>>> = {
     nodes: new Map(),
     services: new Map(),
@@ -118,7 +133,10 @@ export class StandInApiServer {
     pods: new Map(),
     namespaces: new Map(),
     networkpolicies: new Map(),
+    clusternetworkpolicies: new Map(),
   };
+  /** The versions the ClusterNetworkPolicy CRD serves (none: not installed). */
+  private policyApiVersions: string[] = [];
   private readonly nodes = this.stores.nodes;
   private readonly history: StoredEvent[] = [];
   /** A store as of a paged list's resourceVersion ("<resource>@<rv>"), for its continue tokens. */
@@ -215,11 +233,14 @@ export class StandInApiServer {
     this.rules = rules;
   }
 
-  private allowed(verb: string, resource: Resource): boolean {
+  private allowed(verb: string, resource: Resource | "clusternetworkpolicies/status"): boolean {
     if (!this.rules) return true;
     return this.rules.some(
       (r) =>
-        (r.apiGroups.includes(GROUPS[resource]) || r.apiGroups.includes("*")) &&
+        (r.apiGroups.includes(
+          GROUPS[resource === "clusternetworkpolicies/status" ? "clusternetworkpolicies" : resource],
+        ) ||
+          r.apiGroups.includes("*")) &&
         (r.resources.includes(resource) || r.resources.includes("*")) &&
         (r.verbs.includes(verb) || r.verbs.includes("*")),
     );
@@ -309,6 +330,21 @@ export class StandInApiServer {
     this.oldestRv = this.rv;
   }
 
+  /**
+   * Installs (or changes, or with [] removes) the ClusterNetworkPolicy CRD, serving these
+   * versions: discovery (GET /apis/policy.networking.k8s.io) lists them, each serves the
+   * same objects. Watches of a version no longer served end.
+   */
+  installClusterNetworkPolicy(versions: string[]): void {
+    this.policyApiVersions = [...versions];
+    for (const w of [...this.watches]) {
+      if (w.resource === "clusternetworkpolicies" && !versions.includes(w.version ?? "")) {
+        w.res.end();
+        this.watches.delete(w);
+      }
+    }
+  }
+
   // --- faults ------------------------------------------------------------------------------
 
   /** Ends every open watch (the client reconnects from its last resourceVersion). */
@@ -371,12 +407,23 @@ export class StandInApiServer {
       this.patchNode(req, res, decodeURIComponent(named[1] ?? ""));
       return;
     }
+    const cnpStatus = url.pathname.match(
+      /^\/apis\/policy\.networking\.k8s\.io\/([^/]+)\/clusternetworkpolicies\/([^/]+)\/status$/,
+    );
+    if (req.method === "PATCH" && cnpStatus && this.policyApiVersions.includes(cnpStatus[1] ?? "")) {
+      this.applyPolicyStatus(req, res, decodeURIComponent(cnpStatus[2] ?? ""), query);
+      return;
+    }
     if (req.method !== "GET") {
       this.status(res, 405, "MethodNotAllowed", `the server does not allow this method on the requested resource`);
       return;
     }
+    if (url.pathname === `/apis/${POLICY_API_GROUP}`) {
+      this.policyApiGroup(res);
+      return;
+    }
     const watching = query.watch === "true" || query.watch === "1";
-    const target = named ? "nodes" : resourceAt(url.pathname);
+    const target = named ? "nodes" : resourceAt(url.pathname, this.policyApiVersions);
     const verb = named ? "get" : watching ? "watch" : "list";
     if (target && !this.allowed(verb, target)) {
       this.status(
@@ -393,13 +440,33 @@ export class StandInApiServer {
       else this.json(res, 200, node);
       return;
     }
-    const resource = resourceAt(url.pathname);
+    const resource = resourceAt(url.pathname, this.policyApiVersions);
     if (!resource) {
       this.status(res, 404, "NotFound", "the server could not find the requested resource");
       return;
     }
-    if (watching) this.watch(res, query, resource);
+    const version = resource === "clusternetworkpolicies" ? url.pathname.split("/")[3] : undefined;
+    if (watching) this.watch(res, query, resource, version);
     else this.list(res, query, resource);
+  }
+
+  /** The discovery document of the network-policy-api's group: 404 while its CRD is not installed. */
+  private policyApiGroup(res: http.ServerResponse): void {
+    if (this.policyApiVersions.length === 0) {
+      this.status(res, 404, "NotFound", "the server could not find the requested resource");
+      return;
+    }
+    const versions = this.policyApiVersions.map((version) => ({
+      groupVersion: `${POLICY_API_GROUP}/${version}`,
+      version,
+    }));
+    this.json(res, 200, {
+      kind: "APIGroup",
+      apiVersion: "v1",
+      name: POLICY_API_GROUP,
+      versions,
+      preferredVersion: versions[0],
+    });
   }
 
   /**
@@ -438,6 +505,60 @@ export class StandInApiServer {
       this.patches.push({ name, patch });
       this.write("MODIFIED", mergePatch(structuredClone(current), patch) as Record<string, unknown>);
       this.json(res, 200, this.nodes.get(name));
+    });
+  }
+
+  /**
+   * A server-side apply of a ClusterNetworkPolicy's status (content type
+   * application/apply-patch+yaml, a fieldManager required): its conditions merged into the
+   * stored ones by type, as the CRD's listType=map has it; the spec is not touched.
+   */
+  private applyPolicyStatus(
+    req: http.IncomingMessage,
+    res: http.ServerResponse,
+    name: string,
+    query: Record<string, string>,
+  ): void {
+    if (!this.allowed("patch", "clusternetworkpolicies/status")) {
+      this.status(
+        res,
+        403,
+        "Forbidden",
+        `clusternetworkpolicies.policy.networking.k8s.io "${name}" is forbidden: User "system:serviceaccount:kube-system:netkit-cni" cannot patch resource "clusternetworkpolicies/status" in API group "${POLICY_API_GROUP}" at the cluster scope`,
+      );
+      return;
+    }
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => {
+      if (req.headers["content-type"] !== "application/apply-patch+yaml" || !query.fieldManager) {
+        this.status(res, 415, "UnsupportedMediaType", "server-side apply with a fieldManager only");
+        return;
+      }
+      const current = this.stores.clusternetworkpolicies.get(name);
+      if (!current) {
+        this.status(res, 404, "NotFound", `clusternetworkpolicies.policy.networking.k8s.io "${name}" not found`);
+        return;
+      }
+      let applied: { status?: { conditions?: { type: string }[] } };
+      try {
+        applied = JSON.parse(Buffer.concat(chunks).toString("utf8"));
+      } catch {
+        this.status(res, 400, "BadRequest", "the body is not JSON");
+        return;
+      }
+      const next = structuredClone(current);
+      const status = (next.status ?? {}) as { conditions?: { type: string }[] };
+      const conditions = [...(status.conditions ?? [])];
+      for (const c of applied.status?.conditions ?? []) {
+        const at = conditions.findIndex((x) => x.type === c.type);
+        if (at >= 0) conditions[at] = c;
+        else conditions.push(c);
+      }
+      next.status = { ...status, conditions };
+      this.statusApplies.push({ name, fieldManager: query.fieldManager, body: applied });
+      this.write("MODIFIED", next, "clusternetworkpolicies");
+      this.json(res, 200, this.stores.clusternetworkpolicies.get(name));
     });
   }
 
@@ -482,10 +603,10 @@ export class StandInApiServer {
     this.json(res, 200, { kind: `${kind}List`, apiVersion, metadata, items });
   }
 
-  private watch(res: http.ServerResponse, query: Record<string, string>, resource: Resource): void {
+  private watch(res: http.ServerResponse, query: Record<string, string>, resource: Resource, version?: string): void {
     // Chunked transfer (no content-length), one JSON event per line.
     res.writeHead(200, { "content-type": "application/json", "transfer-encoding": "chunked" });
-    const w: OpenWatch = { resource, res, bookmarks: query.allowWatchBookmarks === "true", sentRv: 0 };
+    const w: OpenWatch = { resource, version, res, bookmarks: query.allowWatchBookmarks === "true", sentRv: 0 };
     const from = query.resourceVersion ?? "";
     if (from === "" || from === "0") {
       for (const object of this.stores[resource].values()) res.write(`${JSON.stringify({ type: "ADDED", object })}\n`);

@@ -10,7 +10,7 @@ import { serviceObject } from "../../src/agent/kube/objects";
 import { WorkQueue } from "../../src/agent/kube/workqueue";
 import { agentLog } from "../../src/agent/log";
 import { AgentMetrics } from "../../src/agent/metrics";
-import { PolicyController, type PolicyWriter } from "../../src/agent/policy/controller";
+import { PolicyController, type PolicyWriter, podRules } from "../../src/agent/policy/controller";
 import {
   type KeptPolicy,
   namespaceObject,
@@ -19,7 +19,7 @@ import {
   type PolicyPod,
   podObject,
 } from "../../src/agent/policy/model/objects";
-import type { PodEntry } from "../../src/agent/policy/slots";
+import type { PodEntry, SlotTiers } from "../../src/agent/policy/slots";
 import type { ServiceObject } from "../../src/agent/services/plan";
 import type { TableWrite } from "../../src/bpf/policy/tables";
 import { FakeInformer } from "../support/fake-informer";
@@ -36,6 +36,12 @@ class RecordingWriter implements PolicyWriter {
   /** Makes the next table writes fail, as a full map does. */
   failWrites: ((w: { peers: TableWrite[]; ports: TableWrite[] }) => boolean) | undefined;
   log: string[] = [];
+  /** Each slot's tier masks, as written. */
+  tiers = new Map<number, SlotTiers>();
+  writeTiers(slot: number, tiers: SlotTiers) {
+    if (tiers) this.tiers.set(slot, tiers);
+    else this.tiers.delete(slot);
+  }
   writeSlot(w: { peers: TableWrite[]; ports: TableWrite[] }) {
     if (this.failWrites?.(w)) throw Object.assign(new Error("no space left on device"), { code: "ENOSPC" });
     this.log.push(`slot ${w.peers.length}+${w.ports.length}`);
@@ -527,5 +533,45 @@ describe("the NetworkPolicy controller on the second day", () => {
     );
     expect(s.writer.entries.get("a/web")?.slot).toBe(s.writer.entries.get("a/web-2")?.slot);
     expect(s.writer.entries.get("a/web")?.slot).not.toBe(shared);
+  });
+});
+
+describe("podRules: a compiled policy's bits as the programs read them", () => {
+  const rule = (origin: string, port: number) => ({
+    origin,
+    peers: [{ cidr: "10.0.0.0/8", except: [] }],
+    ports: [{ protocol: "TCP" as const, from: port, to: port }],
+  });
+  const tier = (origin: string, port: number, action: "Accept" | "Deny" | "Pass") => ({
+    ...rule(origin, port),
+    action,
+    policy: origin,
+    rule: origin,
+  });
+
+  it("Admin rules first in precedence order, NetworkPolicy's next, Baseline's last; masks say which is which", () => {
+    const out = podRules({
+      ingress: {
+        admin: [tier("a0", 1, "Deny"), tier("a1", 2, "Pass")],
+        rules: [rule("n0", 3)],
+        baseline: [tier("b0", 4, "Accept"), tier("b1", 5, "Deny")],
+      },
+    });
+    expect(out.origins.ingress).toEqual(["a0", "a1", "n0", "b0", "b1"]);
+    expect(out.ingress?.map((r) => (r.ports === "any" ? 0 : r.ports[0]?.from))).toEqual([1, 2, 3, 4, 5]);
+    expect(out.tiers).toEqual({
+      ingress: { admin: 0b11n, baseline: 0b11000n, deny: 0b10001n, pass: 0b10n, networkPolicy: true },
+      egress: undefined,
+    });
+  });
+
+  it("a direction no NetworkPolicy isolates says so; NetworkPolicy alone has no masks", () => {
+    const out = podRules({
+      egress: { rules: [], unisolated: true, baseline: [tier("b0", 4, "Deny")] },
+      ingress: { rules: [rule("n0", 3)] },
+    });
+    expect(out.tiers?.egress).toEqual({ admin: 0n, baseline: 1n, deny: 1n, pass: 0n, networkPolicy: false });
+    expect(out.tiers?.ingress).toBeUndefined();
+    expect(podRules({ ingress: { rules: [rule("n0", 3)] } }).tiers).toBeUndefined();
   });
 });

@@ -6,7 +6,14 @@
  * slot that cannot be written in full is given up and its pods denied.
  */
 import { describe, expect, it } from "vitest";
-import { type PodEntry, type PodRules, PolicySlots, SlotWriteError, stampClock } from "../../src/agent/policy/slots";
+import {
+  type PodEntry,
+  type PodRules,
+  PolicySlots,
+  type SlotTiers,
+  SlotWriteError,
+  stampClock,
+} from "../../src/agent/policy/slots";
 import { decodePeerKey } from "../../src/bpf/policy/abi";
 import type { TableWrite } from "../../src/bpf/policy/tables";
 
@@ -22,7 +29,14 @@ function recorder() {
   /** Keys in the tables (hex), as the writes left them. */
   const keys = new Set<string>();
   let failAfter: number | undefined;
+  /** Each slot's tier masks, as written. */
+  const tiers = new Map<number, SlotTiers>();
   const writer = {
+    writeTiers: (slot: number, t: SlotTiers) => {
+      if (t) tiers.set(slot, t);
+      else tiers.delete(slot);
+      log.push(`${t ? "set" : "del"} tiers ${slot}`);
+    },
     writeSlot: (w: { peers: TableWrite[]; ports: TableWrite[] }) => {
       for (const x of [...w.ports, ...w.peers]) {
         if (failAfter !== undefined && x.value && failAfter-- <= 0) throw new Error("no space left on device");
@@ -45,6 +59,7 @@ function recorder() {
     log,
     entries,
     keys,
+    tiers,
     writer,
     slotsOfKeys,
     failWritesAfter: (n: number | undefined) => {
@@ -116,6 +131,7 @@ describe("policy slots", () => {
     expect(keys.size).toBe(0);
     const failing = {
       writeSlot: writer.writeSlot,
+      writeTiers: writer.writeTiers,
       setPod: () => {
         throw new Error("the map is full");
       },
@@ -194,5 +210,24 @@ describe("stamps", () => {
     expect(next()).toBe(102n);
     now = 1000n;
     expect(next()).toBe(1000n);
+  });
+  it("ClusterNetworkPolicy's tiers: written with a new slot before any pod points at it, part of its meaning, gone with it", () => {
+    const r = recorder();
+    const slots = new PolicySlots(r.writer, { stamps });
+    const admin = { admin: 1n, baseline: 0n, deny: 1n, pass: 0n, networkPolicy: true };
+    const tiered = (masks: typeof admin): PodRules => ({ ...rules(["10.0.0.1/32"]), tiers: { ingress: masks } });
+    const plain = slots.place("ns/plain", rules(["10.0.0.1/32"]));
+    expect(r.tiers.size).toBe(0); // NetworkPolicy alone: no tier entry
+    const a = slots.place("ns/a", tiered(admin));
+    expect(a).not.toBe(plain); // same bits, read another way: another slot
+    expect(r.tiers.get(a)).toEqual({ ingress: admin });
+    const order = r.log.filter((l) => l === `set tiers ${a}` || l === `pod ns/a ${a}`);
+    expect(order).toEqual([`set tiers ${a}`, `pod ns/a ${a}`]);
+    expect(slots.place("ns/b", tiered({ ...admin }))).toBe(a); // equal masks share it
+    const accept = slots.place("ns/b", tiered({ ...admin, deny: 0n }));
+    expect(accept).not.toBe(a); // a rule's action changed: a new slot, not a rewrite
+    slots.release("ns/a");
+    expect(r.tiers.has(a)).toBe(false); // its last pod left: the entry went with the slot
+    expect(r.tiers.get(accept)).toEqual({ ingress: { ...admin, deny: 0n } });
   });
 });

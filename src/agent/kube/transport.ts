@@ -214,7 +214,23 @@ export async function servedVersions(kc: KubeConfig, group: string): Promise<str
  * A JSON merge patch (RFC 7386) of one object, authenticated as a GET is: the agent's only
  * write, its own Node's annotation. Resolves with the object as the API stored it.
  */
-export async function mergePatch(kc: KubeConfig, apiPath: string, patch: unknown): Promise<unknown> {
+export function mergePatch(kc: KubeConfig, apiPath: string, patch: unknown): Promise<unknown> {
+  return patchObject(kc, apiPath, patch, "application/merge-patch+json");
+}
+
+/**
+ * A server-side apply (the API concepts page's "Server-Side Apply") of the fields in
+ * `object`, owned by `fieldManager`: lists the API merges by key (a status's conditions,
+ * by type) keep the entries other managers own. `force`: take over fields another
+ * manager set (the same condition written by this agent's previous run under another
+ * name would otherwise conflict).
+ */
+export function applyPatch(kc: KubeConfig, apiPath: string, object: unknown, fieldManager: string): Promise<unknown> {
+  const query = new URLSearchParams({ fieldManager, force: "true" });
+  return patchObject(kc, `${apiPath}?${query}`, object, "application/apply-patch+yaml");
+}
+
+async function patchObject(kc: KubeConfig, apiPath: string, patch: unknown, contentType: string): Promise<unknown> {
   const cluster = kc.getCurrentCluster();
   if (!cluster) throw new Error("no current cluster");
   const url = new URL(cluster.server + apiPath);
@@ -223,7 +239,7 @@ export async function mergePatch(kc: KubeConfig, apiPath: string, patch: unknown
     method: "PATCH",
     headers: {
       accept: "application/json",
-      "content-type": "application/merge-patch+json",
+      "content-type": contentType,
       "content-length": String(body.length),
     },
   };

@@ -25,16 +25,25 @@
  *   for metrics.
  */
 
+import type { DatapathRule } from "../../bpf/index";
 import { getOrMake } from "../collections";
 import type { Informer } from "../kube/informer";
 import type { WorkQueue } from "../kube/workqueue";
 import { agentLog } from "../log";
 import type { ServiceObject } from "../services/plan";
-import type { CompiledPolicy, CompileResult } from "./model/compile";
+import type { CompiledPolicy, CompiledRule, CompileResult, DirectionPolicy, TierRule } from "./model/compile";
 import type { KeptPolicy, PolicyNamespace, PolicyPod } from "./model/objects";
 import { BOUND_KINDS, type Direction, INCOMPLETE, type PolicyProblem, type ProblemKind } from "./model/parse";
 import { PolicyIndex } from "./model/policy-index";
-import { type Isolation, type PodRules, PolicySlots, type SlotOptions, SlotWriteError, type SlotWriter } from "./slots";
+import {
+  type Isolation,
+  type PodRules,
+  PolicySlots,
+  type SlotOptions,
+  SlotWriteError,
+  type SlotWriter,
+  type TierMasks,
+} from "./slots";
 
 export const POLICY = "policy";
 export const POLICY_NAMESPACES = "policy-namespaces";
@@ -91,16 +100,45 @@ export interface OverBoundCount {
 
 /** A compiled policy as the slots take it. */
 export function podRules(policy: CompiledPolicy): PodRules {
-  const strip = (d: CompiledPolicy["ingress"]) =>
-    d?.rules.map((r) => ({ peers: r.peers, ports: r.ports })) ?? undefined;
-  return {
-    ingress: strip(policy.ingress),
-    egress: strip(policy.egress),
-    origins: {
-      ingress: policy.ingress?.rules.map((r) => r.origin) ?? [],
-      egress: policy.egress?.rules.map((r) => r.origin) ?? [],
-    },
+  const ingress = directionRules(policy.ingress);
+  const egress = directionRules(policy.egress);
+  const rules: PodRules = {
+    ingress: ingress?.rules,
+    egress: egress?.rules,
+    origins: { ingress: ingress?.origins ?? [], egress: egress?.origins ?? [] },
   };
+  if (ingress?.tiers || egress?.tiers) rules.tiers = { ingress: ingress?.tiers, egress: egress?.tiers };
+  return rules;
+}
+
+/**
+ * One direction's rules in bit order, as the programs read them (bpf/lib/policy.h): the
+ * Admin tier's first, in precedence order (the lowest matching bit decides), then
+ * NetworkPolicy's, then the Baseline tier's in precedence order; and the masks that say
+ * which is which. NetworkPolicy alone has no masks: any matching rule allows.
+ */
+function directionRules(
+  d: DirectionPolicy | undefined,
+): { rules: DatapathRule[]; origins: string[]; tiers?: TierMasks } | undefined {
+  if (!d) return undefined;
+  const strip = (r: CompiledRule): DatapathRule => ({ peers: r.peers, ports: r.ports });
+  const admin = d.admin ?? [];
+  const baseline = d.baseline ?? [];
+  if (admin.length === 0 && baseline.length === 0 && !d.unisolated) {
+    return { rules: d.rules.map(strip), origins: d.rules.map((r) => r.origin) };
+  }
+  const ordered: CompiledRule[] = [...admin, ...d.rules, ...baseline];
+  const tiers: TierMasks = { admin: 0n, baseline: 0n, deny: 0n, pass: 0n, networkPolicy: !d.unisolated };
+  const mark = (rules: TierRule[], first: number, tier: "admin" | "baseline") =>
+    rules.forEach((r, i) => {
+      const bit = 1n << BigInt(first + i);
+      tiers[tier] |= bit;
+      if (r.action === "Deny") tiers.deny |= bit;
+      if (r.action === "Pass") tiers.pass |= bit;
+    });
+  mark(admin, 0, "admin");
+  mark(baseline, admin.length + d.rules.length, "baseline");
+  return { rules: ordered.map(strip), origins: ordered.map((r) => r.origin), tiers };
 }
 
 export class PolicyController {

@@ -25,12 +25,28 @@ import type { DatapathRule, SlotTables, TableWrite } from "../../bpf/index";
 import { samePorts, slotTables, slotWrites } from "../../bpf/index";
 import { monotonicNs } from "../../sys/clock";
 
+/**
+ * How a direction's rule bits are read when a ClusterNetworkPolicy applies (struct
+ * nkc_pol_tier): which bits are Admin-tier and Baseline-tier rules (lowest bit first),
+ * which of those deny and which pass, and whether a NetworkPolicy isolates the pod that
+ * way (its rules are the other bits). A direction without one is NetworkPolicy alone.
+ */
+export interface TierMasks {
+  admin: bigint;
+  baseline: bigint;
+  deny: bigint;
+  pass: bigint;
+  networkPolicy: boolean;
+}
+
 /** One direction of a pod's compiled policy: undefined when the pod is not isolated that way. */
 export interface PodRules {
   ingress: DatapathRule[] | undefined;
   egress: DatapathRule[] | undefined;
   /** Which rule of which policy each rule is, for the signature (and `monitor`). */
   origins: { ingress: string[]; egress: string[] };
+  /** The directions a ClusterNetworkPolicy applies to: how their bits are read. */
+  tiers?: { ingress?: TierMasks; egress?: TierMasks };
 }
 
 export interface Isolation {
@@ -52,8 +68,12 @@ export interface PodEntry {
 /** What the slots need of the maps (tests give them a recording fake). */
 export interface SlotWriter {
   writeSlot(writes: { peers: TableWrite[]; ports: TableWrite[] }): void;
+  /** A slot's tier entries (undefined: none, deleted), written before any pod points at the slot. */
+  writeTiers(slot: number, tiers: SlotTiers): void;
   setPod(pod: string, entry: PodEntry): void;
 }
+
+export type SlotTiers = { ingress?: TierMasks; egress?: TierMasks } | undefined;
 
 /** A slot's tables could not be written in full. `pods`: those of the slot given up, now denied in what they isolate. */
 export class SlotWriteError extends Error {
@@ -91,17 +111,25 @@ interface Slot {
   id: number;
   signature: string;
   tables: SlotTables;
+  tiers: SlotTiers;
   isolated: Isolation;
   stamp: bigint;
   pods: Set<string>;
 }
 
-/** The rules' meaning without their peers: which rule is which, and its ports. */
+/** The rules' meaning without their peers: which rule is which, its ports, and how the tiers read them. */
 export function signatureOf(rules: PodRules): string {
   const strip = (list: DatapathRule[] | undefined, origins: string[]) =>
     list === undefined ? null : list.map((r, i) => [origins[i] ?? "", r.ports]);
-  return JSON.stringify([strip(rules.ingress, rules.origins.ingress), strip(rules.egress, rules.origins.egress)]);
+  const signature: unknown[] = [strip(rules.ingress, rules.origins.ingress), strip(rules.egress, rules.origins.egress)];
+  // Only where a ClusterNetworkPolicy applies: NetworkPolicy's slots keep the signatures they had.
+  if (rules.tiers?.ingress || rules.tiers?.egress) signature.push(tiersText(rules.tiers));
+  return JSON.stringify(signature);
 }
+
+const tiersText = (tiers: SlotTiers) => JSON.stringify(tiers, (_, v) => (typeof v === "bigint" ? v.toString(16) : v));
+const hasTiers = (tiers: SlotTiers): tiers is NonNullable<SlotTiers> =>
+  tiers?.ingress !== undefined || tiers?.egress !== undefined;
 
 export class PolicySlots {
   private readonly bySignature = new Map<string, Slot>();
@@ -138,7 +166,8 @@ export class PolicySlots {
       const writes = slotWrites(slot.id, slot.tables, tables);
       if (writes.peers.length > 0) this.rewrite(slot, tables, writes, pod);
     } else {
-      slot = this.create(signature, tables, {
+      const tiers = hasTiers(rules.tiers) ? rules.tiers : undefined;
+      slot = this.create(signature, tables, tiers, {
         ingress: rules.ingress !== undefined,
         egress: rules.egress !== undefined,
       });
@@ -202,12 +231,15 @@ export class PolicySlots {
     }
   }
 
-  private create(signature: string, tables: SlotTables, isolated: Isolation): Slot {
-    const slot: Slot = { id: this.allocate(), signature, tables, isolated, stamp: this.stamp(), pods: new Set() };
+  private create(signature: string, tables: SlotTables, tiers: SlotTiers, isolated: Isolation): Slot {
+    const id = this.allocate();
+    const slot: Slot = { id, signature, tables, tiers, isolated, stamp: this.stamp(), pods: new Set() };
     try {
       this.writer.writeSlot(slotWrites(slot.id, undefined, tables));
+      // How the bits are read goes in with them: a pod's entry points at the slot only after.
+      if (tiers) this.writer.writeTiers(slot.id, tiers);
     } catch (e) {
-      this.erase(slot.id, tables);
+      this.erase(slot.id, tables, tiers);
       throw new SlotWriteError([], e);
     }
     this.bySignature.set(signature, slot);
@@ -248,7 +280,7 @@ export class PolicySlots {
       }
     }
     if (unread) {
-      this.erase(slot.id, slot.tables);
+      this.erase(slot.id, slot.tables, slot.tiers);
       this.erase(slot.id, attempted);
     } else {
       this.dirty.add(slot.id);
@@ -263,12 +295,15 @@ export class PolicySlots {
 
   private drop(slot: Slot): void {
     this.bySignature.delete(slot.signature);
-    this.erase(slot.id, slot.tables);
+    this.erase(slot.id, slot.tables, slot.tiers);
   }
 
   /** Deletes a slot's keys; a failure leaves the id dirty for the sweep, never given out again before it. */
-  private erase(id: number, tables: SlotTables): void {
+  private erase(id: number, tables: SlotTables, tiers?: SlotTiers): void {
     try {
+      // The tier entries first: what is left of the bits then reads as NetworkPolicy's
+      // alone, and nothing reads this slot any more anyway.
+      if (tiers) this.writer.writeTiers(id, undefined);
       this.writer.writeSlot(slotWrites(id, tables, undefined));
     } catch {
       this.dirty.add(id);

@@ -13,6 +13,7 @@ import {
   applyTableWrites,
   decodePolicyPod,
   deletePolicyPod,
+  deleteTier,
   forgetPolicies,
   namespaceKey,
   openOrCreatePolicyMaps,
@@ -30,11 +31,12 @@ import {
   sweepPolicySlots,
   vipKey,
   writePolicyPod,
+  writeTier,
 } from "../../bpf/index";
 import { addressFamily } from "../../cni/address";
 import type { PolicyPodStatus, PolicyWriter } from "./controller";
 import type { PolicyProblem } from "./model/parse";
-import type { PodEntry } from "./slots";
+import type { PodEntry, SlotTiers } from "./slots";
 
 export const POLICY_FILE = "policies.json";
 export const POLICY_PROBLEMS_FILE = "policy-problems.json";
@@ -58,6 +60,14 @@ export class KernelPolicyWriter implements PolicyWriter {
 
   writeSlot(writes: Parameters<PolicyWriter["writeSlot"]>[0]): void {
     applyTableWrites(this.maps, writes);
+  }
+
+  writeTiers(slot: number, tiers: SlotTiers): void {
+    for (const dir of ["ingress", "egress"] as const) {
+      const masks = tiers?.[dir];
+      if (masks) writeTier(this.maps, slot, dir, masks);
+      else deleteTier(this.maps, slot, dir);
+    }
   }
 
   setPod(pod: string, entry: PodEntry): void {

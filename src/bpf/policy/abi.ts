@@ -19,7 +19,7 @@ export const POLICY_MAP_NAMES = {
   ctOwner: "nkc_pol_ct_owner",
   ctPool: "nkc_pol_ct_pool",
   stats: "nkc_pol_stats",
-  events: "nkc_pol_events",
+  events: "nkc_pol_denials",
   /** The judgment's per-CPU scratch (programs only). */
   scratch: "nkc_pol_scratch",
 } as const;
@@ -83,7 +83,7 @@ export const POL_TIER = struct("nkc_pol_tier", {
 export const POL_CT = struct("nkc_pol_ct", { gen: u64, stamp: u64, seenNs: u64, flags: u32, sport: be16, dport: be16 });
 /** nkc_pol_stats' value (per CPU): new flows allowed and denied, by direction. */
 export const POL_STATS = struct("nkc_pol_stats", { allowed: array(u64, 2), denied: array(u64, 2) });
-/** nkc_pol_events' value: a denied packet. */
+/** nkc_pol_denials' value: a denied packet. */
 export const POL_EVENT = struct("nkc_pol_event", {
   timeNs: u64,
   ifindex: u32,
