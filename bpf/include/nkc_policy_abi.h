@@ -209,6 +209,12 @@ struct nkc_pol_stats {
 };
 _Static_assert(sizeof(struct nkc_pol_stats) == 32, "nkc_pol_stats is 32 bytes");
 
+/* nkc_pol_verdicts (per-CPU array of __u64): the node's new flows the rules judged, at
+ * index NKC_POL_VERDICT_INDEX(direction, deciding tier (enum nkc_pol_tier_id; NONE: no
+ * tier decided, or the pod is isolated the other way only), allowed). */
+#define NKC_POL_VERDICT_INDEX(dir, tier, allowed) ((((__u32)(dir) & 1) << 3) | (((__u32)(tier) & 3) << 1) | ((allowed) ? 1 : 0))
+#define NKC_POL_VERDICTS 16
+
 /* A denied packet, as nkc_pol_denials (a queue, newest kept) tells `netkit-cni monitor`. */
 struct nkc_pol_event {
 	__u64 time_ns;     /* bpf_ktime_get_ns() */

@@ -67,6 +67,9 @@ NKC_MAP(nkc_pol_ct_pool, BPF_MAP_TYPE_ARRAY, __u32, struct nkc_flow_pool, 1, 0);
 NKC_BTF_TYPE(nkc_pol_ct_value, struct nkc_pol_ct);
 NKC_MAP(nkc_pol_stats, BPF_MAP_TYPE_PERCPU_HASH, __u32, struct nkc_pol_stats, NKC_MAX_ENDPOINTS, 0);
 NKC_QUEUE(nkc_pol_denials, struct nkc_pol_event, NKC_POL_EVENTS_MAX);
+/* The node's new flows judged by the rules, by direction, deciding tier and verdict
+ * (NKC_POL_VERDICT_INDEX): the agent's metrics per tier. */
+NKC_MAP(nkc_pol_verdicts, BPF_MAP_TYPE_PERCPU_ARRAY, __u32, __u64, NKC_POL_VERDICTS, 0);
 
 /*
  * The judgment's bulky temporaries, in a per-CPU map rather than on the stack: the
@@ -128,6 +131,9 @@ static __always_inline struct nkc_pol_pod *nkc_pol_pod_of(__u32 ifindex)
 #define NKC_POL_WHY_RULE(why) ((__u8)(((why) >> 16) & 0xff))
 /* The direction's default deny: no NetworkPolicy rule allows it. */
 #define NKC_POL_WHY_DEFAULT NKC_POL_WHY(NKC_POL_DENIED, NKC_POL_TIER_NETWORK_POLICY, NKC_POL_RULE_NONE)
+/* Allowed, by a tier (the rule that did, where one rule did). */
+#define NKC_POL_WHY_ALLOWED(tier, rule) NKC_POL_WHY(0, tier, rule)
+#define NKC_POL_WHY_NO_TIER NKC_POL_WHY_ALLOWED(NKC_POL_TIER_NONE, NKC_POL_RULE_NONE)
 
 /* The number of the one bit set in `bit` (a power of two): the bits below it, counted
  * without a branch or a table (the verifier walks no extra path). */
@@ -144,7 +150,7 @@ static __always_inline __u8 nkc_pol_bit_index(__u64 bit)
  * The one place a verdict is made from the rules that match a flow (`matched`: the AND
  * of its peers and ports bitmasks) and the tiers of `slot`'s direction `dir` (no
  * nkc_pol_tiers entry: NetworkPolicy alone, any matching rule allows). 1: allowed; 0:
- * denied, `why` says by what (nkc_policy_abi.h, struct nkc_pol_tier).
+ * denied; `why` says by what either way (nkc_policy_abi.h, struct nkc_pol_tier).
  *
  * A subprogram, as nkc_policy_judge is and for the same reason: the judgment decides in
  * three places (a new flow, a remembered one under a new stamp, the flow an ICMP error
@@ -158,8 +164,11 @@ static __attribute__((noinline)) int nkc_pol_decide(__u32 slot, __u32 dir, __u64
 	const struct nkc_pol_tier *t = bpf_map_lookup_elem(&nkc_pol_tiers, &tk);
 
 	*why = NKC_POL_WHY_DEFAULT;
-	if (!t)
+	if (!t) {
+		if (matched)
+			*why = NKC_POL_WHY_ALLOWED(NKC_POL_TIER_NETWORK_POLICY, NKC_POL_RULE_NONE);
 		return matched != 0;
+	}
 	__u64 admin = t->admin, baseline = t->baseline, deny = t->deny;
 	__u64 a = matched & admin;
 	if (a) {
@@ -168,12 +177,18 @@ static __attribute__((noinline)) int nkc_pol_decide(__u32 slot, __u32 dir, __u64
 			*why = NKC_POL_WHY(NKC_POL_TIER_DENIED, NKC_POL_TIER_ADMIN, nkc_pol_bit_index(low));
 			return 0;
 		}
-		if (!(low & t->pass))
-			return 1; /* Accept */
+		if (!(low & t->pass)) {
+			*why = NKC_POL_WHY_ALLOWED(NKC_POL_TIER_ADMIN, nkc_pol_bit_index(low)); /* Accept */
+			return 1;
+		}
 		/* Pass: the rest of the Admin tier is skipped. */
 	}
-	if (t->flags & NKC_POL_TIER_F_NETWORK_POLICY)
-		return (matched & ~(admin | baseline)) != 0;
+	if (t->flags & NKC_POL_TIER_F_NETWORK_POLICY) {
+		if (!(matched & ~(admin | baseline)))
+			return 0;
+		*why = NKC_POL_WHY_ALLOWED(NKC_POL_TIER_NETWORK_POLICY, NKC_POL_RULE_NONE);
+		return 1;
+	}
 	__u64 b = matched & baseline;
 	if (b) {
 		__u64 low = b & -b;
@@ -181,8 +196,11 @@ static __attribute__((noinline)) int nkc_pol_decide(__u32 slot, __u32 dir, __u64
 			*why = NKC_POL_WHY(NKC_POL_TIER_DENIED, NKC_POL_TIER_BASELINE, nkc_pol_bit_index(low));
 			return 0;
 		}
+		*why = NKC_POL_WHY_ALLOWED(NKC_POL_TIER_BASELINE, nkc_pol_bit_index(low)); /* Accept */
+		return 1;
 	}
-	return 1; /* a Baseline Accept, or no tier decided: Kubernetes' default */
+	*why = NKC_POL_WHY_NO_TIER; /* no tier decided: Kubernetes' default */
+	return 1;
 }
 
 /* Do the rules of `slot` in direction `dir` let `remote` on `proto`/`port` (the port on
@@ -281,6 +299,16 @@ static __always_inline void nkc_pol_stat(__u32 ifindex, __u8 dir, int allowed)
 		s->denied[dir] += 1;
 }
 
+static __always_inline void nkc_pol_count_verdict(__u8 dir, __u8 tier, int allowed)
+{
+	__u32 i = NKC_POL_VERDICT_INDEX(dir, tier, allowed);
+	if (i >= NKC_POL_VERDICTS)
+		return;
+	__u64 *n = bpf_map_lookup_elem(&nkc_pol_verdicts, &i);
+	if (n)
+		*n += 1; /* per-CPU value: no other writer */
+}
+
 static __always_inline void nkc_pol_tell(struct nkc_pol_event *e, const struct nkc_pkt *p, __u32 ifindex, __u32 slot,
 					 __u8 dir, __u32 why)
 {
@@ -355,7 +383,7 @@ static __always_inline void nkc_pol_touch(struct nkc_pol_ct *e, const struct nkc
  * Would the pod's policy now let a flow start in direction `dir` with `remote` on
  * `port` (the port it is opened towards)? `unreadable`: the reason an isolated direction
  * denies a packet whose ports could not be read (0: they could). `why`: what denied it
- * (NKC_POL_WHY).
+ * (NKC_POL_WHY), or, allowed, which tier let it through.
  */
 static __always_inline int nkc_pol_admits(const struct nkc_pol_pod *pod, __u8 dir, const struct nkc_pkt *p,
 					  const __u8 *remote, __be16 port, __u8 unreadable, __u32 *why)
@@ -366,8 +394,10 @@ static __always_inline int nkc_pol_admits(const struct nkc_pol_pod *pod, __u8 di
 		*why = NKC_POL_WHY(NKC_POL_PENDING, NKC_POL_TIER_NONE, NKC_POL_RULE_NONE);
 		return 0;
 	}
-	if (!(flags & (dir == NKC_POL_EGRESS ? NKC_POL_F_ISOLATED_OUT : NKC_POL_F_ISOLATED_IN)))
-		return 1; /* isolated the other way only: remembered for the replies */
+	if (!(flags & (dir == NKC_POL_EGRESS ? NKC_POL_F_ISOLATED_OUT : NKC_POL_F_ISOLATED_IN))) {
+		*why = NKC_POL_WHY_NO_TIER; /* isolated the other way only: remembered for the replies */
+		return 1;
+	}
 	if (flags & NKC_POL_F_INCOMPLETE) {
 		*why = NKC_POL_WHY(NKC_POL_INCOMPLETE, NKC_POL_TIER_NONE, NKC_POL_RULE_NONE);
 		return 0;
@@ -640,6 +670,7 @@ static __attribute__((noinline)) int nkc_policy_judge(struct __sk_buff *skb, str
 	} else {
 		allowed = nkc_pol_admits(pod, dir, p, dir == NKC_POL_EGRESS ? p->dst : p->src, p->dport, unreadable,
 					 &why);
+		nkc_pol_count_verdict(dir, NKC_POL_WHY_TIER(why), allowed);
 	}
 	if (!allowed)
 		return nkc_pol_deny(s, p, ifindex, pod->slot, dir, why);

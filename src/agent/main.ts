@@ -254,6 +254,8 @@ class Agent {
         this.policyWriter,
       );
       this.metrics.watchPolicy(this.policy);
+      const writer = this.policyWriter;
+      this.metrics.watchPolicyVerdicts(() => writer.verdicts());
     }
   }
 

@@ -13,7 +13,7 @@
  */
 import * as fs from "node:fs";
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
-import { pinnedMapOccupancy } from "../bpf/index";
+import { type PolicyVerdictCount, pinnedMapOccupancy } from "../bpf/index";
 import { podNames } from "../commands/agent-state";
 import { listEndpoints } from "../commands/endpoints";
 import { agentLog } from "./log";
@@ -65,6 +65,7 @@ export class AgentMetrics {
   private readonly mapEntries: Gauge;
   private readonly mapCapacity: Gauge;
   private policy: Pick<PolicyController, "unreadableCounts" | "overBoundCounts" | "incompleteCounts"> | undefined;
+  private policyVerdicts: (() => readonly PolicyVerdictCount[]) | undefined;
 
   constructor(
     private readonly bpffsRoot: string,
@@ -164,6 +165,22 @@ export class AgentMetrics {
     });
     // Read at each collect; registered, so kept by the registry.
     const metrics = this;
+    new Counter({
+      name: "netkit_cni_network_policy_verdicts_total",
+      help: "New flows the node's policy rules judged, by direction, the tier that decided (admin and baseline: a ClusterNetworkPolicy rule; networkPolicy: the pod's NetworkPolicies; none: no tier decided, or not judged the rules' way: pending, incomplete, unreadable) and verdict",
+      labelNames: ["direction", "tier", "verdict"],
+      registers: [registry],
+      collect() {
+        const read = metrics.policyVerdicts;
+        if (!read) return;
+        this.reset();
+        try {
+          for (const c of read()) this.inc({ direction: c.direction, tier: c.tier, verdict: c.verdict }, Number(c.flows));
+        } catch (e) {
+          agentLog.warn(`metrics: cannot read the policy verdicts: ${(e as Error).message}`);
+        }
+      },
+    });
     new Gauge({
       name: "netkit_cni_network_policies_unreadable",
       help: "NetworkPolicies the agent cannot read, each isolating what it selects and allowing nothing, by kind of problem (a policy counts once per kind it has)",
@@ -227,6 +244,11 @@ export class AgentMetrics {
     for (const t of this.verbLog.read()) this.verbs.observe({ verb: t.verb, result: t.ok ? "ok" : "error" }, t.seconds);
     await this.refreshPods();
     this.refreshMaps();
+  }
+
+  /** The node's counts of new flows judged by policy, by direction, deciding tier and verdict (the maps'). */
+  watchPolicyVerdicts(read: () => readonly PolicyVerdictCount[]): void {
+    this.policyVerdicts = read;
   }
 
   /** NetworkPolicy's controller, whose skipped policies and pods past a bound are counted from now on. */

@@ -41,6 +41,7 @@ import {
   podKey,
   policyFlowTables,
   readPolicyStats,
+  readPolicyVerdicts,
   recordPolicyEndpoint,
   writePolicyPod,
   writeTier,
@@ -681,6 +682,45 @@ describe.each(VARIANTS)("%s NAT check", (natCheck) => {
           "ingress denied networkPolicy -",
           "ingress denied networkPolicy -",
           "egress tier-denied admin 0",
+        ]);
+      });
+
+      it("counts each new flow under the tier that decided it, allowed or denied (the agent's metrics)", () => {
+        const counts = () => {
+          const out = new Map<string, bigint>();
+          for (const c of readPolicyVerdicts(pol)) out.set(`${c.direction} ${c.tier} ${c.verdict}`, c.flows);
+          return out;
+        };
+        const before = counts();
+        // Bit 0: Admin Accept of pod2's port 80; bit 1: Admin Deny of its port 81; bit 2:
+        // NetworkPolicy's port 82; bit 3: a Baseline Deny of anything, never reached (the
+        // NetworkPolicy isolates).
+        const port = (p: number): DatapathRule => ({
+          peers: [{ cidr: host(POD2[af]), except: [] }],
+          ports: [{ protocol: "TCP", from: p, to: p }],
+        });
+        const s = policy(KEY1, POL_F_ISOLATED_IN, { ingress: [port(80), port(81), port(82), anything] });
+        tiers(s, "ingress", { admin: 0b11n, deny: 0b1010n, baseline: 0b1000n, networkPolicy: true });
+        expect(pod2To1(80, 42000)).toBe(REDIRECT);
+        expect(pod2To1(81, 42001)).toBe(DROP);
+        expect(pod2To1(82, 42002)).toBe(REDIRECT);
+        expect(pod2To1(83, 42003)).toBe(DROP);
+        // No NetworkPolicy: a Baseline Accept, then what no tier decides.
+        const t = policy(KEY1, POL_F_ISOLATED_IN, { ingress: [port(84)] });
+        tiers(t, "ingress", { baseline: 1n });
+        expect(pod2To1(84, 42004)).toBe(REDIRECT);
+        expect(pod2To1(85, 42005)).toBe(REDIRECT);
+        const after = counts();
+        const delta = [...after]
+          .filter(([k, n]) => n !== (before.get(k) ?? 0n))
+          .map(([k, n]) => `${k} +${n - (before.get(k) ?? 0n)}`);
+        expect(delta.sort()).toEqual([
+          "ingress admin allowed +1",
+          "ingress admin denied +1",
+          "ingress baseline allowed +1",
+          "ingress networkPolicy allowed +1",
+          "ingress networkPolicy denied +1",
+          "ingress none allowed +1",
         ]);
       });
 

@@ -24,8 +24,10 @@ import {
   POL_F_PENDING,
   type PolicyMaps,
   podKey,
+  type PolicyVerdictCount,
   podKeyBytes,
   policyTableSlots,
+  readPolicyVerdicts,
   reconcileKeys,
   requireNodeBpffs,
   sweepPolicySlots,
@@ -97,6 +99,11 @@ export class KernelPolicyWriter implements PolicyWriter {
       const pending = value !== undefined && (decodePolicyPod(value).flags & POL_F_PENDING) !== 0;
       return { pod: this.names.get(key), key, pending };
     });
+  }
+
+  /** The node's new flows judged, by direction, deciding tier and verdict. */
+  verdicts(): PolicyVerdictCount[] {
+    return readPolicyVerdicts(this.maps);
   }
 
   setNamespace(namespace: string, hasPolicies: boolean): void {

@@ -20,6 +20,8 @@ export const POLICY_MAP_NAMES = {
   ctPool: "nkc_pol_ct_pool",
   stats: "nkc_pol_stats",
   events: "nkc_pol_denials",
+  /** The node's new flows the rules judged, by direction, deciding tier and verdict (per CPU). */
+  verdicts: "nkc_pol_verdicts",
   /** The judgment's per-CPU scratch (programs only). */
   scratch: "nkc_pol_scratch",
 } as const;
@@ -260,6 +262,33 @@ export function sumPolicyStats(perCpu: readonly Buffer[]): PolicyStats {
     s.denied.ingress += denied[DIR_CODE.ingress] ?? 0n;
   }
   return s;
+}
+
+/** nkc_pol_verdicts' slots (NKC_POL_VERDICT_INDEX): direction, deciding tier, verdict. */
+export const POLICY_VERDICT_SLOTS = 16;
+export const verdictIndex = (dir: PolicyDir, tier: PolicyTier, allowed: boolean): number =>
+  (DIR_CODE[dir] << 3) | (TIER_ID[tier] << 1) | (allowed ? 1 : 0);
+
+/** A count of nkc_pol_verdicts, summed over CPUs. */
+export interface PolicyVerdictCount {
+  direction: PolicyDir;
+  tier: PolicyTier;
+  verdict: "allowed" | "denied";
+  flows: bigint;
+}
+
+/** Every slot of nkc_pol_verdicts (each a __u64 per CPU), named. */
+export function sumPolicyVerdicts(read: (index: number) => readonly Buffer[] | undefined): PolicyVerdictCount[] {
+  const out: PolicyVerdictCount[] = [];
+  for (const direction of ["egress", "ingress"] as const) {
+    for (const tier of Object.keys(TIER_ID) as PolicyTier[]) {
+      for (const allowed of [true, false]) {
+        const flows = (read(verdictIndex(direction, tier, allowed)) ?? []).reduce((n, b) => n + b.readBigUInt64LE(0), 0n);
+        out.push({ direction, tier, verdict: allowed ? "allowed" : "denied", flows });
+      }
+    }
+  }
+  return out;
 }
 
 export const POLICY_REASONS = {

@@ -28,10 +28,12 @@ import {
   type PolicyDir,
   type PolicyPodEntry,
   type PolicyStats,
+  type PolicyVerdictCount,
   podKeyBytes,
   policyEndpointValue,
   policyPodValue,
   sumPolicyStats,
+  sumPolicyVerdicts,
   type TierValue,
   tierKey,
   tierValue,
@@ -258,6 +260,15 @@ export function applyTableWrites(
       else map.delete(w.key);
     }
   }
+}
+
+/** The node's new flows the rules judged, by direction, deciding tier and verdict. */
+export function readPolicyVerdicts(maps: Pick<PolicyMaps, "verdicts">): PolicyVerdictCount[] {
+  const key = Buffer.alloc(4);
+  return sumPolicyVerdicts((index) => {
+    key.writeUInt32LE(index, 0);
+    return maps.verdicts.lookupPerCpu(key);
+  });
 }
 
 export function readPolicyStats(maps: Pick<PolicyMaps, "stats">, hostIfindex: number): PolicyStats {
