@@ -21,8 +21,9 @@
  * - A protocol entry is exactly one of `tcp`, `udp`, `sctp` ({destinationPort?:
  *   {number} | {range: {start, end}}, start < end}; no destinationPort: every port of
  *   the protocol) or `destinationNamedPort`, a container port's name of any protocol,
- *   resolved by compile.ts (ingress: the subject pod's; egress: each destination pod's;
- *   never a node's or a network's).
+ *   resolved by compile.ts (ingress: the subject pod's; egress: each destination pod's);
+ *   an egress rule with one and a `nodes`, `networks` or `domainNames` peer is one the
+ *   API refuses (those have no named ports), so it is unreadable as below.
  *
  * What cannot be read fails closed as the API tells implementations to (for a peer with
  * no field it knows: "For Accept rules, fail closed means treat the rule as matching no
@@ -249,6 +250,13 @@ function readRule(
     // Read whatever is there, so that every reason is named.
     const peers = readPeers(raw[peersField], `${at}.${peersField}`, direction, action ?? "Deny", reader);
     const ports = readProtocols(raw.protocols, `${at}.protocols`, reader);
+    if (direction === "egress" && namedPortsBeside(raw.to, raw.protocols)) {
+      reader.problem(
+        "port",
+        `${at}.protocols`,
+        "destinationNamedPort cannot be used with nodes, networks or domainNames peers",
+      );
+    }
     const failed = reader.problems.slice(first).some((p) => p.kind !== "domain-names");
     if (known && !failed && peers && ports) read = { peers, ports };
   }
@@ -263,6 +271,14 @@ function readRule(
     }
   }
   return dropped ? undefined : { origin, name, action: "Deny", peers: "any", ports: "any" };
+}
+
+/** An egress rule naming ports beside peers that have none, which the API refuses. */
+function namedPortsBeside(peers: unknown, protocols: unknown): boolean {
+  const some = (list: unknown, test: (item: Record<string, unknown>) => boolean) =>
+    Array.isArray(list) && list.some((item) => isRecord(item) && test(item));
+  const named = some(protocols, (p) => present(p.destinationNamedPort));
+  return named && some(peers, (p) => present(p.nodes) || present(p.networks) || present(p.domainNames));
 }
 
 /** A rule's peers: undefined when one cannot be read; a domainNames peer is left out (matches nothing). */

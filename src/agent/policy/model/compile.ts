@@ -311,7 +311,10 @@ function tierRulesOf(
   }
   const rules = numbered.length > 0 && hasPeers(peers) ? [made(peers, normalizePorts(numbered))] : [];
   if (named.length > 0 && rule.peers !== "any") {
-    for (const group of namedPortGroups(rule.peers, named, source)) rules.push(made(group.peers, group.ports));
+    const groups = namedPortGroups(rule.peers, named, source);
+    // Canonical: by their ports, as NetworkPolicy's rules are (one action: the order decides nothing).
+    groups.sort((a, b) => (portsKey(a.ports) < portsKey(b.ports) ? -1 : 1));
+    for (const group of groups) rules.push(made(group.peers, group.ports));
   }
   return rules;
 }
