@@ -150,11 +150,12 @@ export function parseClusterPolicy(kept: KeptClusterPolicy): ParsedClusterPolicy
     reader.problem("priority", "spec.priority", `${JSON.stringify(spec.priority)} is not 0 to 1000; ${strictly}`);
   }
   const subject = readSubject(spec.subject, reader);
-  const context: RuleContext = { reader, tier: tier ?? "Admin", strict };
+  const read: Tier = strict ? "Admin" : (tier as Tier);
+  const context: RuleContext = { reader, tier: read, strict };
   return {
     key,
     name: kept.name,
-    tier: tier ?? "Admin",
+    tier: read,
     priority: strict ? 0 : (priority as number),
     subject,
     ingress: readRules(spec.ingress, "ingress", context),
