@@ -6,8 +6,20 @@
  * model's.
  */
 import type { V1Namespace, V1Pod } from "@kubernetes/client-node";
-import type { CompiledPolicy, DirectionPolicy, PeerBlock, PortRange } from "../../src/agent/policy/model/compile";
-import { namespaceObject, networkPolicyObject, podObject } from "../../src/agent/policy/model/objects";
+import type {
+  CompiledPolicy,
+  CompiledRule,
+  DirectionPolicy,
+  PeerBlock,
+  PortRange,
+} from "../../src/agent/policy/model/compile";
+import {
+  clusterNetworkPolicyObject,
+  namespaceObject,
+  networkPolicyObject,
+  nodeObject,
+  podObject,
+} from "../../src/agent/policy/model/objects";
 import { PolicySnapshot } from "../../src/agent/policy/model/snapshot";
 import { type Address, AF_INET, parseAddress } from "../../src/cni/address";
 import {
@@ -15,6 +27,7 @@ import {
   type Endpoint,
   type Probe,
   type Protocol,
+  type RawClusterPolicy,
   type RawPolicy,
   resolveEnd,
   type TruthTable,
@@ -71,12 +84,25 @@ export function compileCluster(cluster: Cluster): Map<string, CompiledPolicy> {
   return new Map(snapshot.pods.map((p) => [`${p.namespace}/${p.name}`, snapshot.compile(p).policy]));
 }
 
+export const clusterPolicy = (name: string, spec: Record<string, unknown>): RawClusterPolicy => ({
+  metadata: { name },
+  spec,
+});
+
+/** A cluster's node as the API serves it: its addresses as InternalIPs. */
+export const rawNode = (node: NonNullable<Cluster["nodes"]>[number]) => ({
+  metadata: { name: node.name, labels: node.labels ?? {} },
+  status: { addresses: node.ips.map((address) => ({ type: "InternalIP", address })) },
+});
+
 export function snapshotOf(cluster: Cluster): PolicySnapshot {
   const defined = <T>(v: T | undefined): v is T => v !== undefined;
   return new PolicySnapshot(
     cluster.pods.map((p) => podObject(p)?.object).filter(defined),
     cluster.namespaces.map((n) => namespaceObject(n)?.object).filter(defined),
     cluster.policies.map((p) => networkPolicyObject(p)?.object).filter(defined),
+    (cluster.clusterPolicies ?? []).map((c) => clusterNetworkPolicyObject(c)?.object).filter(defined),
+    (cluster.nodes ?? []).map((n) => nodeObject(rawNode(n))?.object).filter(defined),
   );
 }
 
@@ -98,9 +124,19 @@ export function compiledAllows(cluster: Cluster, compiled: Map<string, CompiledP
   return out && inward;
 }
 
+/**
+ * As the datapath judges one direction: the first Admin rule that matches decides (Pass
+ * ends the tier); then NetworkPolicy's rules when it isolates the pod; then the first
+ * Baseline rule that matches; then allowed.
+ */
 function covers(direction: DirectionPolicy | undefined, ip: string, probe: Probe): boolean {
   if (!direction) return true;
-  return direction.rules.some((r) => peersCover(r.peers, ip) && portsCover(r.ports, probe));
+  const matches = (r: CompiledRule) => peersCover(r.peers, ip) && portsCover(r.ports, probe);
+  const admin = direction.admin?.find(matches);
+  if (admin && admin.action !== "Pass") return admin.action === "Accept";
+  if (!direction.unisolated) return direction.rules.some(matches);
+  const baseline = direction.baseline?.find(matches);
+  return baseline === undefined || baseline.action !== "Deny";
 }
 
 const peersCover = (peers: PeerBlock[] | "any", ip: string) =>

@@ -46,6 +46,8 @@ export type Protocol = "TCP" | "UDP" | "SCTP";
 interface ModelNode {
   name: string;
   ips: string[];
+  /** For ClusterNetworkPolicy's `nodes` peers (cluster-policy-model.ts). */
+  labels?: Record<string, string>;
 }
 
 type Raw = Record<string, unknown>;
@@ -56,11 +58,18 @@ export interface RawPolicy {
   spec: Raw;
 }
 
+/** A ClusterNetworkPolicy as the API serves it (read by cluster-policy-model.ts). */
+export interface RawClusterPolicy {
+  metadata: { name: string };
+  spec: Raw;
+}
+
 export interface Cluster {
   namespaces: V1Namespace[];
   pods: V1Pod[];
   policies: RawPolicy[];
   nodes?: ModelNode[];
+  clusterPolicies?: RawClusterPolicy[];
 }
 
 /** A pod ("namespace/name"), an address outside the cluster's pods, or a node. */
@@ -78,7 +87,7 @@ export interface Probe {
 type LabelMap = Record<string, string>;
 
 /** Who is at one end: a policed pod, or an address (the node's own when `node` is set). */
-interface End {
+export interface End {
   ip: string;
   pod?: V1Pod;
   node?: string;
@@ -144,6 +153,34 @@ function policyTypesOf(p: RawPolicy): string[] {
   if (written.length > 0) return written;
   return ((p.spec.egress ?? []) as Raw[]).length > 0 ? ["Ingress", "Egress"] : ["Ingress"];
 }
+
+/**
+ * NetworkPolicy's word on one direction of a pod, for the tiers' model
+ * (cluster-policy-model.ts): undefined when no policy isolates the pod that way.
+ */
+export function networkPolicyVerdict(
+  cluster: Cluster,
+  pod: V1Pod,
+  direction: "ingress" | "egress",
+  other: End,
+  probe: Probe,
+): boolean | undefined {
+  if (governing(cluster, pod, direction === "ingress" ? "Ingress" : "Egress").length === 0) return undefined;
+  return direction === "ingress"
+    ? receivingAllowed(cluster, pod, other, probe)
+    : sendingAllowed(cluster, pod, other, probe);
+}
+
+/** The container port of that name and protocol on the pod (sidecars included). */
+export const namedPortOf = (pod: V1Pod, name: string, protocol: Protocol) => containerPortNamed(pod, name, protocol);
+
+/** Whether the address is in the CIDR (same family, same bits up to its length). */
+export const addressIn = (ip: string, cidr: string) => inCidr(ip, cidr);
+
+/** Whether labels satisfy a selector as the API writes it (false for one it would refuse). */
+export const labelsSelected = (selector: Raw, labels: LabelMap) => selects(selector, labels) === true;
+/** Whether the API would accept the selector. */
+export const selectorAcceptable = (selector: Raw) => selects(selector, {}) !== undefined;
 
 function receivingAllowed(cluster: Cluster, pod: V1Pod, from: End, probe: Probe): boolean {
   const policies = governing(cluster, pod, "Ingress");

@@ -44,10 +44,25 @@
  * that passes the API server's validation is unreadable here (legacy CIDR forms are read
  * as it reads them), so only an API newer than this agent, or an object written around
  * validation, meets this.
+ *
+ * ClusterNetworkPolicies (cluster-parse.ts) add tiers around a direction's NetworkPolicy
+ * rules, as DirectionPolicy describes: `admin` holds the rules of the Admin-tier policies
+ * whose subject selects the pod, `baseline` the Baseline tier's, each in precedence order:
+ * by priority, then by the policy's name (the API leaves ties to the implementation),
+ * then in written order. Their rules are never merged (order decides); one with named
+ * ports becomes adjacent rules of the same action, one per set of numbers its names take
+ * (ingress: on the pod; egress: on each destination pod; a node or a network has none);
+ * one that can match nothing after that (no peer, no port) is left out, which changes no
+ * verdict. A direction is present when a NetworkPolicy isolates it or a tier has a rule
+ * for it; `unisolated` says when no NetworkPolicy does. The bounds count the tiers' rules
+ * with the NetworkPolicy rules; past one, the direction denies everything as above.
+ * `clusterSelectedBy` names the ClusterNetworkPolicies selecting the pod and `problems`
+ * lists what they could not read (before the bounds').
  */
 import { AF_INET, addressBits, formatSubnet, parseAddress, type Subnet } from "../../../cni/address";
 import { sha256Hex } from "../../../sys/sha256";
 import { getOrMake } from "../../collections";
+import type { ClusterPeer, ClusterSubject, NodePeer, ParsedClusterPolicy, ParsedClusterRule } from "./cluster-parse";
 import type { PodPort, PolicyPod } from "./objects";
 import type {
   Direction,
@@ -143,14 +158,23 @@ export interface CompileSource {
   unreadable(pod: PolicyPod): Iterable<UnreadableSelecting>;
   /** The pods whose labels and namespace a selector peer selects (compilePod skips the ones that are no peers). */
   peerPods(peer: SelectorPeer): Iterable<PolicyPod>;
+  /** The ClusterNetworkPolicies whose subject selects the pod (subjectSelects); none when not given. */
+  clusterSelecting?(pod: PolicyPod): Iterable<ParsedClusterPolicy>;
+  /** The addresses of the Nodes a `nodes` peer's selector matches. */
+  nodeAddresses?(peer: NodePeer): Iterable<string>;
 }
 
 export interface CompileResult {
   policy: CompiledPolicy;
   /** The readable policies that select the pod, by key. */
   selectedBy: string[];
-  /** The directions past a bound (`direction` set), after the index's unreadable policies that might select the pod. */
+  /**
+   * The directions past a bound (`direction` set), after the index's unreadable policies
+   * that might select the pod and the problems of the ClusterNetworkPolicies selecting it.
+   */
   problems: PolicyProblem[];
+  /** The ClusterNetworkPolicies whose subject selects the pod, by name; absent when none. */
+  clusterSelectedBy?: string[];
 }
 
 /** A pod that selectors may choose as a peer: one with its own addresses that is still running. */
@@ -168,6 +192,23 @@ export function peerChooses(peer: SelectorPeer, pod: PolicyPod, namespaceLabels:
   return inScope && selectorMatches(peer.pods, pod.labels);
 }
 
+/**
+ * Whether a ClusterNetworkPolicy's subject selects the pod: its namespace's labels and
+ * its own (a namespace not seen yet has none); never a pod that is no peer candidate
+ * (hostNetwork, finished).
+ */
+export function subjectSelects(subject: ClusterSubject, pod: PolicyPod, namespaceLabels: Labels): boolean {
+  return (
+    isPeerCandidate(pod) &&
+    selectorMatches(subject.namespaces, namespaceLabels) &&
+    selectorMatches(subject.pods, pod.labels)
+  );
+}
+
+/** Tier order: priority, then name. */
+export const byPrecedence = (a: ParsedClusterPolicy, b: ParsedClusterPolicy) =>
+  a.priority - b.priority || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
+
 /** A pod whose traffic this node's datapath polices. */
 export const isCompileTarget = (pod: PolicyPod, localNode: string): boolean =>
   pod.nodeName === localNode && isPeerCandidate(pod);
@@ -177,35 +218,46 @@ export function compilePod(target: PolicyPod, source: CompileSource): CompileRes
   const byKey = <T extends { key: string }>(a: T, b: T) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0);
   const policies = [...source.selecting(target)].sort(byKey);
   const unreadable = [...source.unreadable(target)].sort(byKey);
-  const problems: PolicyProblem[] = [];
+  const cluster = [...(source.clusterSelecting?.(target) ?? [])].sort(byPrecedence);
+  const problems: PolicyProblem[] = cluster.flatMap((c) => c.problems);
   const policy: CompiledPolicy = {};
-  const ingress = compileDirection("ingress", target, policies, unreadable, source, problems);
+  const np = { policies, unreadable };
+  const ingress = compileDirection("ingress", target, np, cluster, source, problems);
   if (ingress) policy.ingress = ingress;
-  const egress = compileDirection("egress", target, policies, unreadable, source, problems);
+  const egress = compileDirection("egress", target, np, cluster, source, problems);
   if (egress) policy.egress = egress;
   const selectedBy = [...policies, ...unreadable].map((p) => p.key).sort();
-  return { policy, selectedBy, problems };
+  const result: CompileResult = { policy, selectedBy, problems };
+  if (cluster.length > 0) result.clusterSelectedBy = cluster.map((c) => c.name).sort();
+  return result;
 }
 
 function compileDirection(
   direction: Direction,
   target: PolicyPod,
-  policies: ParsedPolicy[],
-  unreadable: UnreadableSelecting[],
+  np: { policies: ParsedPolicy[]; unreadable: UnreadableSelecting[] },
+  cluster: ParsedClusterPolicy[],
   source: CompileSource,
   problems: PolicyProblem[],
 ): DirectionPolicy | undefined {
-  const isolating = policies.filter((p) => p[direction] !== undefined);
-  const closed = unreadable.some((u) => u.isolates.includes(direction));
-  if (isolating.length === 0) return closed ? { rules: [] } : undefined;
+  const isolating = np.policies.filter((p) => p[direction] !== undefined);
+  const closed = np.unreadable.some((u) => u.isolates.includes(direction));
+  const admin = tierRules(direction, "Admin", cluster, target, source);
+  const baseline = tierRules(direction, "Baseline", cluster, target, source);
+  const tiered = admin.length + baseline.length > 0;
+  if (isolating.length === 0 && !tiered) return closed ? { rules: [] } : undefined;
   const drafts: Draft[] = [];
   for (const policy of isolating) {
     for (const rule of policy[direction] ?? []) drafts.push(...draftsOf(direction, rule, target, source));
   }
-  const rules = mergeByPorts(drafts);
-  const over = overBounds(rules);
-  if (!over) return { rules };
-  const policy = isolating.map((p) => p.key).join(", ");
+  const out: DirectionPolicy = { rules: isolating.length > 0 ? mergeByPorts(drafts) : [] };
+  if (isolating.length === 0 && !closed) out.unisolated = true;
+  if (admin.length > 0) out.admin = admin;
+  if (baseline.length > 0) out.baseline = baseline;
+  const over = overBounds(out.rules, admin, baseline);
+  if (!over) return out;
+  const tierPolicies = cluster.filter((c) => [...admin, ...baseline].some((r) => r.policy === c.name));
+  const policy = [...isolating.map((p) => p.key), ...tierPolicies.map((c) => c.key)].join(", ");
   problems.push({
     policy,
     kind: over.kind,
@@ -213,6 +265,73 @@ function compileDirection(
     direction,
   });
   return { rules: [] };
+}
+
+// ---- ClusterNetworkPolicy rules ----------------------------------------------------------
+
+/** One tier's rules for a direction: its policies in precedence order, each's rules in written order. */
+function tierRules(
+  direction: Direction,
+  tier: Tier,
+  cluster: ParsedClusterPolicy[],
+  target: PolicyPod,
+  source: CompileSource,
+): TierRule[] {
+  const rules: TierRule[] = [];
+  for (const policy of cluster) {
+    if (policy.tier !== tier) continue;
+    for (const rule of policy[direction]) rules.push(...tierRulesOf(direction, policy, rule, target, source));
+  }
+  return rules;
+}
+
+/** A rule as the datapath's: one per set of ports its names take, none when it can match nothing. */
+function tierRulesOf(
+  direction: Direction,
+  policy: ParsedClusterPolicy,
+  rule: ParsedClusterRule,
+  target: PolicyPod,
+  source: CompileSource,
+): TierRule[] {
+  const made = (peers: PeerSet, ports: PortRange[] | "any"): TierRule => ({
+    origin: rule.origin,
+    peers: finalPeers(peers),
+    ports,
+    action: rule.action,
+    policy: policy.name,
+    rule: rule.name,
+  });
+  const peers = rule.peers === "any" ? "any" : clusterPeerSet(rule.peers, source);
+  if (rule.ports === "any") return hasPeers(peers) ? [made(peers, "any")] : [];
+  const numbered: PortRange[] = rule.ports.filter(isNumbered).map(({ protocol, from, to }) => ({ protocol, from, to }));
+  const named = rule.ports.filter(isNamed);
+  if (direction === "ingress") {
+    const ports = normalizePorts([...numbered, ...resolveNames(named, target.ports)]);
+    return ports.length > 0 && hasPeers(peers) ? [made(peers, ports)] : [];
+  }
+  const rules = numbered.length > 0 && hasPeers(peers) ? [made(peers, normalizePorts(numbered))] : [];
+  if (named.length > 0 && rule.peers !== "any") {
+    const groups = namedPortGroups(rule.peers, named, source);
+    // Canonical: by their ports, as NetworkPolicy's rules are (one action: the order decides nothing).
+    groups.sort((a, b) => (portsKey(a.ports) < portsKey(b.ports) ? -1 : 1));
+    for (const group of groups) rules.push(made(group.peers, group.ports));
+  }
+  return rules;
+}
+
+function clusterPeerSet(peers: readonly ClusterPeer[], source: CompileSource): Map<string, SortedPeer> {
+  const set = new Map<string, SortedPeer>();
+  for (const peer of peers) {
+    if (peer.kind === "block") {
+      const block = sortedPeer(peer.cidr, peer.except);
+      set.set(block.sortKey, block);
+    } else if (peer.kind === "nodes") {
+      for (const ip of source.nodeAddresses?.(peer) ?? []) addHost(set, ip);
+    } else {
+      for (const pod of source.peerPods(peer)) if (isPeerCandidate(pod)) for (const ip of pod.ips) addHost(set, ip);
+    }
+  }
+  return set;
 }
 
 // ---- one rule's drafts -------------------------------------------------------------------
@@ -263,6 +382,15 @@ function resolveNames(named: NamedPort[], podPorts: readonly PodPort[]): PortRan
 /** An egress rule's named ports: its destination pods, grouped by what the names are on each. */
 function namedPortDrafts(rule: ParsedRule, named: NamedPort[], source: CompileSource): Draft[] {
   const podPeers = rule.peers === "any" ? [rule.namedPortPods] : rule.peers;
+  return namedPortGroups(podPeers, named, source).map(({ peers, ports }) => ({ origin: rule.origin, peers, ports }));
+}
+
+/** The pods its selector peers choose, grouped by the numbers the names take on each (none: left out). */
+function namedPortGroups(
+  podPeers: readonly (ClusterPeer | undefined)[],
+  named: NamedPort[],
+  source: CompileSource,
+): { peers: Map<string, SortedPeer>; ports: PortRange[] }[] {
   const pods = new Map<string, PolicyPod>();
   for (const peer of podPeers) {
     if (peer?.kind !== "pods") continue;
@@ -275,7 +403,7 @@ function namedPortDrafts(rule: ParsedRule, named: NamedPort[], source: CompileSo
     const group = getOrMake(groups, portsKey(ports), () => ({ peers: new Map(), ports }));
     for (const ip of pod.ips) addHost(group.peers, ip);
   }
-  return [...groups.values()].map(({ peers, ports }) => ({ origin: rule.origin, peers, ports }));
+  return [...groups.values()];
 }
 
 function peerSet(rule: ParsedRule, source: CompileSource): Map<string, SortedPeer> {
@@ -367,11 +495,17 @@ function finalPeers(peers: PeerSet): PeerBlock[] | "any" {
     .map(({ cidr, except }) => ({ cidr, except }));
 }
 
-function overBounds(rules: CompiledRule[]): { kind: PolicyProblem["kind"]; reason: string } | undefined {
-  if (rules.length > MAX_RULES) {
-    return { kind: "rules-bound", reason: `${rules.length} rules after merging, the datapath holds ${MAX_RULES}` };
+function overBounds(
+  rules: CompiledRule[],
+  admin: TierRule[] = [],
+  baseline: TierRule[] = [],
+): { kind: PolicyProblem["kind"]; reason: string } | undefined {
+  const count = admin.length + rules.length + baseline.length;
+  if (count > MAX_RULES) {
+    const tiers = count > rules.length ? ` (Admin ${admin.length}, Baseline ${baseline.length})` : "";
+    return { kind: "rules-bound", reason: `${count} rules after merging${tiers}, the datapath holds ${MAX_RULES}` };
   }
-  for (const rule of rules) {
+  for (const rule of [...admin, ...rules, ...baseline]) {
     if (rule.ports !== "any" && rule.ports.length > MAX_PORT_RANGES) {
       const reason = `${rule.origin} has ${rule.ports.length} port ranges, the datapath holds ${MAX_PORT_RANGES} a rule`;
       return { kind: "port-ranges-bound", reason };
@@ -385,12 +519,20 @@ function overBounds(rules: CompiledRule[]): { kind: PolicyProblem["kind"]; reaso
  * objects' keys (the datapath keeps one copy per name).
  */
 export function policyFingerprint(policy: CompiledPolicy): string {
-  const direction = (d: DirectionPolicy | undefined) =>
-    d?.rules.map((r) => [
-      r.origin,
-      r.peers === "any" ? "any" : r.peers.map((p) => [p.cidr, p.except]),
-      r.ports === "any" ? "any" : r.ports.map((p) => [p.protocol, p.from, p.to]),
-    ]) ?? null;
+  const rule = (r: CompiledRule) => [
+    r.origin,
+    r.peers === "any" ? "any" : r.peers.map((p) => [p.cidr, p.except]),
+    r.ports === "any" ? "any" : r.ports.map((p) => [p.protocol, p.from, p.to]),
+  ];
+  const tierRule = (r: TierRule) => [...rule(r), r.action, r.policy, r.rule];
+  const direction = (d: DirectionPolicy | undefined) => {
+    if (!d) return null;
+    const rules = d.rules.map(rule);
+    // NetworkPolicy alone: named as before the tiers.
+    if (!d.unisolated && !d.admin && !d.baseline) return rules;
+    const tiers = { unisolated: d.unisolated === true, admin: d.admin?.map(tierRule) ?? [] };
+    return { rules, ...tiers, baseline: d.baseline?.map(tierRule) ?? [] };
+  };
   return sha256Hex([JSON.stringify([direction(policy.ingress), direction(policy.egress)])]);
 }
 

@@ -1,9 +1,10 @@
 /**
- * What the policy index keeps of Pods, Namespaces and NetworkPolicies, copied out of each
- * object as the informer takes it in (the transforms of kube/objects.ts, in its style): a
- * pod's labels, addresses, node, named ports and whether it has finished; a namespace's
- * labels; a policy's spec. A change to anything else (a pod's conditions, a policy's
- * annotations) is no change at all.
+ * What the policy index keeps of Pods, Namespaces, Nodes, NetworkPolicies and
+ * ClusterNetworkPolicies, copied out of each object as the informer takes it in (the
+ * transforms of kube/objects.ts, in its style): a pod's labels, addresses, node, named
+ * ports and whether it has finished; a namespace's labels; a node's labels and addresses;
+ * a policy's spec. A change to anything else (a pod's conditions, a policy's
+ * annotations, a node's conditions) is no change at all.
  *
  * Pods and namespaces keep only well-formed values: an address that is none, a port
  * without a name or number is left out (nothing could select it). A policy's spec is kept
@@ -40,7 +41,6 @@ export interface PolicyNamespace {
   labels: Labels;
 }
 
-/** A NetworkPolicy's spec as the API wrote it (fields NetworkPolicySpec does not have dropped). */
 /**
  * What each transform gives the informer: an object's key and what is kept of it (the
  * shape of kube/informer.ts's `Transformed`, written out: the model imports nothing of
@@ -51,10 +51,34 @@ interface Kept<T> {
   object: T;
 }
 
+/** A NetworkPolicy's spec as the API wrote it (fields NetworkPolicySpec does not have dropped). */
 export interface KeptPolicy {
   namespace: string;
   name: string;
   spec: { podSelector?: unknown; policyTypes?: unknown; ingress?: unknown; egress?: unknown };
+}
+
+/**
+ * A ClusterNetworkPolicy (policy.networking.k8s.io v1alpha2 and v1beta1: one spec shape)
+ * as the API wrote it, fields its spec does not have dropped. Cluster-scoped: its key is
+ * its name.
+ */
+export interface KeptClusterPolicy {
+  name: string;
+  spec: { tier?: unknown; priority?: unknown; subject?: unknown; ingress?: unknown; egress?: unknown };
+}
+
+/** A Node as a ClusterNetworkPolicy's `nodes` peer reads it. */
+export interface PolicyNode {
+  name: string;
+  labels: Labels;
+  /**
+   * status.addresses of type InternalIP and ExternalIP that are addresses, canonical,
+   * each once, sorted: the node's IPs ("the IPs present in the node.Status.Addresses
+   * field"). Hostname, InternalDNS and ExternalDNS hold names, which a peer of addresses
+   * cannot match; an entry of another type, or none, is not an IP either.
+   */
+  addresses: string[];
 }
 
 type Raw = Record<string, unknown>;
@@ -164,4 +188,32 @@ export function networkPolicyObject(raw: unknown): Kept<KeptPolicy> | undefined 
     if (spec[field] !== undefined) kept[field] = spec[field];
   }
   return { key: `${namespace}/${name}`, object: { namespace, name, spec: kept } };
+}
+
+export function clusterNetworkPolicyObject(raw: unknown): Kept<KeptClusterPolicy> | undefined {
+  const metadata = record(record(raw)?.metadata) ?? {};
+  const name = str(metadata.name);
+  if (name === undefined) return undefined;
+  const spec = record(record(raw)?.spec) ?? {};
+  const kept: KeptClusterPolicy["spec"] = {};
+  for (const field of ["tier", "priority", "subject", "ingress", "egress"] as const) {
+    if (spec[field] !== undefined) kept[field] = spec[field];
+  }
+  return { key: name, object: { name, spec: kept } };
+}
+
+const NODE_IP_TYPES: readonly unknown[] = ["InternalIP", "ExternalIP"];
+
+export function nodeObject(raw: unknown): Kept<PolicyNode> | undefined {
+  const metadata = record(record(raw)?.metadata) ?? {};
+  const name = str(metadata.name);
+  if (name === undefined) return undefined;
+  const addresses = new Set<string>();
+  for (const entry of list(record(record(raw)?.status)?.addresses)) {
+    const e = record(entry) ?? {};
+    if (!NODE_IP_TYPES.includes(e.type) || typeof e.address !== "string") continue;
+    const ip = canonicalAddress(e.address);
+    if (ip !== undefined) addresses.add(ip);
+  }
+  return { key: name, object: { name, labels: labelsOf(metadata), addresses: [...addresses].sort() } };
 }

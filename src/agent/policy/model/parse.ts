@@ -110,13 +110,22 @@ export const UNREADABLE_KINDS = [
   "protocol",
   "port",
 ] as const;
+/**
+ * What ClusterNetworkPolicy adds (cluster-parse.ts), besides the kinds above: an
+ * unreadable subject, tier, priority or action, and `domainNames`, which is refused.
+ */
+export const CLUSTER_UNREADABLE_KINDS = ["subject", "tier", "priority", "action", "domain-names"] as const;
 export const BOUND_KINDS = ["rules-bound", "port-ranges-bound"] as const;
 /** A pod's policy the agent could not write in full into the datapath's tables (a full map, a write error). */
 export const INCOMPLETE = "incomplete";
-export type ProblemKind = (typeof UNREADABLE_KINDS)[number] | (typeof BOUND_KINDS)[number] | typeof INCOMPLETE;
+export type ProblemKind =
+  | (typeof UNREADABLE_KINDS)[number]
+  | (typeof CLUSTER_UNREADABLE_KINDS)[number]
+  | (typeof BOUND_KINDS)[number]
+  | typeof INCOMPLETE;
 
 export interface PolicyProblem {
-  /** The policy ("namespace/name"), or the policies, the problem is about. */
+  /** The policy ("namespace/name"; a ClusterNetworkPolicy's "cnp:name"), or the policies, the problem is about. */
   policy: string;
   kind: ProblemKind;
   reason: string;

@@ -20,6 +20,17 @@
  * new peer is matched against the pods in its scope once) and the local pods of its
  * namespace. `work` counts what was visited, so tests can hold it to that.
  *
+ * ClusterNetworkPolicies (keyed "cnp:<name>" where they share a map with NetworkPolicies'
+ * "namespace/name", which no object name can collide with) are kept alike: per policy,
+ * its parse and the local pods its subject selects; per local pod, the ones selecting
+ * it. Their label-chosen peers are cross-namespace peer entries like any other, their
+ * `nodes` peers entries of their own (the nodes each selects). So a ClusterNetworkPolicy's
+ * change visits this node's targets once (and matches its new peers); a local pod's label
+ * change tests it against every ClusterNetworkPolicy's subject; a namespace's label change
+ * tests its local pods against the subjects whose namespace selector is not everything;
+ * a node's change visits the `nodes` peers and names the pods of the policies whose peer
+ * chose it, before or after, or whose addresses changed.
+ *
  * All pods are peers; only pods on the local node (not hostNetwork, not finished) are
  * compile targets. The sets returned name local pods whose compiled policy may have
  * changed, including one that stopped being a target (deleted, finished): `compile` then
@@ -28,15 +39,24 @@
 
 import { getOrMake } from "../../collections";
 import {
+  clusterNodePeersOf,
+  clusterPolicyKey,
+  clusterSelectorPeersOf,
+  type NodePeer,
+  type ParsedClusterPolicy,
+  parseClusterPolicy,
+} from "./cluster-parse";
+import {
   type CompileResult,
   type CompileSource,
   compilePod,
   isCompileTarget,
   isPeerCandidate,
+  subjectSelects,
   unreadableProblems,
   unreadableSelecting,
 } from "./compile";
-import type { KeptPolicy, PolicyNamespace, PolicyPod } from "./objects";
+import type { KeptClusterPolicy, KeptPolicy, PolicyNamespace, PolicyNode, PolicyPod } from "./objects";
 import {
   type ParsedPolicy,
   type PolicyParse,
@@ -56,6 +76,23 @@ export interface IndexWork {
   peersExamined: number;
   /** Namespaces tested against a namespaceSelector. */
   namespacesExamined: number;
+  /** Nodes tested against a `nodes` peer's selector. */
+  nodesExamined?: number;
+}
+
+interface NodePeerEntry {
+  peer: NodePeer;
+  /** ClusterNetworkPolicy key → how many of its rules use this peer. */
+  users: Map<string, number>;
+  /** The nodes it selects. */
+  nodes: Set<string>;
+}
+
+interface ClusterState {
+  parse: ParsedClusterPolicy;
+  /** The keys of the selector peers and the nodes peers it uses, once per use. */
+  peerKeys: string[];
+  nodePeerKeys: string[];
 }
 
 interface PeerEntry {
@@ -94,19 +131,38 @@ export class PolicyIndex {
   private readonly crossPeersOf = new Map<string, Set<string>>();
   private readonly selects = new Map<string, Set<string>>();
   private readonly selectedBy = new Map<string, Set<string>>();
+  private readonly clusterPolicies = new Map<string, ClusterState>();
+  private readonly clusterSelects = new Map<string, Set<string>>();
+  private readonly clusterSelectedBy = new Map<string, Set<string>>();
+  private readonly nodes = new Map<string, PolicyNode>();
+  private readonly nodePeers = new Map<string, NodePeerEntry>();
 
   constructor(readonly localNode: string) {}
 
-  /** The first complete lists: everything before is forgotten. Returns every local target. */
-  reset(pods: Iterable<PolicyPod>, namespaces: Iterable<PolicyNamespace>, policies: Iterable<KeptPolicy>): Set<string> {
+  /**
+   * The first complete lists: everything before is forgotten. Returns every local target.
+   * ClusterNetworkPolicies and Nodes: none when not given (the API has no such resource).
+   */
+  reset(
+    pods: Iterable<PolicyPod>,
+    namespaces: Iterable<PolicyNamespace>,
+    policies: Iterable<KeptPolicy>,
+    clusterPolicies: Iterable<KeptClusterPolicy> = [],
+    nodes: Iterable<PolicyNode> = [],
+  ): Set<string> {
     for (const map of [this.pods, this.podsIn, this.targetsIn, this.namespaceLabels, this.policies, this.policiesIn]) {
       map.clear();
     }
     for (const map of [this.peers, this.ownPeersIn, this.crossPeersOf, this.selects, this.selectedBy]) map.clear();
+    for (const map of [this.clusterPolicies, this.clusterSelects, this.clusterSelectedBy, this.nodes, this.nodePeers]) {
+      map.clear();
+    }
     this.crossPeers.clear();
     for (const n of namespaces) this.namespaceChanged(n.name, undefined, n);
+    for (const n of nodes) this.nodeChanged(n.name, undefined, n);
     for (const p of pods) this.podChanged(`${p.namespace}/${p.name}`, undefined, p);
     for (const p of policies) this.policyChanged(`${p.namespace}/${p.name}`, undefined, p);
+    for (const c of clusterPolicies) this.clusterPolicyChanged(c.name, undefined, c);
     return new Set(this.localTargets());
   }
 
@@ -173,6 +229,8 @@ export class PolicyIndex {
     if (wasTarget && isTarget && sameJson(before?.labels, after?.labels)) return;
     for (const policyKey of this.selectedBy.get(key) ?? []) this.selects.get(policyKey)?.delete(key);
     this.selectedBy.delete(key);
+    for (const clusterKey of this.clusterSelectedBy.get(key) ?? []) this.clusterSelects.get(clusterKey)?.delete(key);
+    this.clusterSelectedBy.delete(key);
     const namespace = (after ?? before)?.namespace as string;
     if (!isTarget || !after) {
       deleteFrom(this.targetsIn, namespace, key);
@@ -184,6 +242,21 @@ export class PolicyIndex {
       this.work.podsExamined += 1;
       if (selector && selectorMatches(selector, after.labels)) this.select(policyKey, key);
     }
+    const labels = this.namespaceLabels.get(namespace) ?? NO_LABELS;
+    for (const [clusterKey, state] of this.clusterPolicies) {
+      this.work.podsExamined += 1;
+      if (subjectSelects(state.parse.subject, after, labels)) this.selectCluster(clusterKey, key);
+    }
+  }
+
+  private selectCluster(clusterKey: string, podKey: string): void {
+    getOrMake(this.clusterSelects, clusterKey, () => new Set()).add(podKey);
+    getOrMake(this.clusterSelectedBy, podKey, () => new Set()).add(clusterKey);
+  }
+
+  private unselectCluster(clusterKey: string, podKey: string): void {
+    deleteFrom(this.clusterSelects, clusterKey, podKey);
+    deleteFrom(this.clusterSelectedBy, podKey, clusterKey);
   }
 
   private select(policyKey: string, podKey: string): void {
@@ -205,11 +278,31 @@ export class PolicyIndex {
     const labelsAfter = after?.labels ?? NO_LABELS;
     if (after) this.knowNamespace(name);
     const matching = this.crossPeersOf.get(name);
-    if (matching && !sameJson(labelsBefore, labelsAfter)) {
+    const relabelled = !sameJson(labelsBefore, labelsAfter);
+    if (matching && relabelled) {
       for (const peerKey of this.crossPeers) this.rematchNamespace(peerKey, name, labelsAfter, matching, affected);
     }
+    if (relabelled) this.rematchSubjects(name, labelsAfter, affected);
     if (!after) this.forgetNamespaceIfUnused(name);
     return affected;
+  }
+
+  /** The namespace's local targets against the subjects whose namespace selector is not everything. */
+  private rematchSubjects(name: string, labels: Labels, affected: Set<string>): void {
+    const targets = this.targetsIn.get(name);
+    if (!targets) return;
+    for (const [clusterKey, state] of this.clusterPolicies) {
+      if (state.parse.subject.namespaces.requirements.length === 0) continue;
+      for (const podKey of targets) {
+        const pod = this.pods.get(podKey);
+        this.work.podsExamined += 1;
+        const now = pod !== undefined && subjectSelects(state.parse.subject, pod, labels);
+        if (now === (this.clusterSelects.get(clusterKey)?.has(podKey) ?? false)) continue;
+        if (now) this.selectCluster(clusterKey, podKey);
+        else this.unselectCluster(clusterKey, podKey);
+        affected.add(podKey);
+      }
+    }
   }
 
   /** A cross-namespace peer against a namespace's new labels: its pods join or leave. */
@@ -361,6 +454,102 @@ export class PolicyIndex {
     for (const name of entry.namespaces) this.crossPeersOf.get(name)?.delete(peerKey);
   }
 
+  // ---- ClusterNetworkPolicies ------------------------------------------------------------
+
+  /** A ClusterNetworkPolicy (by name, its informer key) appeared, changed or went. */
+  clusterPolicyChanged(
+    name: string,
+    _before: KeptClusterPolicy | undefined,
+    after: KeptClusterPolicy | undefined,
+  ): Set<string> {
+    const key = clusterPolicyKey(name);
+    const affected = new Set<string>();
+    const old = this.clusterPolicies.get(key);
+    if (old) {
+      for (const podKey of this.clusterSelects.get(key) ?? []) affected.add(podKey);
+      this.dropClusterPolicy(key, old);
+    }
+    if (after) {
+      this.addClusterPolicy(key, after);
+      for (const podKey of this.clusterSelects.get(key) ?? []) affected.add(podKey);
+    }
+    return affected;
+  }
+
+  private addClusterPolicy(key: string, kept: KeptClusterPolicy): void {
+    const parse = parseClusterPolicy(kept);
+    const state: ClusterState = { parse, peerKeys: [], nodePeerKeys: [] };
+    this.clusterPolicies.set(key, state);
+    for (const [namespace, targets] of this.targetsIn) {
+      const labels = this.namespaceLabels.get(namespace) ?? NO_LABELS;
+      for (const podKey of targets) {
+        const pod = this.pods.get(podKey);
+        this.work.podsExamined += 1;
+        if (pod && subjectSelects(parse.subject, pod, labels)) this.selectCluster(key, podKey);
+      }
+    }
+    for (const peer of clusterSelectorPeersOf(parse)) {
+      const entry = this.peers.get(peer.key) ?? this.addPeer(peer);
+      entry.users.set(key, (entry.users.get(key) ?? 0) + 1);
+      state.peerKeys.push(peer.key);
+    }
+    for (const peer of clusterNodePeersOf(parse)) {
+      const entry = this.nodePeers.get(peer.key) ?? this.addNodePeer(peer);
+      entry.users.set(key, (entry.users.get(key) ?? 0) + 1);
+      state.nodePeerKeys.push(peer.key);
+    }
+  }
+
+  private dropClusterPolicy(key: string, state: ClusterState): void {
+    for (const peerKey of state.peerKeys) this.releasePeer(peerKey, key);
+    for (const peerKey of state.nodePeerKeys) {
+      const entry = this.nodePeers.get(peerKey);
+      if (!entry) continue;
+      const uses = (entry.users.get(key) ?? 1) - 1;
+      if (uses > 0) entry.users.set(key, uses);
+      else entry.users.delete(key);
+      if (entry.users.size === 0) this.nodePeers.delete(peerKey);
+    }
+    for (const podKey of this.clusterSelects.get(key) ?? []) deleteFrom(this.clusterSelectedBy, podKey, key);
+    this.clusterSelects.delete(key);
+    this.clusterPolicies.delete(key);
+  }
+
+  /** A nodes peer no rule had before: matched once against every node. */
+  private addNodePeer(peer: NodePeer): NodePeerEntry {
+    const entry: NodePeerEntry = { peer, users: new Map(), nodes: new Set() };
+    this.nodePeers.set(peer.key, entry);
+    for (const node of this.nodes.values()) {
+      this.work.nodesExamined = (this.work.nodesExamined ?? 0) + 1;
+      if (selectorMatches(peer.nodes, node.labels)) entry.nodes.add(node.name);
+    }
+    return entry;
+  }
+
+  // ---- nodes ----------------------------------------------------------------------------
+
+  /** A Node appeared, changed or went (`before` is the index's own copy; the argument is ignored). */
+  nodeChanged(name: string, _before: PolicyNode | undefined, after: PolicyNode | undefined): Set<string> {
+    const affected = new Set<string>();
+    const before = this.nodes.get(name);
+    if (after) this.nodes.set(name, after);
+    else this.nodes.delete(name);
+    const readdressed = !sameJson(before?.addresses, after?.addresses);
+    for (const entry of this.nodePeers.values()) {
+      this.work.peersExamined += 1;
+      this.work.nodesExamined = (this.work.nodesExamined ?? 0) + 1;
+      const was = entry.nodes.has(name);
+      const now = after !== undefined && selectorMatches(entry.peer.nodes, after.labels);
+      if (was === now && !(now && readdressed)) continue;
+      if (now) entry.nodes.add(name);
+      else entry.nodes.delete(name);
+      for (const clusterKey of entry.users.keys()) {
+        for (const podKey of this.clusterSelects.get(clusterKey) ?? []) affected.add(podKey);
+      }
+    }
+    return affected;
+  }
+
   // ---- shared --------------------------------------------------------------------------
 
   private chooses(entry: PeerEntry, pod: PolicyPod): boolean {
@@ -371,10 +560,12 @@ export class PolicyIndex {
     return inScope && selectorMatches(peer.pods, pod.labels);
   }
 
-  /** The local pods selected by the policies that use a peer. */
+  /** The local pods selected by the policies (NetworkPolicies and ClusterNetworkPolicies) that use a peer. */
   private usersOf(entry: PeerEntry, affected: Set<string>): void {
-    for (const policyKey of entry.users.keys())
-      for (const podKey of this.selects.get(policyKey) ?? []) affected.add(podKey);
+    for (const policyKey of entry.users.keys()) {
+      const selected = this.selects.get(policyKey) ?? this.clusterSelects.get(policyKey) ?? [];
+      for (const podKey of selected) affected.add(podKey);
+    }
   }
 
   // ---- answers -------------------------------------------------------------------------
@@ -387,6 +578,8 @@ export class PolicyIndex {
       selecting: () => this.selectingPolicies(podKey),
       unreadable: (p) => unreadableSelecting(p, this.parsesIn(pod.namespace)),
       peerPods: (peer) => this.peerPods(peer),
+      clusterSelecting: () => this.clusterSelecting(podKey),
+      nodeAddresses: (peer) => this.nodeAddresses(peer),
     };
     const result = compilePod(pod, source);
     result.problems.unshift(...unreadableProblems(pod, this.parsesIn(pod.namespace)));
@@ -400,6 +593,20 @@ export class PolicyIndex {
       if (parse?.ok) policies.push(parse.policy);
     }
     return policies;
+  }
+
+  private clusterSelecting(podKey: string): ParsedClusterPolicy[] {
+    const selecting: ParsedClusterPolicy[] = [];
+    for (const clusterKey of this.clusterSelectedBy.get(podKey) ?? []) {
+      const state = this.clusterPolicies.get(clusterKey);
+      if (state) selecting.push(state.parse);
+    }
+    return selecting;
+  }
+
+  private nodeAddresses(peer: NodePeer): string[] {
+    const names = this.nodePeers.get(peer.key)?.nodes ?? [];
+    return [...names].flatMap((name) => this.nodes.get(name)?.addresses ?? []);
   }
 
   private peerPods(peer: SelectorPeer): PolicyPod[] {
@@ -420,6 +627,15 @@ export class PolicyIndex {
   problemsOf(policyKey: string): PolicyProblem[] {
     const parse = this.policies.get(policyKey)?.parse;
     return parse && !parse.ok ? parse.problems : [];
+  }
+
+  /** Each ClusterNetworkPolicy that could not be read as written, by name: its problems (for its status). */
+  clusterPolicyProblems(): Map<string, PolicyProblem[]> {
+    const out = new Map<string, PolicyProblem[]>();
+    for (const state of this.clusterPolicies.values()) {
+      if (state.parse.problems.length > 0) out.set(state.parse.name, state.parse.problems);
+    }
+    return out;
   }
 
   /** Unreadable policies by kind of problem (a policy counts once per kind it has). */
