@@ -30,9 +30,10 @@ import { WIREGUARD_DEVICE } from "../datapath/uplink";
 import { install } from "../install/install";
 import { RtnlSocket } from "../netlink/socket";
 import { ConflistController } from "./conflist";
-import { ApiInformer } from "./kube/informer";
+import { ApiInformer, type InformerObserver } from "./kube/informer";
 import { nodeObject, serviceObject, sliceObject } from "./kube/objects";
-import { loadKubeConfig } from "./kube/transport";
+import { OptionalInformer } from "./kube/optional-informer";
+import { applyPatch, loadKubeConfig, servedVersions } from "./kube/transport";
 import { WorkQueue } from "./kube/workqueue";
 import { agentLog } from "./log";
 import { MasqueradeController } from "./masquerade/controller";
@@ -45,8 +46,16 @@ import {
 } from "./masquerade/table";
 import { AgentMetrics } from "./metrics";
 import { AGENT_USAGE, type AgentOptions, AgentUsageError, installOptionsFor, parseAgentOptions } from "./options";
-import { PolicyController } from "./policy/controller";
-import { namespaceObject, networkPolicyObject, podObject } from "./policy/model/objects";
+import { ClusterPolicyConditions, firstByName } from "./policy/cluster-conditions";
+import { type ClusterPolicySources, PolicyController } from "./policy/controller";
+import {
+  clusterNetworkPolicyObject,
+  type KeptClusterPolicy,
+  namespaceObject,
+  networkPolicyObject,
+  podObject,
+  nodeObject as policyNodeObject,
+} from "./policy/model/objects";
 import { forgetNetworkPolicy, KernelPolicyWriter, writePolicyFile, writePolicyProblemsFile } from "./policy/writer";
 import { ROUTES, RoutesController } from "./routes/controller";
 import { KernelRouteTable } from "./routes/table";
@@ -157,7 +166,7 @@ async function stopEncrypting(opts: AgentOptions, kc: KubeConfig, bpffsRoot: str
 class Agent {
   readonly metrics: AgentMetrics;
   private readonly queue: WorkQueue;
-  private readonly informers: ApiInformer<unknown>[] = [];
+  private readonly informers: { start(): void; stop(): void }[] = [];
   private readonly errors = new Map<string, string>();
   private readonly host = RtnlSocket.open();
   private readonly conflist: ConflistController;
@@ -252,6 +261,8 @@ class Agent {
         services,
         opts.nodeName,
         this.policyWriter,
+        {},
+        this.clusterPolicySources(kc, opts.nodeName, nodes),
       );
       this.metrics.watchPolicy(this.policy);
       const writer = this.policyWriter;
@@ -297,8 +308,67 @@ class Agent {
     return this.kc.getCurrentCluster()?.server;
   }
 
-  private informer<T>(path: string, transform: (raw: unknown) => { key: string; object: T } | undefined, what: string) {
-    const informer = new ApiInformer<T>(this.kc, path, transform, {
+  /**
+   * ClusterNetworkPolicy's sources: the policies in the newest version of
+   * policy.networking.k8s.io this agent reads that the API serves (none while the CRD is
+   * not installed; discovery read again every 30 s, so installing, upgrading or removing
+   * it needs no restart), the Nodes their `nodes` peers select, and their conditions,
+   * written by the agent of the node first by name.
+   */
+  private clusterPolicySources(
+    kc: KubeConfig,
+    nodeName: string,
+    nodes: { values(): IterableIterator<{ name: string }> },
+  ): ClusterPolicySources {
+    const group = "policy.networking.k8s.io";
+    const policies = new OptionalInformer<KeptClusterPolicy>({
+      discover: () => servedVersions(kc, group),
+      versions: ["v1beta1", "v1alpha2"],
+      makeInformer: (version) =>
+        new ApiInformer(
+          kc,
+          `/apis/${group}/${version}/clusternetworkpolicies`,
+          clusterNetworkPolicyObject,
+          this.informerObserver(`ClusterNetworkPolicies (${version})`),
+        ),
+      pollMs: 30_000,
+      failed: (e) => agentLog.warn(`API: discovery of ${group}: ${e.message}; retrying in 30 s`),
+      switched: (version) =>
+        agentLog.info(
+          version
+            ? `ClusterNetworkPolicy: watching ${group}/${version}`
+            : `ClusterNetworkPolicy: ${group} is not served (its CRD is not installed): NetworkPolicy only`,
+        ),
+    });
+    this.informers.push(policies);
+    const conditions = new ClusterPolicyConditions(
+      async (name, condition) => {
+        const version = policies.version;
+        if (!version) return;
+        await applyPatch(
+          kc,
+          `/apis/${group}/${version}/clusternetworkpolicies/${encodeURIComponent(name)}/status`,
+          { apiVersion: `${group}/${version}`, kind: "ClusterNetworkPolicy", status: { conditions: [condition] } },
+          "netkit-cni",
+        );
+      },
+      () =>
+        firstByName(
+          nodeName,
+          [...nodes.values()].map((n) => n.name),
+        ),
+      (name, e) => agentLog.warn(`ClusterNetworkPolicy ${name}: cannot write its status: ${e.message}`),
+    );
+    return {
+      policies,
+      nodes: this.informer("/api/v1/nodes", policyNodeObject, "Nodes (for ClusterNetworkPolicy)"),
+      version: () => policies.version,
+      report: (reports) => conditions.report(reports),
+    };
+  }
+
+  private informerObserver(what: string): InformerObserver {
+    return {
       failed: (e, retryInMs) => {
         this.metrics.apiErrors.inc();
         agentLog.warn(`API: ${what}: ${e.message}; keeping the last known, retrying in ${retryInMs} ms`);
@@ -307,7 +377,11 @@ class Agent {
       // A large list is read a chunk at a time; its garbage is collected as it goes, so
       // the peak stays a chunk's worth above what is kept (Bun; Node collects by itself).
       chunkTaken: () => bunGc(false),
-    });
+    };
+  }
+
+  private informer<T>(path: string, transform: (raw: unknown) => { key: string; object: T } | undefined, what: string) {
+    const informer = new ApiInformer<T>(this.kc, path, transform, this.informerObserver(what));
     this.informers.push(informer as ApiInformer<unknown>);
     return informer;
   }

@@ -19,7 +19,7 @@ import { listEndpoints } from "../commands/endpoints";
 import { agentLog } from "./log";
 import type { PolicyController } from "./policy/controller";
 import { MAX_PORT_RANGES, MAX_RULES } from "./policy/model/compile";
-import { BOUND_KINDS, UNREADABLE_KINDS } from "./policy/model/parse";
+import { BOUND_KINDS, CLUSTER_UNREADABLE_KINDS, UNREADABLE_KINDS } from "./policy/model/parse";
 import type { PeerState } from "./routes/plan";
 import { VerbLog } from "./verb-log";
 
@@ -64,7 +64,10 @@ export class AgentMetrics {
   private readonly pods: Gauge;
   private readonly mapEntries: Gauge;
   private readonly mapCapacity: Gauge;
-  private policy: Pick<PolicyController, "unreadableCounts" | "overBoundCounts" | "incompleteCounts"> | undefined;
+  private policy:
+    | (Pick<PolicyController, "unreadableCounts" | "overBoundCounts" | "incompleteCounts"> &
+        Partial<Pick<PolicyController, "clusterCounts">>)
+    | undefined;
   private policyVerdicts: (() => readonly PolicyVerdictCount[]) | undefined;
 
   constructor(
@@ -175,7 +178,8 @@ export class AgentMetrics {
         if (!read) return;
         this.reset();
         try {
-          for (const c of read()) this.inc({ direction: c.direction, tier: c.tier, verdict: c.verdict }, Number(c.flows));
+          for (const c of read())
+            this.inc({ direction: c.direction, tier: c.tier, verdict: c.verdict }, Number(c.flows));
         } catch (e) {
           agentLog.warn(`metrics: cannot read the policy verdicts: ${(e as Error).message}`);
         }
@@ -192,6 +196,31 @@ export class AgentMetrics {
         if (!policy) return;
         const counts = policy.unreadableCounts();
         for (const kind of UNREADABLE_KINDS) this.set({ kind }, counts[kind] ?? 0);
+      },
+    });
+    new Gauge({
+      name: "netkit_cni_cluster_network_policies",
+      help: "ClusterNetworkPolicies the agent reads, by tier (none while the CRD is not installed)",
+      labelNames: ["tier"],
+      registers: [registry],
+      collect() {
+        this.reset();
+        const counts = metrics.policy?.clusterCounts?.();
+        if (!counts) return;
+        for (const [tier, n] of Object.entries(counts.byTier)) this.set({ tier }, n);
+      },
+    });
+    new Gauge({
+      name: "netkit_cni_cluster_network_policies_unreadable",
+      help: "ClusterNetworkPolicies not read in full, by kind of problem (a policy counts once per kind it has): an unreadable Accept rule matches nothing, a Deny or Pass rule denies everything, domainNames match nothing",
+      labelNames: ["kind"],
+      registers: [registry],
+      collect() {
+        this.reset();
+        const counts = metrics.policy?.clusterCounts?.();
+        if (!counts) return;
+        for (const kind of [...UNREADABLE_KINDS, ...CLUSTER_UNREADABLE_KINDS])
+          this.set({ kind }, counts.unreadable[kind] ?? 0);
       },
     });
     new Gauge({
@@ -252,7 +281,10 @@ export class AgentMetrics {
   }
 
   /** NetworkPolicy's controller, whose skipped policies and pods past a bound are counted from now on. */
-  watchPolicy(policy: Pick<PolicyController, "unreadableCounts" | "overBoundCounts" | "incompleteCounts">): void {
+  watchPolicy(
+    policy: Pick<PolicyController, "unreadableCounts" | "overBoundCounts" | "incompleteCounts"> &
+      Partial<Pick<PolicyController, "clusterCounts">>,
+  ): void {
     this.policy = policy;
   }
 

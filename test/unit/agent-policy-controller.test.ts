@@ -10,12 +10,20 @@ import { serviceObject } from "../../src/agent/kube/objects";
 import { WorkQueue } from "../../src/agent/kube/workqueue";
 import { agentLog } from "../../src/agent/log";
 import { AgentMetrics } from "../../src/agent/metrics";
-import { PolicyController, type PolicyWriter, podRules } from "../../src/agent/policy/controller";
 import {
+  type ClusterPolicySources,
+  PolicyController,
+  type PolicyWriter,
+  podRules,
+} from "../../src/agent/policy/controller";
+import {
+  clusterNetworkPolicyObject,
+  type KeptClusterPolicy,
   type KeptPolicy,
   namespaceObject,
   networkPolicyObject,
   type PolicyNamespace,
+  type PolicyNode,
   type PolicyPod,
   podObject,
 } from "../../src/agent/policy/model/objects";
@@ -111,7 +119,7 @@ const t = <T>(x: { key: string; object: T } | undefined) => {
   return x.object;
 };
 
-function setup(writer = new RecordingWriter(), failed: string[] = []) {
+function setup(writer = new RecordingWriter(), failed: string[] = [], cluster?: ClusterPolicySources) {
   const queue = new WorkQueue({
     failed: (k, n, e) => (failed ? failed.push(`${k} ${n}: ${e.message}`) : console.log(k, n, e)),
   });
@@ -119,7 +127,7 @@ function setup(writer = new RecordingWriter(), failed: string[] = []) {
   const namespaces = new FakeInformer<PolicyNamespace>((n) => n.name);
   const policies = new FakeInformer<KeptPolicy>((p) => `${p.namespace}/${p.name}`);
   const services = new FakeInformer<ServiceObject>((s) => `${s.metadata?.namespace}/${s.metadata?.name}`);
-  const controller = new PolicyController(queue, pods, namespaces, policies, services, "n1", writer);
+  const controller = new PolicyController(queue, pods, namespaces, policies, services, "n1", writer, {}, cluster);
   return { queue, pods, namespaces, policies, services, writer, controller, failed };
 }
 
@@ -557,7 +565,13 @@ describe("podRules: a compiled policy's bits as the programs read them", () => {
         baseline: [tier("b0", 4, "Accept"), tier("b1", 5, "Deny")],
       },
     });
-    expect(out.origins.ingress).toEqual(["a0", "a1", "n0", "b0", "b1"]);
+    expect(out.origins.ingress).toEqual([
+      "a0/a0 (Admin Deny)",
+      "a1/a1 (Admin Pass)",
+      "n0",
+      "b0/b0 (Baseline Accept)",
+      "b1/b1 (Baseline Deny)",
+    ]);
     expect(out.ingress?.map((r) => (r.ports === "any" ? 0 : r.ports[0]?.from))).toEqual([1, 2, 3, 4, 5]);
     expect(out.tiers).toEqual({
       ingress: { admin: 0b11n, baseline: 0b11000n, deny: 0b10001n, pass: 0b10n, networkPolicy: true },
@@ -573,5 +587,109 @@ describe("podRules: a compiled policy's bits as the programs read them", () => {
     expect(out.tiers?.egress).toEqual({ admin: 0n, baseline: 1n, deny: 1n, pass: 0n, networkPolicy: false });
     expect(out.tiers?.ingress).toBeUndefined();
     expect(podRules({ ingress: { rules: [rule("n0", 3)] } }).tiers).toBeUndefined();
+  });
+});
+
+describe("the policy controller with ClusterNetworkPolicy", () => {
+  const cnp = (name: string, spec: Record<string, unknown>) =>
+    t(clusterNetworkPolicyObject({ metadata: { name, generation: 2 }, spec }));
+
+  function clusterSetup() {
+    const clusterPolicies = new FakeInformer<KeptClusterPolicy>((p) => p.name);
+    const nodes = new FakeInformer<PolicyNode>((n) => n.name);
+    const reports: { name: string; generation?: number; problems: unknown[] }[][] = [];
+    const s = setup(new RecordingWriter(), [], {
+      policies: clusterPolicies,
+      nodes,
+      version: () => (clusterPolicies.size > 0 ? "v1alpha2" : undefined),
+      report: (r) => reports.push(r),
+    });
+    return { ...s, clusterPolicies, nodes, reports };
+  }
+
+  it("waits for the ClusterNetworkPolicies' list, then writes a subject's tiers and marks the namespaces it covers", async () => {
+    const s = clusterSetup();
+    s.namespaces.list([
+      t(namespaceObject(namespace("a", { tenant: "a" }))),
+      t(namespaceObject(namespace("b", { tenant: "b" }))),
+      t(namespaceObject(namespace("c", { tenant: "c" }))),
+    ]);
+    s.pods.list([
+      t(podObject(pod("a/web", { labels: { app: "web" }, ips: ["10.1.0.1"] }))),
+      t(podObject(pod("b/client", { labels: { app: "client" }, ips: ["10.1.0.9"] }))),
+      t(podObject(pod("c/other", { labels: { app: "other" }, ips: ["10.1.0.7"] }))),
+    ]);
+    s.policies.list([]);
+    s.services.list([]);
+    s.nodes.list([]);
+    await s.queue.idle();
+    expect(s.controller.status.synced).toBe(false); // the ClusterNetworkPolicies are not known yet
+    s.clusterPolicies.list([
+      cnp("no-b-into-a", {
+        tier: "Admin",
+        priority: 5,
+        subject: { namespaces: { matchLabels: { tenant: "a" } } },
+        ingress: [{ name: "deny-b", action: "Deny", from: [{ namespaces: { matchLabels: { tenant: "b" } } }] }],
+      }),
+    ]);
+    await s.queue.idle();
+    expect(s.controller.status.synced).toBe(true);
+    const web = s.writer.pods.get("a/web");
+    expect(web).toMatchObject({ ingress: true, egress: false });
+    expect(s.writer.tiers.get(web?.slot ?? -1)).toEqual({
+      ingress: { admin: 1n, baseline: 0n, deny: 1n, pass: 0n, networkPolicy: false },
+      egress: undefined,
+    });
+    expect(s.writer.pods.has("b/client")).toBe(false); // no subject selects it, b has no policy
+    expect(s.writer.pods.has("c/other")).toBe(false);
+    expect([...s.writer.namespaces]).toEqual(["a"]); // ADD of a pod of a waits for its verdict
+    const status = s.controller.status;
+    expect(status.pods["a/web"]?.clusterSelectedBy).toEqual(["no-b-into-a"]);
+    expect(status.pods["a/web"]?.rules?.ingress).toEqual(["no-b-into-a/deny-b (Admin Deny)"]);
+    expect(status.clusterNetworkPolicy).toEqual({
+      version: "v1alpha2",
+      policies: [{ name: "no-b-into-a", tier: "Admin", priority: 5, localPods: 1, problems: [] }],
+    });
+    expect(s.reports.at(-1)).toEqual([{ name: "no-b-into-a", generation: 2, problems: [] }]);
+
+    // Namespace c comes under the subject by a label: marked, and its pod judged like a's.
+    s.namespaces.put(t(namespaceObject(namespace("c", { tenant: "a" }))));
+    await s.queue.idle();
+    expect([...s.writer.namespaces].sort()).toEqual(["a", "c"]);
+    expect(s.writer.pods.get("c/other")).toMatchObject({ ingress: true, slot: web?.slot });
+
+    // The policy goes: nothing judged, nothing marked, its slot's tiers gone.
+    s.clusterPolicies.remove("no-b-into-a");
+    await s.queue.idle();
+    expect(s.writer.pods.has("a/web")).toBe(false);
+    expect(s.writer.pods.has("c/other")).toBe(false);
+    expect(s.writer.namespaces.size).toBe(0);
+    expect(s.writer.tiers.size).toBe(0);
+    expect(s.reports.at(-1)).toEqual([]);
+    expect(s.controller.clusterCounts().byTier).toEqual({ Admin: 0, Baseline: 0 });
+  });
+
+  it("reports what it could not read, and counts it", async () => {
+    vi.spyOn(agentLog, "warn").mockImplementation(() => {});
+    const s = clusterSetup();
+    s.namespaces.list([t(namespaceObject(namespace("a")))]);
+    s.pods.list([t(podObject(pod("a/web", { labels: { app: "web" }, ips: ["10.1.0.1"] })))]);
+    for (const i of [s.policies, s.services, s.nodes]) i.list([]);
+    s.clusterPolicies.list([
+      cnp("dns-only", {
+        tier: "Baseline",
+        priority: 1,
+        subject: { namespaces: {} },
+        egress: [{ action: "Accept", to: [{ domainNames: ["example.com"] }] }],
+      }),
+    ]);
+    await s.queue.idle();
+    const [summary] = s.controller.status.clusterNetworkPolicy?.policies ?? [];
+    expect(summary?.problems.map((p) => p.kind)).toEqual(["domain-names"]);
+    expect(s.controller.clusterCounts()).toEqual({
+      byTier: { Admin: 0, Baseline: 1 },
+      unreadable: { "domain-names": 1 },
+    });
+    expect(s.reports.at(-1)?.[0]?.problems).toHaveLength(1);
   });
 });

@@ -32,9 +32,9 @@ import type { WorkQueue } from "../kube/workqueue";
 import { agentLog } from "../log";
 import type { ServiceObject } from "../services/plan";
 import type { CompiledPolicy, CompiledRule, CompileResult, DirectionPolicy, TierRule } from "./model/compile";
-import type { KeptPolicy, PolicyNamespace, PolicyPod } from "./model/objects";
+import type { KeptClusterPolicy, KeptPolicy, PolicyNamespace, PolicyNode, PolicyPod } from "./model/objects";
 import { BOUND_KINDS, type Direction, INCOMPLETE, type PolicyProblem, type ProblemKind } from "./model/parse";
-import { PolicyIndex } from "./model/policy-index";
+import { type ClusterPolicySummary, PolicyIndex } from "./model/policy-index";
 import {
   type Isolation,
   type PodRules,
@@ -71,6 +71,13 @@ export interface PolicyWriter extends SlotWriter {
 export interface PolicyPodStatus {
   /** The policies that select it, "namespace/name". */
   selectedBy: string[];
+  /** The ClusterNetworkPolicies whose subject selects it, by name (absent: none). */
+  clusterSelectedBy?: string[];
+  /**
+   * Where a ClusterNetworkPolicy applies: which rule each bit of its slot is, by
+   * direction (the programs' denials name a bit; `monitor` names the rule).
+   */
+  rules?: { ingress: string[]; egress: string[] };
   isolated: Isolation;
   slot: number;
   /**
@@ -82,8 +89,16 @@ export interface PolicyPodStatus {
   problems: PolicyProblem[];
 }
 
+/** ClusterNetworkPolicy as the agent reads it. */
+export interface ClusterPolicyStatus {
+  /** The version of policy.networking.k8s.io watched; null while its CRD is not installed. */
+  version: string | null;
+  policies: ClusterPolicySummary[];
+}
+
 export interface PolicyStatus {
   synced: boolean;
+  clusterNetworkPolicy?: ClusterPolicyStatus;
   /** Local pods by namespace/name. */
   pods: Record<string, PolicyPodStatus>;
   slots: number;
@@ -138,7 +153,23 @@ function directionRules(
     });
   mark(admin, 0, "admin");
   mark(baseline, admin.length + d.rules.length, "baseline");
-  return { rules: ordered.map(strip), origins: ordered.map((r) => r.origin), tiers };
+  // What monitor and status call each bit: a ClusterNetworkPolicy's rule by its policy,
+  // name, tier and action ("deny-b/no-tenant-a (Admin Deny)").
+  const named = (tier: string) => (r: TierRule) => `${r.policy}/${r.rule} (${tier} ${r.action})`;
+  const origins = [...admin.map(named("Admin")), ...d.rules.map((r) => r.origin), ...baseline.map(named("Baseline"))];
+  return { rules: ordered.map(strip), origins, tiers };
+}
+
+/**
+ * Where ClusterNetworkPolicies come from: their informer (empty while the CRD is not
+ * installed: kube/optional-informer.ts), the Nodes their `nodes` peers select, the
+ * version watched, and who hears what each policy was read as (its status conditions).
+ */
+export interface ClusterPolicySources {
+  policies: Informer<KeptClusterPolicy>;
+  nodes: Informer<PolicyNode>;
+  version(): string | undefined;
+  report?(policies: { name: string; generation?: number; problems: PolicyProblem[] }[]): void;
 }
 
 export class PolicyController {
@@ -165,6 +196,7 @@ export class PolicyController {
     nodeName: string,
     private readonly writer: PolicyWriter,
     slotOptions: Pick<SlotOptions, "stamps"> = {},
+    private readonly cluster?: ClusterPolicySources,
   ) {
     this.index = new PolicyIndex(nodeName);
     this.slots = new PolicySlots(writer, { ...slotOptions, reserved: writer.tableSlots() });
@@ -175,13 +207,26 @@ export class PolicyController {
       if (this.listed) queue.add(POLICY, ALL);
     };
     for (const i of [pods, namespaces, policies]) i.onSynced(listed);
+    cluster?.policies.onSynced(listed);
+    cluster?.nodes.onSynced(listed);
     services.onSynced(() => queue.add(POLICY_VIPS, ALL));
     const touched = (keys: Set<string>) => {
       if (!this.isSynced) return;
       for (const k of keys) queue.add(POLICY, k);
     };
     pods.onChange((key, before, after) => touched(this.index.podChanged(key, before, after)));
-    namespaces.onChange((key, before, after) => touched(this.index.namespaceChanged(key, before, after)));
+    namespaces.onChange((key, before, after) => {
+      touched(this.index.namespaceChanged(key, before, after));
+      if (this.isSynced) queue.add(POLICY_NAMESPACES, key); // its labels may bring it under a subject
+    });
+    cluster?.policies.onChange((key, before, after) => {
+      touched(this.index.clusterPolicyChanged(key, before, after));
+      if (!this.isSynced) return;
+      this.logClusterProblems();
+      for (const ns of this.knownNamespaces()) queue.add(POLICY_NAMESPACES, ns);
+      this.reportCluster();
+    });
+    cluster?.nodes.onChange((key, before, after) => touched(this.index.nodeChanged(key, before, after)));
     policies.onChange((key, before, after) => {
       touched(this.index.policyChanged(key, before, after));
       if (this.isSynced) this.logSkipped(key);
@@ -193,7 +238,27 @@ export class PolicyController {
   }
 
   private get listed(): boolean {
-    return this.pods.synced && this.namespaces.synced && this.policies.synced;
+    const clusterListed = !this.cluster || (this.cluster.policies.synced && this.cluster.nodes.synced);
+    return this.pods.synced && this.namespaces.synced && this.policies.synced && clusterListed;
+  }
+
+  /** Every namespace the maps may need a mark for: those the API has, and those marked. */
+  private knownNamespaces(): Set<string> {
+    const names = new Set(this.namespacesWritten.keys());
+    for (const ns of this.namespaces.values()) names.add(ns.name);
+    for (const ns of this.policiesIn.keys()) names.add(ns);
+    return names;
+  }
+
+  /**
+   * Whether a namespace is marked as having policies (ADD makes a pod of it wait for the
+   * agent's verdict): a NetworkPolicy of its own, or a ClusterNetworkPolicy whose subject
+   * may select pods there.
+   */
+  private hasPolicies(namespace: string): boolean {
+    if ((this.policiesIn.get(namespace) ?? 0) > 0) return true;
+    if (!this.cluster) return false;
+    return this.index.clusterSubjectsCover(this.namespaces.get(namespace)?.labels ?? {});
   }
 
   resync(): void {
@@ -202,12 +267,60 @@ export class PolicyController {
   }
 
   get status(): PolicyStatus {
-    return {
+    const status: PolicyStatus = {
       synced: this.isSynced,
       pods: Object.fromEntries([...this.states].sort(([a], [b]) => a.localeCompare(b))),
       slots: this.slots.size,
       problems: this.index.policyProblems(),
     };
+    if (this.cluster) {
+      status.clusterNetworkPolicy = {
+        version: this.cluster.version() ?? null,
+        policies: this.index.clusterPolicySummaries(),
+      };
+    }
+    return status;
+  }
+
+  /** ClusterNetworkPolicies by tier, and those not read in full (a policy counts once per kind of problem it has). */
+  clusterCounts(): { byTier: Record<string, number>; unreadable: Partial<Record<ProblemKind, number>> } {
+    const byTier: Record<string, number> = { Admin: 0, Baseline: 0 };
+    const unreadable: Partial<Record<ProblemKind, number>> = {};
+    for (const p of this.index.clusterPolicySummaries()) {
+      byTier[p.tier] = (byTier[p.tier] ?? 0) + 1;
+      for (const kind of new Set(p.problems.map((x) => x.kind))) unreadable[kind] = (unreadable[kind] ?? 0) + 1;
+    }
+    return { byTier, unreadable };
+  }
+
+  /** Tells the sources what each ClusterNetworkPolicy was read as (its status conditions). */
+  private reportCluster(): void {
+    const { cluster } = this;
+    if (!cluster?.report) return;
+    cluster.report(
+      this.index.clusterPolicySummaries().map((p) => ({
+        name: p.name,
+        generation: cluster.policies.get(p.name)?.generation,
+        problems: p.problems,
+      })),
+    );
+  }
+
+  /** Logs each ClusterNetworkPolicy's problems when they differ from those last logged. */
+  private logClusterProblems(): void {
+    const now = new Map(this.index.clusterPolicySummaries().map((p) => [`cnp:${p.name}`, p.problems]));
+    for (const key of new Set([...now.keys(), ...this.skippedLogged.keys()].filter((k) => k.startsWith("cnp:")))) {
+      const problems = now.get(key) ?? [];
+      const text = problems.map((p) => p.reason).join("\n");
+      if (text === (this.skippedLogged.get(key) ?? "")) continue;
+      if (problems.length === 0) {
+        this.skippedLogged.delete(key);
+        if (now.has(key)) agentLog.info(`cluster network policy ${key.slice(4)} is read in full again`);
+        continue;
+      }
+      this.skippedLogged.set(key, text);
+      for (const p of problems) agentLog.warn(`cluster network policy ${key.slice(4)} not read in full: ${p.reason}`);
+    }
   }
 
   /** Unreadable policies (each isolating what it selects) by kind of problem (a policy counts once per kind it has). */
@@ -248,13 +361,20 @@ export class PolicyController {
 
   private syncAll(): void {
     if (!this.listed) return;
-    const targets = this.index.reset(this.pods.values(), this.namespaces.values(), this.policies.values());
+    const targets = this.index.reset(
+      this.pods.values(),
+      this.namespaces.values(),
+      this.policies.values(),
+      this.cluster?.policies.values(),
+      this.cluster?.nodes.values(),
+    );
     this.policiesIn.clear();
     for (const p of this.policies.values())
       this.policiesIn.set(p.namespace, (this.policiesIn.get(p.namespace) ?? 0) + 1);
-    for (const ns of new Set([...this.policiesIn.keys(), ...this.namespacesWritten.keys()])) this.syncNamespace(ns);
+    const namespaces = this.knownNamespaces();
+    for (const ns of namespaces) this.syncNamespace(ns);
     if (!this.isSynced) {
-      const removed = this.writer.reconcileNamespaces(this.policiesIn.keys());
+      const removed = this.writer.reconcileNamespaces([...namespaces].filter((ns) => this.hasPolicies(ns)));
       if (removed > 0) agentLog.info(`network policy: removed ${removed} stale namespace marks`);
     }
     // One pod that cannot be written must not keep the others from their policies: it is
@@ -283,8 +403,12 @@ export class PolicyController {
     for (const key of failed) this.queue.add(POLICY, key);
     if (!this.isSynced) agentLog.info(`network policy: synced ${targets.size} local pods, ${this.slots.size} slots`);
     const policyKeys = [...this.policies.values()].map((p) => `${p.namespace}/${p.name}`);
-    for (const key of new Set([...policyKeys, ...this.skippedLogged.keys()])) this.logSkipped(key);
+    for (const key of new Set([...policyKeys, ...this.skippedLogged.keys()])) {
+      if (!key.startsWith("cnp:")) this.logSkipped(key);
+    }
+    this.logClusterProblems();
     this.isSynced = true;
+    this.reportCluster();
   }
 
   /** Logs an unreadable policy's problems when they differ from those last logged (so not at every resync). */
@@ -303,7 +427,7 @@ export class PolicyController {
   }
 
   private syncNamespace(namespace: string): void {
-    const has = (this.policiesIn.get(namespace) ?? 0) > 0;
+    const has = this.hasPolicies(namespace);
     if (this.namespacesWritten.get(namespace) === has) return;
     this.writer.setNamespace(namespace, has);
     if (has) this.namespacesWritten.set(namespace, true);
@@ -323,18 +447,21 @@ export class PolicyController {
   private apply(key: string, result: CompileResult): void {
     const isolated = { ingress: result.policy.ingress !== undefined, egress: result.policy.egress !== undefined };
     const namespace = key.slice(0, key.indexOf("/"));
-    const state = { selectedBy: result.selectedBy, isolated, slot: 0, problems: result.problems };
+    const state: PolicyPodStatus = { selectedBy: result.selectedBy, isolated, slot: 0, problems: result.problems };
+    if (result.clusterSelectedBy) state.clusterSelectedBy = result.clusterSelectedBy;
     if (!isolated.ingress && !isolated.egress) {
       // Not isolated: an entry only where the namespace has a policy (so ADD knows the
       // agent judged it); elsewhere none, as for a pod of a network without policy.
-      if ((this.policiesIn.get(namespace) ?? 0) > 0) this.writer.setPod(key, { slot: 0, isolated, stamp: 0n });
+      if (this.hasPolicies(namespace)) this.writer.setPod(key, { slot: 0, isolated, stamp: 0n });
       else this.writer.deletePod(key);
       this.slots.release(key);
       this.setState(key, state);
       return;
     }
+    const rules = podRules(result.policy);
+    if (rules.tiers) state.rules = rules.origins;
     try {
-      state.slot = this.slots.place(key, podRules(result.policy));
+      state.slot = this.slots.place(key, rules);
     } catch (e) {
       this.denyWhole(key, state, e);
       if (e instanceof SlotWriteError) {

@@ -283,7 +283,10 @@ export function sumPolicyVerdicts(read: (index: number) => readonly Buffer[] | u
   for (const direction of ["egress", "ingress"] as const) {
     for (const tier of Object.keys(TIER_ID) as PolicyTier[]) {
       for (const allowed of [true, false]) {
-        const flows = (read(verdictIndex(direction, tier, allowed)) ?? []).reduce((n, b) => n + b.readBigUInt64LE(0), 0n);
+        const flows = (read(verdictIndex(direction, tier, allowed)) ?? []).reduce(
+          (n, b) => n + b.readBigUInt64LE(0),
+          0n,
+        );
         out.push({ direction, tier, verdict: allowed ? "allowed" : "denied", flows });
       }
     }

@@ -65,6 +65,8 @@ export interface KeptPolicy {
  */
 export interface KeptClusterPolicy {
   name: string;
+  /** metadata.generation: which spec its status speaks of. */
+  generation?: number;
   spec: { tier?: unknown; priority?: unknown; subject?: unknown; ingress?: unknown; egress?: unknown };
 }
 
@@ -199,7 +201,9 @@ export function clusterNetworkPolicyObject(raw: unknown): Kept<KeptClusterPolicy
   for (const field of ["tier", "priority", "subject", "ingress", "egress"] as const) {
     if (spec[field] !== undefined) kept[field] = spec[field];
   }
-  return { key: name, object: { name, spec: kept } };
+  const object: KeptClusterPolicy = { name, spec: kept };
+  if (typeof metadata.generation === "number") object.generation = metadata.generation;
+  return { key: name, object };
 }
 
 const NODE_IP_TYPES: readonly unknown[] = ["InternalIP", "ExternalIP"];

@@ -53,6 +53,7 @@ import {
   isCompileTarget,
   isPeerCandidate,
   subjectSelects,
+  type Tier,
   unreadableProblems,
   unreadableSelecting,
 } from "./compile";
@@ -86,6 +87,17 @@ interface NodePeerEntry {
   users: Map<string, number>;
   /** The nodes it selects. */
   nodes: Set<string>;
+}
+
+/** A ClusterNetworkPolicy as the agent reports it. */
+export interface ClusterPolicySummary {
+  name: string;
+  tier: Tier;
+  priority: number;
+  /** This node's pods its subject selects. */
+  localPods: number;
+  /** What could not be read and what was made of it (none: read as written). */
+  problems: PolicyProblem[];
 }
 
 interface ClusterState {
@@ -636,6 +648,31 @@ export class PolicyIndex {
       if (state.parse.problems.length > 0) out.set(state.parse.name, state.parse.problems);
     }
     return out;
+  }
+
+  /**
+   * Whether a ClusterNetworkPolicy's subject may select pods of a namespace with these
+   * labels (its namespace selector matches them): such a namespace is marked as one with
+   * policies, so a pod ADD wires there before the agent judged it waits for its verdict.
+   */
+  clusterSubjectsCover(namespaceLabels: Labels): boolean {
+    for (const state of this.clusterPolicies.values()) {
+      if (selectorMatches(state.parse.subject.namespaces, namespaceLabels)) return true;
+    }
+    return false;
+  }
+
+  /** Every ClusterNetworkPolicy as read: its tier, priority, local pods selected and problems, by name. */
+  clusterPolicySummaries(): ClusterPolicySummary[] {
+    return [...this.clusterPolicies.entries()]
+      .map(([key, state]) => ({
+        name: state.parse.name,
+        tier: state.parse.tier,
+        priority: state.parse.priority,
+        localPods: this.clusterSelects.get(key)?.size ?? 0,
+        problems: state.parse.problems,
+      }))
+      .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
 
   /** Unreadable policies by kind of problem (a policy counts once per kind it has). */
