@@ -311,8 +311,8 @@ class Agent {
   /**
    * ClusterNetworkPolicy's sources: the policies in the newest version of
    * policy.networking.k8s.io this agent reads that the API serves (none while the CRD is
-   * not installed; discovery read again every 30 s, so installing, upgrading or removing
-   * it needs no restart), the Nodes their `nodes` peers select, and their conditions,
+   * not installed; discovery read again at every resync, 30 s by default, so installing,
+   * upgrading or removing it needs no restart), the Nodes their `nodes` peers select, and their conditions,
    * written by the agent of the node first by name.
    */
   private clusterPolicySources(
@@ -331,8 +331,9 @@ class Agent {
           clusterNetworkPolicyObject,
           this.informerObserver(`ClusterNetworkPolicies (${version})`),
         ),
-      pollMs: 30_000,
-      failed: (e) => agentLog.warn(`API: discovery of ${group}: ${e.message}; retrying in 30 s`),
+      pollMs: this.opts.resyncSeconds * 1000,
+      failed: (e) =>
+        agentLog.warn(`API: discovery of ${group}: ${e.message}; retrying in ${this.opts.resyncSeconds} s`),
       switched: (version) =>
         agentLog.info(
           version

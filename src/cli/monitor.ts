@@ -3,8 +3,9 @@
  * object with --json): when, the pod whose policy dropped it (namespace/name where ADD
  * was told them, else its device), which way, the 5-tuple, and why: the direction's
  * default deny (no rule allows it; the policies that isolate the pod are named, from what
- * the agent left in its state directory), a ClusterNetworkPolicy's Deny rule (its tier and
- * rule number), a pod not yet judged, or a packet without ports.
+ * the agent left in its state directory), a ClusterNetworkPolicy's Deny rule (by its
+ * policy, name, tier and action, from the same file, while the pod's rules are the ones
+ * that decided; else its tier and bit), a pod not yet judged, or a packet without ports.
  *
  * The programs push each drop onto nkc_pol_denials (a queue keeping the newest 4096); the
  * monitor takes them off every 100 ms. Two monitors share the queue: each sees a part.
@@ -38,12 +39,20 @@ interface Names {
   addresses: Map<string, string>;
   /** namespace/name → the policies that select it. */
   selectedBy: Map<string, string[]>;
+  /** namespace/name → its slot and, where a ClusterNetworkPolicy applies, what each bit of it is. */
+  rules: Map<string, SlotRules>;
+}
+
+interface SlotRules {
+  slot: number;
+  ingress: string[];
+  egress: string[];
 }
 
 async function readNames(opts: MonitorOptions): Promise<Names> {
   const names = podNames(opts.stateDir);
   const byAddress = endpointMapEntries(opts.bpffsRoot);
-  const out: Names = { pods: new Map(), addresses: new Map(), selectedBy: new Map() };
+  const out: Names = { pods: new Map(), addresses: new Map(), selectedBy: new Map(), rules: new Map() };
   for (const row of await listEndpoints(opts.bpffsRoot)) {
     const n = names.get(`${row.containerId}/${row.ifname}`);
     const label = n?.namespace && n.name ? `${n.namespace}/${n.name}` : row.hostDevice;
@@ -56,9 +65,12 @@ async function readNames(opts: MonitorOptions): Promise<Names> {
   try {
     const file = JSON.parse(fs.readFileSync(path.join(opts.stateDir, "policies.json"), "utf8")) as Record<
       string,
-      { pod: string; selectedBy: string[] }
+      { pod: string; selectedBy: string[]; slot: number; rules?: { ingress: string[]; egress: string[] } }
     >;
-    for (const p of Object.values(file)) out.selectedBy.set(p.pod, p.selectedBy);
+    for (const p of Object.values(file)) {
+      out.selectedBy.set(p.pod, p.selectedBy);
+      if (p.rules) out.rules.set(p.pod, { slot: p.slot, ...p.rules });
+    }
   } catch {
     // No agent here, or not yet: the reason stands alone.
   }
@@ -76,18 +88,25 @@ const REASON_TEXT: Record<string, string> = {
 
 const TIER_TEXT: Record<string, string> = { admin: "Admin", baseline: "Baseline", networkPolicy: "NetworkPolicy" };
 
-/** The ClusterNetworkPolicy rule that decided, where one did: "Admin rule 3". */
-const decidingRule = (e: PolicyEvent): string | undefined =>
-  e.rule === undefined ? undefined : `${TIER_TEXT[e.tier] ?? e.tier} rule ${e.rule}`;
+/**
+ * The ClusterNetworkPolicy rule that decided, where one did: by name while the pod is on
+ * the slot that decided ("deny-b/no-tenant-a (Admin Deny)"), else by tier and bit
+ * ("Admin rule 3": the pod's rules changed since).
+ */
+function decidingRule(e: PolicyEvent, rules: SlotRules | undefined): string | undefined {
+  if (e.rule === undefined) return undefined;
+  const named = rules?.slot === e.slot ? rules[e.dir][e.rule] : undefined;
+  return named ?? `${TIER_TEXT[e.tier] ?? e.tier} rule ${e.rule}`;
+}
 
 export function describeEvent(e: PolicyEvent, names: Names, wallNs: bigint): Record<string, unknown> {
   const pod = names.pods.get(e.ifindex) ?? `ifindex ${e.ifindex}`;
-  const rule = decidingRule(e);
+  const rule = decidingRule(e, names.rules.get(pod));
   const why =
     e.reason === "denied"
       ? `default deny (${e.dir}${names.selectedBy.has(pod) ? `; isolated by ${names.selectedBy.get(pod)?.join(", ")}` : ""})`
       : e.reason === "tier-denied"
-        ? `denied by a ClusterNetworkPolicy's ${rule ?? "rule"} (${e.dir})`
+        ? `denied by ClusterNetworkPolicy rule ${rule ?? "?"} (${e.dir})`
         : `${REASON_TEXT[e.reason] ?? e.reason}${rule ? ` (${rule})` : ""}`;
   return {
     time: new Date(Number(wallNs / 1_000_000n)).toISOString(),

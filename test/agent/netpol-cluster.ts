@@ -245,6 +245,16 @@ export class PolicyCluster {
     this.putPod(pod);
   }
 
+  /** What a failed table shows beside its grids: the API requests about `what`, each agent's policy status and log. */
+  diagnostics(what: string): string {
+    let out = `\n--- requests ---\n${JSON.stringify(this.api.requests.filter((r) => r.path.includes(what)).slice(-6))}`;
+    for (const n of this.nodes) {
+      const status = JSON.parse(scrape(n.agentNode, "/status")[1] || "{}").networkPolicy;
+      out += `\n--- ${n.name} status ---\n${JSON.stringify(status)}\n--- log ---\n${n.agent.log.slice(-3000)}`;
+    }
+    return out;
+  }
+
   /** Runs a probe process in `netns` on its targets ("HOST PORT tcp|udp"); its output. */
   probeFrom(netns: string, targets: string[]): Promise<string> {
     return probeOutput(netns, PROBE_TIMEOUT_S, targets);

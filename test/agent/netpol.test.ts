@@ -14,25 +14,10 @@ import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ceiling, inGuest } from "../support/ceiling";
 import { BINARY, inNs, runPlugin } from "../support/harness";
-import {
-  type Cluster,
-  diffTables,
-  allowed as modelAllows,
-  type Protocol,
-  type RawPolicy,
-  truthTable,
-} from "../support/policy-model";
+import type { Cluster, RawPolicy } from "../support/policy-model";
 import { scrape } from "./agent-harness";
-import {
-  hammer,
-  PORTS,
-  type PodHere,
-  PolicyCluster,
-  type PolicyNode,
-  PROBE,
-  podObject,
-  policy,
-} from "./netpol-cluster";
+import { hammer, type PodHere, PolicyCluster, type PolicyNode, PROBE, podObject, policy } from "./netpol-cluster";
+import { casesOf, PolicyMatrix, type View } from "./netpol-matrix";
 
 const NAMESPACES = ["x", "y", "z"] as const;
 const PODS = ["a", "b", "c"] as const;
@@ -40,10 +25,7 @@ const PODS = ["a", "b", "c"] as const;
 let cluster: PolicyCluster;
 const pods = () => cluster.pods;
 
-const casesOf = (protocols: Protocol[]) =>
-  PORTS.flatMap((port) =>
-    protocols.flatMap((protocol) => ([4, 6] as const).map((family) => ({ port, protocol, family }))),
-  );
+let matrix: PolicyMatrix;
 const cases = casesOf(["TCP", "UDP"]);
 
 /**
@@ -61,74 +43,17 @@ const SCTP = kernelHasSctp();
 /** Runs a probe process; its output. Asynchronous: the stand-in API lives in this process. */
 const probeFrom = (netns: string, targets: string[]) => cluster.probeFrom(netns, targets);
 
-/** A way of probing the cluster: what it observes, and how that differs from the model. */
-interface View {
-  observe(): Promise<Set<string>>;
-  differences(policies: RawPolicy[], seen: Set<string>): string;
-}
-
-/** Runs one probe process per source pod, all at once, on its targets; "from>to:port/PROTO/family" of each answered probe. */
-async function probeAll(targetsOf: (from: string) => { ip: string; pod: string; port: number; protocol: Protocol }[]) {
-  const keys = [...pods().keys()];
-  const seen = new Set<string>();
-  const plans = keys.map(targetsOf);
-  const runs = await Promise.all(
-    keys.map((from, i) =>
-      probeFrom(
-        (pods().get(from) as PodHere).netns,
-        (plans[i] ?? []).map((t) => `${t.ip} ${t.port} ${t.protocol.toLowerCase()}`),
-      ),
-    ),
-  );
-  keys.forEach((from, i) => {
-    const lines = (runs[i] ?? "").trim().split("\n");
-    (plans[i] ?? []).forEach((t, j) => {
-      if (lines[j]?.endsWith(" yes"))
-        seen.add(`${from}>${t.pod}:${t.port}/${t.protocol}/${t.ip.includes(":") ? 6 : 4}`);
-    });
-  });
-  return seen;
-}
-
-/** The cases where the observed matrix differs from the model's, as grids; "" when none. */
-function differencesOn(
-  policies: RawPolicy[],
-  seen: Set<string>,
-  on: typeof cases,
-  targets: string[],
-  unprobed: (from: string, to: string) => boolean = () => false,
-): string {
-  const model: Cluster = { namespaces: cluster.namespaces, pods: cluster.podObjects(), policies };
-  const from = [...pods().keys()].map((pod) => ({ pod }));
-  const to = targets.map((pod) => ({ pod }));
-  const out: string[] = [];
-  for (const c of on) {
-    const expected = truthTable(model, c, { from, to });
-    const observed = truthTable(model, c, { from, to }, (probe) => {
-      const f = "pod" in probe.from ? probe.from.pod : "";
-      const t = "pod" in probe.to ? probe.to.pod : "";
-      if (unprobed(f, t)) return modelAllows(model, probe);
-      return seen.has(`${f}>${t}:${c.port}/${c.protocol}/${c.family}`);
-    });
-    const diff = diffTables(expected, observed);
-    if (diff) out.push(`${c.protocol} ${c.port} IPv${c.family}:\n${diff}`);
-  }
-  return out.join("\n\n");
-}
-
-/** Every pod probes every pod at its addresses, on every one of `on`. */
-const podView = (on: typeof cases): View => ({
-  observe: () =>
-    probeAll(() =>
-      [...pods().values()].flatMap((dst) =>
-        on.map((c) => ({ ip: c.family === 4 ? dst.v4 : dst.v6, pod: dst.key, port: c.port, protocol: c.protocol })),
-      ),
-    ),
-  differences: (policies, seen) => differencesOn(policies, seen, on, [...pods().keys()]),
+/** The model of the cluster under `policies`. */
+const modelOf = (policies: RawPolicy[]): Cluster => ({
+  namespaces: cluster.namespaces,
+  pods: cluster.podObjects(),
+  policies,
 });
-const POD_VIEW = podView(cases);
-/** The same with SCTP too, on the same ports: an SCTP rule must open SCTP and nothing else. */
-const SCTP_VIEW = podView(casesOf(["TCP", "UDP", "SCTP"]));
+
+/** Every pod probes every pod at its addresses, on every case: TCP and UDP, or with SCTP too
+ * (an SCTP rule must open SCTP and nothing else). */
+const POD_VIEW = () => matrix.podView(cases);
+const SCTP_VIEW = () => matrix.podView(casesOf(["TCP", "UDP", "SCTP"]));
 
 /**
  * Services as kube-proxy makes them: one per pod of x, its ClusterIPs DNAT'ed to the pod
@@ -166,9 +91,9 @@ function addServices(): void {
 }
 
 /** Every pod probes every Service's ClusterIPs on port 80 (its own Service's excepted: a hairpin is kube-proxy's question). */
-const SERVICE_VIEW: View = {
+const SERVICE_VIEW = (): View => ({
   observe: () =>
-    probeAll((from) =>
+    matrix.probeAll((from) =>
       SERVICE_BACKENDS.flatMap((to, i) =>
         to === from
           ? []
@@ -182,15 +107,15 @@ const SERVICE_VIEW: View = {
               })),
       ),
     ),
-  differences: (policies, seen) =>
-    differencesOn(
-      policies,
+  differences: (model, seen) =>
+    matrix.differencesOn(
+      model,
       seen,
       cases.filter((c) => c.port === 80),
       SERVICE_BACKENDS,
       (from, to) => from === to,
     ),
-};
+});
 
 /**
  * The /4 that holds `ip` (upstream's makeLargeCIDRForIP): 0.0.0.0/4 for the pods' 10.40/16,
@@ -206,7 +131,7 @@ let applied: RawPolicy[] = [];
 async function expectTable(
   policies: RawPolicy[],
   within = ceiling(20_000),
-  view: View = POD_VIEW,
+  view: View = POD_VIEW(),
   /** What the cluster must answer as: the policies in the API, unless an agent was told to ignore them. */
   model: RawPolicy[] = policies,
 ): Promise<void> {
@@ -216,22 +141,8 @@ async function expectTable(
   }
   for (const p of policies) cluster.api.put("networkpolicies", p as unknown as Record<string, unknown>);
   applied = policies;
-  // The verdict is an observation begun after the window: one begun before it may take
-  // longer than the window itself (a whole matrix of probes in a guest), and would judge
-  // the cluster as it was before the change took effect.
-  const end = Date.now() + within;
-  let last = "";
-  for (;;) {
-    const started = Date.now();
-    last = view.differences(model, await view.observe());
-    if (last === "" || started > end) break;
-  }
-  if (last !== "") {
-    last += `\n--- requests ---\n${JSON.stringify(cluster.api.requests.filter((r) => r.path.includes("networkpolic")).slice(-6))}`;
-    for (const n of cluster.nodes) {
-      last += `\n--- ${n.name} status ---\n${JSON.stringify(JSON.parse(scrape(n.agentNode, "/status")[1] || "{}").networkPolicy)}\n--- log ---\n${n.agent.log.slice(-3000)}`;
-    }
-  }
+  let last = await matrix.settle(view, () => modelOf(model), within);
+  if (last !== "") last += cluster.diagnostics("networkpolic");
   expect(last).toBe("");
 }
 
@@ -242,6 +153,7 @@ describe.each([true, false])(
       cluster = new PolicyCluster();
       cluster.fastPath = withFastPath;
       applied = [];
+      matrix = new PolicyMatrix(cluster);
       await cluster.start(2, NAMESPACES);
       let i = 0;
       for (const ns of NAMESPACES)
@@ -517,7 +429,7 @@ describe.each([true, false])(
         await expectTable(
           [policy("x", "deny-all", { podSelector: {}, policyTypes: ["Ingress"], ingress: [] })],
           ceiling(20_000),
-          SCTP_VIEW,
+          SCTP_VIEW(),
         );
         await expectTable(
           [
@@ -533,7 +445,7 @@ describe.each([true, false])(
             }),
           ],
           ceiling(20_000),
-          SCTP_VIEW,
+          SCTP_VIEW(),
         );
         await expectTable(
           [
@@ -553,7 +465,7 @@ describe.each([true, false])(
             }),
           ],
           ceiling(20_000),
-          SCTP_VIEW,
+          SCTP_VIEW(),
         );
       },
       ceiling(180_000),
@@ -562,7 +474,7 @@ describe.each([true, false])(
     it(
       "judges a flow to a Service on the backend the DNAT chose, on the client's node and across",
       async () => {
-        await expectTable([], ceiling(20_000), SERVICE_VIEW);
+        await expectTable([], ceiling(20_000), SERVICE_VIEW());
         // y's pods may send to x/a only: its Service answers them, x/b's and x/c's do not,
         // whether the backend is on the client's node or the other (x/a, x/c on node-1, x/b
         // on node-2; y's pods on both); z's pods, not isolated, reach all three.
@@ -583,7 +495,7 @@ describe.each([true, false])(
             }),
           ],
           ceiling(20_000),
-          SERVICE_VIEW,
+          SERVICE_VIEW(),
         );
       },
       ceiling(120_000),
@@ -616,7 +528,7 @@ describe.each([true, false])(
         const restart = (networkPolicy: boolean) => cluster.restartAgents(networkPolicy);
         await restart(false);
         // The policy is still in the API; no agent enforces it, and nothing of it is left.
-        await expectTable(denyAll, ceiling(10_000), POD_VIEW, []);
+        await expectTable(denyAll, ceiling(10_000), POD_VIEW(), []);
         for (const n of cluster.nodes) {
           const root = cluster.bpffsRootOf(n.n);
           const status = JSON.parse(
