@@ -877,3 +877,11 @@ export const baselineTier_standardIngressUdpRules = (): Manifest[] => [
     ],
   }),
 ];
+
+/** A base pod's addresses ("house:pod"), both families: for the rules upstream writes from a pod's IP. */
+export function podAddresses(ref: string): string[] {
+  const [h = "", name = ""] = ref.split(":");
+  const found = conformanceCluster([]).pods.find((p) => p.metadata?.namespace === NS(h) && p.metadata?.name === name);
+  if (!found) throw new Error(`no pod ${ref}`);
+  return (found.status?.podIPs ?? []).map((a) => a.ip);
+}
