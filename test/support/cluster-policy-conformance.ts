@@ -33,6 +33,13 @@ const STATEFULSETS: [house: string, name: string][] = [
   ["ravenclaw", "luna-lovegood"],
 ];
 const HOST_NETWORK: [house: string, name: string] = ["forbidden-forrest", "centaur"];
+/**
+ * The sixth namespace and StatefulSet that upstream's open port-range pull request
+ * (f2d6941, "Add conformance tests for PortRange and NamespaceSelector omission") adds
+ * to the base: its pods declare web 80, web-8080 8080 (TCP), dns 53, dns-sd 5353 (UDP).
+ * Only that pull request's scenarios have it (conformanceCluster's `durmstrang`).
+ */
+const DURMSTRANG: [house: string, name: string] = ["durmstrang", "viktor-krum"];
 
 /**
  * The suite's host-network ports (suite.go's default range: 34345 and the seven after);
@@ -65,8 +72,9 @@ const NODES = [0, 1].map((i) => ({
 export function conformanceCluster(
   manifests: Manifest[],
   relabel: Record<string, Record<string, string>> = {},
+  durmstrang = false,
 ): Cluster {
-  const houses = [...STATEFULSETS.map(([house]) => house), HOST_NETWORK[0]];
+  const houses = [...STATEFULSETS.map(([house]) => house), HOST_NETWORK[0], ...(durmstrang ? [DURMSTRANG[0]] : [])];
   const statefulPod = (house: string, name: string, i: number, facts: Parameters<typeof pod>[1]) =>
     pod(`${NS(house)}/${name}-${i}`, {
       ...facts,
@@ -103,6 +111,19 @@ export function conformanceCluster(
           ],
         }),
       ),
+      ...(durmstrang
+        ? [0, 1].map((i) =>
+            statefulPod(DURMSTRANG[0], DURMSTRANG[1], i, {
+              ips: [`10.244.9.${i + 10}`, `fd00:10:244:9::${i + 10}`],
+              ports: [
+                { name: "web", port: 80 },
+                { name: "web-8080", port: 8080 },
+                { name: "dns", port: 53, protocol: "UDP" },
+                { name: "dns-sd", port: 5353, protocol: "UDP" },
+              ],
+            }),
+          )
+        : []),
     ],
     nodes: NODES,
     policies: manifests.filter((m): m is RawPolicy => "namespace" in m.metadata),
@@ -885,3 +906,129 @@ export function podAddresses(ref: string): string[] {
   if (!found) throw new Error(`no pod ${ref}`);
   return (found.status?.podIPs ?? []).map((a) => a.ip);
 }
+
+// ---- upstream's open pull request f2d6941 (port ranges, namespaceSelector omitted) ----------
+
+/** conformance/base (pull request f2d6941)/admin_tier/standard-egress-sctp-port-range-rules.yaml */
+export const adminTier_standardEgressSctpPortRangeRules = (): Manifest[] => [
+  clusterPolicy("egress-sctp-port-range", {
+    tier: "Admin",
+    priority: 8,
+    subject: { namespaces: named("durmstrang") },
+    egress: [
+      {
+        name: "allow-to-hufflepuff-at-port-range-9003-9005",
+        action: "Accept",
+        to: [{ namespaces: named("hufflepuff") }],
+        protocols: [{ sctp: { destinationPort: { range: { start: 9003, end: 9005 } } } }],
+      },
+      { name: "deny-to-hufflepuff-everything-else", action: "Deny", to: [{ namespaces: named("hufflepuff") }] },
+    ],
+  }),
+];
+
+/** conformance/base (pull request f2d6941)/admin_tier/standard-egress-tcp-port-range-rules.yaml */
+export const adminTier_standardEgressTcpPortRangeRules = (): Manifest[] => [
+  clusterPolicy("egress-tcp-port-range", {
+    tier: "Admin",
+    priority: 3,
+    subject: { namespaces: named("durmstrang") },
+    egress: [
+      {
+        name: "allow-to-hufflepuff-at-port-range-80-8080",
+        action: "Accept",
+        to: [{ namespaces: named("hufflepuff") }],
+        protocols: [{ tcp: { destinationPort: { range: { start: 80, end: 8080 } } } }],
+      },
+      { name: "deny-to-hufflepuff-everything-else", action: "Deny", to: [{ namespaces: named("hufflepuff") }] },
+    ],
+  }),
+];
+
+/** conformance/base (pull request f2d6941)/admin_tier/standard-egress-udp-port-range-rules.yaml */
+export const adminTier_standardEgressUdpPortRangeRules = (): Manifest[] => [
+  clusterPolicy("egress-udp-port-range", {
+    tier: "Admin",
+    priority: 7,
+    subject: { namespaces: named("durmstrang") },
+    egress: [
+      {
+        name: "allow-to-gryffindor-at-port-range-53-5353",
+        action: "Accept",
+        to: [{ namespaces: named("gryffindor") }],
+        protocols: [{ udp: { destinationPort: { range: { start: 53, end: 5353 } } } }],
+      },
+      { name: "deny-to-gryffindor-everything-else", action: "Deny", to: [{ namespaces: named("gryffindor") }] },
+    ],
+  }),
+];
+
+/** conformance/base (pull request f2d6941)/admin_tier/standard-gress-omitted-namespaceselector.yaml */
+export const adminTier_standardGressOmittedNamespaceselector = (): Manifest[] => [
+  clusterPolicy("gress-omitted-namespaceselector", {
+    tier: "Admin",
+    priority: 3,
+    subject: { namespaces: named("durmstrang") },
+    ingress: [
+      {
+        name: "deny-from-all-conformance-pods",
+        action: "Deny",
+        from: [{ pods: { podSelector: { matchExpressions: [{ key: "conformance-house", operator: "Exists" }] } } }],
+      },
+    ],
+  }),
+];
+
+/** conformance/base (pull request f2d6941)/admin_tier/standard-ingress-sctp-port-range-rules.yaml */
+export const adminTier_standardIngressSctpPortRangeRules = (): Manifest[] => [
+  clusterPolicy("ingress-sctp-port-range", {
+    tier: "Admin",
+    priority: 8,
+    subject: { namespaces: named("durmstrang") },
+    ingress: [
+      {
+        name: "allow-from-hufflepuff-at-port-range-9003-9005",
+        action: "Accept",
+        from: [{ namespaces: named("hufflepuff") }],
+        protocols: [{ sctp: { destinationPort: { range: { start: 9003, end: 9005 } } } }],
+      },
+      { name: "deny-from-hufflepuff-everything-else", action: "Deny", from: [{ namespaces: named("hufflepuff") }] },
+    ],
+  }),
+];
+
+/** conformance/base (pull request f2d6941)/admin_tier/standard-ingress-tcp-port-range-rules.yaml */
+export const adminTier_standardIngressTcpPortRangeRules = (): Manifest[] => [
+  clusterPolicy("ingress-tcp-port-range", {
+    tier: "Admin",
+    priority: 3,
+    subject: { namespaces: named("durmstrang") },
+    ingress: [
+      {
+        name: "allow-from-hufflepuff-at-port-range-80-8080",
+        action: "Accept",
+        from: [{ namespaces: named("hufflepuff") }],
+        protocols: [{ tcp: { destinationPort: { range: { start: 80, end: 8080 } } } }],
+      },
+      { name: "deny-from-hufflepuff-everything-else", action: "Deny", from: [{ namespaces: named("hufflepuff") }] },
+    ],
+  }),
+];
+
+/** conformance/base (pull request f2d6941)/admin_tier/standard-ingress-udp-port-range-rules.yaml */
+export const adminTier_standardIngressUdpPortRangeRules = (): Manifest[] => [
+  clusterPolicy("ingress-udp-port-range", {
+    tier: "Admin",
+    priority: 7,
+    subject: { namespaces: named("durmstrang") },
+    ingress: [
+      {
+        name: "allow-from-hufflepuff-at-port-range-53-5353",
+        action: "Accept",
+        from: [{ namespaces: named("hufflepuff") }],
+        protocols: [{ udp: { destinationPort: { range: { start: 53, end: 5353 } } } }],
+      },
+      { name: "deny-from-hufflepuff-everything-else", action: "Deny", from: [{ namespaces: named("hufflepuff") }] },
+    ],
+  }),
+];
