@@ -10,6 +10,16 @@
  * Upstream (kubernetes-sigs/network-policy-api, main) writes these scenarios for
  * ClusterNetworkPolicy v1alpha2 directly, so nothing is translated from
  * AdminNetworkPolicy here: tiers, priorities, actions and peers are upstream's.
+ *
+ * Where this implementation's documented choices meet upstream's probes:
+ * - a pod's own node always reaches it (policy-model.ts): no upstream probe comes from a
+ *   node, so no verdict depends on it;
+ * - hostNetwork pods are their node: the centaurs are reached as node peers, as upstream
+ *   means them to be, including from a client on the same node;
+ * - a pod reaches itself by its own address: upstream's API overview says the same for
+ *   the Pod IP (main, 2089511). Hairpin through a Service IP, which upstream says CNP
+ *   does govern (the open CNPAdminTierHairpin scenario), needs Services, which this
+ *   model has not: it is the datapath's to show, not ported here.
  */
 import { describe, expect, it } from "vitest";
 import type { CompiledPolicy } from "../../src/agent/policy/model/compile";
