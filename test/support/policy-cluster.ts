@@ -111,33 +111,46 @@ export function snapshotOf(cluster: Cluster): PolicySnapshot {
  * receiver's ingress, each undefined (not isolated) or some rule covering the other end's
  * address and the port; the receiver's own node always let in; a pod reaches itself.
  */
-export function compiledAllows(cluster: Cluster, compiled: Map<string, CompiledPolicy>, probe: Probe): boolean {
+export function compiledAllows(
+  cluster: Cluster,
+  compiled: Map<string, CompiledPolicy>,
+  probe: Probe,
+  judge: DirectionJudge = datapathJudge,
+): boolean {
   const family = probe.family ?? 4;
   const from = resolveEnd(cluster, probe.from, family);
   const to = resolveEnd(cluster, probe.to, family);
   if (!from || !to) return false;
   if (from.pod && from.pod === to.pod) return true;
   const keyOf = (p: V1Pod) => `${p.metadata?.namespace}/${p.metadata?.name}`;
-  const out = from.pod ? covers(compiled.get(keyOf(from.pod))?.egress, to.ip, probe) : true;
+  const out = from.pod ? judge(compiled.get(keyOf(from.pod))?.egress, to.ip, probe) : true;
   const fromOwnNode = from.node !== undefined && from.node === to.pod?.spec?.nodeName;
-  const inward = to.pod && !fromOwnNode ? covers(compiled.get(keyOf(to.pod))?.ingress, from.ip, probe) : true;
+  const inward = to.pod && !fromOwnNode ? judge(compiled.get(keyOf(to.pod))?.ingress, from.ip, probe) : true;
   return out && inward;
 }
+
+/** How one direction of a compiled policy judges the other end's address and the port. */
+export type DirectionJudge = (direction: DirectionPolicy | undefined, ip: string, probe: Probe) => boolean;
+
+/** Whether a compiled rule covers the other end's address and the probe's port. */
+export const ruleCovers = (rule: CompiledRule, ip: string, probe: Probe): boolean =>
+  peersCover(rule.peers, ip) && portsCover(rule.ports, probe);
 
 /**
  * As the datapath judges one direction: the first Admin rule that matches decides (Pass
  * ends the tier); then NetworkPolicy's rules when it isolates the pod; then the first
- * Baseline rule that matches; then allowed.
+ * Baseline rule that matches; then allowed. The conformance suite's mutation check
+ * passes altered copies of this in its place.
  */
-function covers(direction: DirectionPolicy | undefined, ip: string, probe: Probe): boolean {
+export const datapathJudge: DirectionJudge = (direction, ip, probe) => {
   if (!direction) return true;
-  const matches = (r: CompiledRule) => peersCover(r.peers, ip) && portsCover(r.ports, probe);
+  const matches = (r: CompiledRule) => ruleCovers(r, ip, probe);
   const admin = direction.admin?.find(matches);
   if (admin && admin.action !== "Pass") return admin.action === "Accept";
   if (!direction.unisolated) return direction.rules.some(matches);
   const baseline = direction.baseline?.find(matches);
   return baseline === undefined || baseline.action !== "Deny";
-}
+};
 
 const peersCover = (peers: PeerBlock[] | "any", ip: string) =>
   peers === "any" || peers.some((b) => within(ip, b.cidr) && !b.except.some((e) => within(ip, e)));

@@ -1,149 +1,470 @@
 /**
- * network-policy-api's conformance scenarios for ClusterNetworkPolicy
- * (conformance/tests/*.go with their conformance/base/**.yaml), as model-level truth
- * tables: each probe upstream makes, with the verdict it expects, asked of the oracle
- * (test/support/cluster-policy-model.ts) and of the compiled tiers as the datapath judges
- * them. Scenarios keep upstream's names. Ported so far: CNPAdminTierIngressTCP.
+ * network-policy-api's ClusterNetworkPolicy conformance scenarios (kubernetes-sigs/
+ * network-policy-api, conformance/tests/admin-network-policy-standard-{ingress,egress}-{tcp,udp,sctp}-rules.go and admin-network-policy-standard-gress-rules.go), ported as model-level truth tables: each
+ * upstream test a describe, each subtest an it with upstream's name, each of its probes
+ * (client pod, server pod, protocol, port) with upstream's expected verdict, asked in
+ * both families of the oracle (test/support/cluster-policy-model.ts) and of the compiled
+ * tiers as the datapath judges them. Upstream's subtests patch the policies in turn, each
+ * starting from the patches before it: so do these. The base cluster and the manifests
+ * are in test/support/cluster-policy-conformance.ts.
  */
-import { describe, expect, it } from "vitest";
-import { allowedWithTiers } from "../support/cluster-policy-model";
-import { clusterPolicy, compileCluster, compiledAllows, namespace, pod } from "../support/policy-cluster";
-import type { Cluster, Probe, RawClusterPolicy } from "../support/policy-model";
+import {
+  adminTier_standardEgressSctpRules,
+  adminTier_standardEgressTcpRules,
+  adminTier_standardEgressUdpRules,
+  adminTier_standardGressRulesCombined,
+  adminTier_standardIngressSctpRules,
+  adminTier_standardIngressTcpRules,
+  adminTier_standardIngressUdpRules,
+  conformanceTest,
+  subtest,
+  swapRules,
+} from "../support/cluster-policy-conformance";
 
-const NS = (house: string) => `network-policy-conformance-${house}`;
-const HOUSES: Record<string, string> = {
-  gryffindor: "harry-potter",
-  slytherin: "draco-malfoy",
-  hufflepuff: "cedric-diggory",
-  ravenclaw: "luna-lovegood",
-};
-
-/** conformance/base/manifests.yaml, as far as the probes read it: two replicas per house. */
-function cluster(clusterPolicies: RawClusterPolicy[]): Cluster {
-  const houses = Object.entries(HOUSES);
-  return {
-    namespaces: houses.map(([house]) => namespace(NS(house), { "conformance-house": house })),
-    pods: houses.flatMap(([house, name], h) =>
-      [0, 1].map((i) =>
-        pod(`${NS(house)}/${name}-${i}`, {
-          labels: { "conformance-house": house },
-          ips: [`10.1.${h}.${i + 1}`],
-          node: i === 0 ? "n1" : "n2",
-          ports: [
-            { name: "web", port: 80 },
-            { name: "dns", port: 53, protocol: "UDP" },
-          ],
-        }),
-      ),
-    ),
-    policies: [],
-    clusterPolicies,
-  };
-}
-
-const namespacesPeer = (house: string) => [
-  { namespaces: { matchLabels: { "kubernetes.io/metadata.name": NS(house) } } },
-];
-const tcp80 = [{ tcp: { destinationPort: { number: 80 } } }];
-
-/** conformance/base/admin_tier/standard-ingress-tcp-rules.yaml */
-function ingressTcp(): RawClusterPolicy {
-  return clusterPolicy("ingress-tcp", {
-    tier: "Admin",
-    priority: 3,
-    subject: { namespaces: { matchLabels: { "kubernetes.io/metadata.name": NS("gryffindor") } } },
-    ingress: [
-      { name: "allow-from-ravenclaw-everything", action: "Accept", from: namespacesPeer("ravenclaw") },
-      { name: "deny-from-ravenclaw-everything", action: "Deny", from: namespacesPeer("ravenclaw") },
-      { name: "pass-from-ravenclaw-everything", action: "Pass", from: namespacesPeer("ravenclaw") },
-      { name: "deny-from-slytherin-at-port-80", action: "Deny", from: namespacesPeer("slytherin"), protocols: tcp80 },
-      { name: "pass-from-slytherin-at-port-80", action: "Pass", from: namespacesPeer("slytherin"), protocols: tcp80 },
-      {
-        name: "allow-from-hufflepuff-at-port-80",
-        action: "Accept",
-        from: namespacesPeer("hufflepuff"),
-        protocols: tcp80,
-      },
-      { name: "deny-from-hufflepuff-everything-else", action: "Deny", from: namespacesPeer("hufflepuff") },
-    ],
-  });
-}
-
-function swap(policy: RawClusterPolicy, direction: "ingress" | "egress", a: number, b: number): RawClusterPolicy {
-  const rules = [...(policy.spec[direction] as unknown[])];
-  [rules[a], rules[b]] = [rules[b], rules[a]];
-  return { ...policy, spec: { ...policy.spec, [direction]: rules } };
-}
-
-/** A probe as upstream's PokeServer makes it: client pod, server pod, protocol, port, expected. */
-type Poke = [client: string, server: string, protocol: "tcp" | "udp" | "sctp", port: number, allowed: boolean];
-
-function expectPokes(c: Cluster, pokes: Poke[]): void {
-  const compiled = compileCluster(c);
-  const podKey = (ref: string) => {
-    const [house = "", rest = ""] = ref.split(":");
-    return `${NS(house)}/${rest}`;
-  };
-  for (const [client, server, protocol, port, allowed] of pokes) {
-    const probe: Probe = {
-      from: { pod: podKey(client) },
-      to: { pod: podKey(server) },
-      protocol: protocol.toUpperCase() as Probe["protocol"],
-      port,
-    };
-    const what = `${client} -> ${server} ${protocol}/${port}`;
-    expect(allowedWithTiers(c, probe), `oracle: ${what}`).toBe(allowed);
-    expect(compiledAllows(c, compiled, probe), `compiled: ${what}`).toBe(allowed);
-  }
-}
-
-describe("CNPAdminTierIngressTCP", () => {
-  const base = ingressTcp();
-
-  it("Should support an 'allow-ingress' policy for TCP protocol; ensure rule ordering is respected", () => {
-    expectPokes(cluster([base]), [
-      ["ravenclaw:luna-lovegood-0", "gryffindor:harry-potter-0", "tcp", 80, true],
-      ["ravenclaw:luna-lovegood-1", "gryffindor:harry-potter-0", "tcp", 8080, true],
-    ]);
-  });
-
-  it("Should support an 'allow-ingress' policy for TCP protocol at the specified port", () => {
-    expectPokes(cluster([base]), [
-      ["hufflepuff:cedric-diggory-0", "gryffindor:harry-potter-1", "tcp", 80, true],
-      ["hufflepuff:cedric-diggory-1", "gryffindor:harry-potter-1", "tcp", 8080, false],
-    ]);
-  });
-
-  // Upstream's subtests patch the policy in turn; each starts from the patches before it.
-  const denyFirst = swap(base, "ingress", 0, 1);
-
-  it("Should support an 'deny-ingress' policy for TCP protocol; ensure rule ordering is respected", () => {
-    expectPokes(cluster([denyFirst]), [
-      ["ravenclaw:luna-lovegood-0", "gryffindor:harry-potter-1", "tcp", 80, false],
-      ["ravenclaw:luna-lovegood-1", "gryffindor:harry-potter-1", "tcp", 8080, false],
-    ]);
-  });
-
-  it("Should support a 'deny-ingress' policy for TCP protocol at the specified port", () => {
-    expectPokes(cluster([denyFirst]), [
-      ["slytherin:draco-malfoy-0", "gryffindor:harry-potter-0", "tcp", 80, false],
-      ["slytherin:draco-malfoy-1", "gryffindor:harry-potter-0", "tcp", 8080, true],
-    ]);
-  });
-
-  const passFirst = swap(denyFirst, "ingress", 0, 2);
-
-  it("Should support an 'pass-ingress' policy for TCP protocol; ensure rule ordering is respected", () => {
-    expectPokes(cluster([passFirst]), [
-      ["ravenclaw:luna-lovegood-0", "gryffindor:harry-potter-0", "tcp", 80, true],
-      ["ravenclaw:luna-lovegood-1", "gryffindor:harry-potter-0", "tcp", 8080, true],
-    ]);
-  });
-
-  it("Should support a 'pass-ingress' policy for TCP protocol at the specified port", () => {
-    expectPokes(cluster([swap(passFirst, "ingress", 3, 4)]), [
-      ["slytherin:draco-malfoy-0", "gryffindor:harry-potter-0", "tcp", 80, true],
-      ["slytherin:draco-malfoy-1", "gryffindor:harry-potter-0", "tcp", 8080, true],
-    ]);
-  });
+/** conformance/tests/admin-network-policy-standard-ingress-tcp-rules.go, over conformance/base/admin_tier/standard-ingress-tcp-rules.yaml */
+conformanceTest("CNPAdminTierIngressTCP", () => {
+  const s0 = adminTier_standardIngressTcpRules();
+  const s1 = swapRules(s0, "ingress-tcp", "ingress", 0, 1);
+  const s2 = swapRules(s1, "ingress-tcp", "ingress", 0, 2);
+  const s3 = swapRules(s2, "ingress-tcp", "ingress", 3, 4);
+  return [
+    subtest("Should support an 'allow-ingress' policy for TCP protocol; ensure rule ordering is respected", [
+      s0,
+      [
+        ["ravenclaw:luna-lovegood-0", "gryffindor:harry-potter-0", "tcp", 80, true],
+        ["ravenclaw:luna-lovegood-1", "gryffindor:harry-potter-0", "tcp", 8080, true],
+      ],
+    ]),
+    subtest("Should support an 'allow-ingress' policy for TCP protocol at the specified port", [
+      s0,
+      [
+        ["hufflepuff:cedric-diggory-0", "gryffindor:harry-potter-1", "tcp", 80, true],
+        ["hufflepuff:cedric-diggory-1", "gryffindor:harry-potter-1", "tcp", 8080, false],
+      ],
+    ]),
+    subtest("Should support an 'deny-ingress' policy for TCP protocol; ensure rule ordering is respected", [
+      s1,
+      [
+        // UPSTREAM: mutate.Spec.Ingress[0]
+        // UPSTREAM: mutate.Spec.Ingress[1] = allowRule
+        ["ravenclaw:luna-lovegood-0", "gryffindor:harry-potter-1", "tcp", 80, false],
+        ["ravenclaw:luna-lovegood-1", "gryffindor:harry-potter-1", "tcp", 8080, false],
+      ],
+    ]),
+    subtest("Should support a 'deny-ingress' policy for TCP protocol at the specified port", [
+      s1,
+      [
+        ["slytherin:draco-malfoy-0", "gryffindor:harry-potter-0", "tcp", 80, false],
+        ["slytherin:draco-malfoy-1", "gryffindor:harry-potter-0", "tcp", 8080, true],
+      ],
+    ]),
+    subtest("Should support an 'pass-ingress' policy for TCP protocol; ensure rule ordering is respected", [
+      s2,
+      [
+        // UPSTREAM: mutate.Spec.Ingress[0]
+        // UPSTREAM: mutate.Spec.Ingress[2] = denyRule
+        ["ravenclaw:luna-lovegood-0", "gryffindor:harry-potter-0", "tcp", 80, true],
+        ["ravenclaw:luna-lovegood-1", "gryffindor:harry-potter-0", "tcp", 8080, true],
+      ],
+    ]),
+    subtest("Should support a 'pass-ingress' policy for TCP protocol at the specified port", [
+      s3,
+      [
+        // UPSTREAM: mutate.Spec.Ingress[3]
+        // UPSTREAM: mutate.Spec.Ingress[4] = denyRule
+        ["slytherin:draco-malfoy-0", "gryffindor:harry-potter-0", "tcp", 80, true],
+        ["slytherin:draco-malfoy-1", "gryffindor:harry-potter-0", "tcp", 8080, true],
+      ],
+    ]),
+  ];
+});
+/** conformance/tests/admin-network-policy-standard-ingress-udp-rules.go, over conformance/base/admin_tier/standard-ingress-udp-rules.yaml */
+conformanceTest("CNPAdminTierIngressUDP", () => {
+  const s0 = adminTier_standardIngressUdpRules();
+  const s1 = swapRules(s0, "ingress-udp", "ingress", 0, 1);
+  const s2 = swapRules(s1, "ingress-udp", "ingress", 0, 2);
+  const s3 = swapRules(s2, "ingress-udp", "ingress", 3, 4);
+  return [
+    subtest("Should support an 'allow-ingress' policy for UDP protocol; ensure rule ordering is respected", [
+      s0,
+      [
+        ["ravenclaw:luna-lovegood-0", "hufflepuff:cedric-diggory-0", "udp", 53, true],
+        ["ravenclaw:luna-lovegood-1", "hufflepuff:cedric-diggory-0", "udp", 5353, true],
+      ],
+    ]),
+    subtest("Should support an 'allow-ingress' policy for UDP protocol at the specified port", [
+      s0,
+      [
+        ["gryffindor:harry-potter-0", "hufflepuff:cedric-diggory-1", "udp", 53, true],
+        ["gryffindor:harry-potter-1", "hufflepuff:cedric-diggory-1", "udp", 5353, false],
+      ],
+    ]),
+    subtest("Should support an 'deny-ingress' policy for UDP protocol; ensure rule ordering is respected", [
+      s1,
+      [
+        // UPSTREAM: mutate.Spec.Ingress[0]
+        // UPSTREAM: mutate.Spec.Ingress[1] = allowRule
+        ["ravenclaw:luna-lovegood-0", "hufflepuff:cedric-diggory-1", "udp", 53, false],
+        ["ravenclaw:luna-lovegood-1", "hufflepuff:cedric-diggory-1", "udp", 5353, false],
+      ],
+    ]),
+    subtest("Should support a 'deny-ingress' policy for UDP protocol at the specified port", [
+      s1,
+      [
+        ["slytherin:draco-malfoy-0", "hufflepuff:cedric-diggory-0", "udp", 5353, false],
+        ["slytherin:draco-malfoy-1", "hufflepuff:cedric-diggory-0", "udp", 53, true],
+      ],
+    ]),
+    subtest("Should support an 'pass-ingress' policy for UDP protocol; ensure rule ordering is respected", [
+      s2,
+      [
+        // UPSTREAM: mutate.Spec.Ingress[0]
+        // UPSTREAM: mutate.Spec.Ingress[2] = denyRule
+        ["ravenclaw:luna-lovegood-0", "hufflepuff:cedric-diggory-1", "udp", 5353, true],
+        ["ravenclaw:luna-lovegood-1", "hufflepuff:cedric-diggory-1", "udp", 53, true],
+      ],
+    ]),
+    subtest("Should support a 'pass-ingress' policy for UDP protocol at the specified port", [
+      s3,
+      [
+        // UPSTREAM: mutate.Spec.Ingress[3]
+        // UPSTREAM: mutate.Spec.Ingress[4] = denyRule
+        ["slytherin:draco-malfoy-0", "hufflepuff:cedric-diggory-0", "udp", 5353, true],
+        ["slytherin:draco-malfoy-1", "hufflepuff:cedric-diggory-0", "udp", 53, true],
+      ],
+    ]),
+  ];
+});
+/** conformance/tests/admin-network-policy-standard-ingress-sctp-rules.go, over conformance/base/admin_tier/standard-ingress-sctp-rules.yaml */
+conformanceTest("CNPAdminTierIngressSCTP", () => {
+  const s0 = adminTier_standardIngressSctpRules();
+  const s1 = swapRules(s0, "ingress-sctp", "ingress", 0, 1);
+  const s2 = swapRules(s1, "ingress-sctp", "ingress", 0, 2);
+  const s3 = swapRules(s2, "ingress-sctp", "ingress", 3, 4);
+  return [
+    subtest("Should support an 'allow-ingress' policy for SCTP protocol; ensure rule ordering is respected", [
+      s0,
+      [
+        ["gryffindor:harry-potter-0", "ravenclaw:luna-lovegood-0", "sctp", 9003, true],
+        ["gryffindor:harry-potter-1", "ravenclaw:luna-lovegood-0", "sctp", 9005, true],
+      ],
+    ]),
+    subtest("Should support an 'allow-ingress' policy for SCTP protocol at the specified port", [
+      s0,
+      [
+        ["hufflepuff:cedric-diggory-0", "ravenclaw:luna-lovegood-1", "sctp", 9003, true],
+        ["hufflepuff:cedric-diggory-1", "ravenclaw:luna-lovegood-1", "sctp", 9005, false],
+      ],
+    ]),
+    subtest("Should support an 'deny-ingress' policy for SCTP protocol; ensure rule ordering is respected", [
+      s1,
+      [
+        // UPSTREAM: mutate.Spec.Ingress[0]
+        // UPSTREAM: mutate.Spec.Ingress[1] = allowRule
+        ["gryffindor:harry-potter-0", "ravenclaw:luna-lovegood-1", "sctp", 9003, false],
+        ["gryffindor:harry-potter-1", "ravenclaw:luna-lovegood-1", "sctp", 9005, false],
+      ],
+    ]),
+    subtest("Should support a 'deny-ingress' policy for SCTP protocol at the specified port", [
+      s1,
+      [
+        ["slytherin:draco-malfoy-0", "ravenclaw:luna-lovegood-0", "sctp", 9003, false],
+        ["slytherin:draco-malfoy-1", "ravenclaw:luna-lovegood-0", "sctp", 9005, true],
+      ],
+    ]),
+    subtest("Should support an 'pass-ingress' policy for SCTP protocol; ensure rule ordering is respected", [
+      s2,
+      [
+        // UPSTREAM: mutate.Spec.Ingress[0]
+        // UPSTREAM: mutate.Spec.Ingress[2] = denyRule
+        ["gryffindor:harry-potter-0", "ravenclaw:luna-lovegood-1", "sctp", 9003, true],
+        ["gryffindor:harry-potter-1", "ravenclaw:luna-lovegood-1", "sctp", 9005, true],
+      ],
+    ]),
+    subtest("Should support a 'pass-ingress' policy for SCTP protocol at the specified port", [
+      s3,
+      [
+        // UPSTREAM: mutate.Spec.Ingress[3]
+        // UPSTREAM: mutate.Spec.Ingress[4] = denyRule
+        ["slytherin:draco-malfoy-0", "ravenclaw:luna-lovegood-0", "sctp", 9003, true],
+        ["slytherin:draco-malfoy-1", "ravenclaw:luna-lovegood-0", "sctp", 9005, true],
+      ],
+    ]),
+  ];
+});
+/** conformance/tests/admin-network-policy-standard-egress-tcp-rules.go, over conformance/base/admin_tier/standard-egress-tcp-rules.yaml */
+conformanceTest("CNPAdminTierEgressTCP", () => {
+  const s0 = adminTier_standardEgressTcpRules();
+  const s1 = swapRules(s0, "egress-tcp", "egress", 0, 1);
+  const s2 = swapRules(s1, "egress-tcp", "egress", 0, 2);
+  const s3 = swapRules(s2, "egress-tcp", "egress", 3, 4);
+  return [
+    subtest("Should support an 'allow-egress' policy for TCP protocol; ensure rule ordering is respected", [
+      s0,
+      [
+        ["gryffindor:harry-potter-0", "ravenclaw:luna-lovegood-0", "tcp", 80, true],
+        ["gryffindor:harry-potter-1", "ravenclaw:luna-lovegood-0", "tcp", 8080, true],
+      ],
+    ]),
+    subtest("Should support an 'allow-egress' policy for TCP protocol at the specified port", [
+      s0,
+      [
+        ["gryffindor:harry-potter-0", "hufflepuff:cedric-diggory-1", "tcp", 8080, true],
+        ["gryffindor:harry-potter-1", "hufflepuff:cedric-diggory-1", "tcp", 80, false],
+      ],
+    ]),
+    subtest("Should support an 'deny-egress' policy for TCP protocol; ensure rule ordering is respected", [
+      s1,
+      [
+        // UPSTREAM: mutate.Spec.Egress[0]
+        // UPSTREAM: mutate.Spec.Egress[1] = allowRule
+        ["gryffindor:harry-potter-0", "ravenclaw:luna-lovegood-1", "tcp", 80, false],
+        ["gryffindor:harry-potter-1", "ravenclaw:luna-lovegood-1", "tcp", 8080, false],
+      ],
+    ]),
+    subtest("Should support a 'deny-egress' policy for TCP protocol at the specified port", [
+      s1,
+      [
+        ["gryffindor:harry-potter-0", "slytherin:draco-malfoy-0", "tcp", 80, false],
+        ["gryffindor:harry-potter-1", "slytherin:draco-malfoy-0", "tcp", 8080, true],
+      ],
+    ]),
+    subtest("Should support an 'pass-egress' policy for TCP protocol; ensure rule ordering is respected", [
+      s2,
+      [
+        // UPSTREAM: mutate.Spec.Egress[0]
+        // UPSTREAM: mutate.Spec.Egress[2] = denyRule
+        ["gryffindor:harry-potter-0", "ravenclaw:luna-lovegood-0", "tcp", 80, true],
+        ["gryffindor:harry-potter-1", "ravenclaw:luna-lovegood-0", "tcp", 8080, true],
+      ],
+    ]),
+    subtest("Should support a 'pass-egress' policy for TCP protocol at the specified port", [
+      s3,
+      [
+        // UPSTREAM: mutate.Spec.Egress[3]
+        // UPSTREAM: mutate.Spec.Egress[4] = denyRule
+        ["gryffindor:harry-potter-0", "slytherin:draco-malfoy-0", "tcp", 80, true],
+        ["gryffindor:harry-potter-1", "slytherin:draco-malfoy-0", "tcp", 8080, true],
+      ],
+    ]),
+  ];
+});
+/** conformance/tests/admin-network-policy-standard-egress-udp-rules.go, over conformance/base/admin_tier/standard-egress-udp-rules.yaml */
+conformanceTest("CNPAdminTierEgressUDP", () => {
+  const s0 = adminTier_standardEgressUdpRules();
+  const s1 = swapRules(s0, "egress-udp", "egress", 0, 1);
+  const s2 = swapRules(s1, "egress-udp", "egress", 0, 2);
+  const s3 = swapRules(s2, "egress-udp", "egress", 3, 4);
+  return [
+    subtest("Should support an 'allow-egress' policy for UDP protocol; ensure rule ordering is respected", [
+      s0,
+      [
+        ["hufflepuff:cedric-diggory-0", "ravenclaw:luna-lovegood-0", "udp", 53, true],
+        ["hufflepuff:cedric-diggory-1", "ravenclaw:luna-lovegood-0", "udp", 5353, true],
+      ],
+    ]),
+    subtest("Should support an 'allow-egress' policy for UDP protocol at the specified port", [
+      s0,
+      [
+        ["hufflepuff:cedric-diggory-0", "gryffindor:harry-potter-1", "udp", 53, true],
+        ["hufflepuff:cedric-diggory-1", "gryffindor:harry-potter-1", "udp", 5353, false],
+      ],
+    ]),
+    subtest("Should support an 'deny-egress' policy for UDP protocol; ensure rule ordering is respected", [
+      s1,
+      [
+        // UPSTREAM: mutate.Spec.Egress[0]
+        // UPSTREAM: mutate.Spec.Egress[1] = allowRule
+        ["hufflepuff:cedric-diggory-0", "ravenclaw:luna-lovegood-1", "udp", 53, false],
+        ["hufflepuff:cedric-diggory-1", "ravenclaw:luna-lovegood-1", "udp", 5353, false],
+      ],
+    ]),
+    subtest("Should support a 'deny-egress' policy for UDP protocol at the specified port", [
+      s1,
+      [
+        ["hufflepuff:cedric-diggory-0", "slytherin:draco-malfoy-0", "udp", 5353, false],
+        ["hufflepuff:cedric-diggory-1", "slytherin:draco-malfoy-0", "udp", 53, true],
+      ],
+    ]),
+    subtest("Should support an 'pass-egress' policy for UDP protocol; ensure rule ordering is respected", [
+      s2,
+      [
+        // UPSTREAM: mutate.Spec.Egress[0]
+        // UPSTREAM: mutate.Spec.Egress[2] = denyRule
+        ["hufflepuff:cedric-diggory-0", "ravenclaw:luna-lovegood-1", "udp", 5353, true],
+        ["hufflepuff:cedric-diggory-1", "ravenclaw:luna-lovegood-1", "udp", 53, true],
+      ],
+    ]),
+    subtest("Should support a 'pass-egress' policy for UDP protocol at the specified port", [
+      s3,
+      [
+        // UPSTREAM: mutate.Spec.Egress[3]
+        // UPSTREAM: mutate.Spec.Egress[4] = denyRule
+        ["hufflepuff:cedric-diggory-0", "slytherin:draco-malfoy-0", "udp", 5353, true],
+        ["hufflepuff:cedric-diggory-1", "slytherin:draco-malfoy-0", "udp", 53, true],
+      ],
+    ]),
+  ];
+});
+/** conformance/tests/admin-network-policy-standard-egress-sctp-rules.go, over conformance/base/admin_tier/standard-egress-sctp-rules.yaml */
+conformanceTest("CNPAdminTierEgressSCTP", () => {
+  const s0 = adminTier_standardEgressSctpRules();
+  const s1 = swapRules(s0, "egress-sctp", "egress", 0, 1);
+  const s2 = swapRules(s1, "egress-sctp", "egress", 0, 2);
+  const s3 = swapRules(s2, "egress-sctp", "egress", 3, 4);
+  return [
+    subtest("Should support an 'allow-egress' policy for SCTP protocol; ensure rule ordering is respected", [
+      s0,
+      [
+        ["ravenclaw:luna-lovegood-0", "gryffindor:harry-potter-0", "sctp", 9003, true],
+        ["ravenclaw:luna-lovegood-1", "gryffindor:harry-potter-0", "sctp", 9005, true],
+      ],
+    ]),
+    subtest("Should support an 'allow-egress' policy for SCTP protocol at the specified port", [
+      s0,
+      [
+        ["ravenclaw:luna-lovegood-0", "hufflepuff:cedric-diggory-1", "sctp", 9003, true],
+        ["ravenclaw:luna-lovegood-1", "hufflepuff:cedric-diggory-1", "sctp", 9005, false],
+      ],
+    ]),
+    subtest("Should support an 'deny-egress' policy for SCTP protocol; ensure rule ordering is respected", [
+      s1,
+      [
+        // UPSTREAM: mutate.Spec.Egress[0]
+        // UPSTREAM: mutate.Spec.Egress[1] = allowRule
+        ["ravenclaw:luna-lovegood-0", "gryffindor:harry-potter-1", "sctp", 9003, false],
+        ["ravenclaw:luna-lovegood-1", "gryffindor:harry-potter-1", "sctp", 9005, false],
+      ],
+    ]),
+    subtest("Should support a 'deny-egress' policy for SCTP protocol at the specified port", [
+      s1,
+      [
+        ["ravenclaw:luna-lovegood-0", "slytherin:draco-malfoy-0", "sctp", 9003, false],
+        ["ravenclaw:luna-lovegood-1", "slytherin:draco-malfoy-0", "sctp", 9005, true],
+      ],
+    ]),
+    subtest("Should support an 'pass-egress' policy for SCTP protocol; ensure rule ordering is respected", [
+      s2,
+      [
+        // UPSTREAM: mutate.Spec.Egress[0]
+        // UPSTREAM: mutate.Spec.Egress[2] = denyRule
+        ["ravenclaw:luna-lovegood-0", "gryffindor:harry-potter-1", "sctp", 9003, true],
+        ["ravenclaw:luna-lovegood-1", "gryffindor:harry-potter-1", "sctp", 9005, true],
+      ],
+    ]),
+    subtest("Should support a 'pass-egress' policy for SCTP protocol at the specified port", [
+      s3,
+      [
+        // UPSTREAM: mutate.Spec.Egress[3]
+        // UPSTREAM: mutate.Spec.Egress[4] = denyRule
+        ["ravenclaw:luna-lovegood-0", "slytherin:draco-malfoy-0", "sctp", 9003, true],
+        ["ravenclaw:luna-lovegood-1", "slytherin:draco-malfoy-0", "sctp", 9005, true],
+      ],
+    ]),
+  ];
+});
+/** conformance/tests/admin-network-policy-standard-gress-rules.go, over conformance/base/admin_tier/standard-gress-rules-combined.yaml */
+conformanceTest("CNPAdminTierGress", () => {
+  const s0 = adminTier_standardGressRulesCombined();
+  const s1 = swapRules(swapRules(s0, "gress-rules", "egress", 0, 1), "gress-rules", "ingress", 0, 1);
+  const s2 = swapRules(swapRules(s1, "gress-rules", "egress", 0, 2), "gress-rules", "ingress", 0, 2);
+  const s3 = swapRules(swapRules(s2, "gress-rules", "egress", 3, 4), "gress-rules", "ingress", 3, 4);
+  return [
+    subtest("Should support an 'allow-gress' policy across different protocols", [
+      s0,
+      [
+        ["gryffindor:harry-potter-0", "ravenclaw:luna-lovegood-0", "tcp", 80, true],
+        ["gryffindor:harry-potter-1", "ravenclaw:luna-lovegood-0", "udp", 53, true],
+        ["gryffindor:harry-potter-0", "ravenclaw:luna-lovegood-0", "sctp", 9003, true],
+        ["ravenclaw:luna-lovegood-0", "gryffindor:harry-potter-0", "tcp", 80, true],
+        ["ravenclaw:luna-lovegood-1", "gryffindor:harry-potter-0", "udp", 53, true],
+        ["ravenclaw:luna-lovegood-1", "gryffindor:harry-potter-0", "sctp", 9003, true],
+      ],
+    ]),
+    subtest("Should support an 'allow-gress' policy across different protocols at the specified ports", [
+      s0,
+      [
+        ["gryffindor:harry-potter-0", "hufflepuff:cedric-diggory-1", "tcp", 8080, true],
+        ["gryffindor:harry-potter-1", "hufflepuff:cedric-diggory-1", "tcp", 80, false],
+        ["gryffindor:harry-potter-0", "hufflepuff:cedric-diggory-1", "udp", 5353, true],
+        ["gryffindor:harry-potter-1", "hufflepuff:cedric-diggory-1", "udp", 53, false],
+        ["gryffindor:harry-potter-0", "hufflepuff:cedric-diggory-1", "sctp", 9003, true],
+        ["gryffindor:harry-potter-1", "hufflepuff:cedric-diggory-1", "sctp", 9005, false],
+        ["hufflepuff:cedric-diggory-0", "gryffindor:harry-potter-1", "tcp", 80, true],
+        ["hufflepuff:cedric-diggory-1", "gryffindor:harry-potter-1", "tcp", 8080, false],
+        ["hufflepuff:cedric-diggory-0", "gryffindor:harry-potter-1", "udp", 5353, true],
+        ["hufflepuff:cedric-diggory-1", "gryffindor:harry-potter-1", "udp", 53, false],
+        ["hufflepuff:cedric-diggory-0", "gryffindor:harry-potter-1", "sctp", 9003, true],
+        ["hufflepuff:cedric-diggory-1", "gryffindor:harry-potter-1", "sctp", 9005, false],
+      ],
+    ]),
+    subtest("Should support an 'deny-gress' policy across different protocols", [
+      s1,
+      [
+        // UPSTREAM: mutate.Spec.Egress[0]
+        // UPSTREAM: mutate.Spec.Egress[1] = allowOutRule
+        // UPSTREAM: mutate.Spec.Ingress[0]
+        // UPSTREAM: mutate.Spec.Ingress[1] = allowInRule
+        ["gryffindor:harry-potter-0", "ravenclaw:luna-lovegood-1", "tcp", 80, false],
+        ["gryffindor:harry-potter-1", "ravenclaw:luna-lovegood-1", "udp", 53, false],
+        ["gryffindor:harry-potter-0", "ravenclaw:luna-lovegood-1", "sctp", 9003, false],
+        ["ravenclaw:luna-lovegood-0", "gryffindor:harry-potter-1", "tcp", 80, false],
+        ["ravenclaw:luna-lovegood-1", "gryffindor:harry-potter-1", "udp", 53, false],
+        ["ravenclaw:luna-lovegood-1", "gryffindor:harry-potter-1", "sctp", 9003, false],
+      ],
+    ]),
+    subtest("Should support a 'deny-gress' policy across different protocols at the specified ports", [
+      s1,
+      [
+        ["gryffindor:harry-potter-0", "slytherin:draco-malfoy-0", "tcp", 80, false],
+        ["gryffindor:harry-potter-1", "slytherin:draco-malfoy-0", "tcp", 8080, true],
+        ["gryffindor:harry-potter-0", "slytherin:draco-malfoy-0", "udp", 53, false],
+        ["gryffindor:harry-potter-1", "slytherin:draco-malfoy-0", "udp", 5353, true],
+        ["gryffindor:harry-potter-0", "slytherin:draco-malfoy-0", "sctp", 9003, false],
+        ["gryffindor:harry-potter-1", "slytherin:draco-malfoy-0", "sctp", 9005, true],
+        ["slytherin:draco-malfoy-0", "gryffindor:harry-potter-0", "tcp", 80, false],
+        ["slytherin:draco-malfoy-1", "gryffindor:harry-potter-0", "tcp", 8080, true],
+        ["slytherin:draco-malfoy-0", "gryffindor:harry-potter-0", "udp", 53, false],
+        ["slytherin:draco-malfoy-1", "gryffindor:harry-potter-0", "udp", 5353, true],
+        ["slytherin:draco-malfoy-0", "gryffindor:harry-potter-0", "sctp", 9003, false],
+        ["slytherin:draco-malfoy-1", "gryffindor:harry-potter-0", "sctp", 9005, true],
+      ],
+    ]),
+    subtest("Should support an 'pass-gress' policy across different protocols", [
+      s2,
+      [
+        // UPSTREAM: mutate.Spec.Egress[0]
+        // UPSTREAM: mutate.Spec.Egress[2] = denyOutRule
+        // UPSTREAM: mutate.Spec.Ingress[0]
+        // UPSTREAM: mutate.Spec.Ingress[2] = denyInRule
+        ["gryffindor:harry-potter-0", "ravenclaw:luna-lovegood-0", "tcp", 80, true],
+        ["gryffindor:harry-potter-0", "ravenclaw:luna-lovegood-0", "udp", 5353, true],
+        ["gryffindor:harry-potter-0", "ravenclaw:luna-lovegood-0", "sctp", 9003, true],
+        ["ravenclaw:luna-lovegood-0", "gryffindor:harry-potter-0", "tcp", 80, true],
+        ["ravenclaw:luna-lovegood-1", "gryffindor:harry-potter-0", "udp", 53, true],
+        ["ravenclaw:luna-lovegood-1", "gryffindor:harry-potter-0", "sctp", 9003, true],
+      ],
+    ]),
+    subtest("Should support a 'pass-gress' policy across different protocols at the specified ports", [
+      s3,
+      [
+        // UPSTREAM: mutate.Spec.Egress[3]
+        // UPSTREAM: mutate.Spec.Egress[4] = denyToRule
+        // UPSTREAM: mutate.Spec.Ingress[3]
+        // UPSTREAM: mutate.Spec.Ingress[4] = denyInRule
+        ["gryffindor:harry-potter-0", "slytherin:draco-malfoy-0", "tcp", 80, true],
+        ["gryffindor:harry-potter-1", "slytherin:draco-malfoy-0", "tcp", 8080, true],
+        ["gryffindor:harry-potter-0", "slytherin:draco-malfoy-0", "udp", 53, true],
+        ["gryffindor:harry-potter-1", "slytherin:draco-malfoy-0", "udp", 5353, true],
+        ["gryffindor:harry-potter-0", "slytherin:draco-malfoy-0", "sctp", 9003, true],
+        ["gryffindor:harry-potter-1", "slytherin:draco-malfoy-0", "sctp", 9005, true],
+        ["slytherin:draco-malfoy-0", "gryffindor:harry-potter-0", "tcp", 80, true],
+        ["slytherin:draco-malfoy-1", "gryffindor:harry-potter-0", "tcp", 8080, true],
+        ["slytherin:draco-malfoy-0", "gryffindor:harry-potter-0", "udp", 53, true],
+        ["slytherin:draco-malfoy-1", "gryffindor:harry-potter-0", "udp", 5353, true],
+        ["slytherin:draco-malfoy-0", "gryffindor:harry-potter-0", "sctp", 9003, true],
+        ["slytherin:draco-malfoy-1", "gryffindor:harry-potter-0", "sctp", 9005, true],
+      ],
+    ]),
+  ];
 });

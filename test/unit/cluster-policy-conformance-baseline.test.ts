@@ -1,0 +1,312 @@
+/**
+ * network-policy-api's ClusterNetworkPolicy conformance scenarios (kubernetes-sigs/
+ * network-policy-api, conformance/tests/baseline-admin-network-policy-standard-{ingress,egress}-{tcp,udp,sctp}-rules.go and baseline-admin-network-policy-standard-gress-rules.go), ported as model-level truth tables: each
+ * upstream test a describe, each subtest an it with upstream's name, each of its probes
+ * (client pod, server pod, protocol, port) with upstream's expected verdict, asked in
+ * both families of the oracle (test/support/cluster-policy-model.ts) and of the compiled
+ * tiers as the datapath judges them. Upstream's subtests patch the policies in turn, each
+ * starting from the patches before it: so do these. The base cluster and the manifests
+ * are in test/support/cluster-policy-conformance.ts.
+ */
+import {
+  baselineTier_standardEgressSctpRules,
+  baselineTier_standardEgressTcpRules,
+  baselineTier_standardEgressUdpRules,
+  baselineTier_standardGressRulesCombined,
+  baselineTier_standardIngressSctpRules,
+  baselineTier_standardIngressTcpRules,
+  baselineTier_standardIngressUdpRules,
+  conformanceTest,
+  subtest,
+  swapRules,
+} from "../support/cluster-policy-conformance";
+
+/** conformance/tests/baseline-admin-network-policy-standard-ingress-tcp-rules.go, over conformance/base/baseline_tier/standard-ingress-tcp-rules.yaml */
+conformanceTest("CNPBaselineTierIngressTCP", () => {
+  const s0 = baselineTier_standardIngressTcpRules();
+  const s1 = swapRules(s0, "default", "ingress", 0, 1);
+  return [
+    subtest("Should support an 'allow-ingress' policy for TCP protocol; ensure rule ordering is respected", [
+      s0,
+      [
+        ["ravenclaw:luna-lovegood-0", "gryffindor:harry-potter-0", "tcp", 80, true],
+        ["ravenclaw:luna-lovegood-1", "gryffindor:harry-potter-0", "tcp", 8080, true],
+      ],
+    ]),
+    subtest("Should support an 'allow-ingress' policy for TCP protocol at the specified port", [
+      s0,
+      [
+        ["hufflepuff:cedric-diggory-0", "gryffindor:harry-potter-1", "tcp", 80, true],
+        ["hufflepuff:cedric-diggory-1", "gryffindor:harry-potter-1", "tcp", 8080, false],
+      ],
+    ]),
+    subtest("Should support an 'deny-ingress' policy for TCP protocol; ensure rule ordering is respected", [
+      s1,
+      [
+        // UPSTREAM: mutate.Spec.Ingress[0]
+        // UPSTREAM: mutate.Spec.Ingress[1] = allowRule
+        ["ravenclaw:luna-lovegood-0", "gryffindor:harry-potter-1", "tcp", 80, false],
+        ["ravenclaw:luna-lovegood-1", "gryffindor:harry-potter-1", "tcp", 8080, false],
+      ],
+    ]),
+    subtest("Should support a 'deny-ingress' policy for TCP protocol at the specified port", [
+      s1,
+      [
+        ["slytherin:draco-malfoy-0", "gryffindor:harry-potter-0", "tcp", 80, false],
+        ["slytherin:draco-malfoy-1", "gryffindor:harry-potter-0", "tcp", 8080, true],
+      ],
+    ]),
+  ];
+});
+/** conformance/tests/baseline-admin-network-policy-standard-ingress-udp-rules.go, over conformance/base/baseline_tier/standard-ingress-udp-rules.yaml */
+conformanceTest("CNPBaselineTierIngressUDP", () => {
+  const s0 = baselineTier_standardIngressUdpRules();
+  const s1 = swapRules(s0, "default", "ingress", 0, 1);
+  return [
+    subtest("Should support an 'allow-ingress' policy for UDP protocol; ensure rule ordering is respected", [
+      s0,
+      [
+        ["ravenclaw:luna-lovegood-0", "hufflepuff:cedric-diggory-0", "udp", 53, true],
+        ["ravenclaw:luna-lovegood-1", "hufflepuff:cedric-diggory-0", "udp", 5353, true],
+      ],
+    ]),
+    subtest("Should support an 'allow-ingress' policy for UDP protocol at the specified port", [
+      s0,
+      [
+        ["gryffindor:harry-potter-0", "hufflepuff:cedric-diggory-1", "udp", 53, true],
+        ["gryffindor:harry-potter-1", "hufflepuff:cedric-diggory-1", "udp", 5353, false],
+      ],
+    ]),
+    subtest("Should support an 'deny-ingress' policy for UDP protocol; ensure rule ordering is respected", [
+      s1,
+      [
+        // UPSTREAM: mutate.Spec.Ingress[0]
+        // UPSTREAM: mutate.Spec.Ingress[1] = allowRule
+        ["ravenclaw:luna-lovegood-0", "hufflepuff:cedric-diggory-1", "udp", 53, false],
+        ["ravenclaw:luna-lovegood-1", "hufflepuff:cedric-diggory-1", "udp", 5353, false],
+      ],
+    ]),
+    subtest("Should support a 'deny-ingress' policy for UDP protocol at the specified port", [
+      s1,
+      [
+        ["slytherin:draco-malfoy-0", "hufflepuff:cedric-diggory-0", "udp", 5353, false],
+        ["slytherin:draco-malfoy-1", "hufflepuff:cedric-diggory-0", "udp", 53, true],
+      ],
+    ]),
+  ];
+});
+/** conformance/tests/baseline-admin-network-policy-standard-ingress-sctp-rules.go, over conformance/base/baseline_tier/standard-ingress-sctp-rules.yaml */
+conformanceTest("CNPBaselineTierIngressSCTP", () => {
+  const s0 = baselineTier_standardIngressSctpRules();
+  const s1 = swapRules(s0, "default", "ingress", 0, 1);
+  return [
+    subtest("Should support an 'allow-ingress' policy for SCTP protocol; ensure rule ordering is respected", [
+      s0,
+      [
+        ["gryffindor:harry-potter-0", "ravenclaw:luna-lovegood-0", "sctp", 9003, true],
+        ["gryffindor:harry-potter-1", "ravenclaw:luna-lovegood-0", "sctp", 9005, true],
+      ],
+    ]),
+    subtest("Should support an 'allow-ingress' policy for SCTP protocol at the specified port", [
+      s0,
+      [
+        ["hufflepuff:cedric-diggory-0", "ravenclaw:luna-lovegood-1", "sctp", 9003, true],
+        ["hufflepuff:cedric-diggory-1", "ravenclaw:luna-lovegood-1", "sctp", 9005, false],
+      ],
+    ]),
+    subtest("Should support an 'deny-ingress' policy for SCTP protocol; ensure rule ordering is respected", [
+      s1,
+      [
+        // UPSTREAM: mutate.Spec.Ingress[0]
+        // UPSTREAM: mutate.Spec.Ingress[1] = allowRule
+        ["gryffindor:harry-potter-0", "ravenclaw:luna-lovegood-1", "sctp", 9003, false],
+        ["gryffindor:harry-potter-1", "ravenclaw:luna-lovegood-1", "sctp", 9005, false],
+      ],
+    ]),
+    subtest("Should support a 'deny-ingress' policy for SCTP protocol at the specified port", [
+      s1,
+      [
+        ["slytherin:draco-malfoy-0", "ravenclaw:luna-lovegood-0", "sctp", 9003, false],
+        ["slytherin:draco-malfoy-1", "ravenclaw:luna-lovegood-0", "sctp", 9005, true],
+      ],
+    ]),
+  ];
+});
+/** conformance/tests/baseline-admin-network-policy-standard-egress-tcp-rules.go, over conformance/base/baseline_tier/standard-egress-tcp-rules.yaml */
+conformanceTest("CNPBaselineTierEgressTCP", () => {
+  const s0 = baselineTier_standardEgressTcpRules();
+  const s1 = swapRules(s0, "default", "egress", 0, 1);
+  return [
+    subtest("Should support an 'allow-egress' policy for TCP protocol; ensure rule ordering is respected", [
+      s0,
+      [
+        ["gryffindor:harry-potter-0", "ravenclaw:luna-lovegood-0", "tcp", 80, true],
+        ["gryffindor:harry-potter-1", "ravenclaw:luna-lovegood-0", "tcp", 8080, true],
+      ],
+    ]),
+    subtest("Should support an 'allow-egress' policy for TCP protocol at the specified port", [
+      s0,
+      [
+        ["gryffindor:harry-potter-0", "hufflepuff:cedric-diggory-1", "tcp", 8080, true],
+        ["gryffindor:harry-potter-1", "hufflepuff:cedric-diggory-1", "tcp", 80, false],
+      ],
+    ]),
+    subtest("Should support an 'deny-egress' policy for TCP protocol; ensure rule ordering is respected", [
+      s1,
+      [
+        // UPSTREAM: mutate.Spec.Egress[0]
+        // UPSTREAM: mutate.Spec.Egress[1] = allowRule
+        ["gryffindor:harry-potter-0", "ravenclaw:luna-lovegood-1", "tcp", 80, false],
+        ["gryffindor:harry-potter-1", "ravenclaw:luna-lovegood-1", "tcp", 8080, false],
+      ],
+    ]),
+    subtest("Should support a 'deny-egress' policy for TCP protocol at the specified port", [
+      s1,
+      [
+        ["gryffindor:harry-potter-0", "slytherin:draco-malfoy-0", "tcp", 80, false],
+        ["gryffindor:harry-potter-1", "slytherin:draco-malfoy-0", "tcp", 8080, true],
+      ],
+    ]),
+  ];
+});
+/** conformance/tests/baseline-admin-network-policy-standard-egress-udp-rules.go, over conformance/base/baseline_tier/standard-egress-udp-rules.yaml */
+conformanceTest("CNPBaselineTierEgressUDP", () => {
+  const s0 = baselineTier_standardEgressUdpRules();
+  const s1 = swapRules(s0, "default", "egress", 0, 1);
+  return [
+    subtest("Should support an 'allow-egress' policy for UDP protocol; ensure rule ordering is respected", [
+      s0,
+      [
+        ["hufflepuff:cedric-diggory-0", "ravenclaw:luna-lovegood-0", "udp", 53, true],
+        ["hufflepuff:cedric-diggory-1", "ravenclaw:luna-lovegood-0", "udp", 5353, true],
+      ],
+    ]),
+    subtest("Should support an 'allow-egress' policy for UDP protocol at the specified port", [
+      s0,
+      [
+        ["hufflepuff:cedric-diggory-0", "gryffindor:harry-potter-1", "udp", 53, true],
+        ["hufflepuff:cedric-diggory-1", "gryffindor:harry-potter-1", "udp", 5353, false],
+      ],
+    ]),
+    subtest("Should support an 'deny-egress' policy for UDP protocol; ensure rule ordering is respected", [
+      s1,
+      [
+        // UPSTREAM: mutate.Spec.Egress[0]
+        // UPSTREAM: mutate.Spec.Egress[1] = allowRule
+        ["hufflepuff:cedric-diggory-0", "ravenclaw:luna-lovegood-1", "udp", 53, false],
+        ["hufflepuff:cedric-diggory-1", "ravenclaw:luna-lovegood-1", "udp", 5353, false],
+      ],
+    ]),
+    subtest("Should support a 'deny-egress' policy for UDP protocol at the specified port", [
+      s1,
+      [
+        ["hufflepuff:cedric-diggory-0", "slytherin:draco-malfoy-0", "udp", 5353, false],
+        ["hufflepuff:cedric-diggory-1", "slytherin:draco-malfoy-0", "udp", 53, true],
+      ],
+    ]),
+  ];
+});
+/** conformance/tests/baseline-admin-network-policy-standard-egress-sctp-rules.go, over conformance/base/baseline_tier/standard-egress-sctp-rules.yaml */
+conformanceTest("CNPBaselineTierEgressSCTP", () => {
+  const s0 = baselineTier_standardEgressSctpRules();
+  const s1 = swapRules(s0, "default", "egress", 0, 1);
+  return [
+    subtest("Should support an 'allow-egress' policy for SCTP protocol; ensure rule ordering is respected", [
+      s0,
+      [
+        ["ravenclaw:luna-lovegood-0", "gryffindor:harry-potter-0", "sctp", 9003, true],
+        ["ravenclaw:luna-lovegood-1", "gryffindor:harry-potter-0", "sctp", 9005, true],
+      ],
+    ]),
+    subtest("Should support an 'allow-egress' policy for SCTP protocol at the specified port", [
+      s0,
+      [
+        ["ravenclaw:luna-lovegood-0", "hufflepuff:cedric-diggory-1", "sctp", 9003, true],
+        ["ravenclaw:luna-lovegood-1", "hufflepuff:cedric-diggory-1", "sctp", 9005, false],
+      ],
+    ]),
+    subtest("Should support an 'deny-egress' policy for SCTP protocol; ensure rule ordering is respected", [
+      s1,
+      [
+        // UPSTREAM: mutate.Spec.Egress[0]
+        // UPSTREAM: mutate.Spec.Egress[1] = allowRule
+        ["ravenclaw:luna-lovegood-0", "gryffindor:harry-potter-1", "sctp", 9003, false],
+        ["ravenclaw:luna-lovegood-1", "gryffindor:harry-potter-1", "sctp", 9005, false],
+      ],
+    ]),
+    subtest("Should support a 'deny-egress' policy for SCTP protocol at the specified port", [
+      s1,
+      [
+        ["ravenclaw:luna-lovegood-0", "slytherin:draco-malfoy-0", "sctp", 9003, false],
+        ["ravenclaw:luna-lovegood-1", "slytherin:draco-malfoy-0", "sctp", 9005, true],
+      ],
+    ]),
+  ];
+});
+/** conformance/tests/baseline-admin-network-policy-standard-gress-rules.go, over conformance/base/baseline_tier/standard-gress-rules-combined.yaml */
+conformanceTest("CNPBaselineTierGress", () => {
+  const s0 = baselineTier_standardGressRulesCombined();
+  const s1 = swapRules(swapRules(s0, "default", "egress", 0, 1), "default", "ingress", 0, 1);
+  return [
+    subtest("Should support an 'allow-gress' policy across different protocols", [
+      s0,
+      [
+        ["gryffindor:harry-potter-0", "ravenclaw:luna-lovegood-0", "tcp", 80, true],
+        ["gryffindor:harry-potter-1", "ravenclaw:luna-lovegood-0", "udp", 53, true],
+        ["gryffindor:harry-potter-0", "ravenclaw:luna-lovegood-0", "sctp", 9003, true],
+        ["ravenclaw:luna-lovegood-0", "gryffindor:harry-potter-0", "tcp", 80, true],
+        ["ravenclaw:luna-lovegood-1", "gryffindor:harry-potter-0", "udp", 53, true],
+        ["ravenclaw:luna-lovegood-1", "gryffindor:harry-potter-0", "sctp", 9003, true],
+      ],
+    ]),
+    subtest("Should support an 'allow-gress' policy across different protocols at the specified ports", [
+      s0,
+      [
+        ["gryffindor:harry-potter-0", "hufflepuff:cedric-diggory-1", "tcp", 8080, true],
+        ["gryffindor:harry-potter-1", "hufflepuff:cedric-diggory-1", "tcp", 80, false],
+        ["gryffindor:harry-potter-0", "hufflepuff:cedric-diggory-1", "udp", 5353, true],
+        ["gryffindor:harry-potter-1", "hufflepuff:cedric-diggory-1", "udp", 53, false],
+        ["gryffindor:harry-potter-0", "hufflepuff:cedric-diggory-1", "sctp", 9003, true],
+        ["gryffindor:harry-potter-1", "hufflepuff:cedric-diggory-1", "sctp", 9005, false],
+        ["hufflepuff:cedric-diggory-0", "gryffindor:harry-potter-1", "tcp", 80, true],
+        ["hufflepuff:cedric-diggory-1", "gryffindor:harry-potter-1", "tcp", 8080, false],
+        ["hufflepuff:cedric-diggory-0", "gryffindor:harry-potter-1", "udp", 5353, true],
+        ["hufflepuff:cedric-diggory-1", "gryffindor:harry-potter-1", "udp", 53, false],
+        ["hufflepuff:cedric-diggory-0", "gryffindor:harry-potter-1", "sctp", 9003, true],
+        ["hufflepuff:cedric-diggory-1", "gryffindor:harry-potter-1", "sctp", 9005, false],
+      ],
+    ]),
+    subtest("Should support an 'deny-gress' policy across different protocols", [
+      s1,
+      [
+        // UPSTREAM: mutate.Spec.Egress[0]
+        // UPSTREAM: mutate.Spec.Egress[1] = allowOutRule
+        // UPSTREAM: mutate.Spec.Ingress[0]
+        // UPSTREAM: mutate.Spec.Ingress[1] = allowInRule
+        ["gryffindor:harry-potter-0", "ravenclaw:luna-lovegood-1", "tcp", 80, false],
+        ["gryffindor:harry-potter-1", "ravenclaw:luna-lovegood-1", "udp", 53, false],
+        ["gryffindor:harry-potter-0", "ravenclaw:luna-lovegood-1", "sctp", 9003, false],
+        ["ravenclaw:luna-lovegood-0", "gryffindor:harry-potter-1", "tcp", 80, false],
+        ["ravenclaw:luna-lovegood-1", "gryffindor:harry-potter-1", "udp", 53, false],
+        ["ravenclaw:luna-lovegood-1", "gryffindor:harry-potter-1", "sctp", 9003, false],
+      ],
+    ]),
+    subtest("Should support a 'deny-gress' policy across different protocols at the specified ports", [
+      s1,
+      [
+        ["gryffindor:harry-potter-0", "slytherin:draco-malfoy-0", "tcp", 80, false],
+        ["gryffindor:harry-potter-1", "slytherin:draco-malfoy-0", "tcp", 8080, true],
+        ["gryffindor:harry-potter-0", "slytherin:draco-malfoy-0", "udp", 53, false],
+        ["gryffindor:harry-potter-1", "slytherin:draco-malfoy-0", "udp", 5353, true],
+        ["gryffindor:harry-potter-0", "slytherin:draco-malfoy-0", "sctp", 9003, false],
+        ["gryffindor:harry-potter-1", "slytherin:draco-malfoy-0", "sctp", 9005, true],
+        ["slytherin:draco-malfoy-0", "gryffindor:harry-potter-0", "tcp", 80, false],
+        ["slytherin:draco-malfoy-1", "gryffindor:harry-potter-0", "tcp", 8080, true],
+        ["slytherin:draco-malfoy-0", "gryffindor:harry-potter-0", "udp", 53, false],
+        ["slytherin:draco-malfoy-1", "gryffindor:harry-potter-0", "udp", 5353, true],
+        ["slytherin:draco-malfoy-0", "gryffindor:harry-potter-0", "sctp", 9003, false],
+        ["slytherin:draco-malfoy-1", "gryffindor:harry-potter-0", "sctp", 9005, true],
+      ],
+    ]),
+  ];
+});
