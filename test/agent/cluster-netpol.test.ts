@@ -52,7 +52,8 @@ let appliedNps: RawPolicy[] = [];
 /** Makes the API hold exactly these ClusterNetworkPolicies and NetworkPolicies. */
 function apply(cnps: RawClusterPolicy[], nps: RawPolicy[]): void {
   for (const p of appliedCnps) {
-    if (!cnps.some((q) => q.metadata.name === p.metadata.name)) cluster.api.remove("clusternetworkpolicies", "", p.metadata.name);
+    if (!cnps.some((q) => q.metadata.name === p.metadata.name))
+      cluster.api.remove("clusternetworkpolicies", "", p.metadata.name);
   }
   for (const p of appliedNps) {
     if (!nps.some((q) => q.metadata.name === p.metadata.name && q.metadata.namespace === p.metadata.namespace))
@@ -72,12 +73,28 @@ const modelOf = (cnps: RawClusterPolicy[], nps: RawPolicy[]): Cluster => ({
   nodes: modelNodes(),
 });
 
-/** Applies the policies and waits until every pod's probes of every pod answer as the model does. */
-async function expectTable(cnps: RawClusterPolicy[], nps: RawPolicy[] = [], within = ceiling(20_000)): Promise<void> {
+const CASES = casesOf(["TCP", "UDP"]);
+
+/**
+ * Applies the policies and waits until every pod's probes of every pod (and, `withNodes`,
+ * of every node's addresses) answer as the model does.
+ */
+async function expectTable(
+  cnps: RawClusterPolicy[],
+  nps: RawPolicy[] = [],
+  within = ceiling(20_000),
+  withNodes = false,
+): Promise<void> {
+  // Served from the first test on; a test run alone installs the CRD itself.
+  if (cnps.length > 0 && cluster.api.clusterNetworkPolicyVersions.length === 0)
+    cluster.api.installClusterNetworkPolicy(["v1alpha2"]);
   apply(cnps, nps);
-  let last = await matrix.settle(matrix.podView(casesOf(["TCP", "UDP"])), () => modelOf(cnps, nps), within);
-  if (last !== "") last += cluster.diagnostics("policies");
-  expect(last).toBe("");
+  const views = withNodes ? [matrix.podView(CASES), matrix.nodeView(CASES)] : [matrix.podView(CASES)];
+  for (const view of views) {
+    let last = await matrix.settle(view, () => modelOf(cnps, nps), within);
+    if (last !== "") last += cluster.diagnostics("policies");
+    expect(last).toBe("");
+  }
 }
 
 const agentStatus = (n: PolicyNode) => JSON.parse(scrape(n.agentNode, "/status")[1] || "{}").networkPolicy;
@@ -90,7 +107,16 @@ describe("ClusterNetworkPolicy truth tables, two nodes, agents in their DaemonSe
     appliedNps = [];
     await cluster.start(2, NAMESPACES);
     let i = 0;
-    for (const ns of NAMESPACES) for (const p of PODS) await cluster.addPod(`${ns}/${p}`, cluster.nodes[i++ % 2] as PolicyNode);
+    for (const ns of NAMESPACES)
+      for (const p of PODS) await cluster.addPod(`${ns}/${p}`, cluster.nodes[i++ % 2] as PolicyNode);
+    // Each node serves the probe ports at its own addresses (for `nodes` peers).
+    for (const n of cluster.nodes) {
+      const server = spawn("nsenter", [`--net=/run/netns/${n.netns}`, "python3", PROBE, "serve", "80", "81"], {
+        stdio: ["ignore", "pipe", "inherit"],
+      });
+      cluster.fx.processes.push({ kill: () => server.kill("SIGKILL") });
+      await new Promise<void>((resolve) => server.stdout?.once("data", () => resolve()));
+    }
   }, ceiling(180_000));
 
   afterAll(async () => {
@@ -100,7 +126,8 @@ describe("ClusterNetworkPolicy truth tables, two nodes, agents in their DaemonSe
   it(
     "enforces NetworkPolicy alone while the CRD is not installed, and picks ClusterNetworkPolicy up once it is",
     async () => {
-      for (const n of cluster.nodes) expect(agentStatus(n).clusterNetworkPolicy).toEqual({ version: null, policies: [] });
+      for (const n of cluster.nodes)
+        expect(agentStatus(n).clusterNetworkPolicy).toEqual({ version: null, policies: [] });
       cluster.api.installClusterNetworkPolicy(["v1alpha2"]);
       await expectTable([
         cnp("no-y-into-x", "Admin", 10, {
@@ -151,7 +178,9 @@ describe("ClusterNetworkPolicy truth tables, two nodes, agents in their DaemonSe
         [
           policy("x", "y-on-81", {
             podSelector: { matchLabels: { pod: "a" } },
-            ingress: [{ from: [{ namespaceSelector: { matchLabels: { ns: "y" } } }], ports: [{ port: 81, protocol: "TCP" }] }],
+            ingress: [
+              { from: [{ namespaceSelector: { matchLabels: { ns: "y" } } }], ports: [{ port: 81, protocol: "TCP" }] },
+            ],
           }),
         ],
       );
@@ -195,7 +224,9 @@ describe("ClusterNetworkPolicy truth tables, two nodes, agents in their DaemonSe
         }),
         // Within one policy: x/a accepts from z on TCP 81, then denies z everything else.
         cnp("xa-from-z", "Admin", 20, {
-          subject: { pods: { namespaceSelector: { matchLabels: { ns: "x" } }, podSelector: { matchLabels: { pod: "a" } } } },
+          subject: {
+            pods: { namespaceSelector: { matchLabels: { ns: "x" } }, podSelector: { matchLabels: { pod: "a" } } },
+          },
           ingress: [
             { name: "accept-z-81", action: "Accept", from: [inNamespace("z")], protocols: [tcp(81)] },
             { name: "deny-z", action: "Deny", from: [inNamespace("z")] },
@@ -207,7 +238,9 @@ describe("ClusterNetworkPolicy truth tables, two nodes, agents in their DaemonSe
           egress: [{ name: "accept-x", action: "Accept", to: [inNamespace("x")] }],
         }),
         cnp("xa-no-y", "Admin", 40, {
-          subject: { pods: { namespaceSelector: { matchLabels: { ns: "x" } }, podSelector: { matchLabels: { pod: "a" } } } },
+          subject: {
+            pods: { namespaceSelector: { matchLabels: { ns: "x" } }, podSelector: { matchLabels: { pod: "a" } } },
+          },
           ingress: [{ name: "deny-y", action: "Deny", from: [inNamespace("y")] }],
         }),
       ]);
@@ -219,15 +252,20 @@ describe("ClusterNetworkPolicy truth tables, two nodes, agents in their DaemonSe
     "matches pod traffic by `networks`, both families, and Node addresses by `nodes`",
     async () => {
       const za = pod("z/a");
-      await expectTable([
-        cnp("x-not-to-za", "Admin", 10, {
-          subject: inNamespace("x"),
-          egress: [
-            { name: "deny-za", action: "Deny", to: [{ networks: [`${za.v4}/32`, `${za.v6}/128`] }] },
-            { name: "deny-nodes", action: "Deny", to: [{ nodes: {} }], protocols: [tcp(80)] },
-          ],
-        }),
-      ]);
+      await expectTable(
+        [
+          cnp("x-not-to-za", "Admin", 10, {
+            subject: inNamespace("x"),
+            egress: [
+              { name: "deny-za", action: "Deny", to: [{ networks: [`${za.v4}/32`, `${za.v6}/128`] }] },
+              { name: "deny-nodes", action: "Deny", to: [{ nodes: {} }], protocols: [tcp(80)] },
+            ],
+          }),
+        ],
+        [],
+        ceiling(20_000),
+        true,
+      );
     },
     ceiling(120_000),
   );
@@ -239,7 +277,12 @@ describe("ClusterNetworkPolicy truth tables, two nodes, agents in their DaemonSe
         cnp("z-named-and-ranges", "Admin", 10, {
           subject: inNamespace("z"),
           ingress: [
-            { name: "udp-81-by-name", action: "Accept", from: [{ namespaces: {} }], protocols: [{ destinationNamedPort: "serve-81-udp" }] },
+            {
+              name: "udp-81-by-name",
+              action: "Accept",
+              from: [{ namespaces: {} }],
+              protocols: [{ destinationNamedPort: "serve-81-udp" }],
+            },
             {
               name: "tcp-79-to-80",
               action: "Accept",

@@ -8,6 +8,8 @@
 import {
   type Cluster,
   diffTables,
+  type Endpoint,
+  endpointName,
   allowed as modelAllows,
   type Probe,
   type Protocol,
@@ -26,7 +28,7 @@ export const casesOf = (protocols: Protocol[]): MatrixCase[] =>
     protocols.flatMap((protocol) => ([4, 6] as const).map((family) => ({ port, protocol, family }))),
   );
 
-/** A target of one probe: an address, the pod (or name) it stands for, a port and protocol. */
+/** A target of one probe: an address, the end it stands for (a pod's key, "node:<name>"), a port and protocol. */
 export interface MatrixTarget {
   ip: string;
   pod: string;
@@ -81,17 +83,17 @@ export class PolicyMatrix {
     model: Cluster,
     seen: Set<string>,
     on: MatrixCase[],
-    targets: string[],
+    targets: Endpoint[],
     unprobed: (from: string, to: string) => boolean = () => false,
   ): string {
     const from = [...this.pods.keys()].map((pod) => ({ pod }));
-    const to = targets.map((pod) => ({ pod }));
+    const to = targets;
     const out: string[] = [];
     for (const c of on) {
       const expected = truthTable(model, c, { from, to }, (probe) => this.judge(model, probe));
       const observed = truthTable(model, c, { from, to }, (probe) => {
         const f = "pod" in probe.from ? probe.from.pod : "";
-        const t = "pod" in probe.to ? probe.to.pod : "";
+        const t = endpointName(probe.to);
         if (unprobed(f, t)) return this.judge(model, probe);
         return seen.has(`${f}>${t}:${c.port}/${c.protocol}/${c.family}`);
       });
@@ -110,7 +112,38 @@ export class PolicyMatrix {
             on.map((c) => ({ ip: c.family === 4 ? dst.v4 : dst.v6, pod: dst.key, port: c.port, protocol: c.protocol })),
           ),
         ),
-      differences: (model, seen) => this.differencesOn(model, seen, on, [...this.pods.keys()]),
+      differences: (model, seen) =>
+        this.differencesOn(
+          model,
+          seen,
+          on,
+          [...this.pods.keys()].map((pod) => ({ pod })),
+        ),
+    };
+  }
+
+  /** Every pod probes every node's addresses (a server of the node's own answers there), on every one of `on`. */
+  nodeView(on: MatrixCase[]): View {
+    const nodes = this.cluster.nodes.map((n) => ({ name: n.name, v4: `10.30.0.${n.n}`, v6: `fd30::${n.n}` }));
+    return {
+      observe: () =>
+        this.probeAll(() =>
+          nodes.flatMap((n) =>
+            on.map((c) => ({
+              ip: c.family === 4 ? n.v4 : n.v6,
+              pod: endpointName({ node: n.name }),
+              port: c.port,
+              protocol: c.protocol,
+            })),
+          ),
+        ),
+      differences: (model, seen) =>
+        this.differencesOn(
+          model,
+          seen,
+          on,
+          nodes.map((n) => ({ node: n.name })),
+        ),
     };
   }
 

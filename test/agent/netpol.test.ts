@@ -112,7 +112,7 @@ const SERVICE_VIEW = (): View => ({
       model,
       seen,
       cases.filter((c) => c.port === 80),
-      SERVICE_BACKENDS,
+      SERVICE_BACKENDS.map((pod) => ({ pod })),
       (from, to) => from === to,
     ),
 });

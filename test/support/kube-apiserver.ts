@@ -330,6 +330,11 @@ export class StandInApiServer {
     this.oldestRv = this.rv;
   }
 
+  /** The versions the ClusterNetworkPolicy CRD serves now (none: not installed). */
+  get clusterNetworkPolicyVersions(): readonly string[] {
+    return this.policyApiVersions;
+  }
+
   /**
    * Installs (or changes, or with [] removes) the ClusterNetworkPolicy CRD, serving these
    * versions: discovery (GET /apis/policy.networking.k8s.io) lists them, each serves the
