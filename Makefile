@@ -138,8 +138,9 @@ test-vm-distro: build
 # min of the emulated guest (3018 s and about 460 s on 2026-12-06), past what the lanes
 # can hold, so run by hand, not by make test. The same files run with veth pods in the
 # host phases.
-VM_NETPOL = test/qemu/run.sh --timeout 6000 --env NETKIT_CNI_TEST_DATAPATH=netkit -- \
-  npx vitest run --project agent test/agent/netpol.test.ts test/agent/netpol-second-day.test.ts
+VM_NETPOL = test/qemu/run.sh --timeout 7800 --env NETKIT_CNI_TEST_DATAPATH=netkit -- \
+  npx vitest run --project agent test/agent/netpol.test.ts test/agent/netpol-second-day.test.ts \
+  test/agent/cluster-netpol.test.ts
 .PHONY: test-vm-netpol
 test-vm-netpol: build
 	$(VM_NETPOL)
