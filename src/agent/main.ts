@@ -273,16 +273,16 @@ class Agent {
   /** Which policies select each local pod, and those skipped, for `status` and `monitor`: written when it changed. */
   private writePolicyFile(): void {
     if (!this.policy) return;
-    const { pods, problems } = this.policy.status;
+    const { pods, problems, clusterNetworkPolicy } = this.policy.status;
     const text = JSON.stringify(pods);
-    const problemsText = JSON.stringify(problems);
+    const problemsText = JSON.stringify([problems, clusterNetworkPolicy]);
     try {
       if (text !== this.policyFileText) {
         writePolicyFile(this.opts.stateDir, pods);
         this.policyFileText = text;
       }
       if (problemsText !== this.policyProblemsText) {
-        writePolicyProblemsFile(this.opts.stateDir, problems);
+        writePolicyProblemsFile(this.opts.stateDir, problems, clusterNetworkPolicy);
         this.policyProblemsText = problemsText;
       }
     } catch (e) {

@@ -5,7 +5,9 @@
  * state directory, which policies select each isolated pod and what could not be
  * enforced as written: a pod's direction past a datapath bound or not written in full
  * (policies.json; either denies that direction whole) and the policies it cannot read,
- * each isolating what it selects and allowing nothing (policy-problems.json). Read-only.
+ * each isolating what it selects and allowing nothing (policy-problems.json), and the
+ * ClusterNetworkPolicies it reads (the version watched; each one's tier, priority, local
+ * pods and what it could not read). Read-only.
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
@@ -53,10 +55,20 @@ export interface NetworkPolicyStatus {
   deniedWhole: Record<string, AgentPolicyProblem[]>;
   /** Policies the agent cannot read, a problem each: each isolates what it selects and allows nothing (none without an agent). */
   unreadable: AgentPolicyProblem[];
+  /** Pods by namespace/name with the ClusterNetworkPolicies whose subject selects them (the agent's account). */
+  clusterSelectedBy: Record<string, string[]>;
+  /** ClusterNetworkPolicy as the agent reads it; absent where no agent (or an older one) said. */
+  clusterNetworkPolicy?: AgentClusterAccount;
 }
 
-/** The maps whose size bounds what the agent can write: its pods, peers, ports and ClusterIPs. */
-const BOUNDED = ["pods", "peers", "ports", "vips"] as const;
+/** What the agent says of ClusterNetworkPolicy: the version watched (null: CRD not installed), and each policy. */
+export interface AgentClusterAccount {
+  version: string | null;
+  policies: { name: string; tier: string; priority: number; localPods: number; problems: AgentPolicyProblem[] }[];
+}
+
+/** The maps whose size bounds what the agent can write: its pods, peers, ports, slots' tiers and ClusterIPs. */
+const BOUNDED = ["pods", "peers", "ports", "tiers", "vips"] as const;
 
 export function networkPolicyStatus(root: string, stateDir: string): NetworkPolicyStatus | undefined {
   const maps = openPolicyMaps(root);
@@ -73,7 +85,9 @@ export function networkPolicyStatus(root: string, stateDir: string): NetworkPoli
     maps: [],
     deniedWhole: {},
     unreadable: agent.unreadable,
+    clusterSelectedBy: {},
   };
+  if (agent.cluster) s.clusterNetworkPolicy = agent.cluster;
   try {
     for (const k of maps.endpoints.keys()) {
       s.pods += 1;
@@ -86,6 +100,7 @@ export function networkPolicyStatus(root: string, stateDir: string): NetworkPoli
       const pod = key === undefined ? undefined : agent.pods.get(key.toString(16));
       if (pod && flags & (POL_F_ISOLATED_IN | POL_F_ISOLATED_OUT)) {
         s.selectedBy[pod.pod] = pod.selectedBy;
+        if (Array.isArray(pod.clusterSelectedBy)) s.clusterSelectedBy[pod.pod] = pod.clusterSelectedBy;
         const bounds = (Array.isArray(pod.problems) ? pod.problems : []).filter((p) => p?.direction !== undefined);
         if (bounds.length > 0) s.deniedWhole[pod.pod] = bounds;
       }
@@ -108,6 +123,8 @@ export function networkPolicyStatus(root: string, stateDir: string): NetworkPoli
 export interface AgentPolicyPod {
   pod: string;
   selectedBy: string[];
+  /** Absent where an older agent wrote the file, or no ClusterNetworkPolicy selects it. */
+  clusterSelectedBy?: string[];
   /** Absent where an older agent wrote the file. */
   problems?: AgentPolicyProblem[];
 }
@@ -116,6 +133,7 @@ export interface AgentPolicyAccount {
   /** Local pods by key in hex. */
   pods: Map<string, AgentPolicyPod>;
   unreadable: AgentPolicyProblem[];
+  cluster?: AgentClusterAccount;
 }
 
 /**
@@ -136,7 +154,14 @@ export function readAgentAccount(stateDir: string): AgentPolicyAccount {
   const pods = read("policies.json");
   const problems = read("policy-problems.json");
   const unreadable = isRecord(problems) && Array.isArray(problems.unreadable) ? problems.unreadable : [];
+  const cluster =
+    isRecord(problems) && isRecord(problems.clusterNetworkPolicy) ? problems.clusterNetworkPolicy : undefined;
+  const clusterAccount =
+    cluster && Array.isArray(cluster.policies) && (typeof cluster.version === "string" || cluster.version === null)
+      ? (cluster as unknown as AgentClusterAccount)
+      : undefined;
   return {
+    ...(clusterAccount ? { cluster: clusterAccount } : {}),
     pods: new Map(isRecord(pods) ? (Object.entries(pods) as [string, AgentPolicyPod][]) : []),
     unreadable: unreadable.filter(
       (p): p is AgentPolicyProblem => isRecord(p) && typeof p.policy === "string" && typeof p.reason === "string",
@@ -165,5 +190,19 @@ export function formatNetworkPolicy(s: NetworkPolicyStatus | undefined): string[
   }
   for (const p of s.unreadable)
     lines.push(`  unreadable    ${p.policy}: ${p.reason} (isolates what it selects, allows nothing)`);
+  return [...lines, ...formatClusterPolicy(s)];
+}
+
+function formatClusterPolicy(s: NetworkPolicyStatus): string[] {
+  const c = s.clusterNetworkPolicy;
+  if (!c) return [];
+  if (c.version === null) return ["cluster network policy  not served (the ClusterNetworkPolicy CRD is not installed)"];
+  const lines = [`cluster network policy  ${c.policies.length} policies (policy.networking.k8s.io/${c.version})`];
+  for (const p of c.policies) {
+    lines.push(`  ${p.name}  ${p.tier} priority ${p.priority}, selects ${p.localPods} local pods`);
+    for (const problem of p.problems) lines.push(`  ${p.name}  not read in full: ${problem.reason}`);
+  }
+  for (const [pod, by] of Object.entries(s.clusterSelectedBy).sort(([a], [b]) => a.localeCompare(b)))
+    lines.push(`  ${pod}  subject of ${by.join(", ")}`);
   return lines;
 }

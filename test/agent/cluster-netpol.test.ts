@@ -421,6 +421,14 @@ describe("ClusterNetworkPolicy truth tables, two nodes, agents in their DaemonSe
         inNs(node.netns, BINARY, ["status", "--json", "--bpffs-root", root, "--state-dir", node.agentNode.stateDir]),
       );
       expect(status.networkPolicy.selectedBy["x/a"]).toEqual([]);
+      expect(status.networkPolicy.clusterSelectedBy["x/a"]).toEqual(["no-y-into-x"]);
+      expect(status.networkPolicy.clusterNetworkPolicy).toMatchObject({
+        version: "v1alpha2",
+        policies: [{ name: "no-y-into-x", tier: "Admin", priority: 10, problems: [] }],
+      });
+      expect(status.networkPolicy.maps).toContainEqual(
+        expect.objectContaining({ name: "nkc_pol_tiers", entries: expect.any(Number) }),
+      );
       const agent = agentStatus(node);
       expect(agent.pods["x/a"].clusterSelectedBy).toEqual(["no-y-into-x"]);
       expect(agent.clusterNetworkPolicy.policies).toEqual([

@@ -256,6 +256,7 @@ describe("formatStatus", () => {
       deniedWhole: {},
       unreadable: [],
       incomplete: 0,
+      clusterSelectedBy: {},
     };
     const text = formatStatus(s);
     expect(text).toMatch(
@@ -263,6 +264,52 @@ describe("formatStatus", () => {
     );
     expect(text).toMatch(/^ {2}x\/a {2}selected by x\/deny-all, x\/allow-y$/m);
     expect(text).not.toMatch(/^ {2}(maps|unreadable) /m);
+  });
+
+  it("shows the ClusterNetworkPolicies the agent reads, the pods they select and what it could not read", () => {
+    const s = facts();
+    const base = {
+      pods: 1,
+      isolated: { ingress: 1, egress: 0 },
+      pending: 0,
+      incomplete: 0,
+      allowed: { ingress: 0, egress: 0 },
+      denied: { ingress: 0, egress: 0 },
+      selectedBy: {},
+      maps: [],
+      deniedWhole: {},
+      unreadable: [],
+    };
+    s.networkPolicy = { ...base, clusterSelectedBy: {}, clusterNetworkPolicy: { version: null, policies: [] } };
+    expect(formatStatus(s)).toMatch(
+      /^cluster network policy {2}not served \(the ClusterNetworkPolicy CRD is not installed\)$/m,
+    );
+    s.networkPolicy = {
+      ...base,
+      clusterSelectedBy: { "x/a": ["no-y-into-x", "dns"] },
+      clusterNetworkPolicy: {
+        version: "v1beta1",
+        policies: [
+          { name: "dns", tier: "Baseline", priority: 3, localPods: 1, problems: [] },
+          {
+            name: "no-y-into-x",
+            tier: "Admin",
+            priority: 10,
+            localPods: 1,
+            problems: [{ policy: "cnp:no-y-into-x", kind: "domain-names", reason: "spec.egress[0].to[0]: refused" }],
+          },
+        ],
+      },
+    };
+    const lines = formatStatus(s).split("\n");
+    const at = lines.findIndex((l) => l.startsWith("cluster network policy"));
+    expect(lines.slice(at, at + 5)).toEqual([
+      "cluster network policy  2 policies (policy.networking.k8s.io/v1beta1)",
+      "  dns  Baseline priority 3, selects 1 local pods",
+      "  no-y-into-x  Admin priority 10, selects 1 local pods",
+      "  no-y-into-x  not read in full: spec.egress[0].to[0]: refused",
+      "  x/a  subject of no-y-into-x, dns",
+    ]);
   });
 
   it("shows how full NetworkPolicy's bounded maps are, the pods denied whole and the policies it cannot read", () => {
@@ -306,6 +353,7 @@ describe("formatStatus", () => {
           reason: 'spec.ingress[0].ports[0].protocol: "ICMP" is not TCP, UDP or SCTP',
         },
       ],
+      clusterSelectedBy: {},
     };
     const lines = formatStatus(s).split("\n");
     const at = lines.findIndex((l) => l.startsWith("network policy"));

@@ -36,7 +36,7 @@ import {
   writeTier,
 } from "../../bpf/index";
 import { addressFamily } from "../../cni/address";
-import type { PolicyPodStatus, PolicyWriter } from "./controller";
+import type { ClusterPolicyStatus, PolicyPodStatus, PolicyWriter } from "./controller";
 import type { PolicyProblem } from "./model/parse";
 import type { PodEntry, SlotTiers } from "./slots";
 
@@ -157,9 +157,20 @@ export function writePolicyFile(stateDir: string, pods: Record<string, PolicyPod
   writeByRename(path.join(stateDir, POLICY_FILE), byKey);
 }
 
-/** Writes <stateDir>/policy-problems.json (by rename): `unreadable`, the unreadable policies' problems. */
-export function writePolicyProblemsFile(stateDir: string, unreadable: PolicyProblem[]): void {
-  writeByRename(path.join(stateDir, POLICY_PROBLEMS_FILE), { unreadable });
+/**
+ * Writes <stateDir>/policy-problems.json (by rename): `unreadable`, the unreadable
+ * NetworkPolicies' problems; `clusterNetworkPolicy`, the version watched and each
+ * ClusterNetworkPolicy as read (absent where the agent does not read them).
+ */
+export function writePolicyProblemsFile(
+  stateDir: string,
+  unreadable: PolicyProblem[],
+  clusterNetworkPolicy?: ClusterPolicyStatus,
+): void {
+  writeByRename(path.join(stateDir, POLICY_PROBLEMS_FILE), {
+    unreadable,
+    ...(clusterNetworkPolicy ? { clusterNetworkPolicy } : {}),
+  });
 }
 
 function writeByRename(file: string, content: unknown): void {
