@@ -134,10 +134,10 @@ test-vm-distro: build
 	$(VM_DISTRO)
 
 # The NetworkPolicy truth tables with netkit pods on Debian's packaged kernel, both passes
-# (fast path and not, SCTP among the protocols there), then the second day's attacks: 58
-# min of the emulated guest (3018 s and about 460 s on 2026-12-06), past what the lanes
-# can hold, so run by hand, not by make test. The same files run with veth pods in the
-# host phases.
+# (fast path and not, SCTP among the protocols there), the second day's attacks, then
+# ClusterNetworkPolicy's truth tables: about 70 min of the emulated guest (3018 s, about
+# 460 s and 658 s on 2026-12-06), past what the lanes can hold, so run by hand, not by
+# make test. The same files run with veth pods in the host phases.
 VM_NETPOL = test/qemu/run.sh --timeout 7800 --env NETKIT_CNI_TEST_DATAPATH=netkit -- \
   npx vitest run --project agent test/agent/netpol.test.ts test/agent/netpol-second-day.test.ts \
   test/agent/cluster-netpol.test.ts
