@@ -5,8 +5,9 @@
  * "--", an unknown flag, a value given to a boolean flag) is reported as typed.
  *
  * A command declares its flags once (`Flags<T>`: each flag's field of T, default,
- * parsing and usage line); `parseFlags` fills T from them and `flagUsage` writes the
- * usage text, so a flag cannot be parsed without being documented, or the reverse.
+ * parsing, usage line and, for a few, a one-letter spelling such as kubectl's "-o");
+ * `parseFlags` fills T from them and `flagUsage` writes the usage text, so a flag cannot
+ * be parsed without being documented, or the reverse.
  *
  * Every command line reads its flags here: the CLI's commands, `netkit-cni agent` (which
  * never imports src/cli) and the bench.
@@ -65,6 +66,8 @@ type FieldFlag<T, K extends keyof T> = {
   default: T[K];
   /** What it does, for the usage text ("\n" starts another line in the same column). */
   help: string;
+  /** A one-letter spelling too ("o": "-o wide", "-owide"). */
+  short?: string;
 } & (
   | { type: "boolean"; value?: T[K] /** Adds `value`'s items to those before. */; list?: boolean }
   | {
@@ -86,7 +89,12 @@ export type Flags<T> = Record<string, FlagSpec<T>>;
 export function parseFlags<T>(args: string[], flags: Flags<T>, errors: FlagErrors, base: Partial<T> = {}): T {
   const options = Object.fromEntries(Object.values(flags).map((spec) => [spec.field, fresh(spec.default)]));
   Object.assign(options, base);
-  const table = Object.fromEntries(Object.entries(flags).map(([name, spec]) => [name, { type: spec.type }]));
+  const table = Object.fromEntries(
+    Object.entries(flags).map(([name, spec]) => [
+      name,
+      spec.short ? { type: spec.type, short: spec.short } : { type: spec.type },
+    ]),
+  );
   for (const { name, flag, value = "" } of readFlags(args, table, errors)) {
     const spec = flags[name] as FlagSpec<T>;
     const field = spec.field as string;
@@ -126,11 +134,11 @@ export function flagsFor<T>() {
 /** A list default is copied: what one parse appends must not show in the next. */
 const fresh = (value: unknown) => (Array.isArray(value) ? [...value] : value);
 
-/** The usage lines of `flags`: "--name ARG", then its help from column `width` + 1. */
+/** The usage lines of `flags`: "[-x, ]--name ARG", then its help from column `width` + 1. */
 export function flagUsage<T>(flags: Flags<T>, width: number): string {
   return Object.entries(flags)
     .map(([name, spec]) => {
-      const head = `  --${name}${spec.type === "string" ? ` ${spec.arg}` : ""}`;
+      const head = `  ${spec.short ? `-${spec.short}, ` : ""}--${name}${spec.type === "string" ? ` ${spec.arg}` : ""}`;
       return `${head.padEnd(width)} ${spec.help.replaceAll("\n", `\n${" ".repeat(width + 1)}`)}`;
     })
     .join("\n");

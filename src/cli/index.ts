@@ -2,10 +2,12 @@
  * Commands for people (`netkit-cni endpoints`, …), as opposed to the CNI protocol that
  * runtimes speak through CNI_COMMAND. Each prints to stdout and returns an exit status.
  */
+import { podNames } from "../commands/agent-state";
 import { listEndpoints } from "../commands/endpoints";
 import { formatInstall, install } from "../install/install";
 import { INSTALL_USAGE, InstallError, parseInstallOptions } from "../install/options";
-import { formatEndpoints } from "./endpoints";
+import { formatEndpoints, withPodNames } from "./endpoints";
+import { render } from "./output";
 import { nodeStatus } from "./status";
 import { formatStatus } from "./status-format";
 import {
@@ -27,6 +29,7 @@ commands:
   install     copy this executable and a conflist into the CNI directories
   agent       the node's side of a cluster network: conflist, routes to other nodes,
               masquerade, Services, NetworkPolicy, metrics
+endpoints, status and monitor print a table; -o wide and -o json (or --json) as kubectl does.
 Without a command, netkit-cni acts as a CNI plugin (CNI_COMMAND in the environment).`;
 
 export async function runCli(argv: string[]): Promise<number> {
@@ -40,14 +43,15 @@ export async function runCli(argv: string[]): Promise<number> {
     switch (command) {
       case "endpoints": {
         const opts = parseEndpointsOptions(rest);
-        const rows = await listEndpoints(opts.bpffsRoot);
-        process.stdout.write(`${opts.json ? JSON.stringify(rows, null, 2) : formatEndpoints(rows)}\n`);
+        const rows = withPodNames(await listEndpoints(opts.bpffsRoot), podNames(opts.stateDir));
+        process.stdout.write(`${render(opts.output, rows, (wide) => formatEndpoints(rows, wide))}\n`);
         return 0;
       }
       case "status": {
         const opts = parseStatusOptions(rest);
         const status = await nodeStatus(opts.bpffsRoot, opts.stateDir);
-        process.stdout.write(`${opts.json ? JSON.stringify(status, null, 2) : formatStatus(status)}\n`);
+        // Its report shows every fact already: wide is the same table.
+        process.stdout.write(`${render(opts.output, status, () => formatStatus(status))}\n`);
         return status.problems.length > 0 ? 1 : 0;
       }
       case "install": {

@@ -1,11 +1,12 @@
 /**
  * `netkit-cni monitor`: NetworkPolicy's drops as they happen, one line each (or one JSON
- * object with --json): when, the pod whose policy dropped it (namespace/name where ADD
- * was told them, else its device), which way, the 5-tuple, and why: the direction's
- * default deny (no rule allows it; the policies that isolate the pod are named, from what
- * the agent left in its state directory), a ClusterNetworkPolicy's Deny rule (by its
- * policy, name, tier and action, from the same file, while the pod's rules are the ones
- * that decided; else its tier and bit), a pod not yet judged, or a packet without ports.
+ * object a line with -o json, -o jsonl or --json): when, the pod whose policy dropped it
+ * (namespace/name where ADD was told them, else its device), which way, the 5-tuple, and
+ * why: the direction's default deny (no rule allows it; the policies that isolate the pod
+ * are named, from what the agent left in its state directory), a ClusterNetworkPolicy's
+ * Deny rule (by its policy, name, tier and action, from the same file, while the pod's
+ * rules are the ones that decided; else its tier and bit), a pod not yet judged, or a
+ * packet without ports.
  *
  * The programs push each drop onto nkc_pol_denials (a queue keeping the newest 4096); the
  * monitor takes them off every 100 ms. Two monitors share the queue: each sees a part.
@@ -17,11 +18,13 @@ import { podNames } from "../commands/agent-state";
 import { listEndpoints } from "../commands/endpoints";
 import { endpointMapEntries } from "../datapath/node-state";
 import { monotonicNs } from "../sys/clock";
+import { isJson, type Output } from "./output";
 
 export interface MonitorOptions {
   bpffsRoot: string;
   stateDir: string;
-  json: boolean;
+  /** table and wide: a line per drop; json and jsonl: a JSON object per drop, a line each. */
+  output: Output;
   /** Only this pod's drops ("namespace/name", or its host device). */
   pod: string | undefined;
   reason: string | undefined;
@@ -155,7 +158,7 @@ export async function runMonitor(opts: MonitorOptions, write: (line: string) => 
         if (opts.pod && d.pod !== opts.pod) continue;
         if (opts.reason && d.reason !== opts.reason) continue;
         if (opts.direction && d.direction !== opts.direction) continue;
-        write(opts.json ? JSON.stringify(d) : formatEventLine(d));
+        write(isJson(opts.output) ? JSON.stringify(d) : formatEventLine(d));
       }
       await new Promise((r) => setTimeout(r, 100));
     }

@@ -8,38 +8,62 @@ import { type Flags, flagsFor, flagUsage, parseFlags } from "../args";
 import { DEFAULT_BPFFS_ROOT } from "../cni/config";
 import { DEFAULT_AGENT_STATE_DIR } from "../commands/agent-state";
 import type { MonitorOptions } from "./monitor";
+import { DOCUMENT_OUTPUTS, type Output, outputFlags, STREAM_OUTPUTS } from "./output";
 
 /** A command line this CLI cannot read: the message says what, and the usage follows. */
 export class UsageError extends Error {}
 
 export interface EndpointsOptions {
-  json: boolean;
+  output: Output;
   bpffsRoot: string;
-}
-
-export interface StatusOptions extends EndpointsOptions {
+  /** Where ADD recorded each pod's namespace and name (the agent's state directory). */
   stateDir: string;
 }
 
+export interface StatusOptions {
+  output: Output;
+  bpffsRoot: string;
+  stateDir: string;
+}
+
+const usageError = (message: string) => new UsageError(message);
 const BPFFS_HELP = `where the node's eBPF state is pinned (${DEFAULT_BPFFS_ROOT})`;
 const STATE_HELP = `the agent's files: its sync, NetworkPolicy (${DEFAULT_AGENT_STATE_DIR})`;
 
 const endpointsFlag = flagsFor<EndpointsOptions>();
 const ENDPOINTS_FLAGS: Flags<EndpointsOptions> = {
-  json: endpointsFlag.boolean("json", "print JSON"),
+  ...outputFlags<EndpointsOptions>(
+    DOCUMENT_OUTPUTS,
+    "table: the columns read at a glance; wide: every column;\njson: every row's facts",
+    usageError,
+  ),
   "bpffs-root": endpointsFlag.string("bpffsRoot", "DIR", DEFAULT_BPFFS_ROOT, BPFFS_HELP),
+  "state-dir": endpointsFlag.string(
+    "stateDir",
+    "DIR",
+    DEFAULT_AGENT_STATE_DIR,
+    `the agent's files, where ADD records pods' names (${DEFAULT_AGENT_STATE_DIR})`,
+  ),
 };
 
 const statusFlag = flagsFor<StatusOptions>();
 const STATUS_FLAGS: Flags<StatusOptions> = {
-  json: statusFlag.boolean("json", "print JSON"),
+  ...outputFlags<StatusOptions>(
+    DOCUMENT_OUTPUTS,
+    "table: the report; wide: the same (it shows every fact\nalready); json: the facts as a document",
+    usageError,
+  ),
   "bpffs-root": statusFlag.string("bpffsRoot", "DIR", DEFAULT_BPFFS_ROOT, BPFFS_HELP),
   "state-dir": statusFlag.string("stateDir", "DIR", DEFAULT_AGENT_STATE_DIR, STATE_HELP),
 };
 
 const monitorFlag = flagsFor<MonitorOptions>();
 const MONITOR_FLAGS: Flags<MonitorOptions> = {
-  json: monitorFlag.boolean("json", "one JSON object per drop"),
+  ...outputFlags<MonitorOptions>(
+    STREAM_OUTPUTS,
+    "table: a line per drop; wide: the same; json, jsonl:\none JSON object per drop, a line each (a stream)",
+    usageError,
+  ),
   "bpffs-root": monitorFlag.string("bpffsRoot", "DIR", DEFAULT_BPFFS_ROOT, BPFFS_HELP),
   "state-dir": monitorFlag.string("stateDir", "DIR", DEFAULT_AGENT_STATE_DIR, STATE_HELP),
   pod: monitorFlag.string("pod", "NS/NAME", undefined, "only this pod's drops (or its host device)"),

@@ -195,12 +195,12 @@ describe("a node where the bypass cannot run", () => {
     const status = JSON.parse(cli(env, "status")) as { sockBypass: { links: unknown[]; off?: { reason: string } } };
     expect(status.sockBypass.links).toEqual([]);
     expect(status.sockBypass.off?.reason).toBe(why);
-    expect(cli(env, "status", false)).toContain(`socket bypass   off: ${why}`);
+    expect(cli(env, "status", "table")).toContain(`socket bypass   off: ${why}`);
 
     // A later ADD that can run it on the test's cgroup turns it on; the note about the
     // other cgroup stays.
     addPod(env.fx, env.node, "third");
-    const text = cli(env, "status", false);
+    const text = cli(env, "status", "table");
     expect(text).toMatch(/^socket bypass +on: /m);
     expect(text).toContain(`socket bypass   off for ${notCgroup}: ${why}`);
   });

@@ -79,7 +79,7 @@ describe("sockets from another namespace", () => {
     expect(rows.find((r) => r.containerId === "srv")?.sockRecord?.refusedNetns).toBe(1);
     const status = JSON.parse(cli(env, "status")) as NodeStatus;
     expect(status.sockBypass.refusedNetns).toBe(2);
-    expect(cli(env, "status", false)).toMatch(/; refused: 2 from another network namespace$/m);
+    expect(cli(env, "status", "table")).toMatch(/; refused: 2 from another network namespace$/m);
   });
 
   it("records the namespace a socket made inside the pod reports, and the programs agree", async () => {
@@ -158,7 +158,7 @@ describe("each pod's bound on the sockhash", () => {
     const record = sockRecordOf(env, hog);
     expect(record?.sockets).toBe(SOCK_PER_POD);
     expect(record?.refusedBound).toBe(BigInt(2 * connections - SOCK_PER_POD));
-    expect(cli(env, "status", false)).toMatch(/; refused: 104 over a pod's bound of 4096$/m);
+    expect(cli(env, "status", "table")).toMatch(/; refused: 104 over a pod's bound of 4096$/m);
 
     await startPeerServer(env, server.netns, server.v4, 5002);
     expect(exchange(env, client.netns, server.v4, 5002, MB)).toBe(`ok ${MB} ${REPLY}`);

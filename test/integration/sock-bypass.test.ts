@@ -88,8 +88,8 @@ describe("socket bypass between two pods of one node", () => {
     const rows = JSON.parse(cli(env, "endpoints")) as Row[];
     expect(rows.find((r) => r.containerId === "cli")?.bypassedSockets).toBe(1);
     expect(rows.find((r) => r.containerId === "srv")?.bypassedSockets).toBe(1);
-    // The table for people: one socket per pod in its SPLICED column.
-    const table = cli(env, "endpoints", false).split("\n");
+    // The wide table for people: one socket per pod in its SPLICED column.
+    const table = cli(env, "endpoints", "wide").split("\n");
     const column = table[0]?.indexOf(" SPLICED") ?? -1;
     expect(column).toBeGreaterThan(0);
     const splicedOf = (id: string) =>
@@ -120,7 +120,7 @@ describe("socket bypass between two pods of one node", () => {
     expect(status.maps.map((m) => m.name)).toEqual(
       expect.arrayContaining(["nkc_sock_stats", "nkc_sock_pods", "nkc_sock_admitted", "nkc_sock_cookies"]),
     );
-    expect(cli(env, "status", false)).toMatch(/^socket bypass +on: .*; 2 sockets spliced$/m);
+    expect(cli(env, "status", "table")).toMatch(/^socket bypass +on: .*; 2 sockets spliced$/m);
 
     const clientIfindex = ifindexOf(env.node.netns, client.hostDevice);
     expect(delPod(client).status).toBe(0);

@@ -177,9 +177,9 @@ export function exchanges(env: SockEnv, netns: string, host: string, port: numbe
     .filter((line) => line !== "connected");
 }
 
-/** `netkit-cni <command> [--json]` on the node. */
-export function cli(env: SockEnv, command: string, json = true): string {
-  const args = [command, "--bpffs-root", env.node.bpffsRoot, ...(json ? ["--json"] : [])];
+/** `netkit-cni <command> -o <output>` on the node. */
+export function cli(env: SockEnv, command: string, output: "json" | "table" | "wide" = "json"): string {
+  const args = [command, "--bpffs-root", env.node.bpffsRoot, "-o", output];
   const r = spawnSync("nsenter", [`--net=/run/netns/${env.node.netns}`, BINARY, ...args], { encoding: "utf8" });
   return r.stdout;
 }

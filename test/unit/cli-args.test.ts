@@ -119,6 +119,22 @@ describe("parseFlags", () => {
     expect(flag.boolean("json", "JSON")).toEqual({ ...FLAGS.json, value: true });
   });
 
+  it("takes a flag's one-letter spelling as kubectl does: -o x, -ox", () => {
+    const flags: Flags<{ output: string }> = {
+      output: { field: "output", type: "string", short: "o", arg: "FORMAT", default: "table", help: "how" },
+    };
+    const output = (...args: string[]) => parseFlags(args, flags, ERRORS).output;
+    expect([output(), output("-o", "wide"), output("-ojson"), output("--output=wide")]).toEqual([
+      "table",
+      "wide",
+      "json",
+      "wide",
+    ]);
+    expect(() => output("-o")).toThrow("-o needs a value");
+    expect(() => output("-x")).toThrow("unknown option -x");
+    expect(flagUsage(flags, 22)).toBe("  -o, --output FORMAT  how");
+  });
+
   it("lists each flag with its argument, help in one column", () => {
     expect(flagUsage(FLAGS, 14).split("\n")).toEqual([
       "  --dir DIR    where (/opt)",

@@ -17,18 +17,27 @@ import { DEFAULT_AGENT_STATE_DIR } from "../../src/commands/agent-state";
 
 describe("the view commands' flags", () => {
   it("default to the node's own places", () => {
-    expect(parseEndpointsOptions([])).toEqual({ json: false, bpffsRoot: DEFAULT_BPFFS_ROOT });
-    expect(parseStatusOptions([])).toEqual({
-      json: false,
+    expect(parseEndpointsOptions([])).toEqual({
+      output: "table",
       bpffsRoot: DEFAULT_BPFFS_ROOT,
       stateDir: DEFAULT_AGENT_STATE_DIR,
     });
-    expect(parseMonitorOptions([])).toMatchObject({ pod: undefined, direction: undefined, forMs: undefined });
+    expect(parseStatusOptions([])).toEqual({
+      output: "table",
+      bpffsRoot: DEFAULT_BPFFS_ROOT,
+      stateDir: DEFAULT_AGENT_STATE_DIR,
+    });
+    expect(parseMonitorOptions([])).toMatchObject({
+      output: "table",
+      pod: undefined,
+      direction: undefined,
+      forMs: undefined,
+    });
   });
 
   it("take every flag in both spellings", () => {
-    expect(parseStatusOptions(["--json", "--bpffs-root", "/b", "--state-dir=/s"])).toEqual({
-      json: true,
+    expect(parseStatusOptions(["--output", "wide", "--bpffs-root", "/b", "--state-dir=/s"])).toEqual({
+      output: "wide",
       bpffsRoot: "/b",
       stateDir: "/s",
     });
@@ -37,11 +46,31 @@ describe("the view commands' flags", () => {
     ).toMatchObject({ pod: "x/a", reason: "denied", direction: "egress", forMs: 1500 });
   });
 
+  it("take -o/--output as kubectl does, and --json as -o json", () => {
+    for (const parse of [parseEndpointsOptions, parseStatusOptions, parseMonitorOptions]) {
+      expect(parse(["-o", "json"]).output).toBe("json");
+      expect(parse(["-owide"]).output).toBe("wide");
+      expect(parse(["--output=table"]).output).toBe("table");
+      expect(parse(["--json"]).output).toBe("json");
+      // The last one given wins, whichever spelling.
+      expect(parse(["--json", "-o", "wide"]).output).toBe("wide");
+      expect(parse(["-o", "wide", "--json"]).output).toBe("json");
+    }
+    // Only what streams prints JSON lines.
+    expect(parseMonitorOptions(["-o", "jsonl"]).output).toBe("jsonl");
+  });
+
+  it("refuse an output format a command does not print, naming those it does", () => {
+    expect(() => parseEndpointsOptions(["-o", "yaml"])).toThrow(UsageError);
+    expect(() => parseEndpointsOptions(["-o", "yaml"])).toThrow("-o must be table, wide or json, not yaml");
+    expect(() => parseStatusOptions(["--output=jsonl"])).toThrow("--output must be table, wide or json, not jsonl");
+    expect(() => parseMonitorOptions(["-o", "name"])).toThrow("-o must be table, wide, json or jsonl, not name");
+    expect(() => parseStatusOptions(["-o"])).toThrow("-o needs a value");
+  });
+
   it("refuse what a command does not take, with its usage", () => {
-    expect(() => parseEndpointsOptions(["--state-dir", "/s"])).toThrow(UsageError);
-    expect(() => parseEndpointsOptions(["--state-dir", "/s"])).toThrow(
-      `unknown option --state-dir\n${ENDPOINTS_USAGE}`,
-    );
+    expect(() => parseEndpointsOptions(["--pod", "x/a"])).toThrow(UsageError);
+    expect(() => parseEndpointsOptions(["--pod", "x/a"])).toThrow(`unknown option --pod\n${ENDPOINTS_USAGE}`);
     expect(() => parseStatusOptions(["--help-me"])).toThrow(STATUS_USAGE);
     expect(() => parseStatusOptions(["--bpffs-root"])).toThrow("--bpffs-root needs a value");
     expect(() => parseMonitorOptions(["--direction", "up"])).toThrow("--direction must be ingress or egress");
@@ -49,8 +78,20 @@ describe("the view commands' flags", () => {
   });
 
   it("list every flag in the usage", () => {
-    for (const flag of ["--json", "--bpffs-root DIR"]) expect(ENDPOINTS_USAGE).toContain(flag);
-    for (const flag of ["--json", "--bpffs-root DIR", "--state-dir DIR"]) expect(STATUS_USAGE).toContain(flag);
+    for (const usage of [ENDPOINTS_USAGE, STATUS_USAGE, MONITOR_USAGE]) {
+      for (const flag of [
+        "-o, --output FORMAT",
+        "table | wide | json",
+        "--json",
+        "--bpffs-root DIR",
+        "--state-dir DIR",
+      ]) {
+        expect(usage).toContain(flag);
+      }
+      expect(usage).toMatch(/--json +the same as -o json/);
+    }
+    expect(STATUS_USAGE).toContain("wide: the same");
+    expect(MONITOR_USAGE).toContain("table | wide | json | jsonl");
     for (const flag of ["--pod NS/NAME", "--reason REASON", "--direction DIR", "--for-seconds N"]) {
       expect(MONITOR_USAGE).toContain(flag);
     }
