@@ -7,6 +7,7 @@ import { describe, expect, it } from "vitest";
 import { crossingsUnchanged, policyRatioTable, policySection, policyTargets } from "../../bench/lib/policy-report";
 import type { PolicyCrossing, PolicyRun } from "../../bench/lib/policy-result";
 import {
+  CLUSTER_POLICY_COUNT,
   localPods,
   NETPERF_PORTS,
   type NetperfPod,
@@ -16,6 +17,7 @@ import {
   SELECTED_NS,
   UNJUDGED_NS,
 } from "../../bench/lib/policy-set";
+import { podRules } from "../../src/agent/policy/controller";
 import { compileCluster, compiledAllows, snapshotOf } from "../../test/support/policy-cluster";
 
 const netperfPods: NetperfPod[] = [
@@ -148,5 +150,99 @@ describe("the NetworkPolicy section's report", () => {
     expect(text).toContain("100 policies in 2 namespaces; selected: client by 3, server-a by 3, server-b by 3.");
     expect(text).toContain("node a: 96 pods on 96 slots, 4,809 peer and 949 port prefixes");
     expect(text).toContain("refused (2 denied by the client's egress)");
+  });
+});
+
+describe("the tiers mode's ClusterNetworkPolicies", () => {
+  const tiered = policyCluster(netperfPods, true);
+  const snapshot = snapshotOf(tiered);
+  const compiledOf = (name: string) => {
+    const target = snapshot.pods.find((p) => p.namespace === SELECTED_NS && p.name === name);
+    if (!target) throw new Error(`no pod ${name}`);
+    return snapshot.compile(target);
+  };
+
+  it("are 50 beside the same 100 policies, Admin and Baseline, at several priorities, all read in full", () => {
+    expect(tiered.policies).toEqual(cluster.policies);
+    const cnps = tiered.clusterPolicies ?? [];
+    expect(cnps).toHaveLength(CLUSTER_POLICY_COUNT);
+    expect(new Set(cnps.map((c) => c.metadata.name)).size).toBe(CLUSTER_POLICY_COUNT);
+    const admin = cnps.filter((c) => c.spec.tier === "Admin");
+    const baseline = cnps.filter((c) => c.spec.tier === "Baseline");
+    expect(admin.length).toBeGreaterThanOrEqual(20);
+    expect(baseline.length).toBeGreaterThanOrEqual(20);
+    expect(admin.length + baseline.length).toBe(CLUSTER_POLICY_COUNT);
+    expect(new Set(cnps.map((c) => c.spec.priority)).size).toBeGreaterThan(40);
+    expect(snapshot.clusterPolicies.flatMap((c) => c.problems)).toEqual([]);
+    expect(policyCluster(netperfPods).clusterPolicies).toBeUndefined();
+  });
+
+  it("select the netperf pods by four, and mark the namespaces their subjects cover, never the unjudged one", () => {
+    expect(compiledOf("client").clusterSelectedBy).toEqual(["bench-namespace-baseline", "bench-netperf-pass"]);
+    for (const server of ["server-a", "server-b"]) {
+      expect(compiledOf(server).clusterSelectedBy).toEqual([
+        "bench-namespace-baseline",
+        "bench-netperf-accept",
+        "bench-servers-apart",
+      ]);
+      // The NetworkPolicies selecting them are those of the selected mode.
+      expect(compiledOf(server).selectedBy).toHaveLength(3);
+    }
+    expect(namespacesWithPolicies(tiered)).toEqual([SELECTED_NS, "tenant-a", "tenant-b", "tenant-c"]);
+    const others = snapshot.pods.filter((p) => p.namespace.startsWith("tenant-"));
+    const selectedOthers = others.filter((p) => (snapshot.compile(p).clusterSelectedBy ?? []).length > 0);
+    expect(selectedOthers.length).toBeGreaterThan(others.length / 2);
+    expect(others.every((p) => snapshot.compile(p).problems.length === 0)).toBe(true);
+  });
+
+  it("give the netperf pods' slots tier masks: the servers' Admin Accept and Baseline on ingress, the client's Admin Pass on egress, Denies elsewhere", () => {
+    const server = podRules(compiledOf("server-b").policy);
+    const client = podRules(compiledOf("client").policy);
+    const ingress = server.tiers?.ingress;
+    // Admin: from-batch (Deny, priority 5), netperf-from-client (Accept, 10); NetworkPolicy; Baseline: same-namespace (Accept), other-namespaces (Deny).
+    const np = BigInt((server.ingress?.length ?? 0) - 4);
+    expect(np).toBe(3n);
+    expect(ingress).toMatchObject({
+      admin: 0b11n,
+      baseline: 0b11n << (2n + np),
+      deny: 0b1n | (0b10n << (2n + np)),
+      pass: 0n,
+      networkPolicy: true,
+    });
+    // Admin: to-servers (Deny); no NetworkPolicy; Baseline: dns (Accept), nothing-else (Deny).
+    expect(server.tiers?.egress).toMatchObject({ admin: 0b1n, baseline: 0b110n, deny: 0b101n, networkPolicy: false });
+    expect(client.tiers?.egress).toMatchObject({ admin: 0b1n, pass: 0b1n, networkPolicy: true });
+    expect(client.tiers?.ingress).toMatchObject({ admin: 0n, baseline: 0b11n, deny: 0b10n, networkPolicy: false });
+    // The selected mode's pods have no tiers.
+    const plain = snapshotOf(cluster);
+    const selectedClient = plain.pods.find((p) => p.namespace === SELECTED_NS && p.name === "client");
+    expect(selectedClient && podRules(plain.compile(selectedClient).policy).tiers).toBeUndefined();
+  });
+
+  it("keep netperf's traffic allowed, and refuse the servers each other and a server's other egress", () => {
+    const compiled = compileCluster(tiered);
+    const probe = (from: string, to: string, port: number) =>
+      compiledAllows(tiered, compiled, {
+        from: { pod: `${SELECTED_NS}/${from}` },
+        to: { pod: to },
+        port,
+        protocol: "TCP",
+      });
+    for (const port of NETPERF_PORTS) {
+      expect(probe("client", `${SELECTED_NS}/server-b`, port)).toBe(true);
+      expect(probe("client", `${SELECTED_NS}/server-a`, port)).toBe(true);
+    }
+    // bench-servers-apart/to-servers (Admin Deny); bench-namespace-baseline/nothing-else (Baseline Deny).
+    expect(probe("server-a", `${SELECTED_NS}/server-b`, NETPERF_PORTS[0])).toBe(false);
+    expect(probe("server-a", `${SELECTED_NS}/client`, NETPERF_PORTS[0])).toBe(false);
+    // Without the ClusterNetworkPolicies, nothing keeps them apart on egress (server-b's ingress still does).
+    expect(
+      compiledAllows(cluster, compileCluster(cluster), {
+        from: { pod: `${SELECTED_NS}/server-a` },
+        to: { pod: `${SELECTED_NS}/client` },
+        port: NETPERF_PORTS[0],
+        protocol: "TCP",
+      }),
+    ).toBe(true);
   });
 });
