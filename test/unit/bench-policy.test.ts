@@ -246,3 +246,76 @@ describe("the tiers mode's ClusterNetworkPolicies", () => {
     ).toBe(true);
   });
 });
+
+describe("the NetworkPolicy section's report with the tiers mode", () => {
+  const withTiers = (tiersAcross = 2): PolicyRun => {
+    const r = run();
+    return {
+      ...r,
+      crossings: [...r.crossings, crossing("tiers", "across", tiersAcross), crossing("tiers", "same", 1)],
+      samples: {
+        ...r.samples,
+        tiers: { across: rates([81, 76, 88], [36, 40, 20]), same: rates([180, 190, 162], [54, 54, 24]) },
+      },
+      tiers: {
+        policies: {
+          total: 100,
+          namespaces: [SELECTED_NS, "tenant-a"],
+          selecting: {},
+          cluster: { total: 50, admin: 27, baseline: 23, selecting: { client: ["b", "p"] } },
+        },
+        maps: [{ node: "a", pods: 96, slots: 97, peers: 5000, ports: 990, tiers: 120 }],
+        probes: [{ flow: "server-a → server-b", rule: "apart/to-servers (Admin Deny)", refused: true, denied: 1 }],
+        decided: [{ node: "a", direction: "ingress", tier: "admin", verdict: "allowed", flows: 4000 }],
+      },
+    };
+  };
+
+  it("gives tiers ÷ off and tiers ÷ selected as medians of per-round ratios", () => {
+    const t = policyRatioTable(withTiers());
+    expect(t).toContain(
+      "| test | placement | off /s | none /s | selected /s | tiers /s | none ÷ off | selected ÷ off | tiers ÷ off | tiers ÷ selected |",
+    );
+    expect(t).toContain(
+      "| TCP_RR | across nodes | 100 | 100 | 90 | 81 | 1.00× (0.90–1.10) | 0.90× (0.80–0.95) | 0.81× (0.76–0.88) | 0.90× (0.80–1.10) |",
+    );
+    expect(t).toContain(
+      "| TCP_CRR | one node | 60 | 60 | 54 | 54 | 1.00× (1.00–1.00) | 0.90× (0.80–1.00) | 0.90× (0.40–0.90) | 0.90× (0.50–1.00) |",
+    );
+    // A results file from before the tiers mode keeps its three modes.
+    expect(policyRatioTable(run())).not.toContain("tiers");
+  });
+
+  it("states its own target: crossings as selected's, with the ratios beside", () => {
+    const targets = policyTargets(withTiers());
+    expect(targets).toHaveLength(2);
+    expect(targets[0]?.measured).toContain("off / none / selected: across nodes 2.00 / 2.00 / 2.00;");
+    expect(targets[1]?.target).toContain("50 ClusterNetworkPolicies beside 100 NetworkPolicies");
+    expect(targets[1]?.measured).toContain("TCP_RR selected / tiers: across nodes 2.00 / 2.00; one node 1.00 / 1.00");
+    expect(targets[1]?.measured).toContain(
+      "tiers ÷ off: TCP_RR across 0.81×, one node 0.90×; TCP_CRR across 0.72×, one node 0.90×",
+    );
+    expect(targets[1]?.measured).toContain(
+      "tiers ÷ selected: TCP_RR across 0.90×, one node 0.90×; TCP_CRR across 0.80×",
+    );
+    expect(targets[1]?.met).toBe(true);
+    expect(policyTargets(withTiers(3))[1]?.met).toBe(false);
+    expect(policyTargets(withTiers(3))[0]?.met).toBe(true);
+    expect(policyTargets(run())).toHaveLength(1);
+  });
+
+  it("shows the tiers cluster's maps, probes and deciding tiers", () => {
+    const text = policySection(withTiers(), 1000);
+    expect(text).toContain("four ways");
+    expect(text).toContain(
+      "| tiers: as selected, with 50 ClusterNetworkPolicies, a few applying to the pods | 2.00 / 2.00 | 1.00 / 1.00 |",
+    );
+    expect(text).toContain("50 ClusterNetworkPolicies (27 Admin, 23 Baseline)");
+    expect(text).toContain("client by b, p");
+    expect(text).toContain("node a: 96 pods on 97 slots, 120 read by tiers");
+    expect(text).toContain("server-a → server-b by apart/to-servers (Admin Deny): refused (1 denied)");
+    expect(text).toContain("node a ingress 4,000 by the Admin tier; none denied");
+    expect(policySection(run(), 1000)).toContain("three ways");
+    expect(crossingsUnchanged(withTiers(3))).toBe(false);
+  });
+});
