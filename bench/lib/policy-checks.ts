@@ -44,7 +44,7 @@ export function checkEntries(pods: Record<PolicyMode, ModePods>): string[] {
   const errors: string[] = [];
   const expected = (mode: (typeof JUDGED_MODES)[number], name: string) => {
     if (mode === "none") return undefined;
-    if (mode === "tiers") return POL_F_ISOLATED_IN | POL_F_ISOLATED_OUT;
+    if (mode === "tiers") return name === "client" ? POL_F_ISOLATED_IN | POL_F_ISOLATED_OUT : POL_F_ISOLATED_IN;
     return name === "client" ? POL_F_ISOLATED_OUT : POL_F_ISOLATED_IN;
   };
   for (const mode of JUDGED_MODES) {
@@ -63,11 +63,11 @@ export function checkEntries(pods: Record<PolicyMode, ModePods>): string[] {
         continue;
       }
       // The rules that apply to netperf's flows: the servers' Admin Accept and Baseline
-      // (ingress), the client's Admin Pass (egress); every direction read by tiers.
-      if (!tiers.ingress || !tiers.egress) errors.push(`tiers ${name}: a direction of its slot has no tiers`);
-      else if (
-        name === "client" ? tiers.egress.pass === 0n : tiers.ingress.admin === 0n || tiers.ingress.baseline === 0n
-      )
+      // (ingress), the client's Admin Pass (egress); the servers' egress not judged.
+      const client = name === "client";
+      if (!tiers.ingress || !tiers.egress !== !client)
+        errors.push(`tiers ${name}: its slot's directions read by tiers are not those expected`);
+      else if (client ? tiers.egress?.pass === 0n : tiers.ingress.admin === 0n || tiers.ingress.baseline === 0n)
         errors.push(`tiers ${name}: its slot's tiers lack the rules netperf's flows meet`);
     }
   }
@@ -115,12 +115,13 @@ export function decisionsGrown(before: TierDecision[], after: TierDecision[]): T
 }
 
 /**
- * A TCP connection from `client` to `target`'s netserver that the rule named should
- * deny: refused, and counted by the client's node as denied on egress by `tier`.
+ * A TCP connection from `client` to `target` on `port` that the rule named should deny:
+ * refused, and counted by the client's node as denied on egress by `tier`.
  */
 export function probeTier(
   [client, clientName]: [Pod, string],
   [target, targetName]: [Pod, string],
+  port: number,
   tier: "admin" | "baseline",
   rule: string,
 ): TierProbe {
@@ -130,11 +131,11 @@ export function probeTier(
   const before = denied();
   let refused = false;
   try {
-    inNs(client.netns, "timeout", ["2", "bash", "-c", `exec 3<>/dev/tcp/${target.v4}/${NETPERF_PORTS[0]}`]);
+    inNs(client.netns, "timeout", ["2", "bash", "-c", `exec 3<>/dev/tcp/${target.v4}/${port}`]);
   } catch {
     refused = true;
   }
-  return { flow: `${clientName} → ${targetName}`, rule, refused, denied: denied() - before };
+  return { flow: `${clientName} → ${targetName}:${port}`, rule, refused, denied: denied() - before };
 }
 
 /**

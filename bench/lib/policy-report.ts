@@ -209,7 +209,7 @@ function introText(tiers: boolean): string {
   const selected =
     "in a namespace whose policies select them among 100 (_selected_: 3 isolate the servers' ingress and 3 the client's egress, allowing netperf's ports; the other 94 isolate pods that exist only in the maps)";
   const tiered =
-    "on a third cluster, the same pods and 100 policies with 50 ClusterNetworkPolicies beside them (_tiers_: an Admin Accept lets the client into the servers, an Admin Pass hands the client's egress to its NetworkPolicies, a Baseline Accept of the namespace matches the flows too, though the NetworkPolicies decide before it, and an Admin Deny keeps the servers apart; the other 46 mix Admin and Baseline, priorities and actions over pods that exist only in the maps)";
+    "on a third cluster, the same pods and 100 policies with 50 ClusterNetworkPolicies beside them (_tiers_: an Admin Accept lets the client into the servers, an Admin Pass hands the client's egress to its NetworkPolicies, a Baseline Accept of the namespace matches the flows too, though the NetworkPolicies decide before it, and an Admin Deny refuses the client the servers' ssh port; the other 45 mix Admin and Baseline, priorities and actions over pods that exist only in the maps)";
   return `The same veth pods (fast path on) ${tiers ? "four" : "three"} ways: in a network without \`"networkPolicy"\`, a two-node cluster of its own (_off_); in a network enforcing policy, in a namespace where no policy is (_none_: the lookups that find none); ${tiers ? `${selected}; and ${tiered}` : `and ${selected}`}. The policies are compiled and written into the nodes' maps as the agent does.`;
 }
 

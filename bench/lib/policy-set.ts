@@ -12,15 +12,17 @@
  * so each node's tables hold a slot per app and thousands of prefixes, as a node's would.
  *
  * With the cluster admin's tiers (the "tiers" mode), 50 ClusterNetworkPolicies beside the
- * same 100. Four have subjects among the netperf pods: an Admin Accept of the client on
+ * same 100. Five have subjects among the netperf pods: an Admin Accept of the client on
  * the servers' ingress (netperf's ports) and an Admin Pass of the servers on the client's
- * egress (handing the flow to its NetworkPolicies), an Admin Deny of the servers'
- * egress to each other (and of one tenant's ingress to them), which netperf's flows never
- * meet, and the namespace's Baseline (its own namespace accepted and others denied on
- * ingress; DNS accepted and everything else denied on egress), whose Accept matches
- * netperf's flows too, though their NetworkPolicies decide before it. The other 46 mix
- * the tiers, priorities, actions, peers and ports over the apps and namespaces that exist
- * only in the maps.
+ * egress (handing the flow to its NetworkPolicies); two Admin Denies netperf's flows never
+ * meet (the client's egress to the servers' ssh port, one tenant's ingress to the
+ * servers); and the namespace's Baseline on ingress (its own namespace accepted, others
+ * denied), whose Accept matches netperf's flows too, though their NetworkPolicies decide
+ * before it. None judges the servers' egress: that stays as the selected mode has it
+ * (the replies pass unjudged), since a reply judged anew, when the pod's flow table
+ * (2048 flows, LRU) has let its flow go under TCP_CRR's churn, would meet a Deny there.
+ * The other 45 mix the tiers, priorities, actions, peers and ports over the apps and
+ * namespaces that exist only in the maps.
  */
 import type { V1Namespace, V1Pod } from "@kubernetes/client-node";
 import { parseClusterPolicy } from "../../src/agent/policy/model/cluster-parse";
@@ -144,7 +146,10 @@ const netperfPorts = [{ tcp: { destinationPort: { range: { start: NETPERF_PORTS[
 const tcpPort = (number: number) => ({ tcp: { destinationPort: { number } } });
 const dns = [{ udp: { destinationPort: { number: 53 } } }, tcpPort(53)];
 
-/** The 4 ClusterNetworkPolicies whose subjects are netperf pods. */
+/** The ssh port: the client's Admin Deny names it on the servers, where nothing listens. */
+export const DENIED_PORT = 22;
+
+/** The 5 ClusterNetworkPolicies whose subjects are netperf pods. */
 function netperfClusterPolicies(): RawClusterPolicy[] {
   return [
     clusterPolicy("bench-netperf-accept", {
@@ -161,12 +166,17 @@ function netperfClusterPolicies(): RawClusterPolicy[] {
       subject: netperfRole("client"),
       egress: [{ name: "netperf-to-servers", action: "Pass", to: [netperfRole("server")], protocols: netperfPorts }],
     }),
-    clusterPolicy("bench-servers-apart", {
+    clusterPolicy("bench-client-no-ssh", {
+      tier: "Admin",
+      priority: 5,
+      subject: netperfRole("client"),
+      egress: [{ name: "no-ssh", action: "Deny", to: [netperfRole("server")], protocols: [tcpPort(DENIED_PORT)] }],
+    }),
+    clusterPolicy("bench-servers-no-batch", {
       tier: "Admin",
       priority: 5,
       subject: netperfRole("server"),
       ingress: [{ name: "from-batch", action: "Deny", from: [{ namespaces: { matchLabels: { team: "batch" } } }] }],
-      egress: [{ name: "to-servers", action: "Deny", to: [netperfRole("server")] }],
     }),
     clusterPolicy("bench-namespace-baseline", {
       tier: "Baseline",
@@ -175,10 +185,6 @@ function netperfClusterPolicies(): RawClusterPolicy[] {
       ingress: [
         { name: "same-namespace", action: "Accept", from: [{ namespaces: byName(SELECTED_NS) }] },
         { name: "other-namespaces", action: "Deny", from: [{ namespaces: {} }] },
-      ],
-      egress: [
-        { name: "dns", action: "Accept", to: [{ networks: ["10.96.0.10/32"] }], protocols: dns },
-        { name: "nothing-else", action: "Deny", to: [{ networks: ["0.0.0.0/0", "::/0"] }] },
       ],
     }),
   ];

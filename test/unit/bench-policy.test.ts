@@ -8,6 +8,7 @@ import { crossingsUnchanged, policyRatioTable, policySection, policyTargets } fr
 import type { PolicyCrossing, PolicyRun } from "../../bench/lib/policy-result";
 import {
   CLUSTER_POLICY_COUNT,
+  DENIED_PORT,
   localPods,
   NETPERF_PORTS,
   type NetperfPod,
@@ -177,13 +178,17 @@ describe("the tiers mode's ClusterNetworkPolicies", () => {
     expect(policyCluster(netperfPods).clusterPolicies).toBeUndefined();
   });
 
-  it("select the netperf pods by four, and mark the namespaces their subjects cover, never the unjudged one", () => {
-    expect(compiledOf("client").clusterSelectedBy).toEqual(["bench-namespace-baseline", "bench-netperf-pass"]);
+  it("select the netperf pods by five, and mark the namespaces their subjects cover, never the unjudged one", () => {
+    expect(compiledOf("client").clusterSelectedBy).toEqual([
+      "bench-client-no-ssh",
+      "bench-namespace-baseline",
+      "bench-netperf-pass",
+    ]);
     for (const server of ["server-a", "server-b"]) {
       expect(compiledOf(server).clusterSelectedBy).toEqual([
         "bench-namespace-baseline",
         "bench-netperf-accept",
-        "bench-servers-apart",
+        "bench-servers-no-batch",
       ]);
       // The NetworkPolicies selecting them are those of the selected mode.
       expect(compiledOf(server).selectedBy).toHaveLength(3);
@@ -195,7 +200,7 @@ describe("the tiers mode's ClusterNetworkPolicies", () => {
     expect(others.every((p) => snapshot.compile(p).problems.length === 0)).toBe(true);
   });
 
-  it("give the netperf pods' slots tier masks: the servers' Admin Accept and Baseline on ingress, the client's Admin Pass on egress, Denies elsewhere", () => {
+  it("give the netperf pods' slots tier masks: the servers' Admin Accept and Baseline on ingress, the client's Admin Deny and Pass on egress", () => {
     const server = podRules(compiledOf("server-b").policy);
     const client = podRules(compiledOf("client").policy);
     const ingress = server.tiers?.ingress;
@@ -209,9 +214,11 @@ describe("the tiers mode's ClusterNetworkPolicies", () => {
       pass: 0n,
       networkPolicy: true,
     });
-    // Admin: to-servers (Deny); no NetworkPolicy; Baseline: dns (Accept), nothing-else (Deny).
-    expect(server.tiers?.egress).toMatchObject({ admin: 0b1n, baseline: 0b110n, deny: 0b101n, networkPolicy: false });
-    expect(client.tiers?.egress).toMatchObject({ admin: 0b1n, pass: 0b1n, networkPolicy: true });
+    // No rule judges the servers' egress: the replies pass unjudged, as in the selected mode.
+    expect(server.tiers?.egress).toBeUndefined();
+    expect(server.egress).toBeUndefined();
+    // Admin: no-ssh (Deny, priority 5), netperf-to-servers (Pass, 20); then NetworkPolicy.
+    expect(client.tiers?.egress).toMatchObject({ admin: 0b11n, deny: 0b1n, pass: 0b10n, networkPolicy: true });
     expect(client.tiers?.ingress).toMatchObject({ admin: 0n, baseline: 0b11n, deny: 0b10n, networkPolicy: false });
     // The selected mode's pods have no tiers.
     const plain = snapshotOf(cluster);
@@ -219,31 +226,24 @@ describe("the tiers mode's ClusterNetworkPolicies", () => {
     expect(selectedClient && podRules(plain.compile(selectedClient).policy).tiers).toBeUndefined();
   });
 
-  it("keep netperf's traffic allowed, and refuse the servers each other and a server's other egress", () => {
+  it("keep netperf's traffic allowed, and deny the client the servers' ssh port in the Admin tier", () => {
     const compiled = compileCluster(tiered);
-    const probe = (from: string, to: string, port: number) =>
+    const probe = (to: string, port: number) =>
       compiledAllows(tiered, compiled, {
-        from: { pod: `${SELECTED_NS}/${from}` },
-        to: { pod: to },
+        from: { pod: `${SELECTED_NS}/client` },
+        to: { pod: `${SELECTED_NS}/${to}` },
         port,
         protocol: "TCP",
       });
     for (const port of NETPERF_PORTS) {
-      expect(probe("client", `${SELECTED_NS}/server-b`, port)).toBe(true);
-      expect(probe("client", `${SELECTED_NS}/server-a`, port)).toBe(true);
+      expect(probe("server-b", port)).toBe(true);
+      expect(probe("server-a", port)).toBe(true);
     }
-    // bench-servers-apart/to-servers (Admin Deny); bench-namespace-baseline/nothing-else (Baseline Deny).
-    expect(probe("server-a", `${SELECTED_NS}/server-b`, NETPERF_PORTS[0])).toBe(false);
-    expect(probe("server-a", `${SELECTED_NS}/client`, NETPERF_PORTS[0])).toBe(false);
-    // Without the ClusterNetworkPolicies, nothing keeps them apart on egress (server-b's ingress still does).
-    expect(
-      compiledAllows(cluster, compileCluster(cluster), {
-        from: { pod: `${SELECTED_NS}/server-a` },
-        to: { pod: `${SELECTED_NS}/client` },
-        port: NETPERF_PORTS[0],
-        protocol: "TCP",
-      }),
-    ).toBe(true);
+    expect(probe("server-b", DENIED_PORT)).toBe(false);
+    // The Admin tier decides it, before the client's NetworkPolicies are read.
+    const first = compiledOf("client").policy.egress?.admin?.[0];
+    expect(first).toMatchObject({ policy: "bench-client-no-ssh", action: "Deny" });
+    expect(first?.ports).toEqual([{ protocol: "TCP", from: DENIED_PORT, to: DENIED_PORT }]);
   });
 });
 
