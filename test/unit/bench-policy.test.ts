@@ -265,7 +265,7 @@ describe("the NetworkPolicy section's report with the tiers mode", () => {
           cluster: { total: 50, admin: 27, baseline: 23, selecting: { client: ["b", "p"] } },
         },
         maps: [{ node: "a", pods: 96, slots: 97, peers: 5000, ports: 990, tiers: 120 }],
-        probes: [{ flow: "server-a → server-b", rule: "apart/to-servers (Admin Deny)", refused: true, denied: 1 }],
+        probes: [{ flow: "client → server-b:22", rule: "no-ssh/no-ssh (Admin Deny)", refused: true, denied: 1 }],
         decided: [{ node: "a", direction: "ingress", tier: "admin", verdict: "allowed", flows: 4000 }],
       },
     };
@@ -313,7 +313,7 @@ describe("the NetworkPolicy section's report with the tiers mode", () => {
     expect(text).toContain("50 ClusterNetworkPolicies (27 Admin, 23 Baseline)");
     expect(text).toContain("client by b, p");
     expect(text).toContain("node a: 96 pods on 97 slots, 120 read by tiers");
-    expect(text).toContain("server-a → server-b by apart/to-servers (Admin Deny): refused (1 denied)");
+    expect(text).toContain("client → server-b:22 by no-ssh/no-ssh (Admin Deny): refused (1 denied)");
     expect(text).toContain("node a ingress 4,000 by the Admin tier; none denied");
     expect(policySection(run(), 1000)).toContain("three ways");
     expect(crossingsUnchanged(withTiers(3))).toBe(false);
