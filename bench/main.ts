@@ -7,7 +7,8 @@
  *                                               ours (veth) against ptp + bandwidth; Service
  *                                               traffic; NetworkPolicy's cost (section "policy":
  *                                               no policy, none for the pods, 100 policies with
- *                                               a few selecting them; --rounds, --seconds,
+ *                                               a few selecting them, and 50 ClusterNetwork-
+ *                                               Policies beside those; --rounds, --seconds,
  *                                               --transactions); the agent at scale
  *   node bench/.build/bench.js vm [options]     inside the UML guest (make bench-vm): host,
  *                                               bridge, veth and netkit, with and without programs;
@@ -320,7 +321,7 @@ async function runServices(o: Options): Promise<ServicesRun> {
 
 async function runPolicy(o: Options): Promise<PolicyRun> {
   log(
-    `policy: no policy vs policy on, none for the pods vs 100 policies, a few selecting them; ${o.rounds} rounds of TCP_RR and TCP_CRR`,
+    `policy: no policy vs policy on, none for the pods vs 100 policies, a few selecting them, vs 50 ClusterNetworkPolicies beside those; ${o.rounds} rounds of TCP_RR and TCP_CRR`,
   );
   const counter = new NetifRxCounter(`netkit-cni-bench-pol-${process.pid}`);
   const policy = await measurePolicy(counter, { rounds: o.rounds, seconds: o.seconds, transactions: o.transactions });
@@ -328,6 +329,14 @@ async function runPolicy(o: Options): Promise<PolicyRun> {
     log(
       `  policy: node ${m.node}: ${m.pods} pods judged on ${m.slots} slots, ${m.peers} peer and ${m.ports} port prefixes`,
     );
+  }
+  for (const m of policy.tiers?.maps ?? []) {
+    log(
+      `  policy tiers: node ${m.node}: ${m.pods} pods judged on ${m.slots} slots, ${m.tiers} read by tiers, ${m.peers} peer and ${m.ports} port prefixes`,
+    );
+  }
+  for (const p of policy.tiers?.probes ?? []) {
+    log(`  policy tiers: ${p.flow}: ${p.refused ? "refused" : "NOT refused"}, ${p.denied} denied by ${p.rule}`);
   }
   for (const e of policy.errors) log(`  policy: ${e}`);
   return policy;

@@ -1,7 +1,9 @@
 /**
  * The NetworkPolicy section of bench/README.md (bench/lib/policy.ts's run): crossings per
  * TCP_RR packet in each mode, netperf TCP_RR and TCP_CRR with policy as per-round ratios
- * to the same pods without it, and the section's target: crossings unchanged by policy.
+ * to the same pods without it (and, for the tiers mode, to the selected mode too), and
+ * the section's targets: crossings unchanged by policy, and by ClusterNetworkPolicy's
+ * tiers beside it. Results files from before the tiers mode render without it.
  */
 import type { AgentTarget } from "./agent-report";
 import { pp, x2 } from "./format";
@@ -21,6 +23,7 @@ const MODE_LABELS: Record<PolicyMode, string> = {
   off: 'off: a network without `"networkPolicy"`',
   none: "none: policy on, no policy in the pods' namespace",
   selected: `selected: policy on, a few of the policies select the pods`,
+  tiers: "tiers: as selected, with 50 ClusterNetworkPolicies, a few applying to the pods",
 };
 const PLACEMENT_LABELS: Record<Placement, string> = { across: "across nodes", same: "one node" };
 
@@ -36,12 +39,25 @@ const same = (a: PolicyCrossing | undefined, b: PolicyCrossing | undefined) =>
   Math.abs(a.rrRequest.total - b.rrRequest.total) <= SAME &&
   Math.abs(a.rrResponse.total - b.rrResponse.total) <= SAME;
 
-/** Every mode with policy on crosses as often as off, on every placement (undefined: not measured). */
-export function crossingsUnchanged(p: PolicyRun): boolean | undefined {
+/** The modes the run measured: every one but tiers in results files from before it. */
+export const measuredModes = (p: PolicyRun): PolicyMode[] =>
+  POLICY_MODES.filter((m) => m !== "tiers" || p.samples.tiers !== undefined || p.crossings.some((c) => c.mode === m));
+
+const samplesOf = (p: PolicyRun, m: PolicyMode) => (m === "tiers" ? p.samples.tiers : p.samples[m]);
+
+/**
+ * Each of `modes` crosses as often as `base`, on every placement (undefined: not
+ * measured). By default every mode with policy on the run measured, against off.
+ */
+export function crossingsUnchanged(
+  p: PolicyRun,
+  modes: readonly PolicyMode[] = measuredModes(p).filter((m) => m !== "off"),
+  base: PolicyMode = "off",
+): boolean | undefined {
   const pairs = POLICY_PLACEMENTS.flatMap((pl) =>
-    (["none", "selected"] as const).map((m) => [crossingOf(p, m, pl), crossingOf(p, "off", pl)] as const),
+    modes.map((m) => [crossingOf(p, m, pl), crossingOf(p, base, pl)] as const),
   );
-  if (pairs.every(([a, b]) => a === undefined || b === undefined)) return undefined;
+  if (pairs.length === 0 || pairs.every(([a, b]) => a === undefined || b === undefined)) return undefined;
   return pairs.every(([a, b]) => same(a, b));
 }
 
@@ -53,51 +69,94 @@ export function policyCrossingsTable(p: PolicyRun): string {
   return [
     "| mode | across nodes (request / response) | one node (request / response) |",
     "|---|---:|---:|",
-    ...POLICY_MODES.map((m) => `| ${MODE_LABELS[m]} | ${cell(m, "across")} | ${cell(m, "same")} |`),
+    ...measuredModes(p).map((m) => `| ${MODE_LABELS[m]} | ${cell(m, "across")} | ${cell(m, "same")} |`),
   ].join("\n");
 }
 
-/** `num` ÷ off for one test and placement: the median of per-round ratios and their min–max. */
-export function policyRatio(p: PolicyRun, num: PolicyMode, pl: Placement, t: PolicyTest): Summary {
-  return pairedRatio(p.samples[num][pl][t], p.samples.off[pl][t]);
+/**
+ * `num` ÷ `den` (off unless told) for one test and placement: the median of per-round
+ * ratios and their min–max (none where either was not measured).
+ */
+export function policyRatio(
+  p: PolicyRun,
+  num: PolicyMode,
+  pl: Placement,
+  t: PolicyTest,
+  den: PolicyMode = "off",
+): Summary {
+  return pairedRatio(samplesOf(p, num)?.[pl][t] ?? [], samplesOf(p, den)?.[pl][t] ?? []);
 }
 
 const ratioText = (s: Summary) => (s.n === 0 ? "n/a" : `${x2(s.median)} (${s.min.toFixed(2)}–${s.max.toFixed(2)})`);
 
+/** The ratios each table row gives, as [numerator, denominator]. */
+const RATIOS: [PolicyMode, PolicyMode][] = [
+  ["none", "off"],
+  ["selected", "off"],
+  ["tiers", "off"],
+  ["tiers", "selected"],
+];
+
 export function policyRatioTable(p: PolicyRun): string {
+  const modes = measuredModes(p);
+  const ratios = RATIOS.filter(([a, b]) => modes.includes(a) && modes.includes(b));
   const rate = (m: PolicyMode, pl: Placement, t: PolicyTest) =>
-    Math.round(median(p.samples[m][pl][t])).toLocaleString("en-US");
+    Math.round(median(samplesOf(p, m)?.[pl][t] ?? [])).toLocaleString("en-US");
   const rows = POLICY_TESTS.flatMap((t) =>
     POLICY_PLACEMENTS.map(
       (pl) =>
-        `| ${t} | ${PLACEMENT_LABELS[pl]} | ${rate("off", pl, t)} | ${rate("none", pl, t)} | ${rate("selected", pl, t)} | ${ratioText(policyRatio(p, "none", pl, t))} | ${ratioText(policyRatio(p, "selected", pl, t))} |`,
+        `${[
+          `| ${t} | ${PLACEMENT_LABELS[pl]}`,
+          ...modes.map((m) => rate(m, pl, t)),
+          ...ratios.map(([a, b]) => ratioText(policyRatio(p, a, pl, t, b))),
+        ].join(" | ")} |`,
     ),
   );
   return [
-    "| test | placement | off /s | none /s | selected /s | none ÷ off | selected ÷ off |",
-    "|---|---|---:|---:|---:|---:|---:|",
+    `${["| test | placement", ...modes.map((m) => `${m} /s`), ...ratios.map(([a, b]) => `${a} ÷ ${b}`)].join(" | ")} |`,
+    `|---|---|${[...modes, ...ratios].map(() => "---:|").join("")}`,
     ...rows,
   ].join("\n");
 }
 
-/** The section's target: crossings per packet unchanged with policy; the timing ratios stated beside it. */
+/** Crossings per TCP_RR response of `modes`, per placement: "across nodes 2.00 / 2.00; one node …". */
+const crossText = (p: PolicyRun, modes: readonly PolicyMode[]) =>
+  POLICY_PLACEMENTS.map((pl) => {
+    const counts = modes.map((m) => pp(crossingOf(p, m, pl)?.rrResponse.total));
+    return `${PLACEMENT_LABELS[pl]} ${counts.join(" / ")}`;
+  }).join("; ");
+
+/** `num` ÷ `den` medians per test and placement: "TCP_RR across 0.90×, one node 0.95×; TCP_CRR …". */
+const timedText = (p: PolicyRun, num: PolicyMode, den: PolicyMode) =>
+  POLICY_TESTS.map(
+    (t) =>
+      `${t} across ${x2(policyRatio(p, num, "across", t, den).median)}, one node ${x2(policyRatio(p, num, "same", t, den).median)}`,
+  ).join("; ");
+
+/**
+ * The section's targets: crossings per packet unchanged with policy, and unchanged again
+ * by ClusterNetworkPolicy's tiers beside it (when measured); the timing ratios stated
+ * beside them.
+ */
 export function policyTargets(p: PolicyRun | undefined): AgentTarget[] {
   if (!p) return [];
-  const cross = POLICY_PLACEMENTS.map((pl) => {
-    const counts = POLICY_MODES.map((m) => pp(crossingOf(p, m, pl)?.rrResponse.total));
-    return `${PLACEMENT_LABELS[pl]} ${counts.join(" / ")}`;
-  });
-  const timed = POLICY_TESTS.map(
-    (t) =>
-      `${t} across ${x2(policyRatio(p, "selected", "across", t).median)}, one node ${x2(policyRatio(p, "selected", "same", t).median)}`,
-  );
-  return [
+  const np = ["off", "none", "selected"] as const;
+  const targets: AgentTarget[] = [
     {
       target: "NetworkPolicy: crossings per packet unchanged with policy (100 policies, a few selecting the pods)",
-      measured: `TCP_RR off / none / selected: ${cross.join("; ")} (responses; requests alike). Timed, selected ÷ off (median of per-round ratios): ${timed.join("; ")}`,
-      met: crossingsUnchanged(p),
+      measured: `TCP_RR off / none / selected: ${crossText(p, np)} (responses; requests alike). Timed, selected ÷ off (median of per-round ratios): ${timedText(p, "selected", "off")}`,
+      met: crossingsUnchanged(p, ["none", "selected"]),
     },
   ];
+  if (measuredModes(p).includes("tiers")) {
+    targets.push({
+      target:
+        "ClusterNetworkPolicy: crossings per packet unchanged with 50 ClusterNetworkPolicies beside 100 NetworkPolicies (a few applying to the pods)",
+      measured: `TCP_RR selected / tiers: ${crossText(p, ["selected", "tiers"])} (responses; requests alike). Timed (median of per-round ratios), tiers ÷ off: ${timedText(p, "tiers", "off")}; tiers ÷ selected: ${timedText(p, "tiers", "selected")}`,
+      met: crossingsUnchanged(p, ["tiers"], "selected"),
+    });
+  }
+  return targets;
 }
 
 function setupLines(p: PolicyRun): string[] {
@@ -111,14 +170,54 @@ function setupLines(p: PolicyRun): string[] {
   const probe = p.probe.refused ? `refused (${p.probe.deniedEgress} denied by the client's egress)` : "**not refused**";
   return [
     `${p.policies.total} policies in ${p.policies.namespaces.length} namespaces; selected: ${selecting.join(", ")}. The maps held ${maps.join("; ")}. A connection from the selected client that no rule allows: ${probe}.`,
+    ...(p.tiers ? ["", tiersLine(p.tiers)] : []),
   ];
+}
+
+const TIER_NAMES = {
+  admin: "the Admin tier",
+  networkPolicy: "NetworkPolicy",
+  baseline: "the Baseline tier",
+  none: "no tier",
+};
+
+/** The tiers mode's cluster: its policies, what its maps held, its probes, and which tier decided its flows. */
+function tiersLine(t: NonNullable<PolicyRun["tiers"]>): string {
+  const c = t.policies.cluster;
+  const counts = c
+    ? `${c.total} ClusterNetworkPolicies (${c.admin} Admin, ${c.baseline} Baseline)`
+    : "no ClusterNetworkPolicy";
+  const selecting = Object.entries(c?.selecting ?? {})
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([pod, by]) => `${pod} by ${by.join(", ")}`);
+  const maps = t.maps.map(
+    (m) =>
+      `node ${m.node}: ${m.pods} pods on ${m.slots} slots, ${m.tiers ?? "?"} read by tiers, ${m.peers.toLocaleString("en-US")} peer and ${m.ports} port prefixes`,
+  );
+  const probes = t.probes.map(
+    (pr) =>
+      `${pr.flow} by ${pr.rule}: ${pr.refused && pr.denied > 0 ? `refused (${pr.denied} denied)` : "**not refused**"}`,
+  );
+  const decided = t.decided
+    .filter((d) => d.verdict === "allowed")
+    .map((d) => `node ${d.node} ${d.direction} ${d.flows.toLocaleString("en-US")} by ${TIER_NAMES[d.tier]}`);
+  const denied = t.decided.filter((d) => d.verdict === "denied").reduce((n, d) => n + d.flows, 0);
+  return `_tiers_: ${t.policies.total} policies and ${counts} in ${t.policies.namespaces.length} namespaces; ClusterNetworkPolicies selecting the pods: ${selecting.join("; ") || "none"}. The maps held ${maps.join("; ")}. Refused by the tiers: ${probes.join("; ")}. The measured flows were allowed (new flows, by the tier that decided): ${decided.join(", ") || "none"}; ${denied === 0 ? "none denied" : `**${denied} denied**`}.`;
+}
+
+function introText(tiers: boolean): string {
+  const selected =
+    "in a namespace whose policies select them among 100 (_selected_: 3 isolate the servers' ingress and 3 the client's egress, allowing netperf's ports; the other 94 isolate pods that exist only in the maps)";
+  const tiered =
+    "on a third cluster, the same pods and 100 policies with 50 ClusterNetworkPolicies beside them (_tiers_: an Admin Accept lets the client into the servers, an Admin Pass hands the client's egress to its NetworkPolicies, a Baseline Accept of the namespace matches the flows too, though the NetworkPolicies decide before it, and an Admin Deny refuses the client the servers' ssh port; the other 45 mix Admin and Baseline, priorities and actions over pods that exist only in the maps)";
+  return `The same veth pods (fast path on) ${tiers ? "four" : "three"} ways: in a network without \`"networkPolicy"\`, a two-node cluster of its own (_off_); in a network enforcing policy, in a namespace where no policy is (_none_: the lookups that find none); ${tiers ? `${selected}; and ${tiered}` : `and ${selected}`}. The policies are compiled and written into the nodes' maps as the agent does.`;
 }
 
 export function policySection(p: PolicyRun | undefined, transactions: number): string {
   if (!p) return "_no NetworkPolicy run on this kernel yet._";
   const unchanged = crossingsUnchanged(p);
   return [
-    "The same veth pods (fast path on) three ways: in a network without `\"networkPolicy\"`, a two-node cluster of its own (_off_); in a network enforcing policy, in a namespace where no policy is (_none_: the lookups that find none); and in a namespace whose policies select them among 100 (_selected_: 3 isolate the servers' ingress and 3 the client's egress, allowing netperf's ports; the other 94 isolate pods that exist only in the maps). The policies are compiled and written into the nodes' maps as the agent does.",
+    introText(measuredModes(p).includes("tiers")),
     "",
     ...setupLines(p),
     "",
@@ -126,7 +225,7 @@ export function policySection(p: PolicyRun | undefined, transactions: number): s
     "",
     policyCrossingsTable(p),
     "",
-    `netperf medians over ${p.rounds} interleaved rounds (TCP_RR ${p.seconds} s, TCP_CRR ${p.crrConnections.toLocaleString("en-US")} connections), every mode in each round, their order turning; ratios are medians of per-round ratios to _off_ with their min–max:`,
+    `netperf medians over ${p.rounds} interleaved rounds (TCP_RR ${p.seconds} s, TCP_CRR ${p.crrConnections.toLocaleString("en-US")} connections), every mode in each round, their order turning; ratios are medians of per-round ratios (to _off_, and _tiers_ to _selected_ too) with their min–max:`,
     "",
     policyRatioTable(p),
     ...(p.errors.length > 0 ? ["", `Errors: ${p.errors.length} (${p.errors.slice(0, 3).join("; ")}).`] : []),

@@ -10,9 +10,11 @@ import type { PolicyNode } from "./policy-set";
 /**
  * off: a network without "networkPolicy" (no policy program at all); none: a network
  * enforcing policy, the pods where no policy is; selected: the same network, a few of
- * 100 policies selecting the pods and allowing the traffic.
+ * 100 policies selecting the pods and allowing the traffic; tiers: a third cluster, the
+ * same 100 policies and pods with 50 ClusterNetworkPolicies beside them, a few of whose
+ * Admin and Baseline rules apply to the pods (results files before it lack it).
  */
-export const POLICY_MODES = ["off", "none", "selected"] as const;
+export const POLICY_MODES = ["off", "none", "selected", "tiers"] as const;
 export type PolicyMode = (typeof POLICY_MODES)[number];
 export const POLICY_TESTS = ["TCP_RR", "TCP_CRR"] as const;
 export type PolicyTest = (typeof POLICY_TESTS)[number];
@@ -34,6 +36,37 @@ export interface PolicyMapFill {
   /** Prefixes in the two tries, all slots and directions. */
   peers: number;
   ports: number;
+  /** Slots' directions read by tiers (nkc_pol_tiers entries; absent in results files before it). */
+  tiers?: number;
+}
+
+/** A connection a ClusterNetworkPolicy's Deny should refuse: refused, and counted so. */
+export interface TierProbe {
+  /** "server-a → server-b" */
+  flow: string;
+  /** The rule meant to deny it ("bench-servers-apart/to-servers (Admin Deny)"). */
+  rule: string;
+  refused: boolean;
+  /** New flows the sender's node counted denied by that rule's tier, egress, during the probe. */
+  denied: number;
+}
+
+/** New flows a node's programs judged over the measurement, by direction, deciding tier and verdict (nkc_pol_verdicts). */
+export interface TierDecision {
+  node: PolicyNode;
+  direction: "egress" | "ingress";
+  tier: "none" | "admin" | "networkPolicy" | "baseline";
+  verdict: "allowed" | "denied";
+  flows: number;
+}
+
+/** The tiers mode's own cluster: its maps, its probes and which tier decided its pods' flows. */
+export interface PolicyTiersRun {
+  policies: PolicyRun["policies"];
+  maps: PolicyMapFill[];
+  probes: TierProbe[];
+  /** Non-zero counts only. */
+  decided: TierDecision[];
 }
 
 /** New flows the programs judged for one pod (nkc_pol_stats), over the whole run. */
@@ -49,13 +82,23 @@ export interface PolicyRun {
   seconds: number;
   crrConnections: number;
   /** The policies in the maps, their namespaces, and which of them select each netperf pod (as compiled). */
-  policies: { total: number; namespaces: string[]; selecting: Record<string, string[]> };
+  policies: {
+    total: number;
+    namespaces: string[];
+    selecting: Record<string, string[]>;
+    /** ClusterNetworkPolicies beside them (the tiers mode): how many of each tier, which select each netperf pod. */
+    cluster?: { total: number; admin: number; baseline: number; selecting: Record<string, string[]> };
+  };
   maps: PolicyMapFill[];
   /** A connection from the selected client to a pod no rule lets it reach: refused, and counted so. */
   probe: { refused: boolean; deniedEgress: number };
   crossings: PolicyCrossing[];
-  /** mode → placement → test → per-round rates (transactions or connections per second). */
-  samples: Record<PolicyMode, Record<Placement, Record<PolicyTest, number[]>>>;
+  /** mode → placement → test → per-round rates (transactions or connections per second); tiers absent before it was measured. */
+  samples: Record<Exclude<PolicyMode, "tiers">, PolicyModeSamples> & { tiers?: PolicyModeSamples };
   verdicts: PolicyVerdicts[];
+  /** The tiers mode (absent in results files before it). */
+  tiers?: PolicyTiersRun;
   errors: string[];
 }
+
+export type PolicyModeSamples = Record<Placement, Record<PolicyTest, number[]>>;

@@ -1,7 +1,8 @@
 /**
  * The NetworkPolicy section's maps (bench/lib/policy.ts), written as each node's agent
  * writes them (src/agent/policy: the compiler, the slots, KernelPolicyWriter) from the
- * cluster policy-set.ts describes; no API server.
+ * cluster policy-set.ts describes; no API server. With ClusterNetworkPolicies, a slot's
+ * tiers (nkc_pol_tiers) are written with its rules, as the agent writes them.
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
@@ -26,12 +27,12 @@ function lxcObject(): Buffer {
   }).variants.memory.lxc;
 }
 
-/** Prefixes in the node's two tries. */
-function tableFill(node: ClusterNode): { peers: number; ports: number } {
+/** Prefixes in the node's two tries, and its slots' tier entries. */
+function tableFill(node: ClusterNode): { peers: number; ports: number; tiers: number } {
   const maps = openPolicyMaps(node.bpffsRoot);
   if (!maps) throw new Error(`policy: no NetworkPolicy maps on node ${node.name}`);
   try {
-    return { peers: maps.peers.countKeys(), ports: maps.ports.countKeys() };
+    return { peers: maps.peers.countKeys(), ports: maps.ports.countKeys(), tiers: maps.tiers.countKeys() };
   } finally {
     maps.close();
   }
@@ -40,13 +41,15 @@ function tableFill(node: ClusterNode): { peers: number; ports: number } {
 /**
  * One node's agent's writes: the namespaces that have policies, then every local pod of
  * them, a pod some policy isolates on its slot (written whole before the pod's entry
- * points at it). Records which policies select each netperf pod in `selecting`.
+ * points at it). Records which policies select each netperf pod in `selecting`, and which
+ * ClusterNetworkPolicies in `clusterSelecting`.
  */
 function writeNode(
   node: ClusterNode,
   cluster: Cluster,
   object: Buffer,
   selecting: Record<string, string[]>,
+  clusterSelecting: Record<string, string[]>,
 ): PolicyMapFill {
   const snapshot = snapshotOf(cluster);
   const writer = new KernelPolicyWriter(node.bpffsRoot, object);
@@ -57,8 +60,11 @@ function writeNode(
     let judged = 0;
     for (const target of snapshot.pods.filter((p) => local.has(`${p.namespace}/${p.name}`))) {
       const key = `${target.namespace}/${target.name}`;
-      const { policy, selectedBy } = snapshot.compile(target);
-      if (target.namespace === SELECTED_NS) selecting[target.name] = selectedBy;
+      const { policy, selectedBy, clusterSelectedBy } = snapshot.compile(target);
+      if (target.namespace === SELECTED_NS) {
+        selecting[target.name] = selectedBy;
+        if (clusterSelectedBy) clusterSelecting[target.name] = clusterSelectedBy;
+      }
       const isolated = { ingress: policy.ingress !== undefined, egress: policy.egress !== undefined };
       // As the controller: a pod of a namespace with policies gets an entry either way.
       if (!isolated.ingress && !isolated.egress) writer.setPod(key, { slot: 0, isolated, stamp: 0n });
@@ -71,10 +77,14 @@ function writeNode(
   }
 }
 
-/** Both nodes' maps for the selected mode's pods among the 100 policies. */
+/**
+ * Both nodes' maps for a mode's pods (of the selected namespace) among the 100 policies;
+ * with `tiers`, the 50 ClusterNetworkPolicies beside them.
+ */
 export function writePolicies(
   nodes: [ClusterNode, ClusterNode],
   selected: ModePods,
+  tiers = false,
 ): { policies: PolicyRun["policies"]; maps: PolicyMapFill[] } {
   const netperfPods: NetperfPod[] = namedPods(selected).map(([name, pod]) => ({
     name,
@@ -82,12 +92,24 @@ export function writePolicies(
     node: nodeOf(pod),
     ips: [pod.v4, pod.v6],
   }));
-  const cluster = policyCluster(netperfPods);
+  const cluster = policyCluster(netperfPods, tiers);
   const object = lxcObject();
   const selecting: Record<string, string[]> = {};
-  const maps = nodes.map((node) => writeNode(node, cluster, object, selecting));
-  return {
-    policies: { total: cluster.policies.length, namespaces: namespacesWithPolicies(cluster), selecting },
-    maps,
+  const clusterSelecting: Record<string, string[]> = {};
+  const maps = nodes.map((node) => writeNode(node, cluster, object, selecting, clusterSelecting));
+  const policies: PolicyRun["policies"] = {
+    total: cluster.policies.length,
+    namespaces: namespacesWithPolicies(cluster),
+    selecting,
   };
+  if (tiers) {
+    const cnps = cluster.clusterPolicies ?? [];
+    policies.cluster = {
+      total: cnps.length,
+      admin: cnps.filter((c) => c.spec.tier === "Admin").length,
+      baseline: cnps.filter((c) => c.spec.tier === "Baseline").length,
+      selecting: clusterSelecting,
+    };
+  }
+  return { policies, maps };
 }

@@ -9,6 +9,11 @@
  *   selected   the same network, the pods in a namespace whose policies select them: 3
  *              isolate the servers' ingress and 3 the client's egress, allowing each
  *              other on netperf's ports, among 100 policies in the maps (policy-set.ts)
+ *   tiers      a third cluster enforcing policy (so selected's maps stay as they were),
+ *              the same pods and 100 policies with 50 ClusterNetworkPolicies beside them:
+ *              the servers' ingress accepted by an Admin rule, the client's egress passed
+ *              by one to its NetworkPolicies, a Baseline whose Accept matches the flows
+ *              too (policy-set.ts)
  *
  * The policies are compiled and written into the nodes' pinned maps as the agent does
  * (policy-write.ts), after the pods' ADDs,
@@ -17,14 +22,25 @@
  * Measured: backlog-queue crossings per TCP_RR packet (exact: the policy must cost none)
  * and netperf TCP_RR and TCP_CRR, interleaved round by round, the modes' order turning.
  * The programs' own counters (nkc_pol_stats) show the selected pods were judged, and a
- * probe that no rule allows shows it denied; the none pods' show nothing judged.
+ * probe that no rule allows shows it denied; the none pods' show nothing judged. In the
+ * tiers cluster, the nodes' nkc_pol_verdicts show which tier decided the measured flows,
+ * and a probe is refused by the tier meant to (an Admin Deny).
  */
 import { netperf, startNetserver } from "../../test/support/netperf";
 import { type ClusterNode, makeCluster } from "../../test/support/topology";
 import { newFixture, tick } from "./cleanup";
 import { type NetifRxCounter, RR_REQUEST, RR_RESPONSE, rrCrossings } from "./crossings";
 import type { Placement } from "./paths";
-import { checkEntries, checkVerdicts, probeDenied, verdictsOf } from "./policy-checks";
+import {
+  checkDecisions,
+  checkEntries,
+  checkVerdicts,
+  decisionsGrown,
+  decisionsOf,
+  probeDenied,
+  probeTier,
+  verdictsOf,
+} from "./policy-checks";
 import { addPods, type ModePods } from "./policy-pods";
 import {
   POLICY_MODES,
@@ -34,8 +50,9 @@ import {
   type PolicyMode,
   type PolicyRun,
   type PolicyTest,
+  type PolicyTiersRun,
 } from "./policy-result";
-import { NETPERF_PORTS, SELECTED_NS, UNJUDGED_NS } from "./policy-set";
+import { DENIED_PORT, NETPERF_PORTS, SELECTED_NS, UNJUDGED_NS } from "./policy-set";
 import { writePolicies } from "./policy-write";
 import { turnedBy } from "./stats";
 
@@ -86,9 +103,9 @@ async function measureCrossings(counter: NetifRxCounter, rr: Rr, transactions: n
 /** Interleaved rounds: per test and placement every mode, their order turning each round. */
 async function measureRounds(rr: Rr, opts: Opts, errors: string[]): Promise<PolicyRun["samples"]> {
   const empty = () => ({ TCP_RR: [] as number[], TCP_CRR: [] as number[] });
-  const samples = Object.fromEntries(
-    POLICY_MODES.map((m) => [m, { across: empty(), same: empty() }]),
-  ) as PolicyRun["samples"];
+  const samples = Object.fromEntries(POLICY_MODES.map((m) => [m, { across: empty(), same: empty() }])) as Required<
+    PolicyRun["samples"]
+  >;
   for (let round = 0; round < opts.rounds; round++) {
     for (const test of POLICY_TESTS) {
       for (const placement of POLICY_PLACEMENTS) {
@@ -105,44 +122,77 @@ async function measureRounds(rr: Rr, opts: Opts, errors: string[]): Promise<Poli
   return samples;
 }
 
-/** Two clusters (policy off; on), each mode's pods and netservers, the selected pods' policies written. */
+/**
+ * Three clusters (policy off; on; on with ClusterNetworkPolicies), each mode's pods and
+ * netservers, the selected and tiers pods' policies written.
+ */
 function setUp() {
   const offFx = newFixture("pol-off");
   const onFx = newFixture("pol-on");
+  const tiersFx = newFixture("pol-tiers");
   const offNodes = makeCluster(offFx, { logLevel: "info" });
   const onNodes: [ClusterNode, ClusterNode] = makeCluster(onFx, { logLevel: "info", networkPolicy: true });
+  const tiersNodes: [ClusterNode, ClusterNode] = makeCluster(tiersFx, { logLevel: "info", networkPolicy: true });
   const pods: Record<PolicyMode, ModePods> = {
     off: addPods(offFx, offNodes, "bench-off", "off"),
     none: addPods(onFx, onNodes, UNJUDGED_NS, "none"),
     selected: addPods(onFx, onNodes, SELECTED_NS, "sel"),
+    tiers: addPods(tiersFx, tiersNodes, SELECTED_NS, "tie"),
   };
-  for (const [mode, set] of Object.entries(pods)) {
-    for (const server of Object.values(set.servers)) startNetserver(mode === "off" ? offFx : onFx, server.netns);
+  const fixtureOf = { off: offFx, none: onFx, selected: onFx, tiers: tiersFx };
+  for (const [mode, set] of Object.entries(pods) as [PolicyMode, ModePods][]) {
+    for (const server of Object.values(set.servers)) startNetserver(fixtureOf[mode], server.netns);
   }
   const written = writePolicies(onNodes, pods.selected);
+  const tiered = writePolicies(tiersNodes, pods.tiers, true);
   return {
     pods,
     written,
+    tiered,
+    tiersNodes,
     cleanup: () => {
       offFx.cleanup();
       onFx.cleanup();
+      tiersFx.cleanup();
     },
   };
 }
 
+/**
+ * The tiers pods' probe: the client to a server's ssh port, denied by an Admin Deny before
+ * its NetworkPolicies are read (nothing listens there: the counter tells the denial).
+ */
+function probeTiers(tiers: ModePods): PolicyTiersRun["probes"] {
+  return [
+    probeTier(
+      [tiers.client, "client"],
+      [tiers.servers.across, "server-b"],
+      DENIED_PORT,
+      "admin",
+      "bench-client-no-ssh/no-ssh (Admin Deny)",
+    ),
+  ];
+}
+
 export async function measurePolicy(counter: NetifRxCounter, opts: Opts): Promise<PolicyRun> {
-  const { pods, written, cleanup } = setUp();
+  const { pods, written, tiered, tiersNodes, cleanup } = setUp();
   const errors = checkEntries(pods);
   const probe = probeDenied(pods.selected.client, pods.none.servers.across);
   if (!probe.refused || probe.deniedEgress === 0) {
     errors.push(`the selected client reached ${pods.none.servers.across.v4}, which no rule allows`);
   }
+  const probes = probeTiers(pods.tiers);
+  for (const p of probes) {
+    if (!p.refused || p.denied === 0) errors.push(`tiers: ${p.flow} not refused by ${p.rule}`);
+  }
   const before = verdictsOf(pods);
+  const decidedBefore = decisionsOf(tiersNodes);
   const rr = rrOf(pods);
   const crossings = await measureCrossings(counter, rr, opts.transactions, errors);
   const samples = await measureRounds(rr, opts, errors);
   const verdicts = verdictsOf(pods);
-  errors.push(...checkVerdicts(before, verdicts));
+  const decided = decisionsGrown(decidedBefore, decisionsOf(tiersNodes));
+  errors.push(...checkVerdicts(before, verdicts), ...checkDecisions(decided, pods.tiers));
   cleanup();
   return {
     rounds: opts.rounds,
@@ -154,6 +204,7 @@ export async function measurePolicy(counter: NetifRxCounter, opts: Opts): Promis
     crossings,
     samples,
     verdicts,
+    tiers: { policies: tiered.policies, maps: tiered.maps, probes, decided },
     errors,
   };
 }

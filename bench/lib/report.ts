@@ -138,7 +138,7 @@ function laterSections(p: Picked, img: Img): string[] {
       ? `From ${runName(p.services)}.\n\n${servicesSection(p.services.r)}`
       : "_no Service traffic run on this kernel yet._",
     "",
-    `### NetworkPolicy: no policy, none selecting the pods, a few of 100 selecting them (Linux ${p.policy?.r.machine.kernel ?? "?"})`,
+    `### NetworkPolicy: no policy, none selecting the pods, a few of 100 selecting them${p.policy?.r.policy?.tiers ? ", and 50 ClusterNetworkPolicies beside them" : ""} (Linux ${p.policy?.r.machine.kernel ?? "?"})`,
     "",
     p.policy
       ? `From ${runName(p.policy)}.\n\n${policySection(p.policy.r.policy, p.policy.r.settings.transactions)}`
