@@ -451,7 +451,7 @@ describe("rate limits in the pod's lifecycle", () => {
       egress: { rate: 8e6 },
     });
     expect(rows.filter((r) => r.limits).length).toBe(1);
-    const table = inNs(a.netns, BINARY, ["endpoints", "--bpffs-root", a.bpffsRoot]);
+    const table = inNs(a.netns, BINARY, ["endpoints", "-o", "wide", "--bpffs-root", a.bpffsRoot]);
     expect(table).toContain(`in 5M ${INGRESS_MODE} out 8M ${EGRESS_MODE}`);
     const status = JSON.parse(inNs(a.netns, BINARY, ["status", "--bpffs-root", a.bpffsRoot, "--json"])) as {
       bandwidth: {
