@@ -1,15 +1,19 @@
 /**
- * The NetworkPolicy controller (on unless --network-policy=false): each local pod's
- * compiled policy in the datapath's tables (bpf/lib/policy.h), kept per pod.
+ * The policy controller (on unless --network-policy=false): each local pod's compiled
+ * NetworkPolicy and ClusterNetworkPolicy tiers in the datapath's tables
+ * (bpf/lib/policy.h), kept per pod.
  *
- * - Pods, Namespaces and NetworkPolicies feed the index (model/policy-index.ts), which
- *   names the local pods a change touches; each is synced alone: compiled, placed on a
- *   slot (slots.ts: shared by pods whose rules mean the same, peers rewritten in
+ * - Pods, Namespaces and NetworkPolicies, and where their CRD is served
+ *   ClusterNetworkPolicies and the Nodes their `nodes` peers select (ClusterPolicySources),
+ *   feed the index (model/policy-index.ts), which names the local pods a change touches;
+ *   each is synced alone: compiled, its rules laid out in tier order (podRules), placed
+ *   on a slot (slots.ts: shared by pods whose rules mean the same, peers rewritten in
  *   place) and its entry written (slot and isolation flags) only once the slot is whole.
- * - Which namespaces have a policy (the plugin's ADD marks a pod of such a namespace it
- *   wires before the agent judged it: it gets nothing but its node's traffic until then),
- *   and every Service's ClusterIPs (a pod's egress to one is judged on the backend, after
- *   the stack's DNAT), kept by their own keys.
+ * - Which namespaces have a policy, or a ClusterNetworkPolicy subject that may select
+ *   their pods (the plugin's ADD marks a pod of such a namespace it wires before the
+ *   agent judged it: it gets nothing but its node's traffic until then), and every
+ *   Service's ClusterIPs (a pod's egress to one is judged on the backend, after the
+ *   stack's DNAT), kept by their own keys.
  * - The full sync ("*", after the lists and at every resync) rebuilds the index and
  *   rewrites what differs; a pod's entry is removed only when the pod is gone from the
  *   API, and never one the plugin marked pending for a pod the agent has not seen yet.
