@@ -13,7 +13,7 @@
  */
 import { spawn } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ceiling, inGuest } from "../support/ceiling";
+import { ceiling } from "../support/ceiling";
 import { allowedWithTiers } from "../support/cluster-policy-model";
 import { BINARY, inNs, runPlugin } from "../support/harness";
 import type { Cluster, RawClusterPolicy, RawPolicy } from "../support/policy-model";
@@ -45,6 +45,13 @@ const modelNodes = () =>
     ips: [`10.30.0.${n.n}`, `fd30::${n.n}`],
     labels: { "kubernetes.io/hostname": n.name },
   }));
+
+/** Admin: no pod of y into x: the scenario several tests start from. */
+const noYIntoX = () =>
+  cnp("no-y-into-x", "Admin", 10, {
+    subject: inNamespace("x"),
+    ingress: [{ name: "deny-y", action: "Deny", from: [inNamespace("y")] }],
+  });
 
 let appliedCnps: RawClusterPolicy[] = [];
 let appliedNps: RawPolicy[] = [];
@@ -129,12 +136,7 @@ describe("ClusterNetworkPolicy truth tables, two nodes, agents in their DaemonSe
       for (const n of cluster.nodes)
         expect(agentStatus(n).clusterNetworkPolicy).toEqual({ version: null, policies: [] });
       cluster.api.installClusterNetworkPolicy(["v1alpha2"]);
-      await expectTable([
-        cnp("no-y-into-x", "Admin", 10, {
-          subject: inNamespace("x"),
-          ingress: [{ name: "deny-y", action: "Deny", from: [inNamespace("y")] }],
-        }),
-      ]);
+      await expectTable([noYIntoX()]);
       for (const n of cluster.nodes) expect(agentStatus(n).clusterNetworkPolicy.version).toBe("v1alpha2");
     },
     ceiling(120_000),
@@ -328,12 +330,7 @@ describe("ClusterNetworkPolicy truth tables, two nodes, agents in their DaemonSe
   it(
     "lets nothing an Admin Deny refuses through to a new pod, from the first packet after ADD",
     async () => {
-      const cnps = [
-        cnp("no-y-into-x", "Admin", 10, {
-          subject: inNamespace("x"),
-          ingress: [{ name: "deny-y", action: "Deny", from: [inNamespace("y")] }],
-        }),
-      ];
+      const cnps = [noYIntoX()];
       await expectTable(cnps);
       const node = cluster.nodes[0] as PolicyNode;
       // ADD before the API has the pod: its namespace falls under a subject, so it is
@@ -368,46 +365,13 @@ describe("ClusterNetworkPolicy truth tables, two nodes, agents in their DaemonSe
   it(
     "tells why: monitor names the tier, policy and rule, status and metrics count, the policy's condition says it is enforced",
     async () => {
-      await expectTable([
-        cnp("no-y-into-x", "Admin", 10, {
-          subject: inNamespace("x"),
-          ingress: [{ name: "deny-y", action: "Deny", from: [inNamespace("y")] }],
-        }),
-      ]);
+      await expectTable([noYIntoX()]);
       const target = pod("x/a");
       const node = target.node;
       const root = cluster.bpffsRootOf(node.n);
-      const monitor = spawn(
-        "nsenter",
-        [
-          `--net=/run/netns/${node.netns}`,
-          BINARY,
-          "monitor",
-          "--json",
-          "--for-seconds",
-          String(inGuest ? 20 : 4),
-          "--bpffs-root",
-          root,
-          "--state-dir",
-          node.agentNode.stateDir,
-          "--pod",
-          "x/a",
-        ],
-        { stdio: ["ignore", "pipe", "inherit"] },
+      const events = await cluster.monitorWhile(target, () =>
+        cluster.probeFrom(pod("y/b").netns, [`${target.v4} 80 tcp`]),
       );
-      let out = "";
-      monitor.stdout.on("data", (d: Buffer) => {
-        out += d.toString();
-      });
-      const done = new Promise((resolve) => monitor.on("close", resolve));
-      await new Promise((resolve) => setTimeout(resolve, 500));
-      await cluster.probeFrom(pod("y/b").netns, [`${target.v4} 80 tcp`]);
-      await done;
-      const events = out
-        .trim()
-        .split("\n")
-        .filter(Boolean)
-        .map((l) => JSON.parse(l));
       expect(events).toContainEqual(
         expect.objectContaining({
           pod: "x/a",
@@ -480,12 +444,7 @@ describe("ClusterNetworkPolicy truth tables, two nodes, agents in their DaemonSe
   it(
     "moves to v1beta1 when the CRD serves it, and lets go when the CRD is removed",
     async () => {
-      const cnps = [
-        cnp("no-y-into-x", "Admin", 10, {
-          subject: inNamespace("x"),
-          ingress: [{ name: "deny-y", action: "Deny", from: [inNamespace("y")] }],
-        }),
-      ];
+      const cnps = [noYIntoX()];
       await expectTable(cnps);
       cluster.api.installClusterNetworkPolicy(["v1beta1", "v1alpha2"]);
       for (const n of cluster.nodes) {

@@ -10,7 +10,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import * as path from "node:path";
 import type { V1Namespace, V1Pod } from "@kubernetes/client-node";
 import { ceiling, inGuest } from "../support/ceiling";
-import { Fixture, inNs, runPlugin, TEST_DATAPATH } from "../support/harness";
+import { BINARY, Fixture, inNs, runPlugin, TEST_DATAPATH } from "../support/harness";
 import { StandInApiServer } from "../support/kube-apiserver";
 import { NETPOL_PROBE, probeOutput } from "../support/netpol-probe";
 import type { RawPolicy } from "../support/policy-model";
@@ -253,6 +253,45 @@ export class PolicyCluster {
       out += `\n--- ${n.name} status ---\n${JSON.stringify(status)}\n--- log ---\n${n.agent.log.slice(-3000)}`;
     }
     return out;
+  }
+
+  /**
+   * The drops `netkit-cni monitor --json` shows for a pod (on its node) while `traffic`
+   * runs: started first, given a moment to open the queue, stopped by its --for-seconds.
+   */
+  async monitorWhile(pod: PodHere, traffic: () => Promise<unknown>): Promise<Record<string, unknown>[]> {
+    const node = pod.node;
+    const monitor = spawn(
+      "nsenter",
+      [
+        `--net=/run/netns/${node.netns}`,
+        BINARY,
+        "monitor",
+        "--json",
+        "--for-seconds",
+        String(inGuest ? 20 : 4),
+        "--bpffs-root",
+        this.bpffsRootOf(node.n),
+        "--state-dir",
+        node.agentNode.stateDir,
+        "--pod",
+        pod.key,
+      ],
+      { stdio: ["ignore", "pipe", "inherit"] },
+    );
+    let out = "";
+    monitor.stdout.on("data", (d: Buffer) => {
+      out += d.toString();
+    });
+    const done = new Promise((resolve) => monitor.on("close", resolve));
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    await traffic();
+    await done;
+    return out
+      .trim()
+      .split("\n")
+      .filter(Boolean)
+      .map((l) => JSON.parse(l));
   }
 
   /** Runs a probe process in `netns` on its targets ("HOST PORT tcp|udp"); its output. */

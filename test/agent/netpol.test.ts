@@ -12,7 +12,7 @@ import { spawn, spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ceiling, inGuest } from "../support/ceiling";
+import { ceiling } from "../support/ceiling";
 import { BINARY, inNs, runPlugin } from "../support/harness";
 import type { Cluster, RawPolicy } from "../support/policy-model";
 import { scrape } from "./agent-harness";
@@ -188,37 +188,9 @@ describe.each([true, false])(
         const target = pods().get("x/a") as PodHere;
         const node = target.node;
         const root = cluster.bpffsRootOf(node.n);
-        const monitor = spawn(
-          "nsenter",
-          [
-            `--net=/run/netns/${node.netns}`,
-            BINARY,
-            "monitor",
-            "--json",
-            "--for-seconds",
-            String(inGuest ? 20 : 4),
-            "--bpffs-root",
-            root,
-            "--state-dir",
-            node.agentNode.stateDir,
-            "--pod",
-            "x/a",
-          ],
-          { stdio: ["ignore", "pipe", "inherit"] },
+        const events = await cluster.monitorWhile(target, () =>
+          probeFrom((pods().get("y/b") as PodHere).netns, [`${target.v4} 80 tcp`, `${target.v6} 81 udp`]),
         );
-        let out = "";
-        monitor.stdout.on("data", (d: Buffer) => {
-          out += d.toString();
-        });
-        const done = new Promise((r) => monitor.on("close", r));
-        await new Promise((r) => setTimeout(r, 500));
-        await probeFrom((pods().get("y/b") as PodHere).netns, [`${target.v4} 80 tcp`, `${target.v6} 81 udp`]);
-        await done;
-        const events = out
-          .trim()
-          .split("\n")
-          .filter(Boolean)
-          .map((l) => JSON.parse(l));
         expect(events).toEqual(
           expect.arrayContaining([
             expect.objectContaining({
