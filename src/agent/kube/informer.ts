@@ -71,24 +71,16 @@ export function objectKey(object: unknown): string | undefined {
 const json = (v: unknown) => JSON.stringify(v, (_, x) => (typeof x === "bigint" ? x.toString() : x));
 const same = (a: unknown, b: unknown) => json(a) === json(b);
 
-export class ApiInformer<T> implements Informer<T> {
-  private store = new Map<string, T>();
-  private resourceVersion = "";
+/**
+ * What every informer shares: its store of objects by key, who hears of changes, and
+ * how a whole new list replaces the store (synced at the first, else each key that
+ * changed, appeared or went told, as a watch would have).
+ */
+export class InformerStore<T> implements Informer<T> {
+  protected store = new Map<string, T>();
   private readonly changeHandlers: ChangeHandler<T>[] = [];
   private readonly syncedHandlers: (() => void)[] = [];
   private isSynced = false;
-  private stopped = true;
-  private abort = new AbortController();
-  private backoffMs = BACKOFF_MS.first;
-  private lastWatch = 0;
-  private wake: (() => void) | undefined;
-
-  constructor(
-    private readonly kc: KubeConfig,
-    readonly apiPath: string,
-    private readonly transform: (raw: unknown) => Transformed<T> | undefined,
-    private readonly observer: InformerObserver,
-  ) {}
 
   get synced(): boolean {
     return this.isSynced;
@@ -116,6 +108,45 @@ export class ApiInformer<T> implements Informer<T> {
 
   onSynced(handler: () => void): void {
     this.syncedHandlers.push(handler);
+  }
+
+  /** A complete list: the store becomes `next`; synced at the first, else the differences told per key. */
+  protected replaceAll(next: Map<string, T>): void {
+    const before = this.store;
+    this.store = next;
+    if (!this.isSynced) {
+      this.isSynced = true;
+      for (const h of this.syncedHandlers) h();
+      return;
+    }
+    for (const [key, old] of before) {
+      const now = next.get(key);
+      if (now === undefined || !same(old, now)) this.tell(key, old, now);
+    }
+    for (const [key, now] of next) if (!before.has(key)) this.tell(key, undefined, now);
+  }
+
+  /** Tells the handlers of one key's change (the store already holds `after`). */
+  protected tell(key: string, before: T | undefined, after: T | undefined): void {
+    for (const h of this.changeHandlers) h(key, before, after);
+  }
+}
+
+export class ApiInformer<T> extends InformerStore<T> {
+  private resourceVersion = "";
+  private stopped = true;
+  private abort = new AbortController();
+  private backoffMs = BACKOFF_MS.first;
+  private lastWatch = 0;
+  private wake: (() => void) | undefined;
+
+  constructor(
+    private readonly kc: KubeConfig,
+    readonly apiPath: string,
+    private readonly transform: (raw: unknown) => Transformed<T> | undefined,
+    private readonly observer: InformerObserver,
+  ) {
+    super();
   }
 
   /** The version of the last event or list seen ("" before the first list, or after a 410). */
@@ -180,21 +211,9 @@ export class ApiInformer<T> implements Informer<T> {
       this.abort.signal,
       () => this.observer.chunkTaken?.(),
     );
-    const before = this.store;
-    this.store = next;
     this.resourceVersion = rv;
     this.observer.listed?.(next.size, performance.now() - started);
-    if (!this.isSynced) {
-      this.isSynced = true;
-      for (const h of this.syncedHandlers) h();
-      return;
-    }
-    // A relist: what the watches missed, told per key.
-    for (const [key, old] of before) {
-      const now = next.get(key);
-      if (now === undefined || !same(old, now)) this.tell(key, old, now);
-    }
-    for (const [key, now] of next) if (!before.has(key)) this.tell(key, undefined, now);
+    this.replaceAll(next); // a relist tells what the watches missed
   }
 
   private async watchOnce(): Promise<void> {
@@ -248,9 +267,5 @@ export class ApiInformer<T> implements Informer<T> {
         throw new ApiError(`watch ${this.apiPath}: an event of unknown type ${JSON.stringify(e.type)}`, undefined);
     }
     if (typeof version === "string" && version !== "") this.resourceVersion = version;
-  }
-
-  private tell(key: string, before: T | undefined, after: T | undefined): void {
-    for (const h of this.changeHandlers) h(key, before, after);
   }
 }

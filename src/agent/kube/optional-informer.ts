@@ -16,7 +16,7 @@
  * version's first list against those known before, key by key, as a relist is; until that
  * list arrives the old objects stand, so there is no moment without them.
  */
-import type { ChangeHandler, Informer } from "./informer";
+import { type Informer, InformerStore } from "./informer";
 
 /** An informer this one can start and stop (ApiInformer, or a test's). */
 export interface StartableInformer<T> extends Informer<T> {
@@ -39,13 +39,7 @@ export interface OptionalInformerOptions<T> {
   switched?: (version: string | undefined) => void;
 }
 
-const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
-
-export class OptionalInformer<T> implements Informer<T> {
-  private store = new Map<string, T>();
-  private readonly changeHandlers: ChangeHandler<T>[] = [];
-  private readonly syncedHandlers: (() => void)[] = [];
-  private isSynced = false;
+export class OptionalInformer<T> extends InformerStore<T> {
   private current: { version: string; informer: StartableInformer<T> } | undefined;
   /** A version's informer started and not yet listed: it takes over at its first list. */
   private next: { version: string; informer: StartableInformer<T> } | undefined;
@@ -53,39 +47,13 @@ export class OptionalInformer<T> implements Informer<T> {
   private started = false;
   private stopped = false;
 
-  constructor(private readonly options: OptionalInformerOptions<T>) {}
+  constructor(private readonly options: OptionalInformerOptions<T>) {
+    super();
+  }
 
   /** The version watched now; undefined while the kind is not served (or not known yet). */
   get version(): string | undefined {
     return this.current?.version;
-  }
-
-  get synced(): boolean {
-    return this.isSynced;
-  }
-
-  get size(): number {
-    return this.store.size;
-  }
-
-  get(key: string): T | undefined {
-    return this.store.get(key);
-  }
-
-  values(): IterableIterator<T> {
-    return this.store.values();
-  }
-
-  entries(): IterableIterator<[string, T]> {
-    return this.store.entries();
-  }
-
-  onChange(handler: ChangeHandler<T>): void {
-    this.changeHandlers.push(handler);
-  }
-
-  onSynced(handler: () => void): void {
-    this.syncedHandlers.push(handler);
   }
 
   start(): void {
@@ -117,7 +85,7 @@ export class OptionalInformer<T> implements Informer<T> {
   private follow(served: string[] | undefined): void {
     const wanted = this.options.versions.find((v) => served?.includes(v));
     if (wanted === (this.next ?? this.current)?.version) {
-      if (wanted === undefined && !this.isSynced) this.replace(new Map()); // not installed: known, and empty
+      if (wanted === undefined && !this.synced) this.replaceAll(new Map()); // not installed: known, and empty
       return;
     }
     this.next?.informer.stop();
@@ -125,7 +93,7 @@ export class OptionalInformer<T> implements Informer<T> {
     if (wanted === undefined) {
       this.current?.informer.stop();
       this.current = undefined;
-      this.replace(new Map());
+      this.replaceAll(new Map());
       this.options.switched?.(undefined);
       return;
     }
@@ -134,7 +102,7 @@ export class OptionalInformer<T> implements Informer<T> {
     this.next = next;
     informer.onSynced(() => this.takeOver(next));
     informer.onChange((key, before, after) => {
-      if (this.current === next) this.tell(key, before, after);
+      if (this.current === next) this.forward(key, before, after);
     });
     informer.start();
   }
@@ -145,28 +113,14 @@ export class OptionalInformer<T> implements Informer<T> {
     this.current?.informer.stop();
     this.current = next;
     this.next = undefined;
-    this.replace(new Map(next.informer.entries()));
+    this.replaceAll(new Map(next.informer.entries()));
     this.options.switched?.(next.version);
   }
 
-  private replace(next: Map<string, T>): void {
-    const before = this.store;
-    this.store = next;
-    if (!this.isSynced) {
-      this.isSynced = true;
-      for (const h of this.syncedHandlers) h();
-      return;
-    }
-    for (const [key, old] of before) {
-      const now = next.get(key);
-      if (now === undefined || !same(old, now)) this.tell(key, old, now);
-    }
-    for (const [key, now] of next) if (!before.has(key)) this.tell(key, undefined, now);
-  }
-
-  private tell(key: string, before: T | undefined, after: T | undefined): void {
+  /** A change the version watched told: kept, and told on. */
+  private forward(key: string, before: T | undefined, after: T | undefined): void {
     if (after === undefined) this.store.delete(key);
     else this.store.set(key, after);
-    for (const h of this.changeHandlers) h(key, before, after);
+    this.tell(key, before, after);
   }
 }
