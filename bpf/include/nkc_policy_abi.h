@@ -215,7 +215,12 @@ _Static_assert(sizeof(struct nkc_pol_stats) == 32, "nkc_pol_stats is 32 bytes");
 #define NKC_POL_VERDICT_INDEX(dir, tier, allowed) ((((__u32)(dir) & 1) << 3) | (((__u32)(tier) & 3) << 1) | ((allowed) ? 1 : 0))
 #define NKC_POL_VERDICTS 16
 
-/* A denied packet, as nkc_pol_denials (a queue, newest kept) tells `netkit-cni monitor`. */
+/*
+ * A judged packet: a denied one, as nkc_pol_denials (a queue, newest kept) tells
+ * `netkit-cni monitor`; and, while flow records are on (nkc_flow_switch), the first
+ * packet of every flow a pod's policy judged, allowed or denied, as nkc_flows (a queue,
+ * oldest kept, the rest counted lost) tells the agent.
+ */
 struct nkc_pol_event {
 	__u64 time_ns;     /* bpf_ktime_get_ns() */
 	__u32 ifindex;     /* the host ifindex of the pod whose policy denied it */
@@ -231,12 +236,23 @@ struct nkc_pol_event {
 	__u8 tier;         /* enum nkc_pol_tier_id: the tier that decided */
 	__u8 rule;         /* the rule bit (0..63) that decided, NKC_POL_RULE_NONE when none did
 			    * (a default deny, pending, incomplete, unreadable) */
-	__u8 pad[6];
+	__u8 flags;        /* NKC_POL_EV_F_* */
+	__u8 pad[5];
 };
 _Static_assert(sizeof(struct nkc_pol_event) == 64, "nkc_pol_event is 64 bytes");
 #define NKC_POL_EVENTS_MAX 4096
+/* The pod's own node started the flow (kubelet's probes): allowed without rules. */
+#define NKC_POL_EV_F_NODE (1U << 0)
+
+/* nkc_flow_switch (ARRAY, one __u32 at key 0): NKC_FLOW_RECORD while the agent reads
+ * nkc_flows; 0 (or no agent) costs a judged flow one lookup more, nothing else. */
+#define NKC_FLOW_RECORD 1
+/* Records nkc_flows holds until the agent takes them; what finds it full is counted in
+ * nkc_flow_lost (a per-CPU __u64 at key 0) and never waits. */
+#define NKC_FLOW_EVENTS_MAX 16384
 
 enum nkc_pol_reason {
+	NKC_POL_ALLOWED = 0,    /* a flow record's: let through (struct nkc_pol_event's tier says by what) */
 	NKC_POL_DENIED = 1,     /* no rule allows it: the direction's default deny */
 	NKC_POL_PENDING = 2,    /* the agent has not judged the pod yet */
 	NKC_POL_OPAQUE = 3,     /* no transport header to judge (IPv4 options, an IPv6 chain not followed) */

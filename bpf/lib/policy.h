@@ -19,7 +19,8 @@
  * (kubelet's probes: a packet of a socket of the node's) always passes, and so does
  * neighbour discovery (only as neighbour discovery: nkc_pol_ndisc). Denied packets are
  * dropped, counted under NKC_DROP_POLICY and the pod's nkc_pol_stats, and told to
- * `netkit-cni monitor` (nkc_pol_denials, a queue).
+ * `netkit-cni monitor` (nkc_pol_denials, a queue). While the agent records flows, every
+ * judged flow's first packet, allowed or not, is told to it (nkc_flows, nkc_flow_record).
  *
  * A remembered verdict is a cache, never an authority (nkc_policy_abi.h, struct
  * nkc_pol_ct): it counts for the flow it was made for (a TCP SYN opens another), while
@@ -70,6 +71,10 @@ NKC_QUEUE(nkc_pol_denials, struct nkc_pol_event, NKC_POL_EVENTS_MAX);
 /* The node's new flows judged by the rules, by direction, deciding tier and verdict
  * (NKC_POL_VERDICT_INDEX): the agent's metrics per tier. */
 NKC_MAP(nkc_pol_verdicts, BPF_MAP_TYPE_PERCPU_ARRAY, __u32, __u64, NKC_POL_VERDICTS, 0);
+/* Flow records (nkc_policy_abi.h): the switch the agent turns on, the queue, the lost. */
+NKC_MAP(nkc_flow_switch, BPF_MAP_TYPE_ARRAY, __u32, __u32, 1, 0);
+NKC_QUEUE(nkc_flows, struct nkc_pol_event, NKC_FLOW_EVENTS_MAX);
+NKC_MAP(nkc_flow_lost, BPF_MAP_TYPE_PERCPU_ARRAY, __u32, __u64, 1, 0);
 
 /*
  * The judgment's bulky temporaries, in a per-CPU map rather than on the stack: the
@@ -165,8 +170,9 @@ static __attribute__((noinline)) int nkc_pol_decide(__u32 slot, __u32 dir, __u64
 
 	*why = NKC_POL_WHY_DEFAULT;
 	if (!t) {
+		/* Any matching rule allows; the lowest is named (flow records). */
 		if (matched)
-			*why = NKC_POL_WHY_ALLOWED(NKC_POL_TIER_NETWORK_POLICY, NKC_POL_RULE_NONE);
+			*why = NKC_POL_WHY_ALLOWED(NKC_POL_TIER_NETWORK_POLICY, nkc_pol_bit_index(matched & -matched));
 		return matched != 0;
 	}
 	__u64 admin = t->admin, baseline = t->baseline, deny = t->deny;
@@ -184,9 +190,10 @@ static __attribute__((noinline)) int nkc_pol_decide(__u32 slot, __u32 dir, __u64
 		/* Pass: the rest of the Admin tier is skipped. */
 	}
 	if (t->flags & NKC_POL_TIER_F_NETWORK_POLICY) {
-		if (!(matched & ~(admin | baseline)))
+		__u64 np = matched & ~(admin | baseline);
+		if (!np)
 			return 0;
-		*why = NKC_POL_WHY_ALLOWED(NKC_POL_TIER_NETWORK_POLICY, NKC_POL_RULE_NONE);
+		*why = NKC_POL_WHY_ALLOWED(NKC_POL_TIER_NETWORK_POLICY, nkc_pol_bit_index(np & -np));
 		return 1;
 	}
 	__u64 b = matched & baseline;
@@ -309,8 +316,8 @@ static __always_inline void nkc_pol_count_verdict(__u8 dir, __u8 tier, int allow
 		*n += 1; /* per-CPU value: no other writer */
 }
 
-static __always_inline void nkc_pol_tell(struct nkc_pol_event *e, const struct nkc_pkt *p, __u32 ifindex, __u32 slot,
-					 __u8 dir, __u32 why)
+static __always_inline void nkc_pol_event_of(struct nkc_pol_event *e, const struct nkc_pkt *p, __u32 ifindex,
+					     __u32 slot, __u8 dir, __u32 why, __u8 flags)
 {
 	e->time_ns = bpf_ktime_get_ns();
 	e->ifindex = ifindex;
@@ -325,9 +332,33 @@ static __always_inline void nkc_pol_tell(struct nkc_pol_event *e, const struct n
 	__builtin_memcpy(e->dst, p->dst, 16);
 	e->tier = NKC_POL_WHY_TIER(why);
 	e->rule = NKC_POL_WHY_RULE(why);
+	e->flags = flags;
 	__builtin_memset(e->pad, 0, sizeof(e->pad));
+}
+
+/* While the agent records flows, `e` goes to it; a full queue keeps what it holds and
+ * counts this one lost (the reader is behind: what it has is what it can explain). */
+static __always_inline void nkc_flow_record(struct nkc_pol_event *e)
+{
+	__u32 zero = 0;
+	__u32 *on = bpf_map_lookup_elem(&nkc_flow_switch, &zero);
+
+	if (!on || *on != NKC_FLOW_RECORD)
+		return;
+	if (bpf_map_push_elem(&nkc_flows, e, 0)) {
+		__u64 *lost = bpf_map_lookup_elem(&nkc_flow_lost, &zero);
+		if (lost)
+			*lost += 1; /* per-CPU value: no other writer */
+	}
+}
+
+static __always_inline void nkc_pol_tell(struct nkc_pol_event *e, const struct nkc_pkt *p, __u32 ifindex, __u32 slot,
+					 __u8 dir, __u32 why)
+{
+	nkc_pol_event_of(e, p, ifindex, slot, dir, why, 0);
 	/* A full queue gives up its oldest event (BPF_EXIST), never the verdict. */
 	bpf_map_push_elem(&nkc_pol_denials, e, BPF_EXIST);
+	nkc_flow_record(e);
 }
 
 /* A denial (`why`: NKC_POL_WHY): counted under the pod's drops and its stats, told to monitor. */
@@ -662,6 +693,7 @@ static __attribute__((noinline)) int nkc_policy_judge(struct __sk_buff *skb, str
 	int allowed;
 	if (from_node && dir == NKC_POL_INGRESS) {
 		allowed = 1;
+		why = NKC_POL_WHY_NO_TIER;
 		started |= NKC_POL_CT_NODE;
 	} else if (deferring && dir == NKC_POL_EGRESS && !unreadable && !(pod->flags & NKC_POL_F_PENDING) &&
 		   nkc_pol_is_vip(p->family, p->dst)) {
@@ -674,9 +706,13 @@ static __attribute__((noinline)) int nkc_policy_judge(struct __sk_buff *skb, str
 	}
 	if (!allowed)
 		return nkc_pol_deny(s, p, ifindex, pod->slot, dir, why);
-	/* Deferred flows are judged where the DNAT sends them: counted there. */
-	if (!(started & NKC_POL_CT_DEFERRED))
+	/* Deferred flows are judged where the DNAT sends them: counted and recorded there. */
+	if (!(started & NKC_POL_CT_DEFERRED)) {
 		nkc_pol_stat(ifindex, dir, 1);
+		nkc_pol_event_of(&s->event, p, ifindex, pod->slot, dir, why & ~0xffU,
+				 started & NKC_POL_CT_NODE ? NKC_POL_EV_F_NODE : 0);
+		nkc_flow_record(&s->event);
+	}
 	if (table && !unreadable) {
 		if (nkc_pol_l4(p) == NKC_L4_TCP && (p->tcp_flags & (NKC_TCP_FIN | NKC_TCP_RST)))
 			started |= NKC_POL_CT_CLOSING;

@@ -124,7 +124,8 @@ export function mapPopElem(mapFd: number, valueSize: number): Buffer | undefined
   });
 }
 
-export function mapUpdateElem(mapFd: number, key: Buffer, value: Buffer, flags: number): void {
+/** `key` undefined: a queue or stack map's push (the kernel refuses a key pointer there). */
+export function mapUpdateElem(mapFd: number, key: Buffer | undefined, value: Buffer, flags: number): void {
   withNative((mem) => {
     const attr = mapElemAttr(mem, mapFd, key);
     attr.bytes.writeBigUInt64LE(mem.from(value).address, ATTR.MAP_ELEM.value);

@@ -40,9 +40,12 @@ import {
   type PolicyMaps,
   podKey,
   policyFlowTables,
+  readFlowRecordsLost,
   readPolicyStats,
   readPolicyVerdicts,
   recordPolicyEndpoint,
+  setFlowRecording,
+  takeFlowEvents,
   writePolicyPod,
   writeTier,
 } from "../../src/bpf/policy/maps";
@@ -146,6 +149,8 @@ describe.each(VARIANTS)("%s NAT check", (natCheck) => {
     recordPolicyEndpoint(pol, h1, KEY1);
     recordPolicyEndpoint(pol, h2, KEY2);
     events();
+    setFlowRecording(pol, false);
+    takeFlowEvents(pol, Number.POSITIVE_INFINITY);
   });
 
   type Rules = { ingress?: DatapathRule[]; egress?: DatapathRule[] };
@@ -394,6 +399,92 @@ describe.each(VARIANTS)("%s NAT check", (natCheck) => {
         expect(fromPod1({ src: POD1.v6, dst: POD2.v6, proto: "icmp", icmpType: 136, ttl: 255 })).toBe(DROP);
         expect(reasons()).toEqual(["egress pending"]);
       }
+    });
+
+    describe("flow records", () => {
+      /** What nkc_flows holds, oldest first, as "direction reason tier rule [node]"; emptied. */
+      const records = () =>
+        takeFlowEvents(pol, Number.POSITIVE_INFINITY)
+          .map(decodePolicyEvent)
+          .map((e) => `${e.dir} ${e.reason} ${e.tier} ${e.rule ?? "-"}${e.fromNode ? " node" : ""}`);
+
+      it("records nothing while they are off", () => {
+        policy(KEY1, POL_F_ISOLATED_IN, {
+          ingress: [{ peers: [{ cidr: host(POD2[af]), except: [] }], ports: [{ protocol: "TCP", from: 80, to: 80 }] }],
+        });
+        expect(fromPod2(tcp(POD2[af], POD1[af], 80))).toBe(REDIRECT);
+        expect(fromPod2(tcp(POD2[af], POD1[af], 81))).toBe(DROP);
+        expect(records()).toEqual([]);
+        expect(reasons()).toEqual(["ingress denied"]); // monitor's drops stay
+      });
+
+      it("records each judged flow once, allowed or denied, with the rule that decided", () => {
+        setFlowRecording(pol, true);
+        policy(KEY1, POL_F_ISOLATED_IN, {
+          ingress: [
+            { peers: [{ cidr: host(POD2[af]), except: [] }], ports: [{ protocol: "TCP", from: 80, to: 80 }] },
+            { peers: [{ cidr: af === "v4" ? "10.244.2.0/24" : "fd00:244:2::/64", except: [] }], ports: "any" },
+          ],
+        });
+        // Allowed by rule 0; the rest of the flow, both ways, is remembered: no more records.
+        expect(fromPod2(tcp(POD2[af], POD1[af], 80, TCP.SYN, 41500))).toBe(REDIRECT);
+        expect(fromPod1(tcp(POD1[af], POD2[af], 41500, TCP.SYN | TCP.ACK, 80))).toBe(REDIRECT);
+        expect(fromPod2(tcp(POD2[af], POD1[af], 80, TCP.ACK, 41500))).toBe(REDIRECT);
+        // Allowed by rule 1, from the wire.
+        expect(fromWire(tcp(REMOTE[af], POD1[af], 9999))).toBe(REDIRECT);
+        // Denied: a record per packet denied (a denied flow is never remembered).
+        expect(fromPod2(tcp(POD2[af], POD1[af], 81))).toBe(DROP);
+        // The node's own flow; the pod's own egress, which no policy isolates.
+        expect(intoPod(tcp(OUTSIDE[af], POD1[af], 8080, TCP.SYN, 43000))).toBe(NEXT);
+        expect(fromPod1(tcp(POD1[af], OUTSIDE[af], 443, TCP.SYN, 43001))).toBe(NEXT);
+        expect(records()).toEqual([
+          "ingress allowed networkPolicy 0",
+          "ingress allowed networkPolicy 1",
+          "ingress denied networkPolicy -",
+          "ingress allowed none - node",
+          "egress allowed none -",
+        ]);
+        setFlowRecording(pol, false);
+        expect(fromPod2(tcp(POD2[af], POD1[af], 81))).toBe(DROP);
+        expect(records()).toEqual([]);
+      });
+
+      it("records the ClusterNetworkPolicy rule that decided, and a revoked flow where it is cut", () => {
+        setFlowRecording(pol, true);
+        const at = policy(KEY1, POL_F_ISOLATED_IN, {
+          ingress: [
+            { peers: [{ cidr: host(POD2[af]), except: [] }], ports: [{ protocol: "TCP", from: 80, to: 80 }] },
+            { peers: [{ cidr: host(POD2[af]), except: [] }], ports: "any" },
+          ],
+        });
+        tiers(at, "ingress", { admin: 1n, baseline: 2n, deny: 2n });
+        expect(fromPod2(tcp(POD2[af], POD1[af], 80, TCP.SYN, 41600))).toBe(REDIRECT);
+        expect(fromPod2(tcp(POD2[af], POD1[af], 81, TCP.SYN, 41601))).toBe(DROP);
+        restamp(KEY1, at, POL_F_ISOLATED_IN);
+        tiers(at, "ingress", { admin: 1n, baseline: 0n, deny: 1n });
+        expect(fromPod2(tcp(POD2[af], POD1[af], 80, TCP.ACK, 41600))).toBe(DROP);
+        expect(records()).toEqual([
+          "ingress allowed admin 0",
+          "ingress tier-denied baseline 1",
+          "ingress revoked admin 0",
+        ]);
+      });
+
+      it("counts the records a full queue cannot take, and never drops a packet for them", () => {
+        setFlowRecording(pol, true);
+        policy(KEY1, POL_F_ISOLATED_IN | POL_F_ISOLATED_OUT, {
+          ingress: [{ peers: "any", ports: "any" }],
+          egress: [{ peers: "any", ports: "any" }],
+        });
+        const before = readFlowRecordsLost(pol);
+        const filler = Buffer.alloc(64);
+        for (let i = 0; i < 16384; i++) pol.flows.push(filler);
+        expect(fromPod2(tcp(POD2[af], POD1[af], 80, TCP.SYN, 41700))).toBe(REDIRECT);
+        expect(fromPod1(tcp(POD1[af], POD2[af], 81, TCP.SYN, 41701))).toBe(REDIRECT);
+        expect(readFlowRecordsLost(pol) - before).toBe(2n);
+        // Those waiting are the oldest, kept: the reader catches up on what it has.
+        expect(takeFlowEvents(pol, Number.POSITIVE_INFINITY)).toHaveLength(16384);
+      });
     });
 
     describe("remembered verdicts", () => {

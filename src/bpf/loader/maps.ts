@@ -102,6 +102,14 @@ export class BpfMap {
     mapUpdateElem(this.fd, this.checkKey(key), value, flags);
   }
 
+  /** A queue map: `value` added as its newest; fails (E2BIG) when it is full. */
+  push(value: Buffer): void {
+    if (value.length !== this.spec.valueSize) {
+      throw new Error(`map ${this.spec.name}: value is ${value.length} bytes, expected ${this.spec.valueSize}`);
+    }
+    mapUpdateElem(this.fd, undefined, value, BPF_MISC.ANY);
+  }
+
   /** A queue map's oldest value, taken out; undefined when the queue is empty. */
   pop(): Buffer | undefined {
     return mapPopElem(this.fd, this.spec.valueSize);

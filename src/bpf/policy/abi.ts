@@ -22,6 +22,10 @@ export const POLICY_MAP_NAMES = {
   events: "nkc_pol_denials",
   /** The node's new flows the rules judged, by direction, deciding tier and verdict (per CPU). */
   verdicts: "nkc_pol_verdicts",
+  /** Flow records: the switch the agent turns on (1: record), the queue of records, and those lost to a full queue (per CPU). */
+  flowSwitch: "nkc_flow_switch",
+  flows: "nkc_flows",
+  flowLost: "nkc_flow_lost",
   /** The judgment's per-CPU scratch (programs only). */
   scratch: "nkc_pol_scratch",
 } as const;
@@ -85,7 +89,7 @@ export const POL_TIER = struct("nkc_pol_tier", {
 export const POL_CT = struct("nkc_pol_ct", { gen: u64, stamp: u64, seenNs: u64, flags: u32, sport: be16, dport: be16 });
 /** nkc_pol_stats' value (per CPU): new flows allowed and denied, by direction. */
 export const POL_STATS = struct("nkc_pol_stats", { allowed: array(u64, 2), denied: array(u64, 2) });
-/** nkc_pol_denials' value: a denied packet. */
+/** nkc_pol_denials' and nkc_flows' value: a judged packet. */
 export const POL_EVENT = struct("nkc_pol_event", {
   timeNs: u64,
   ifindex: u32,
@@ -100,8 +104,11 @@ export const POL_EVENT = struct("nkc_pol_event", {
   dst: bytes(16),
   tier: u8,
   rule: u8,
-  pad: bytes(6),
+  flags: u8,
+  pad: bytes(5),
 });
+/** struct nkc_pol_event's flags: the pod's own node started the flow. */
+export const POL_EV_F_NODE = 1;
 
 /** NetworkPolicy's structs, which the node's objects lay out. */
 export const POLICY_STRUCTS: readonly StructLayout[] = [
@@ -295,6 +302,7 @@ export function sumPolicyVerdicts(read: (index: number) => readonly Buffer[] | u
 }
 
 export const POLICY_REASONS = {
+  0: "allowed",
   1: "denied",
   2: "pending",
   3: "opaque",
@@ -325,6 +333,8 @@ export interface PolicyEvent {
   tier: PolicyTier;
   /** The rule bit (0..63) that decided, undefined when no single rule did (a default deny). */
   rule: number | undefined;
+  /** A flow record's: the pod's own node started it (allowed without rules). */
+  fromNode: boolean;
 }
 
 export function decodePolicyEvent(b: Buffer): PolicyEvent {
@@ -343,5 +353,6 @@ export function decodePolicyEvent(b: Buffer): PolicyEvent {
     dst: addressText(e.family, e.dst),
     tier: TIER_NAMES[e.tier] ?? "none",
     rule: e.rule === POL_RULE_NONE ? undefined : e.rule,
+    fromNode: (e.flags & POL_EV_F_NODE) !== 0,
   };
 }

@@ -271,6 +271,29 @@ export function readPolicyVerdicts(maps: Pick<PolicyMaps, "verdicts">): PolicyVe
   });
 }
 
+/** Flow records on or off: the programs push them onto nkc_flows only while on. */
+export function setFlowRecording(maps: Pick<PolicyMaps, "flowSwitch">, on: boolean): void {
+  const value = Buffer.alloc(4);
+  value.writeUInt32LE(on ? 1 : 0, 0);
+  maps.flowSwitch.update(Buffer.alloc(4), value);
+}
+
+/** Up to `max` records off nkc_flows, oldest first, undecoded. */
+export function takeFlowEvents(maps: Pick<PolicyMaps, "flows">, max: number): Buffer[] {
+  const out: Buffer[] = [];
+  while (out.length < max) {
+    const raw = maps.flows.pop();
+    if (!raw) break;
+    out.push(raw);
+  }
+  return out;
+}
+
+/** Flow records the programs found no room for, since the map was made (every CPU's). */
+export function readFlowRecordsLost(maps: Pick<PolicyMaps, "flowLost">): bigint {
+  return (maps.flowLost.lookupPerCpu(Buffer.alloc(4)) ?? []).reduce((n, b) => n + b.readBigUInt64LE(0), 0n);
+}
+
 export function readPolicyStats(maps: Pick<PolicyMaps, "stats">, hostIfindex: number): PolicyStats {
   return sumPolicyStats(maps.stats.lookupPerCpu(ifindexKey(hostIfindex)) ?? []);
 }
