@@ -270,6 +270,17 @@ export class PolicyController {
     if (this.services.synced) this.queue.add(POLICY_VIPS, ALL);
   }
 
+  /** What rule `bit` of `slot`'s direction is, while local pod `pod` is on that slot (flow records). */
+  ruleOf(pod: string, slot: number, dir: Direction, bit: number): string | undefined {
+    const state = this.states.get(pod);
+    return state?.slot === slot ? state.rules?.[dir][bit] : undefined;
+  }
+
+  /** The NetworkPolicies that select local pod `pod`. */
+  selectedBy(pod: string): string[] {
+    return this.states.get(pod)?.selectedBy ?? [];
+  }
+
   get status(): PolicyStatus {
     const status: PolicyStatus = {
       synced: this.isSynced,
@@ -463,7 +474,7 @@ export class PolicyController {
       return;
     }
     const rules = podRules(result.policy);
-    if (rules.tiers) state.rules = rules.origins;
+    state.rules = rules.origins;
     try {
       state.slot = this.slots.place(key, rules);
     } catch (e) {

@@ -11,6 +11,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import {
   applyTableWrites,
+  decodePolicyEvent,
   decodePolicyPod,
   deletePolicyPod,
   deleteTier,
@@ -27,15 +28,19 @@ import {
   podKey,
   podKeyBytes,
   policyTableSlots,
+  readFlowRecordsLost,
   readPolicyVerdicts,
   reconcileKeys,
   requireNodeBpffs,
+  setFlowRecording,
   sweepPolicySlots,
+  takeFlowEvents,
   vipKey,
   writePolicyPod,
   writeTier,
 } from "../../bpf/index";
 import { addressFamily } from "../../cni/address";
+import type { FlowEventSource } from "../flows/reader";
 import type { ClusterPolicyStatus, PolicyPodStatus, PolicyWriter } from "./controller";
 import type { PolicyProblem } from "./model/parse";
 import type { PodEntry, SlotTiers } from "./slots";
@@ -104,6 +109,15 @@ export class KernelPolicyWriter implements PolicyWriter {
   /** The node's new flows judged, by direction, deciding tier and verdict. */
   verdicts(): PolicyVerdictCount[] {
     return readPolicyVerdicts(this.maps);
+  }
+
+  /** The programs' flow records, for flows/reader.ts. */
+  flowEvents(): FlowEventSource {
+    return {
+      record: (on) => setFlowRecording(this.maps, on),
+      take: (max) => takeFlowEvents(this.maps, max).map(decodePolicyEvent),
+      lost: () => readFlowRecordsLost(this.maps),
+    };
   }
 
   setNamespace(namespace: string, hasPolicies: boolean): void {

@@ -1,0 +1,212 @@
+/**
+ * Flow records as the agent makes them (src/agent/flows/): each end named from the
+ * informers (a pod that left keeps its name a while, unless its address has a new
+ * owner), the rule that decided named while the pod is on the slot that decided, and
+ * the reader's turn: records handed on in order, the lost told when they change,
+ * recording on at start and off at stop.
+ */
+import { describe, expect, it } from "vitest";
+import { AddressBook, type AddressSources } from "../../src/agent/flows/address-book";
+import {
+  type FlowContext,
+  FlowReader,
+  flowRecordOf,
+  policiesOfRule,
+  type RuleNames,
+} from "../../src/agent/flows/reader";
+import type { PolicyEvent } from "../../src/bpf/index";
+import type { FlowRecord } from "../../src/flows/record";
+
+function sources(
+  pods: { namespace: string; name: string; ips: string[] }[],
+): AddressSources & { pods: () => typeof list } {
+  const list = pods.map((p) => ({ ...p, hostNetwork: false }));
+  return {
+    pods: () => list,
+    nodes: () => [{ name: "node-a", addresses: ["192.168.1.10"] }],
+    services: () => [{ namespace: "b", name: "web", clusterIPs: ["10.96.0.10"] }],
+  };
+}
+
+describe("AddressBook", () => {
+  it("names pods, nodes, ClusterIPs and the world", () => {
+    const book = new AddressBook(sources([{ namespace: "a", name: "client", ips: ["10.244.0.5", "fd00::5"] }]));
+    book.refresh();
+    expect(book.end("10.244.0.5", 40000)).toEqual({
+      ip: "10.244.0.5",
+      port: 40000,
+      kind: "pod",
+      namespace: "a",
+      pod: "client",
+    });
+    expect(book.end("fd00::5", 1).pod).toBe("client");
+    expect(book.end("192.168.1.10", 0)).toMatchObject({ kind: "node", node: "node-a" });
+    expect(book.end("10.96.0.10", 80)).toMatchObject({ kind: "service", namespace: "b", service: "web" });
+    expect(book.end("8.8.8.8", 53)).toEqual({ ip: "8.8.8.8", port: 53, kind: "world" });
+  });
+
+  it("keeps a departed pod's name for a while, unless its address has a new owner", () => {
+    let now = 0;
+    let pods = [
+      { namespace: "a", name: "gone", ips: ["10.244.0.5"], hostNetwork: false },
+      { namespace: "a", name: "reused", ips: ["10.244.0.6"], hostNetwork: false },
+    ];
+    const book = new AddressBook(
+      { pods: () => pods, nodes: () => [], services: () => [] },
+      { refreshMs: 1000, keepDepartedMs: 60_000, now: () => now },
+    );
+    book.refresh();
+    pods = [{ namespace: "b", name: "next", ips: ["10.244.0.6"], hostNetwork: false }];
+    now = 500;
+    book.refresh(); // too soon: not rebuilt
+    expect(book.end("10.244.0.6", 0).pod).toBe("reused");
+    now = 1000;
+    book.refresh();
+    expect(book.end("10.244.0.5", 0)).toMatchObject({ kind: "pod", namespace: "a", pod: "gone" });
+    expect(book.end("10.244.0.6", 0)).toMatchObject({ namespace: "b", pod: "next" });
+    now = 61_000;
+    book.refresh();
+    expect(book.end("10.244.0.5", 0).kind).toBe("world");
+  });
+});
+
+const event = (over: Partial<PolicyEvent>): PolicyEvent => ({
+  timeNs: 1_000_000_000n,
+  ifindex: 7,
+  slot: 3,
+  dir: "ingress",
+  family: 4,
+  proto: 6,
+  reason: "allowed",
+  sport: 40000,
+  dport: 80,
+  src: "10.244.1.5",
+  dst: "10.244.0.5",
+  tier: "networkPolicy",
+  rule: 0,
+  fromNode: false,
+  ...over,
+});
+
+function context(rules: Partial<RuleNames> = {}): FlowContext {
+  const book = new AddressBook(
+    sources([
+      { namespace: "b", name: "server", ips: ["10.244.0.5"] },
+      { namespace: "a", name: "client", ips: ["10.244.1.5"] },
+    ]),
+  );
+  book.refresh();
+  return {
+    node: "node-a",
+    book,
+    rules: {
+      ruleOf: (pod, slot, dir, bit) =>
+        pod === "b/server" && slot === 3 && dir === "ingress"
+          ? ["b/allow-a ingress[0]", "c1/r (Admin Deny)"][bit]
+          : undefined,
+      selectedBy: (pod) => (pod === "b/server" ? ["b/deny-all", "b/allow-a"] : []),
+      ...rules,
+    },
+    wallOffsetNs: 1_700_000_000_000_000_000n,
+    datapathOf: (ip) => (ip === "10.244.0.5" ? "netkit" : undefined),
+  };
+}
+
+describe("flowRecordOf", () => {
+  it("names both ends, the subject, the rule and its policy for an allowed flow", () => {
+    expect(flowRecordOf(event({}), context())).toEqual({
+      time: new Date(1_700_000_001_000).toISOString(),
+      node: "node-a",
+      direction: "ingress",
+      subject: "b/server",
+      protocol: "TCP",
+      source: { ip: "10.244.1.5", port: 40000, kind: "pod", namespace: "a", pod: "client" },
+      destination: { ip: "10.244.0.5", port: 80, kind: "pod", namespace: "b", pod: "server" },
+      verdict: "forwarded",
+      reason: "allowed",
+      tier: "networkPolicy",
+      policy: "b/allow-a ingress[0]",
+      policies: ["b/allow-a"],
+      state: "new",
+      datapath: "netkit",
+    });
+  });
+
+  it("says default deny with the policies that isolate, a Cluster rule by its policy, a revoked flow", () => {
+    const ctx = context();
+    expect(flowRecordOf(event({ reason: "denied", rule: undefined }), ctx)).toMatchObject({
+      verdict: "dropped",
+      policy: "default deny",
+      policies: ["b/deny-all", "b/allow-a"],
+    });
+    expect(flowRecordOf(event({ reason: "tier-denied", tier: "admin", rule: 1 }), ctx)).toMatchObject({
+      verdict: "dropped",
+      tier: "admin",
+      policy: "c1/r (Admin Deny)",
+      policies: ["c1"],
+    });
+    expect(flowRecordOf(event({ reason: "revoked", tier: "admin", rule: 1 }), ctx)).toMatchObject({ state: "revoked" });
+    // The pod moved to another slot since: the bit is no longer its rule's name.
+    expect(flowRecordOf(event({ slot: 9, rule: 1, tier: "admin" }), ctx).policy).toBe(
+      "Admin rule 1 (rules changed since)",
+    );
+  });
+
+  it("names the egress subject by its source, and what no policy or the node let through", () => {
+    const ctx = context();
+    const out = flowRecordOf(
+      event({ dir: "egress", src: "10.244.1.5", dst: "8.8.8.8", dport: 53, proto: 17, tier: "none", rule: undefined }),
+      ctx,
+    );
+    expect(out).toMatchObject({ subject: "a/client", protocol: "UDP", policy: "no policy", policies: [] });
+    expect(out.tier).toBeUndefined();
+    expect(out.destination).toEqual({ ip: "8.8.8.8", port: 53, kind: "world" });
+    expect(
+      flowRecordOf(event({ src: "192.168.1.10", fromNode: true, tier: "none", rule: undefined }), ctx),
+    ).toMatchObject({
+      policy: "from its node",
+      source: { kind: "node", node: "node-a" },
+    });
+    // ICMP has no ports; an unknown subject is told by its device.
+    expect(flowRecordOf(event({ proto: 1, dst: "10.244.9.9", sport: 7, dport: 7 }), ctx)).toMatchObject({
+      subject: "ifindex 7",
+      protocol: "ICMP",
+      source: { port: 0 },
+    });
+  });
+
+  it("reads the policies of merged and Cluster rules", () => {
+    expect(policiesOfRule("a/p ingress[0], a/q ingress[2]")).toEqual(["a/p", "a/q"]);
+    expect(policiesOfRule("tenant-wall/no-b (Baseline Deny)")).toEqual(["tenant-wall"]);
+  });
+});
+
+describe("FlowReader", () => {
+  it("turns recording on, hands records on in order, tells the lost when they change, and off at stop", () => {
+    const on: boolean[] = [];
+    let waiting = [event({ sport: 1 }), event({ sport: 2 })];
+    let lost = 0n;
+    const got: FlowRecord[] = [];
+    const lostTold: bigint[] = [];
+    const reader = new FlowReader(
+      {
+        record: (v) => on.push(v),
+        take: (max) => waiting.splice(0, max),
+        lost: () => lost,
+      },
+      () => context(),
+      { record: (r) => got.push(r), lost: (n) => lostTold.push(n) },
+      { intervalMs: 60_000, batch: 1 },
+    );
+    reader.start();
+    expect(reader.poll()).toBe(1);
+    lost = 3n;
+    expect(reader.poll()).toBe(1);
+    expect(reader.poll()).toBe(0);
+    waiting = [];
+    reader.stop();
+    expect(on).toEqual([true, false]);
+    expect(got.map((r) => r.source.port)).toEqual([1, 2]);
+    expect(lostTold).toEqual([3n]);
+  });
+});
