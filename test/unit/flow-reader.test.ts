@@ -15,6 +15,7 @@ import {
   type RuleNames,
 } from "../../src/agent/flows/reader";
 import type { PolicyEvent } from "../../src/bpf/index";
+import { AF_INET } from "../../src/cni/address";
 import type { FlowRecord } from "../../src/flows/record";
 
 function sources(
@@ -75,7 +76,7 @@ const event = (over: Partial<PolicyEvent>): PolicyEvent => ({
   ifindex: 7,
   slot: 3,
   dir: "ingress",
-  family: 4,
+  family: AF_INET,
   proto: 6,
   reason: "allowed",
   sport: 40000,
