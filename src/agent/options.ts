@@ -48,6 +48,18 @@ export interface AgentOptions {
   dataDir: string;
   /** The pods' MTU the conflist names, when the agent decides it (WireGuard's overhead). */
   podMtu?: number;
+  /** Record every new flow a pod's policy judges (flows/): served on /flows. */
+  flows: boolean;
+  /** Flow records kept in memory for /flows. */
+  flowBuffer: number;
+  /** Also append them to this file, JSON lines (undefined: no file). */
+  flowLog: string | undefined;
+  flowLogMaxBytes: number;
+  flowLogFiles: number;
+  /** Only these fields of each record in the file (dotted for nested: source.pod); empty: all. */
+  flowLogFields: string[];
+  /** Aggregated records per window of this many seconds into FILE.aggregated (0: none). */
+  flowAggregateSeconds: number;
 }
 
 export class AgentUsageError extends Error {}
@@ -61,6 +73,12 @@ const cidrs = (text: string, name: string) => cidrList(name, text, usage);
 const trueOrFalse = (text: string, name: string): boolean => {
   if (text !== "true" && text !== "false") throw usage(`${name} must be true or false`);
   return text === "true";
+};
+
+const positiveInteger = (text: string, name: string): number => {
+  const n = Number(text);
+  if (!Number.isInteger(n) || n <= 0) throw usage(`${name} must be a positive whole number`);
+  return n;
 };
 
 const OWN_FLAGS: Flags<AgentFlagOptions> = {
@@ -132,6 +150,43 @@ const OWN_FLAGS: Flags<AgentFlagOptions> = {
     "never send pod traffic in clear to a node that publishes no\nWireGuard key (true); false: talk to such nodes in clear",
     trueOrFalse,
   ),
+  flows: flag.boolean(
+    "flows",
+    "record every new flow a pod's policy judges, allowed or denied\n(`netkit-cni flows`, /flows; off by default)",
+  ),
+  "flow-buffer": flag.string(
+    "flowBuffer",
+    "N",
+    8192,
+    "flow records kept in memory for /flows (8192)",
+    positiveInteger,
+  ),
+  "flow-log": flag.string("flowLog", "FILE", undefined, "with --flows: append each record to FILE, JSON lines"),
+  "flow-log-max-bytes": flag.string(
+    "flowLogMaxBytes",
+    "N",
+    10 * 1024 * 1024,
+    "rotate the flow log at this size (10485760)",
+    positiveInteger,
+  ),
+  "flow-log-files": flag.string("flowLogFiles", "N", 5, "rotated flow logs kept (5)", positiveInteger),
+  "flow-log-fields": flag.list(
+    "flowLogFields",
+    "FIELD",
+    "only these fields in the flow log (comma-separated; source.pod for nested)",
+    (text) => text.split(",").filter((f) => f !== ""),
+  ),
+  "flow-aggregate-seconds": flag.string(
+    "flowAggregateSeconds",
+    "N",
+    0,
+    "with --flow-log: also aggregate per window of N seconds into FILE.aggregated (0: off)",
+    (text, name) => {
+      const n = Number(text);
+      if (!Number.isInteger(n) || n < 0) throw usage(`${name} must be a whole number of seconds`);
+      return n;
+    },
+  ),
   "agent-data-dir": flag.string(
     "dataDir",
     "DIR",
@@ -187,6 +242,12 @@ export function parseAgentOptions(args: string[], env: NodeJS.ProcessEnv, hostna
   if (opts.clusterCidrs.length === 0)
     throw new AgentUsageError("give --cluster-cidr (every pod subnet of the cluster)");
   if (!opts.nodeName) throw new AgentUsageError("no node name: give --node-name or set NODE_NAME");
+  if (!opts.flows && (opts.flowLog !== undefined || opts.flowAggregateSeconds > 0))
+    throw new AgentUsageError("--flow-log and --flow-aggregate-seconds need --flows");
+  if (opts.flows && !opts.networkPolicy)
+    throw new AgentUsageError("--flows records what NetworkPolicy judges: it needs --network-policy=true");
+  if (opts.flowAggregateSeconds > 0 && opts.flowLog === undefined)
+    throw new AgentUsageError("--flow-aggregate-seconds writes beside --flow-log: give both");
   // A bad install flag (--datapath, --mtu, …) fails here, not at every sync: the conflist
   // it would write is checked now, as install checks it.
   const install = installOptionsFor(opts, ["192.0.2.0/24"]);

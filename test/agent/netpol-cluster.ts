@@ -75,6 +75,8 @@ export class PolicyCluster {
   readonly currentPods = new Map<string, V1Pod>();
   /** The conflist's `fastPath` for the pods made from now on. */
   fastPath = true;
+  /** More flags for every agent started from now on (the DaemonSet's args an admin adds). */
+  agentFlags: string[] = [];
 
   /** `nodes` nodes on a wire, an agent each (the DaemonSet's container), the namespaces. */
   async start(nodes: number, namespaces: readonly string[]): Promise<void> {
@@ -144,6 +146,7 @@ export class PolicyCluster {
         path.join(an.dir, "ipam"),
         "--resync-seconds",
         "2",
+        ...this.agentFlags,
       ],
       { "cluster-cidr": CLUSTER.join(","), datapath: TEST_DATAPATH === "netkit" ? "netkit" : "veth" },
     );
