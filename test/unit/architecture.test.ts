@@ -145,6 +145,16 @@ describe("the dependency order", () => {
     expect(importsOf("src/agent/collections.ts")).toEqual({ files: [], modules: [] });
   });
 
+  it("keeps src/flows pure: the record and its filter import only each other", () => {
+    // The agent and the CLI both read them: nothing of either, nor any I/O, may come along.
+    const wrong = filesUnder("src/flows").flatMap((file) => {
+      const { files, modules } = importsOf(file);
+      return [...files.filter((to) => !to.startsWith("src/flows/")), ...modules].map((to) => `${file} imports ${to}`);
+    });
+    expect(wrong).toEqual([]);
+    expect(importsOf("src/flows/filter.ts").files).toEqual(["src/flows/record.ts"]);
+  });
+
   it("sees the imports it judges", () => {
     expect(importedFolders("src/datapath/fastpath.ts")).toEqual(expect.arrayContaining(["bpf", "cni", "sys"]));
     expect(importedFolders("src/main.ts")).toEqual(expect.arrayContaining(["commands", "cli"]));
