@@ -87,6 +87,8 @@ const LEVELS: Record<string, number> = {
   bpf: 4,
   netlink: 4,
   sys: 5,
+  // Pure data and its filter, below everything: the agent and the CLI both read them.
+  flows: 6,
 };
 
 /** The folders of src/ that `file` imports from (static and dynamic imports alike). */
