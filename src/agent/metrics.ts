@@ -10,12 +10,17 @@
  *
  * A pod is labelled namespace/name where the runtime passed K8S_POD_NAMESPACE and
  * K8S_POD_NAME to ADD, else by its container id.
+ *
+ * With --flows, each flow record is counted by its ends' namespaces and verdict as the
+ * reader hands it over (countFlow), at most a bounded number of namespace pairs (a
+ * cluster's namespaces are many; each pair is a series), the rest under "other".
  */
 import * as fs from "node:fs";
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import { type PolicyVerdictCount, pinnedMapOccupancy } from "../bpf/index";
 import { podNames } from "../commands/agent-state";
 import { listEndpoints } from "../commands/endpoints";
+import type { FlowEnd, FlowRecord } from "../flows/record";
 import { agentLog } from "./log";
 import type { PolicyController } from "./policy/controller";
 import { MAX_PORT_RANGES, MAX_RULES } from "./policy/model/compile";
@@ -43,6 +48,12 @@ export function counterPath(name: string): { path: string; reason: string } | un
   return undefined;
 }
 
+/** Distinct (source, destination) namespace pairs netkit_cni_flows_total keeps apart. */
+export const DEFAULT_FLOW_NAMESPACE_PAIRS = 200;
+
+/** A pod's namespace; what is not a pod, its kind (a Service's namespace is not its own series). */
+const flowNamespace = (end: FlowEnd) => (end.kind === "pod" ? (end.namespace ?? "pod") : end.kind);
+
 export class AgentMetrics {
   readonly registry = new Registry();
   readonly routes: Gauge;
@@ -69,10 +80,14 @@ export class AgentMetrics {
         Partial<Pick<PolicyController, "clusterCounts">>)
     | undefined;
   private policyVerdicts: (() => readonly PolicyVerdictCount[]) | undefined;
+  private readonly flows: Counter;
+  private readonly flowPairs = new Set<string>();
+  private flowRecordsLost = 0;
 
   constructor(
     private readonly bpffsRoot: string,
     private readonly stateDir: string,
+    private readonly flowNamespacePairs = DEFAULT_FLOW_NAMESPACE_PAIRS,
   ) {
     const registry = this.registry;
     this.verbLog = new VerbLog(stateDir);
@@ -249,6 +264,21 @@ export class AgentMetrics {
         for (const c of policy.incompleteCounts()) this.set({ direction: c.direction }, c.pods);
       },
     });
+    this.flows = new Counter({
+      name: "netkit_cni_flows_total",
+      help: `Flow records (--flows), by the ends' namespaces (a pod's; world, node or service for what is not a pod) and verdict; past ${flowNamespacePairs} namespace pairs, the rest count under other/other`,
+      labelNames: ["source_namespace", "destination_namespace", "verdict"],
+      registers: [registry],
+    });
+    new Counter({
+      name: "netkit_cni_flow_records_lost_total",
+      help: "Flow records the datapath could not hand to the agent (its ring was full)",
+      registers: [registry],
+      collect() {
+        this.reset();
+        this.inc(metrics.flowRecordsLost);
+      },
+    });
     this.pods = new Gauge({
       name: "netkit_cni_pods",
       help: "Pod interfaces the plugin wired on this node",
@@ -286,6 +316,22 @@ export class AgentMetrics {
       Partial<Pick<PolicyController, "clusterCounts">>,
   ): void {
     this.policy = policy;
+  }
+
+  countFlow(record: FlowRecord): void {
+    let source = flowNamespace(record.source);
+    let destination = flowNamespace(record.destination);
+    const pair = `${source}\n${destination}`;
+    if (!this.flowPairs.has(pair)) {
+      if (this.flowPairs.size < this.flowNamespacePairs) this.flowPairs.add(pair);
+      else source = destination = "other";
+    }
+    this.flows.inc({ source_namespace: source, destination_namespace: destination, verdict: record.verdict });
+  }
+
+  /** The datapath's count of flow records it lost, as the reader last read it. */
+  setFlowRecordsLost(n: number): void {
+    this.flowRecordsLost = n;
   }
 
   setPeers(peers: Iterable<{ state: PeerState }>, routesByFamily: { v4: number; v6: number }): void {

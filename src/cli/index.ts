@@ -12,8 +12,10 @@ import { nodeStatus } from "./status";
 import { formatStatus } from "./status-format";
 import {
   ENDPOINTS_USAGE,
+  FLOWS_USAGE,
   MONITOR_USAGE,
   parseEndpointsOptions,
+  parseFlowsOptions,
   parseMonitorOptions,
   parseStatusOptions,
   STATUS_USAGE,
@@ -26,10 +28,12 @@ commands:
   status      kernel features, programs and links, endpoints, maps, the agent, problems
               (exit status 1 when there are problems)
   monitor     NetworkPolicy's drops as they happen
+  flows       the flows NetworkPolicy judged, allowed and denied, from the agent (--flows)
   install     copy this executable and a conflist into the CNI directories
   agent       the node's side of a cluster network: conflist, routes to other nodes,
               masquerade, Services, NetworkPolicy, metrics
-endpoints, status and monitor print a table; -o wide and -o json (or --json) as kubectl does.
+endpoints, status, monitor and flows print a table; -o wide and -o json (or --json) as
+kubectl does.
 Without a command, netkit-cni acts as a CNI plugin (CNI_COMMAND in the environment).`;
 
 export async function runCli(argv: string[]): Promise<number> {
@@ -71,6 +75,15 @@ export async function runCli(argv: string[]): Promise<number> {
         const opts = parseMonitorOptions(rest);
         return await runMonitor(opts, (line) => process.stdout.write(`${line}\n`));
       }
+      case "flows": {
+        const { runFlows } = await import("./flows");
+        const opts = parseFlowsOptions(rest);
+        return await runFlows(
+          opts,
+          (line) => process.stdout.write(`${line}\n`),
+          (line) => process.stderr.write(`netkit-cni flows: ${line}\n`),
+        );
+      }
       case "agent": {
         // Its own bundle, loaded only here (cli/agent.ts).
         const { runEmbeddedAgent } = await import("./agent");
@@ -95,5 +108,6 @@ const HELP: Record<string, string> = {
   endpoints: ENDPOINTS_USAGE,
   status: STATUS_USAGE,
   monitor: MONITOR_USAGE,
+  flows: FLOWS_USAGE,
   install: INSTALL_USAGE,
 };

@@ -1,5 +1,6 @@
 /**
- * The flags of the commands that show a node's state (`endpoints`, `status`, `monitor`),
+ * The flags of the commands that show a node's state (`endpoints`, `status`, `monitor`,
+ * `flows`),
  * each declared once in a table (../args.ts) that parses them and writes their usage, so
  * `--help` and a misspelt flag both show what the command takes.
  */
@@ -7,6 +8,8 @@
 import { type Flags, flagsFor, flagUsage, parseFlags } from "../args";
 import { DEFAULT_BPFFS_ROOT } from "../cni/config";
 import { DEFAULT_AGENT_STATE_DIR } from "../commands/agent-state";
+import { FILTER_FIELDS, type FilterField, FlowFilterError, readFilterValue } from "../flows/filter";
+import { DEFAULT_AGENT_URL, type FlowsOptions } from "./flows";
 import type { MonitorOptions } from "./monitor";
 import { DOCUMENT_OUTPUTS, type Output, outputFlags, STREAM_OUTPUTS } from "./output";
 
@@ -90,6 +93,66 @@ const MONITOR_FLAGS: Flags<MonitorOptions> = {
   ),
 };
 
+const flowsFlag = flagsFor<FlowsOptions>();
+/** A filter flag: repeated, any of its values matches (as the agent's query reads them). */
+const filterFlag = (field: FilterField, arg: string, help: string) => ({
+  [FILTER_FIELDS[field].key]: flowsFlag.list(field, arg, help, (text) => {
+    try {
+      return [readFilterValue(field, text)] as FlowsOptions[typeof field];
+    } catch (e) {
+      throw e instanceof FlowFilterError ? new UsageError(e.message) : e;
+    }
+  }),
+});
+const FLOWS_FLAGS: Flags<FlowsOptions> = {
+  ...outputFlags<FlowsOptions>(
+    STREAM_OUTPUTS,
+    "table: a line per flow; wide: with its reason, tier, state and\ndatapath; json, jsonl: the agent's record, one a line",
+    usageError,
+  ),
+  agent: flowsFlag.string(
+    "agent",
+    "URL",
+    DEFAULT_AGENT_URL,
+    `the node's agent, run with --flows (${DEFAULT_AGENT_URL})`,
+    (text, flag) => {
+      if (!/^https?:\/\/[^/]/.test(text))
+        throw new UsageError(`${flag} must be an http:// or https:// URL, not ${text}`);
+      return text;
+    },
+  ),
+  last: flowsFlag.string("last", "N", 100, "the newest N records that match first (100; 0: none)", (text, flag) => {
+    if (!/^\d+$/.test(text)) throw new UsageError(`${flag} must be a number, 0 or more`);
+    return Number(text);
+  }),
+  follow: { ...flowsFlag.boolean("follow", "then each new record that matches, until interrupted"), short: "f" },
+  ...filterFlag(
+    "fromPod",
+    "NS/NAME",
+    "only flows from this pod (NS/: any pod of NS); each filter\nflag may be repeated: any of its values matches",
+  ),
+  ...filterFlag("toPod", "NS/NAME", "only flows to this pod (NS/: any pod of NS)"),
+  ...filterFlag("pod", "NS/NAME", "only flows from or to this pod (NS/: any pod of NS)"),
+  ...filterFlag("namespace", "NS", "only flows from or to this namespace"),
+  ...filterFlag("verdict", "V", "only forwarded | dropped | audit"),
+  ...filterFlag("protocol", "P", "only TCP | UDP | SCTP | ICMP | ICMPv6 (or a number)"),
+  ...filterFlag("port", "N", "only flows from or to this port"),
+  ...filterFlag("policy", "NAME", "only flows this rule or policy decided (a part of its name)"),
+  ...filterFlag("direction", "DIR", "only ingress | egress (for the pod whose policy judged it)"),
+  ...filterFlag("node", "NODE", "only flows this node judged"),
+  "for-seconds": flowsFlag.string(
+    "forMs",
+    "N",
+    undefined,
+    "stop after N seconds (default: when interrupted)",
+    (text, flag) => {
+      const seconds = Number(text);
+      if (!Number.isFinite(seconds) || seconds <= 0) throw new UsageError(`${flag} must be a positive number`);
+      return seconds * 1000;
+    },
+  ),
+};
+
 const WIDTH = 22;
 export const ENDPOINTS_USAGE = `usage: netkit-cni endpoints [options]
 The pods wired on this node, with their fast-path counters.
@@ -102,6 +165,11 @@ export const MONITOR_USAGE = `usage: netkit-cni monitor [options]
 NetworkPolicy's drops as they happen: time, pods, 5-tuple, direction, reason.
 ${flagUsage(MONITOR_FLAGS, WIDTH)}`;
 
+export const FLOWS_USAGE = `usage: netkit-cni flows [options]
+The flows NetworkPolicy judged on this node, as its agent (run with --flows) keeps them:
+the newest that match, then with -f each new one. docs/flows.md tells each field.
+${flagUsage(FLOWS_FLAGS, WIDTH)}`;
+
 function errorsFor(usage: string) {
   return {
     unknown: (arg: string) => new UsageError(`unknown option ${arg}\n${usage}`),
@@ -112,3 +180,4 @@ function errorsFor(usage: string) {
 export const parseEndpointsOptions = (args: string[]) => parseFlags(args, ENDPOINTS_FLAGS, errorsFor(ENDPOINTS_USAGE));
 export const parseStatusOptions = (args: string[]) => parseFlags(args, STATUS_FLAGS, errorsFor(STATUS_USAGE));
 export const parseMonitorOptions = (args: string[]) => parseFlags(args, MONITOR_FLAGS, errorsFor(MONITOR_USAGE));
+export const parseFlowsOptions = (args: string[]) => parseFlags(args, FLOWS_FLAGS, errorsFor(FLOWS_USAGE));

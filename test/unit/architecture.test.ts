@@ -87,6 +87,8 @@ const LEVELS: Record<string, number> = {
   bpf: 4,
   netlink: 4,
   sys: 5,
+  // Pure data and its filter, below everything: the agent and the CLI both read them.
+  flows: 6,
 };
 
 /** The folders of src/ that `file` imports from (static and dynamic imports alike). */
@@ -143,6 +145,16 @@ describe("the dependency order", () => {
     });
     expect(wrong).toEqual([]);
     expect(importsOf("src/agent/collections.ts")).toEqual({ files: [], modules: [] });
+  });
+
+  it("keeps src/flows pure: the record and its filter import only each other", () => {
+    // The agent and the CLI both read them: nothing of either, nor any I/O, may come along.
+    const wrong = filesUnder("src/flows").flatMap((file) => {
+      const { files, modules } = importsOf(file);
+      return [...files.filter((to) => !to.startsWith("src/flows/")), ...modules].map((to) => `${file} imports ${to}`);
+    });
+    expect(wrong).toEqual([]);
+    expect(importsOf("src/flows/filter.ts").files).toEqual(["src/flows/record.ts"]);
   });
 
   it("sees the imports it judges", () => {
