@@ -11,6 +11,9 @@
  *   policy      NetworkPolicy per local pod, unless --network-policy=false (policy/)
  *   wireguard   peers on the node's WireGuard device, with --encryption (wireguard/)
  *
+ * With --flows, the flow records of what the policies judged are read, kept, served on
+ * /flows and exported (flows/).
+ *
  * An event syncs the key that changed (one Node, one Service); every --resync-seconds
  * each controller reconciles everything once more, the safety net. It serves metrics and
  * health (server.ts) and is never in the packet path: the plugin and the datapath work
@@ -30,6 +33,7 @@ import { WIREGUARD_DEVICE } from "../datapath/uplink";
 import { install } from "../install/install";
 import { RtnlSocket } from "../netlink/socket";
 import { ConflistController } from "./conflist";
+import { FlowRecorder } from "./flows/recorder";
 import { ApiInformer, type InformerObserver } from "./kube/informer";
 import { nodeObject, serviceObject, sliceObject } from "./kube/objects";
 import { OptionalInformer } from "./kube/optional-informer";
@@ -111,6 +115,7 @@ export async function runAgent(argv: string[]): Promise<number> {
     agent.metrics,
     () => agent.status(),
     () => agent.health(),
+    agent.flows?.store,
   );
   agentLog.info(
     `netkit-cni agent on node ${opts.nodeName}: API ${agent.apiServer}, metrics on port ${boundPort(server)}`,
@@ -175,6 +180,8 @@ class Agent {
   private readonly services: ServicesController | undefined;
   private readonly policy: PolicyController | undefined;
   private readonly wireguard: WireguardController | undefined;
+  /** --flows: the flow records' reader and store. */
+  readonly flows: FlowRecorder | undefined;
   private policyWriter: KernelPolicyWriter | undefined;
   private policyFileText = "";
   private policyProblemsText = "";
@@ -252,21 +259,31 @@ class Agent {
       this.services = new ServicesController(this.queue, services, slices, opts.nodeName, bpffsRoot, tables);
     }
     if (opts.networkPolicy && services) {
-      this.policyWriter = new KernelPolicyWriter(bpffsRoot, embeddedObjects().variants.memory.lxc);
-      this.policy = new PolicyController(
+      const writer = new KernelPolicyWriter(bpffsRoot, embeddedObjects().variants.memory.lxc);
+      const pods = this.informer("/api/v1/pods", podObject, "Pods");
+      const cluster = this.clusterPolicySources(kc, opts.nodeName, nodes);
+      const policy = new PolicyController(
         this.queue,
-        this.informer("/api/v1/pods", podObject, "Pods"),
+        pods,
         this.informer("/api/v1/namespaces", namespaceObject, "Namespaces"),
         this.informer("/apis/networking.k8s.io/v1/networkpolicies", networkPolicyObject, "NetworkPolicies"),
         services,
         opts.nodeName,
-        this.policyWriter,
+        writer,
         {},
-        this.clusterPolicySources(kc, opts.nodeName, nodes),
+        cluster,
       );
-      this.metrics.watchPolicy(this.policy);
-      const writer = this.policyWriter;
+      this.policyWriter = writer;
+      this.policy = policy;
+      this.metrics.watchPolicy(policy);
       this.metrics.watchPolicyVerdicts(() => writer.verdicts());
+      if (opts.flows) {
+        const sources = { pods, nodes: cluster.nodes, services, rules: policy, events: writer.flowEvents() };
+        this.flows = new FlowRecorder(opts, bpffsRoot, sources, this.metrics);
+      } else {
+        // An agent killed with records on (SIGKILL skips stop) left the programs pushing them.
+        writer.flowEvents().record(false);
+      }
     }
   }
 
@@ -389,6 +406,7 @@ class Agent {
 
   start(): void {
     for (const i of this.informers) i.start();
+    this.flows?.start();
     this.masquerade.resync();
     this.timers.push(
       setInterval(() => {
@@ -409,6 +427,7 @@ class Agent {
   async stop(): Promise<void> {
     for (const t of this.timers) clearInterval(t);
     for (const i of this.informers) i.stop();
+    this.flows?.stop();
     this.queue.stop();
     await this.queue.idle();
     this.services?.close();

@@ -154,13 +154,7 @@ const OWN_FLAGS: Flags<AgentFlagOptions> = {
     "flows",
     "record every new flow a pod's policy judges, allowed or denied\n(`netkit-cni flows`, /flows; off by default)",
   ),
-  "flow-buffer": flag.string(
-    "flowBuffer",
-    "N",
-    8192,
-    "flow records kept in memory for /flows (8192)",
-    positiveInteger,
-  ),
+  "flow-buffer": flag.string("flowBuffer", "N", 8192, "flow records kept in memory for /flows (8192)", positiveInteger),
   "flow-log": flag.string("flowLog", "FILE", undefined, "with --flows: append each record to FILE, JSON lines"),
   "flow-log-max-bytes": flag.string(
     "flowLogMaxBytes",

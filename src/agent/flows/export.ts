@@ -109,7 +109,12 @@ export class FlowExport {
 
   write(record: FlowRecord): void {
     const fields = this.options.fields;
-    const line = Buffer.from(`${JSON.stringify(fields ? pickFields(record, fields) : record)}\n`);
+    this.writeObject(fields ? pickFields(record, fields) : record);
+  }
+
+  /** Any document as one line, rotated as records are (the aggregates' file). */
+  writeObject(object: unknown): void {
+    const line = Buffer.from(`${JSON.stringify(object)}\n`);
     try {
       // A line is never split across files: the file rotates before one that would pass the bound.
       if (this.fd !== undefined && this.size > 0 && this.size + line.length > this.maxBytes) this.rotate();
