@@ -163,7 +163,11 @@ const OWN_FLAGS: Flags<AgentFlagOptions> = {
     "rotate the flow log at this size (10485760)",
     positiveInteger,
   ),
-  "flow-log-files": flag.string("flowLogFiles", "N", 5, "rotated flow logs kept (5)", positiveInteger),
+  "flow-log-files": flag.string("flowLogFiles", "N", 5, "rotated flow logs kept (5; 0: none)", (text, name) => {
+    const n = Number(text);
+    if (!Number.isInteger(n) || n < 0) throw usage(`${name} must be a whole number`);
+    return n;
+  }),
   "flow-log-fields": flag.list(
     "flowLogFields",
     "FIELD",
