@@ -20,7 +20,7 @@
  * neighbour discovery (only as neighbour discovery: nkc_pol_ndisc). Denied packets are
  * dropped, counted under NKC_DROP_POLICY and the pod's nkc_pol_stats, and told to
  * `netkit-cni monitor` (nkc_pol_denials, a queue). While the agent records flows, every
- * judged flow's first packet, allowed or not, is told to it (nkc_flows, nkc_flow_record).
+ * judged flow's first packet, allowed or not, is told to it (nkc_flows: nkc_flows_on, nkc_flow_push).
  *
  * A remembered verdict is a cache, never an authority (nkc_policy_abi.h, struct
  * nkc_pol_ct): it counts for the flow it was made for (a TCP SYN opens another), while
@@ -336,16 +336,21 @@ static __always_inline void nkc_pol_event_of(struct nkc_pol_event *e, const stru
 	__builtin_memset(e->pad, 0, sizeof(e->pad));
 }
 
-/* While the agent records flows, `e` goes to it; a full queue keeps what it holds and
- * counts this one lost (the reader is behind: what it has is what it can explain). */
-static __always_inline void nkc_flow_record(struct nkc_pol_event *e)
+/* Is the agent recording flows (nkc_flow_switch)? One lookup, made only where a flow is judged. */
+static __always_inline int nkc_flows_on(void)
 {
 	__u32 zero = 0;
 	__u32 *on = bpf_map_lookup_elem(&nkc_flow_switch, &zero);
 
-	if (!on || *on != NKC_FLOW_RECORD)
-		return;
+	return on && *on == NKC_FLOW_RECORD;
+}
+
+/* `e` to the agent; a full queue keeps what it holds and counts this one lost (the
+ * reader is behind: what it has is what it can explain). */
+static __always_inline void nkc_flow_push(struct nkc_pol_event *e)
+{
 	if (bpf_map_push_elem(&nkc_flows, e, 0)) {
+		__u32 zero = 0;
 		__u64 *lost = bpf_map_lookup_elem(&nkc_flow_lost, &zero);
 		if (lost)
 			*lost += 1; /* per-CPU value: no other writer */
@@ -358,7 +363,8 @@ static __always_inline void nkc_pol_tell(struct nkc_pol_event *e, const struct n
 	nkc_pol_event_of(e, p, ifindex, slot, dir, why, 0);
 	/* A full queue gives up its oldest event (BPF_EXIST), never the verdict. */
 	bpf_map_push_elem(&nkc_pol_denials, e, BPF_EXIST);
-	nkc_flow_record(e);
+	if (nkc_flows_on())
+		nkc_flow_push(e);
 }
 
 /* A denial (`why`: NKC_POL_WHY): counted under the pod's drops and its stats, told to monitor. */
@@ -631,6 +637,23 @@ static __always_inline int nkc_pol_related(struct nkc_pol_scratch *s, struct __s
 	return nkc_pol_remembered(table, gen, &s->quoted_key, pod, in, dir ^ 1, 1, now, why);
 }
 
+/*
+ * A SYN the pod's table already lets through under the same rules, opened and not
+ * closing: the same connection's SYN again (retransmitted, or met at a second judgment
+ * point: the pod's program, then the uplink's), told once. A SYN on a closing or
+ * forgotten 5-tuple opens a new connection, and is told. Asked only while flows are
+ * recorded.
+ */
+static __always_inline int nkc_pol_seen_open(void *table, __u64 gen, const struct nkc_flow_key *k,
+					     const struct nkc_pol_pod *pod, const struct nkc_pkt *p, __u64 now)
+{
+	if (!nkc_pol_opens(p))
+		return 0;
+	const struct nkc_pol_ct *e = bpf_map_lookup_elem(table, k);
+	return e && e->gen == gen && e->stamp == pod->stamp && !(e->flags & (NKC_POL_CT_CLOSING | NKC_POL_CT_FRAGMENT)) &&
+	       nkc_pol_alive(e, nkc_pol_l4(p), now);
+}
+
 /* How nkc_policy_judge is asked (one argument: a subprogram takes five). */
 #define NKC_POL_JUDGE_FROM_NODE (1U << 1) /* the pod's own node sent it (ingress only) */
 #define NKC_POL_JUDGE_DEFERRING (1U << 2) /* the pod's own program: a new flow to a ClusterIP waits for the DNAT */
@@ -709,9 +732,11 @@ static __attribute__((noinline)) int nkc_policy_judge(struct __sk_buff *skb, str
 	/* Deferred flows are judged where the DNAT sends them: counted and recorded there. */
 	if (!(started & NKC_POL_CT_DEFERRED)) {
 		nkc_pol_stat(ifindex, dir, 1);
-		nkc_pol_event_of(&s->event, p, ifindex, pod->slot, dir, why & ~0xffU,
-				 started & NKC_POL_CT_NODE ? NKC_POL_EV_F_NODE : 0);
-		nkc_flow_record(&s->event);
+		if (nkc_flows_on() && !(table && !unreadable && nkc_pol_seen_open(table, gen, k, pod, p, now))) {
+			nkc_pol_event_of(&s->event, p, ifindex, pod->slot, dir, why & ~0xffU,
+					 started & NKC_POL_CT_NODE ? NKC_POL_EV_F_NODE : 0);
+			nkc_flow_push(&s->event);
+		}
 	}
 	if (table && !unreadable) {
 		if (nkc_pol_l4(p) == NKC_L4_TCP && (p->tcp_flags & (NKC_TCP_FIN | NKC_TCP_RST)))

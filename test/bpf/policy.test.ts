@@ -437,11 +437,18 @@ describe.each(VARIANTS)("%s NAT check", (natCheck) => {
         // The node's own flow; the pod's own egress, which no policy isolates.
         expect(intoPod(tcp(OUTSIDE[af], POD1[af], 8080, TCP.SYN, 43000))).toBe(NEXT);
         expect(fromPod1(tcp(POD1[af], OUTSIDE[af], 443, TCP.SYN, 43001))).toBe(NEXT);
+        // A SYN judged again on the uplink (and retransmitted) is the same flow: told once.
+        expect(toWire(tcp(POD1[af], OUTSIDE[af], 443, TCP.SYN, 43001))).toBe(NEXT);
+        expect(fromPod1(tcp(POD1[af], OUTSIDE[af], 443, TCP.SYN, 43001))).toBe(NEXT);
+        // Once it closed, a SYN on the same 5-tuple opens another connection: told.
+        expect(fromPod1(tcp(POD1[af], OUTSIDE[af], 443, TCP.RST | TCP.ACK, 43001))).toBe(NEXT);
+        expect(fromPod1(tcp(POD1[af], OUTSIDE[af], 443, TCP.SYN, 43001))).toBe(NEXT);
         expect(records()).toEqual([
           "ingress allowed networkPolicy 0",
           "ingress allowed networkPolicy 1",
           "ingress denied networkPolicy -",
           "ingress allowed none - node",
+          "egress allowed none -",
           "egress allowed none -",
         ]);
         setFlowRecording(pol, false);

@@ -1,0 +1,374 @@
+/**
+ * Flow records as an admin meets them (docs/flows.md): two dual-stack nodes, each agent in
+ * its DaemonSet container with --flows, a flow log in the hostPath the manifest mounts
+ * (/var/lib/netkit-cni) rotated small, and 1 s aggregates beside it. Pods: a/client and
+ * b/near on node-1, b/server on node-2; b's policy lets namespace a in on TCP 80 only.
+ * A known pattern of flows, each from a source port of its own, is then read back with
+ * `netkit-cni flows` on each node as the docs tell it: every flow once (a denied one per
+ * packet denied), with its ends, verdict and deciding rule; the filters select exactly
+ * what they say; the log, its rotation, the aggregates and the metrics agree with what
+ * the agent served; following shows a flow as it happens; and an agent started without
+ * --flows turns the programs' recording off and says so.
+ */
+import { spawn, spawnSync } from "node:child_process";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { mapPin } from "../../src/bpf/loader/layout";
+import { BpfMap } from "../../src/bpf/loader/maps";
+import type { FlowRecord } from "../../src/flows/record";
+import { ceiling, inGuest } from "../support/ceiling";
+import { BINARY, TEST_DATAPATH } from "../support/harness";
+import type { RawPolicy } from "../support/policy-model";
+import { scrape } from "./agent-harness";
+import { type PodHere, PolicyCluster, type PolicyNode, policy } from "./netpol-cluster";
+
+/** Where the flow log is inside the agent's container: under a hostPath it mounts. */
+const FLOW_LOG = "/var/lib/netkit-cni/flows/flows.jsonl";
+const LOG_MAX_BYTES = 2000;
+
+let c: PolicyCluster;
+const pod = (key: string) => c.pods.get(key) as PodHere;
+const node = (n: number) => c.nodes[n - 1] as PolicyNode;
+/** Source ports no other probe uses: each flow of the pattern is found by its own. */
+let nextPort = 40_000 + Math.floor(Math.random() * 10_000);
+const sport = () => {
+  nextPort += 1;
+  return nextPort;
+};
+
+const allowAInto80: RawPolicy = policy("b", "allow-a", {
+  podSelector: {},
+  policyTypes: ["Ingress"],
+  ingress: [{ from: [{ namespaceSelector: { matchLabels: { ns: "a" } } }], ports: [{ protocol: "TCP", port: 80 }] }],
+});
+
+/** `netkit-cni flows ARGS -o jsonl` on a node, as an admin runs it there: status and records. */
+function flowsOn(n: PolicyNode, args: string[]): { status: number | null; records: FlowRecord[]; stderr: string } {
+  const r = spawnSync(
+    "nsenter",
+    [`--net=/run/netns/${n.netns}`, BINARY, "flows", "-o", "jsonl", "--last", "8192", ...args],
+    { encoding: "utf8", timeout: ceiling(20_000) },
+  );
+  const records = (r.stdout ?? "")
+    .split("\n")
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as FlowRecord);
+  return { status: r.status, records, stderr: r.stderr ?? "" };
+}
+
+const everyFlow = (n: PolicyNode) => flowsOn(n, []).records;
+/** Records of the flow from source port `p` (either end: replies carry it as the destination's). */
+const ofPort = (records: FlowRecord[], p: number) =>
+  records.filter((r) => r.source.port === p || r.destination.port === p);
+
+async function probe(from: string, to: string, family: 4 | 6, port: number, proto: "tcp" | "udp", src: number) {
+  const t = pod(to);
+  const out = await c.probeFrom(pod(from).netns, [`${family === 4 ? t.v4 : t.v6} ${port} ${proto} sport=${src}`]);
+  return out.trim().endsWith(" yes");
+}
+
+/** The records made of flows from these source ports, once the agents have read them. */
+async function settledRecords(ports: number[]): Promise<{ one: FlowRecord[]; two: FlowRecord[] }> {
+  const end = Date.now() + ceiling(10_000);
+  for (;;) {
+    const one = everyFlow(node(1)).filter((r) => ports.some((p) => ofPort([r], p).length > 0));
+    const two = everyFlow(node(2)).filter((r) => ports.some((p) => ofPort([r], p).length > 0));
+    // Every flow of the pattern was judged on some node: wait until each port shows.
+    if (ports.every((p) => ofPort([...one, ...two], p).length > 0) || Date.now() > end) return { one, two };
+    await new Promise((r) => setTimeout(r, 300));
+  }
+}
+
+beforeAll(async () => {
+  c = new PolicyCluster();
+  c.agentFlags = [
+    "--flows",
+    `--flow-log=${FLOW_LOG}`,
+    `--flow-log-max-bytes=${LOG_MAX_BYTES}`,
+    "--flow-log-files=2",
+    "--flow-aggregate-seconds=1",
+  ];
+  await c.start(2, ["a", "b"]);
+  await c.addPod("a/client", node(1));
+  await c.addPod("b/server", node(2));
+  await c.addPod("b/near", node(1));
+  c.api.put("networkpolicies", allowAInto80 as unknown as Record<string, unknown>);
+  // Enforced once a fresh flow on 81 is refused and one on 80 answered.
+  const end = Date.now() + ceiling(30_000);
+  while (
+    ((await probe("a/client", "b/server", 4, 81, "tcp", sport())) ||
+      !(await probe("a/client", "b/server", 4, 80, "tcp", sport()))) &&
+    Date.now() < end
+  ) {
+    await new Promise((r) => setTimeout(r, 300));
+  }
+}, ceiling(180_000));
+
+afterAll(async () => {
+  await c?.stop();
+});
+
+describe("flow records", () => {
+  const pattern = {
+    v4: sport(),
+    v6: sport(),
+    tcp81: sport(),
+    udp80: sport(),
+    near: sport(),
+    nearToServer: sport(),
+  };
+  let one: FlowRecord[] = [];
+  let two: FlowRecord[] = [];
+
+  beforeAll(async () => {
+    expect(await probe("a/client", "b/server", 4, 80, "tcp", pattern.v4)).toBe(true);
+    expect(await probe("a/client", "b/server", 6, 80, "tcp", pattern.v6)).toBe(true);
+    expect(await probe("a/client", "b/server", 4, 81, "tcp", pattern.tcp81)).toBe(false);
+    expect(await probe("a/client", "b/server", 4, 80, "udp", pattern.udp80)).toBe(false);
+    expect(await probe("a/client", "b/near", 4, 80, "tcp", pattern.near)).toBe(true);
+    expect(await probe("b/near", "b/server", 4, 80, "tcp", pattern.nearToServer)).toBe(false);
+    ({ one, two } = await settledRecords(Object.values(pattern)));
+  }, ceiling(60_000));
+
+  it("tells each allowed flow once, on the node that judged it, with its ends and the rule that let it in", () => {
+    const clientEnd = (ip: string, port: number) => ({ ip, port, kind: "pod", namespace: "a", pod: "client" });
+    for (const [family, p] of [
+      [4, pattern.v4],
+      [6, pattern.v6],
+    ] as const) {
+      expect(ofPort(one, p), "the client's node judges nothing of a pod no policy selects").toEqual([]);
+      const records = ofPort(two, p);
+      expect(records).toHaveLength(1);
+      const server = pod("b/server");
+      expect(records[0]).toMatchObject({
+        node: "node-2",
+        direction: "ingress",
+        subject: "b/server",
+        protocol: "TCP",
+        source: clientEnd(family === 4 ? pod("a/client").v4 : pod("a/client").v6, p),
+        destination: { ip: family === 4 ? server.v4 : server.v6, port: 80, kind: "pod", namespace: "b", pod: "server" },
+        verdict: "forwarded",
+        reason: "allowed",
+        tier: "networkPolicy",
+        policy: "b/allow-a ingress[0]",
+        policies: ["b/allow-a"],
+        state: "new",
+        datapath: TEST_DATAPATH === "netkit" ? "netkit" : "veth",
+      });
+    }
+    // Into a pod on the client's own node: judged there, in the sender's program.
+    expect(ofPort(one, pattern.near)).toMatchObject([
+      { node: "node-1", subject: "b/near", verdict: "forwarded", policy: "b/allow-a ingress[0]" },
+    ]);
+    expect(ofPort(two, pattern.near)).toEqual([]);
+  });
+
+  it("tells each denied packet as dropped by the default deny, naming the policies that isolate the pod", () => {
+    for (const [p, protocol] of [
+      [pattern.tcp81, "TCP"],
+      [pattern.udp80, "UDP"],
+    ] as const) {
+      const records = ofPort(two, p);
+      expect(records.length).toBeGreaterThanOrEqual(1);
+      for (const r of records) {
+        expect(r).toMatchObject({
+          subject: "b/server",
+          protocol,
+          verdict: "dropped",
+          reason: "denied",
+          tier: "networkPolicy",
+          policy: "default deny",
+          policies: ["b/allow-a"],
+          source: { namespace: "a", pod: "client", port: p },
+        });
+      }
+    }
+    // b/near's own egress is judged (its pod is isolated for ingress) and nothing isolates
+    // it: let through by no policy; b/server's ingress then refuses it.
+    expect(ofPort(one, pattern.nearToServer)).toMatchObject([
+      { subject: "b/near", direction: "egress", verdict: "forwarded", policy: "no policy", policies: [] },
+    ]);
+    expect(ofPort(one, pattern.nearToServer)[0]?.tier).toBeUndefined();
+    expect(ofPort(two, pattern.nearToServer).length).toBeGreaterThanOrEqual(1);
+    expect(ofPort(two, pattern.nearToServer)[0]).toMatchObject({ verdict: "dropped", policy: "default deny" });
+  });
+
+  it("filters as the docs say: exactly the records that match, nothing else", () => {
+    const all = everyFlow(node(2));
+    const cases: [string[], (r: FlowRecord) => boolean][] = [
+      [["--verdict", "dropped"], (r) => r.verdict === "dropped"],
+      [["--to-pod", "b/server", "--protocol", "udp"], (r) => r.destination.pod === "server" && r.protocol === "UDP"],
+      [["--from-pod", "a/", "--verdict", "forwarded"], (r) => r.source.namespace === "a" && r.verdict === "forwarded"],
+      [
+        ["--port", String(pattern.tcp81), "--port", String(pattern.v6)],
+        (r) => ofPort([r], pattern.tcp81).length + ofPort([r], pattern.v6).length > 0,
+      ],
+      [
+        ["--policy", "allow-a", "--direction", "ingress"],
+        (r) => r.policy.includes("allow-a") || r.policies.includes("b/allow-a"),
+      ],
+    ];
+    for (const [args, wanted] of cases) {
+      const got = flowsOn(node(2), args);
+      expect(got.status, got.stderr).toBe(0);
+      const expected = all.filter(wanted);
+      expect(expected.length, args.join(" ")).toBeGreaterThan(0);
+      // Records made meanwhile are newer than `all`: compare what both could see.
+      const seen = new Set(all.map((r) => JSON.stringify(r)));
+      expect(
+        got.records.filter((r) => seen.has(JSON.stringify(r))),
+        args.join(" "),
+      ).toEqual(expected);
+      expect(got.records.every(wanted), args.join(" ")).toBe(true);
+    }
+  });
+
+  it("writes the same records to the flow log, rotated at its size, and aggregates them per window", async () => {
+    const dir = path.dirname(FLOW_LOG).replace("/var/lib/netkit-cni", node(2).agentNode.dataDir);
+    const base = path.join(dir, path.basename(FLOW_LOG));
+    // The aggregates of a window are written when it closes: after 1 s windows, 2.5 s.
+    await new Promise((r) => setTimeout(r, 2500));
+    const files = [base, `${base}.1`, `${base}.2`].filter((f) => fs.existsSync(f));
+    expect(files.length, "rotated at least once").toBeGreaterThan(1);
+    expect(fs.existsSync(`${base}.3`), "keeps two rotated files").toBe(false);
+    const logged: FlowRecord[] = [];
+    for (const f of files) {
+      expect(fs.statSync(f).size).toBeLessThanOrEqual(LOG_MAX_BYTES);
+      logged.push(
+        ...fs
+          .readFileSync(f, "utf8")
+          .split("\n")
+          .filter(Boolean)
+          .map((l) => JSON.parse(l)),
+      );
+    }
+    const served = ofPort(everyFlow(node(2)), pattern.v4);
+    expect(ofPort(logged, pattern.v4)).toEqual(served);
+
+    // Every record the agent holds is summed in exactly one window: per key, the windows'
+    // flows add up to the records of that key.
+    const aggregates = fs
+      .readFileSync(`${base}.aggregated`, "utf8")
+      .split("\n")
+      .filter(Boolean)
+      .map(
+        (l) =>
+          JSON.parse(l) as {
+            source: string;
+            destination: string;
+            destinationPort: number;
+            verdict: string;
+            flows: number;
+            policy: string;
+          },
+      );
+    const all = everyFlow(node(2));
+    const newest = Math.max(...all.map((r) => Date.parse(r.time)));
+    expect(Date.now() - newest, "no record since the traffic").toBeGreaterThan(1500);
+    const key = (source: string, destination: string, port: number, verdict: string, policyText: string) =>
+      `${source} ${destination} ${port} ${verdict} ${policyText}`;
+    const summed = new Map<string, number>();
+    for (const a of aggregates) {
+      const k = key(a.source, a.destination, a.destinationPort, a.verdict, a.policy);
+      summed.set(k, (summed.get(k) ?? 0) + a.flows);
+    }
+    const counted = new Map<string, number>();
+    for (const r of all) {
+      const end = (e: FlowRecord["source"]) => (e.kind === "pod" ? `${e.namespace}/${e.pod}` : e.kind);
+      const k = key(end(r.source), end(r.destination), r.destination.port, r.verdict, r.policy);
+      counted.set(k, (counted.get(k) ?? 0) + 1);
+    }
+    const forwarded = key("a/client", "b/server", 80, "forwarded", "b/allow-a ingress[0]");
+    expect(counted.get(forwarded)).toBeGreaterThanOrEqual(2);
+    expect(summed.get(forwarded)).toBe(counted.get(forwarded));
+    const denied = key("a/client", "b/server", 81, "dropped", "default deny");
+    expect(summed.get(denied)).toBe(counted.get(denied));
+  });
+
+  it("counts flows per namespace pair and verdict in the metrics, as many as it served", () => {
+    const all = everyFlow(node(2));
+    const metrics = scrape(node(2).agentNode, "/metrics")[1];
+    const series = (verdict: string) =>
+      Number(
+        metrics.match(
+          new RegExp(
+            `netkit_cni_flows_total\\{[^}]*source_namespace="a"[^}]*destination_namespace="b"[^}]*verdict="${verdict}"[^}]*\\} (\\d+)`,
+          ),
+        )?.[1] ??
+          metrics.match(
+            new RegExp(
+              `netkit_cni_flows_total\\{[^}]*destination_namespace="b"[^}]*source_namespace="a"[^}]*verdict="${verdict}"[^}]*\\} (\\d+)`,
+            ),
+          )?.[1],
+      );
+    for (const verdict of ["forwarded", "dropped"]) {
+      const served = all.filter(
+        (r) => r.source.namespace === "a" && r.destination.namespace === "b" && r.verdict === verdict,
+      ).length;
+      expect(series(verdict), verdict).toBe(served);
+    }
+    expect(metrics).toMatch(/netkit_cni_flow_records_lost_total 0/);
+  });
+
+  it(
+    "follows: a flow made while `flows -f` runs is printed as it happens",
+    async () => {
+      const p = sport();
+      const follower = spawn(
+        "nsenter",
+        [
+          `--net=/run/netns/${node(2).netns}`,
+          BINARY,
+          "flows",
+          "-f",
+          "--last",
+          "0",
+          "--port",
+          String(p),
+          "-o",
+          "jsonl",
+          "--for-seconds",
+          String(inGuest ? 20 : 4),
+        ],
+        { stdio: ["ignore", "pipe", "inherit"] },
+      );
+      let out = "";
+      follower.stdout.on("data", (d: Buffer) => {
+        out += d.toString();
+      });
+      const done = new Promise((r) => follower.on("close", r));
+      await new Promise((r) => setTimeout(r, 500));
+      expect(await probe("a/client", "b/server", 4, 80, "tcp", p)).toBe(true);
+      await done;
+      const records = out
+        .split("\n")
+        .filter(Boolean)
+        .map((l) => JSON.parse(l) as FlowRecord);
+      expect(records).toMatchObject([{ source: { port: p }, verdict: "forwarded", subject: "b/server" }]);
+    },
+    ceiling(40_000),
+  );
+
+  it(
+    "an agent without --flows turns the programs' recording off, and the command says it is off",
+    async () => {
+      c.agentFlags = [];
+      await c.restartAgents();
+      for (const n of c.nodes) {
+        const map = BpfMap.openPinned(mapPin(c.bpffsRootOf(n.n), "nkc_flow_switch"));
+        try {
+          expect(map.lookup(Buffer.alloc(4))?.readUInt32LE(0)).toBe(0);
+        } finally {
+          map.close();
+        }
+      }
+      const off = flowsOn(node(2), []);
+      expect(off.status).toBe(1);
+      expect(off.stderr).toMatch(/--flows/);
+      // Enforcement goes on without records.
+      expect(await probe("a/client", "b/server", 4, 81, "tcp", sport())).toBe(false);
+    },
+    ceiling(120_000),
+  );
+});
