@@ -49,6 +49,7 @@ import { type KernelFloor, measureAttachStorm, measureKernelFloor } from "./lib/
 import { type Options, parseOptions, SECTIONS } from "./lib/options";
 import { type BenchPath, buildPath, checkPath, type PathId } from "./lib/paths";
 import { measurePolicy, type PolicyRun } from "./lib/policy";
+import { drainFlows } from "./lib/policy-flows";
 import { renderReport } from "./lib/report";
 import type { BenchResult } from "./lib/result";
 import { measureServices, type ServicesRun } from "./lib/services";
@@ -403,6 +404,11 @@ async function main(): Promise<number> {
       cleanupAll();
       if (file && process.env.NETKIT_VM !== "1") renderReport(RESULTS_DIR, path.join(BENCH_DIR, "README.md"));
       return 0;
+    }
+    if (cmd === "drain-flows") {
+      // The policy section's reader of flow records (policy-flows.ts), a process of its own.
+      drainFlows(argv);
+      return await new Promise<number>(() => {});
     }
     if (cmd === "report") {
       renderReport(RESULTS_DIR, path.join(BENCH_DIR, "README.md"));

@@ -9,10 +9,13 @@ import type { AgentTarget } from "./agent-report";
 import { pp, x2 } from "./format";
 import type { Placement } from "./paths";
 import {
+  FLOW_VARIANTS,
+  type FlowVariant,
   POLICY_MODES,
   POLICY_PLACEMENTS,
   POLICY_TESTS,
   type PolicyCrossing,
+  type PolicyFlowsRun,
   type PolicyMode,
   type PolicyRun,
   type PolicyTest,
@@ -156,7 +159,63 @@ export function policyTargets(p: PolicyRun | undefined): AgentTarget[] {
       met: crossingsUnchanged(p, ["tiers"], "selected"),
     });
   }
+  if (p.flows) {
+    const f = p.flows;
+    targets.push({
+      target:
+        "Flow records: crossings per packet unchanged with recording on, none lost, no measurable cost with nobody reading",
+      measured: `TCP_RR off / on: ${flowCrossText(f)} (responses). Timed (median of per-round ratios): ${flowTimedText(f, "on")}; with a reader as the agent's: ${flowTimedText(f, "read")}. ${f.records.toLocaleString("en-US")} records, ${f.lost} lost, ${f.recordsPerCrrConnection.toFixed(3)} per TCP_CRR connection`,
+      met: flowCrossingsUnchanged(f) && f.lost === 0,
+    });
+  }
   return targets;
+}
+
+const flowCrossing = (f: PolicyFlowsRun, variant: "off" | "on", pl: Placement) =>
+  f.crossings.find((c) => c.variant === variant && c.placement === pl);
+
+function flowCrossingsUnchanged(f: PolicyFlowsRun): boolean {
+  return POLICY_PLACEMENTS.every((pl) => {
+    const [a, b] = [flowCrossing(f, "on", pl), flowCrossing(f, "off", pl)];
+    return (
+      a !== undefined &&
+      b !== undefined &&
+      Math.abs(a.rrRequest.total - b.rrRequest.total) <= SAME &&
+      Math.abs(a.rrResponse.total - b.rrResponse.total) <= SAME
+    );
+  });
+}
+
+const flowCrossText = (f: PolicyFlowsRun) =>
+  POLICY_PLACEMENTS.map(
+    (pl) =>
+      `${PLACEMENT_LABELS[pl]} ${pp(flowCrossing(f, "off", pl)?.rrResponse.total)} / ${pp(flowCrossing(f, "on", pl)?.rrResponse.total)}`,
+  ).join("; ");
+
+const flowRatio = (f: PolicyFlowsRun, v: FlowVariant, pl: Placement, t: PolicyTest) =>
+  pairedRatio(f.samples[v][pl][t], f.samples.off[pl][t]);
+
+const flowTimedText = (f: PolicyFlowsRun, v: FlowVariant) =>
+  POLICY_TESTS.map(
+    (t) =>
+      `${t} ${v} ÷ off across ${x2(flowRatio(f, v, "across", t).median)}, one node ${x2(flowRatio(f, v, "same", t).median)}`,
+  ).join("; ");
+
+/** Flow records' part of the section: their crossings and netperf ratios against recording off. */
+function flowsLines(f: PolicyFlowsRun): string[] {
+  const rows = POLICY_TESTS.flatMap((t) =>
+    POLICY_PLACEMENTS.map(
+      (pl) =>
+        `| ${t} | ${PLACEMENT_LABELS[pl]} | ${FLOW_VARIANTS.map((v) => Math.round(median(f.samples[v][pl][t])).toLocaleString("en-US")).join(" | ")} | ${ratioText(flowRatio(f, "on", pl, t))} | ${ratioText(flowRatio(f, "read", pl, t))} |`,
+    ),
+  );
+  return [
+    `Flow records (docs/flows.md) on the selected pods: recording _off_, _on_ with nobody taking the records while measured (taken after each test), and _read_, on with a reader taking them every 100 ms as the agent does, in a process of its own. Crossings per TCP_RR response off / on: ${flowCrossText(f)}${flowCrossingsUnchanged(f) ? " (the same)" : " (**not the same**)"}. ${f.records.toLocaleString("en-US")} records taken, ${f.lost} lost, ${f.recordsPerCrrConnection.toFixed(3)} per TCP_CRR connection (the client's egress and the server's ingress).`,
+    "",
+    "| test | placement | off /s | on /s | read /s | on ÷ off | read ÷ off |",
+    "|---|---|---:|---:|---:|---:|---:|",
+    ...rows,
+  ];
 }
 
 function setupLines(p: PolicyRun): string[] {
@@ -228,6 +287,7 @@ export function policySection(p: PolicyRun | undefined, transactions: number): s
     `netperf medians over ${p.rounds} interleaved rounds (TCP_RR ${p.seconds} s, TCP_CRR ${p.crrConnections.toLocaleString("en-US")} connections), every mode in each round, their order turning; ratios are medians of per-round ratios (to _off_, and _tiers_ to _selected_ too) with their min–max:`,
     "",
     policyRatioTable(p),
+    ...(p.flows ? ["", ...flowsLines(p.flows)] : []),
     ...(p.errors.length > 0 ? ["", `Errors: ${p.errors.length} (${p.errors.slice(0, 3).join("; ")}).`] : []),
   ].join("\n");
 }

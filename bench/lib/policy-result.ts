@@ -77,6 +77,21 @@ export interface PolicyVerdicts {
   denied: { egress: number; ingress: number };
 }
 
+/** Flow records (policy-flows.ts): off, on with nobody reading while measured, on with a reader as the agent's. */
+export const FLOW_VARIANTS = ["off", "on", "read"] as const;
+export type FlowVariant = (typeof FLOW_VARIANTS)[number];
+
+export interface PolicyFlowsRun {
+  /** variant → placement → test → per-round rates, the selected pods. */
+  samples: Record<FlowVariant, PolicyModeSamples>;
+  crossings: ({ variant: "off" | "on"; placement: Placement } & Omit<PolicyCrossing, "mode" | "placement">)[];
+  /** Records taken over the section, and lost to a full queue. */
+  records: number;
+  lost: number;
+  /** Records per TCP_CRR connection with recording on: 2 (the client's egress, the server's ingress). */
+  recordsPerCrrConnection: number;
+}
+
 export interface PolicyRun {
   rounds: number;
   seconds: number;
@@ -98,6 +113,8 @@ export interface PolicyRun {
   verdicts: PolicyVerdicts[];
   /** The tiers mode (absent in results files before it). */
   tiers?: PolicyTiersRun;
+  /** Flow records on the selected pods (absent in results files before them). */
+  flows?: PolicyFlowsRun;
   errors: string[];
 }
 

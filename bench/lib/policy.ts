@@ -24,7 +24,8 @@
  * The programs' own counters (nkc_pol_stats) show the selected pods were judged, and a
  * probe that no rule allows shows it denied; the none pods' show nothing judged. In the
  * tiers cluster, the nodes' nkc_pol_verdicts show which tier decided the measured flows,
- * and a probe is refused by the tier meant to (an Admin Deny).
+ * and a probe is refused by the tier meant to (an Admin Deny). Then flow records' cost on
+ * the selected pods (policy-flows.ts).
  */
 import { netperf, startNetserver } from "../../test/support/netperf";
 import { type ClusterNode, makeCluster } from "../../test/support/topology";
@@ -41,6 +42,7 @@ import {
   probeTier,
   verdictsOf,
 } from "./policy-checks";
+import { measureFlowRecords } from "./policy-flows";
 import { addPods, type ModePods } from "./policy-pods";
 import {
   POLICY_MODES,
@@ -149,6 +151,7 @@ function setUp() {
     pods,
     written,
     tiered,
+    onNodes,
     tiersNodes,
     cleanup: () => {
       offFx.cleanup();
@@ -175,7 +178,7 @@ function probeTiers(tiers: ModePods): PolicyTiersRun["probes"] {
 }
 
 export async function measurePolicy(counter: NetifRxCounter, opts: Opts): Promise<PolicyRun> {
-  const { pods, written, tiered, tiersNodes, cleanup } = setUp();
+  const { pods, written, tiered, onNodes, tiersNodes, cleanup } = setUp();
   const errors = checkEntries(pods);
   const probe = probeDenied(pods.selected.client, pods.none.servers.across);
   if (!probe.refused || probe.deniedEgress === 0) {
@@ -190,6 +193,13 @@ export async function measurePolicy(counter: NetifRxCounter, opts: Opts): Promis
   const rr = rrOf(pods);
   const crossings = await measureCrossings(counter, rr, opts.transactions, errors);
   const samples = await measureRounds(rr, opts, errors);
+  const flows = await measureFlowRecords(
+    onNodes,
+    (placement, test, length) => rr("selected", placement, test, length),
+    counter,
+    { ...opts, crrConnections: CRR_CONNECTIONS },
+    errors,
+  );
   const verdicts = verdictsOf(pods);
   const decided = decisionsGrown(decidedBefore, decisionsOf(tiersNodes));
   errors.push(...checkVerdicts(before, verdicts), ...checkDecisions(decided, pods.tiers));
@@ -205,6 +215,7 @@ export async function measurePolicy(counter: NetifRxCounter, opts: Opts): Promis
     samples,
     verdicts,
     tiers: { policies: tiered.policies, maps: tiered.maps, probes, decided },
+    flows,
     errors,
   };
 }

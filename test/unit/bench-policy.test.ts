@@ -154,6 +154,45 @@ describe("the NetworkPolicy section's report", () => {
   });
 });
 
+describe("the NetworkPolicy section's report with flow records", () => {
+  const withFlows = (onAcross = 2, lost = 0): PolicyRun => ({
+    ...run(),
+    flows: {
+      samples: {
+        off: { across: rates([100, 100, 100], [50, 50, 50]), same: rates([200, 200, 200], [60, 60, 60]) },
+        on: { across: rates([99, 100, 98], [50, 48, 49]), same: rates([200, 196, 200], [60, 57, 60]) },
+        read: { across: rates([95, 96, 97], [45, 45, 45]), same: rates([190, 190, 190], [54, 54, 54]) },
+      },
+      crossings: [
+        { variant: "off", placement: "across", rrRequest: per(2), rrResponse: per(2) },
+        { variant: "on", placement: "across", rrRequest: per(onAcross), rrResponse: per(onAcross) },
+        { variant: "off", placement: "same", rrRequest: per(1), rrResponse: per(1) },
+        { variant: "on", placement: "same", rrRequest: per(1), rrResponse: per(1) },
+      ],
+      records: 48_123,
+      lost,
+      recordsPerCrrConnection: 2.001,
+    },
+  });
+
+  it("gives on ÷ off and read ÷ off per test and placement, with the records taken and lost", () => {
+    const text = policySection(withFlows(), 1000);
+    expect(text).toContain("| TCP_RR | across nodes | 100 | 99 | 96 | 0.99× (0.98–1.00) | 0.96× (0.95–0.97) |");
+    expect(text).toContain("| TCP_CRR | one node | 60 | 60 | 54 | 1.00× (0.95–1.00) | 0.90× (0.90–0.90) |");
+    expect(text).toContain("48,123 records taken, 0 lost, 2.001 per TCP_CRR connection");
+    expect(text).toContain("across nodes 2.00 / 2.00; one node 1.00 / 1.00 (the same)");
+  });
+
+  it("meets its target only with crossings unchanged and nothing lost", () => {
+    const target = (r: PolicyRun) => policyTargets(r).find((t) => t.target.startsWith("Flow records"));
+    expect(target(withFlows())?.met).toBe(true);
+    expect(target(withFlows(3))?.met).toBe(false);
+    expect(target(withFlows(2, 5))?.met).toBe(false);
+    expect(target(run())).toBeUndefined();
+    expect(policySection(run(), 1000)).not.toContain("Flow records");
+  });
+});
+
 describe("the tiers mode's ClusterNetworkPolicies", () => {
   const tiered = policyCluster(netperfPods, true);
   const snapshot = snapshotOf(tiered);

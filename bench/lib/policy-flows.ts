@@ -1,0 +1,161 @@
+/**
+ * Flow records' cost (docs/flows.md), on the NetworkPolicy section's selected pods (their
+ * flows judged on both ends: the client's egress, the servers' ingress), three ways side
+ * by side, interleaved round by round:
+ *
+ *   off    recording off: what every node without --flows runs
+ *   on     recording on, nobody taking the records while netperf runs (they wait in
+ *          the nodes' queues and are taken, counted, after each test): the programs' part
+ *   read   recording on, and a reader taking them every 100 ms as the agent does (a
+ *          process of its own, `bench.js drain-flows`), decoding each: the programs'
+ *          part with the agent's reading beside it on the same two CPUs
+ *
+ * Crossings per TCP_RR packet are measured with recording on, against off: a record
+ * must cost no trip through the backlog. The records taken must be every judged flow
+ * (none lost), which the check after the runs holds them to.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { decodePolicyEvent, openPolicyMaps, setFlowRecording, takeFlowEvents } from "../../src/bpf/index";
+import { readFlowRecordsLost } from "../../src/bpf/policy/maps";
+import type { ClusterNode } from "../../test/support/topology";
+import { tick } from "./cleanup";
+import { type NetifRxCounter, rrCrossings } from "./crossings";
+import {
+  FLOW_VARIANTS,
+  type FlowVariant,
+  POLICY_PLACEMENTS,
+  POLICY_TESTS,
+  type PolicyFlowsRun,
+  type PolicyModeSamples,
+  type PolicyTest,
+} from "./policy-result";
+import { turnedBy } from "./stats";
+
+type Rr = (placement: "across" | "same", test: PolicyTest, length: number) => { value: number; error?: string };
+
+/** Recording on or off on every node, the queues emptied: how many records they held. */
+function switchAll(nodes: readonly ClusterNode[], on: boolean): { taken: number; lost: bigint } {
+  let taken = 0;
+  let lost = 0n;
+  for (const node of nodes) {
+    const maps = openPolicyMaps(node.bpffsRoot);
+    if (!maps) throw new Error(`node ${node.name}: no policy maps`);
+    try {
+      setFlowRecording(maps, on);
+      for (let batch = takeFlowEvents(maps, 65536); batch.length > 0; batch = takeFlowEvents(maps, 65536))
+        taken += batch.length;
+      lost += readFlowRecordsLost(maps);
+    } finally {
+      maps.close();
+    }
+  }
+  return { taken, lost };
+}
+
+/** `bench.js drain-flows ROOT...`: takes and decodes the nodes' records every 100 ms until killed, as the agent does. */
+export function drainFlows(roots: string[]): void {
+  const maps = roots.map((root) => {
+    const m = openPolicyMaps(root);
+    if (!m) throw new Error(`${root}: no policy maps`);
+    return m;
+  });
+  let taken = 0;
+  const turn = () => {
+    for (const m of maps) for (const raw of takeFlowEvents(m, 4096)) taken += decodePolicyEvent(raw).proto > 0 ? 1 : 0;
+  };
+  const timer = setInterval(turn, 100);
+  process.once("SIGTERM", () => {
+    clearInterval(timer);
+    turn();
+    process.stdout.write(`${taken}\n`);
+    process.exit(0);
+  });
+}
+
+function startReader(nodes: readonly ClusterNode[]): { stop(): Promise<number> } {
+  const child: ChildProcess = spawn(
+    process.execPath,
+    [process.argv[1] as string, "drain-flows", ...nodes.map((n) => n.bpffsRoot)],
+    {
+      stdio: ["ignore", "pipe", "inherit"],
+    },
+  );
+  let out = "";
+  child.stdout?.on("data", (d: Buffer) => {
+    out += d.toString();
+  });
+  return {
+    stop: () =>
+      new Promise((resolve) => {
+        child.once("close", () => resolve(Number(out.trim()) || 0));
+        child.kill("SIGTERM");
+      }),
+  };
+}
+
+export async function measureFlowRecords(
+  nodes: readonly ClusterNode[],
+  rr: Rr,
+  counter: NetifRxCounter,
+  opts: { rounds: number; seconds: number; transactions: number; crrConnections: number },
+  errors: string[],
+): Promise<PolicyFlowsRun> {
+  const empty = (): PolicyModeSamples => ({
+    across: { TCP_RR: [], TCP_CRR: [] },
+    same: { TCP_RR: [], TCP_CRR: [] },
+  });
+  const samples = Object.fromEntries(FLOW_VARIANTS.map((v) => [v, empty()])) as Record<FlowVariant, PolicyModeSamples>;
+  const lostBefore = switchAll(nodes, false).lost;
+  let records = 0;
+  let crrRecords = 0;
+  let crrRuns = 0;
+
+  const crossings: PolicyFlowsRun["crossings"] = [];
+  for (const placement of POLICY_PLACEMENTS) {
+    for (const variant of ["off", "on"] as const) {
+      await tick();
+      switchAll(nodes, variant === "on");
+      const { lost, ...counted } = rrCrossings(
+        counter,
+        (n) => rr(placement, "TCP_RR", -n),
+        opts.transactions,
+        `flows ${variant} ${placement}`,
+      );
+      if (lost > 0) errors.push(`flows crossings ${variant} ${placement}: ${lost} trace events lost`);
+      crossings.push({ variant, placement, ...counted });
+      records += switchAll(nodes, false).taken;
+    }
+  }
+
+  for (let round = 0; round < opts.rounds; round++) {
+    for (const test of POLICY_TESTS) {
+      for (const placement of POLICY_PLACEMENTS) {
+        for (const variant of turnedBy(FLOW_VARIANTS, round)) {
+          await tick();
+          switchAll(nodes, variant !== "off");
+          const reader = variant === "read" ? startReader(nodes) : undefined;
+          const r = rr(placement, test, test === "TCP_CRR" ? -opts.crrConnections : opts.seconds);
+          const read = (await reader?.stop()) ?? 0;
+          const left = switchAll(nodes, false).taken;
+          if (variant === "off" && left > 0) errors.push(`flows: ${left} records made while recording was off`);
+          if (r.error) errors.push(`flows round ${round + 1} ${variant} ${placement} ${test}: ${r.error}`);
+          samples[variant][placement][test].push(r.value);
+          records += read + left;
+          if (test === "TCP_CRR" && variant !== "off") {
+            crrRecords += read + left;
+            crrRuns += 1;
+          }
+        }
+      }
+    }
+    process.stderr.write(`  policy flows round ${round + 1}/${opts.rounds}\n`);
+  }
+  const lost = Number(switchAll(nodes, false).lost - lostBefore);
+  // Each TCP_CRR connection is judged twice (the client's egress, the server's ingress):
+  // two records, the SYN's; netperf's own control connection adds a few.
+  const perConnection = crrRuns > 0 ? crrRecords / (crrRuns * opts.crrConnections) : 0;
+  if (lost > 0) errors.push(`flows: ${lost} records lost`);
+  if (crrRuns > 0 && (perConnection < 2 || perConnection > 2.1))
+    errors.push(`flows: ${perConnection.toFixed(3)} records per TCP_CRR connection, expected 2`);
+  return { samples, crossings, records, lost, recordsPerCrrConnection: perConnection };
+}
