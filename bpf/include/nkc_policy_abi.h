@@ -55,6 +55,10 @@ _Static_assert(sizeof(struct nkc_pol_ep) == 8, "nkc_pol_ep is 8 bytes");
 /* The agent could not write the pod's policy in full (a full map, a write error): its
  * isolated directions deny everything (slot 0 has no entries) until a retry succeeds. */
 #define NKC_POL_F_INCOMPLETE (1U << 3)
+/* Judge every new flow of the pod though it may be isolated in no direction (an
+ * audit-mode policy selects it: the agent judges its records against that policy); a
+ * direction not isolated still lets everything through. */
+#define NKC_POL_F_WATCH (1U << 4)
 
 /* nkc_pol_pods value, keyed by the __u64 pod key. No entry: the pod's namespace has no
  * policy, it is not isolated. */

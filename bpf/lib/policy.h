@@ -754,10 +754,11 @@ static __attribute__((noinline)) int nkc_policy_judge(struct __sk_buff *skb, str
 	return NKC_POL_PASS;
 }
 
-/* A pod that is not isolated (or not enforcing at all) is never judged. */
+/* A pod that is not isolated (or not enforcing at all) is never judged, unless watched (audit mode). */
 static __always_inline int nkc_pol_isolated(const struct nkc_pol_pod *pod)
 {
-	return pod && (pod->flags & (NKC_POL_F_ISOLATED_IN | NKC_POL_F_ISOLATED_OUT | NKC_POL_F_PENDING));
+	return pod &&
+	       (pod->flags & (NKC_POL_F_ISOLATED_IN | NKC_POL_F_ISOLATED_OUT | NKC_POL_F_PENDING | NKC_POL_F_WATCH));
 }
 
 static __always_inline enum nkc_pol_verdict nkc_policy(struct __sk_buff *skb, struct nkc_pkt *p, __u32 ifindex,

@@ -28,6 +28,7 @@ import {
   POL_F_ISOLATED_IN,
   POL_F_ISOLATED_OUT,
   POL_F_PENDING,
+  POL_F_WATCH,
   type PolicyDir,
   type PolicyEvent,
   type TierValue,
@@ -475,6 +476,17 @@ describe.each(VARIANTS)("%s NAT check", (natCheck) => {
           "ingress tier-denied baseline 1",
           "ingress revoked admin 0",
         ]);
+      });
+
+      it("judges and records every flow of a watched pod though nothing isolates it, letting all through", () => {
+        setFlowRecording(pol, true);
+        stamp += 1n;
+        writePolicyPod(pol, KEY1, 0, POL_F_WATCH, stamp);
+        expect(fromPod1(tcp(POD1[af], OUTSIDE[af], 443, TCP.SYN, 43201))).toBe(NEXT);
+        expect(fromPod1(tcp(POD1[af], OUTSIDE[af], 443, TCP.ACK, 43201))).toBe(NEXT);
+        expect(fromPod2(tcp(POD2[af], POD1[af], 8080, TCP.SYN, 43202))).toBe(REDIRECT);
+        expect(records()).toEqual(["egress allowed none -", "ingress allowed none -"]);
+        expect(readPolicyStats(pol, h1)).toMatchObject({ allowed: { egress: 1n, ingress: 1n } });
       });
 
       it("counts the records a full queue cannot take, and never drops a packet for them", () => {

@@ -67,7 +67,14 @@ class RecordingWriter implements PolicyWriter {
     this.entries.set(p, entry);
     this.log.push(`pod ${p} ${entry.slot}`);
   }
+  /** Pods asked to be judged for their flow records (audit mode). */
+  readonly watched = new Set<string>();
+  setWatched(p: string, on: boolean) {
+    if (on) this.watched.add(p);
+    else this.watched.delete(p);
+  }
   deletePod(p: string) {
+    this.watched.delete(p);
     this.pods.delete(p);
     this.entries.delete(p);
     this.log.push(`del ${p}`);

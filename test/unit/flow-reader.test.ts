@@ -106,6 +106,8 @@ function context(rules: Partial<RuleNames> = {}): FlowContext {
           ? ["b/allow-a ingress[0]", "c1/r (Admin Deny)"][bit]
           : undefined,
       selectedBy: (pod) => (pod === "b/server" ? ["b/deny-all", "b/allow-a"] : []),
+      audit: () => undefined,
+      auditedBy: () => [],
       ...rules,
     },
     wallOffsetNs: 1_700_000_000_000_000_000n,
@@ -174,6 +176,31 @@ describe("flowRecordOf", () => {
       protocol: "ICMP",
       source: { port: 0 },
     });
+  });
+
+  it("says audit for an allowed flow an audit-mode policy would deny, judged on the remote end and the port opened", () => {
+    const asked: string[] = [];
+    const ctx = context({
+      audit: (pod, dir, flow) => {
+        asked.push(`${pod} ${dir} ${flow.remote} ${flow.protocol} ${flow.port}`);
+        return flow.port === 80 ? { allowed: false, by: "default deny" } : { allowed: true, by: "b/try ingress[0]" };
+      },
+      auditedBy: () => ["b/try"],
+    });
+    expect(flowRecordOf(event({}), ctx)).toMatchObject({
+      verdict: "audit",
+      reason: "audit",
+      policy: "default deny (audit)",
+      policies: ["b/try"],
+    });
+    expect(flowRecordOf(event({ dport: 81 }), ctx).verdict).toBe("forwarded");
+    // A Cluster rule that would deny is named, with its policy.
+    const cnp = context({ audit: () => ({ allowed: false, by: "wall/no-a (Admin Deny)" }), auditedBy: () => ["wall"] });
+    expect(flowRecordOf(event({}), cnp)).toMatchObject({ verdict: "audit", policies: ["wall"] });
+    // Denied flows stay dropped, and the node's own flows are never audited.
+    expect(flowRecordOf(event({ reason: "denied", rule: undefined }), cnp).verdict).toBe("dropped");
+    expect(flowRecordOf(event({ fromNode: true, tier: "none", rule: undefined }), cnp).verdict).toBe("forwarded");
+    expect(asked).toEqual(["b/server ingress 10.244.1.5 TCP 80", "b/server ingress 10.244.1.5 TCP 81"]);
   });
 
   it("reads the policies of merged and Cluster rules", () => {

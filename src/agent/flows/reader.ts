@@ -8,6 +8,8 @@
  */
 import type { PolicyEvent } from "../../bpf/index";
 import type { FlowEnd, FlowRecord } from "../../flows/record";
+import type { PolicyProtocol } from "../policy/model/compile";
+import type { JudgedFlow, Judgment } from "../policy/model/judge";
 import type { AddressBook } from "./address-book";
 
 /** The programs' side (the policy writer's maps). */
@@ -23,6 +25,10 @@ export interface RuleNames {
   ruleOf(pod: string, slot: number, dir: "ingress" | "egress", bit: number): string | undefined;
   /** The NetworkPolicies that isolate `pod` ("namespace/name"). */
   selectedBy(pod: string): string[];
+  /** What `pod`'s audit-mode policies would make of a new flow its rules let through; undefined: none selects it. */
+  audit(pod: string, dir: "ingress" | "egress", flow: JudgedFlow): Judgment | undefined;
+  /** The audit-mode policies that select `pod`. */
+  auditedBy(pod: string): string[];
 }
 
 export interface FlowContext {
@@ -75,6 +81,25 @@ function decidedBy(e: PolicyEvent, subject: string, rules: RuleNames): { policy:
     : { policy: `${TIER_TEXT[e.tier]} rule ${e.rule} (rules changed since)`, policies: [] };
 }
 
+const POLICY_PROTOCOLS: Record<number, PolicyProtocol> = { 6: "TCP", 17: "UDP", 132: "SCTP" };
+
+/**
+ * A new flow the pod's rules let through, judged again with its audit-mode policies as
+ * if enforced: denied there, the record's verdict is "audit" (let through, would not be)
+ * and it names what would deny it. Its own node's flows pass whatever the rules.
+ */
+function audited(e: PolicyEvent, subject: string, rules: RuleNames, record: FlowRecord): void {
+  if (record.verdict !== "forwarded" || e.fromNode) return;
+  const remote = e.dir === "egress" ? e.dst : e.src;
+  const judgment = rules.audit(subject, e.dir, { remote, protocol: POLICY_PROTOCOLS[e.proto], port: e.dport });
+  if (!judgment || judgment.allowed) return;
+  record.verdict = "audit";
+  record.reason = "audit";
+  record.policy = `${judgment.by} (audit)`;
+  const named = policiesOfRule(judgment.by);
+  record.policies = named.length > 0 ? named : rules.auditedBy(subject);
+}
+
 /** One event of the programs as a record. Pure. */
 export function flowRecordOf(e: PolicyEvent, ctx: FlowContext): FlowRecord {
   const ported = PORTED.has(e.proto);
@@ -96,6 +121,7 @@ export function flowRecordOf(e: PolicyEvent, ctx: FlowContext): FlowRecord {
     state: e.reason === "revoked" ? "revoked" : "new",
   };
   if (e.tier !== "none") record.tier = e.tier;
+  audited(e, subject, ctx.rules, record);
   const datapath = ctx.datapathOf(mine.ip);
   if (datapath) record.datapath = datapath;
   return record;

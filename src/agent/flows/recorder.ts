@@ -20,6 +20,7 @@ import { type FlowEventSource, FlowReader, type RuleNames } from "./reader";
 import { FlowStore } from "./store";
 
 const DATAPATH_REFRESH_MS = 5000;
+const AGGREGATE_GRACE_MS = 1000;
 
 export interface RecorderSources {
   pods: { values(): Iterable<PolicyPod> };
@@ -115,8 +116,10 @@ export class FlowRecorder {
     this.reader.start();
     if (this.aggregates) {
       const { aggregator, file } = this.aggregates;
+      // A window is written a grace period after it ends: a record is read up to a reader's
+      // turn after it was made, and counts in its own window.
       this.flushTimer = setInterval(() => {
-        for (const a of aggregator.flush(Date.now())) file.writeObject(a);
+        for (const a of aggregator.flush(Date.now() - AGGREGATE_GRACE_MS)) file.writeObject(a);
       }, 1000);
     }
   }

@@ -36,6 +36,7 @@ import type { WorkQueue } from "../kube/workqueue";
 import { agentLog } from "../log";
 import type { ServiceObject } from "../services/plan";
 import type { CompiledPolicy, CompiledRule, CompileResult, DirectionPolicy, TierRule } from "./model/compile";
+import { type JudgedFlow, type Judgment, judgeDirection } from "./model/judge";
 import type { KeptClusterPolicy, KeptPolicy, PolicyNamespace, PolicyNode, PolicyPod } from "./model/objects";
 import { BOUND_KINDS, type Direction, INCOMPLETE, type PolicyProblem, type ProblemKind } from "./model/parse";
 import { type ClusterPolicySummary, PolicyIndex } from "./model/policy-index";
@@ -57,6 +58,12 @@ const ALL = "*";
 /** What the controller writes (main.ts gives the pinned maps; tests a fake). */
 export interface PolicyWriter extends SlotWriter {
   deletePod(pod: string): void;
+  /**
+   * Audit-mode policies select the pod: its entry (when it has one, or gets one) asks the
+   * programs to judge each of its new flows though it may not be isolated, so each is
+   * recorded; forgotten with the pod.
+   */
+  setWatched(pod: string, watched: boolean): void;
   /** The pods the maps hold an entry for (namespace/name is unknown for a pending one: its key is given). */
   podEntries(): { pod?: string; key: bigint; pending: boolean }[];
   deletePodKey(key: bigint): void;
@@ -77,6 +84,8 @@ export interface PolicyPodStatus {
   selectedBy: string[];
   /** The ClusterNetworkPolicies whose subject selects it, by name (absent: none). */
   clusterSelectedBy?: string[];
+  /** The audit-mode policies that select it (absent: none): judged in its flow records, not enforced. */
+  auditedBy?: string[];
   /**
    * Where a ClusterNetworkPolicy applies: which rule each bit of its slot is, by
    * direction (the programs' denials name a bit; `monitor` names the rule).
@@ -182,6 +191,8 @@ export class PolicyController {
   private readonly policiesIn = new Map<string, number>();
   private readonly vipsOf = new Map<string, string[]>();
   private readonly states = new Map<string, PolicyPodStatus>();
+  /** Local pods that audit-mode policies select: their policy as if every one were enforced. */
+  private readonly audits = new Map<string, CompiledPolicy>();
   /** The namespaces the maps mark as having a policy. */
   private readonly namespacesWritten = new Map<string, boolean>();
   /** The reasons each skipped policy was last logged with, by key. */
@@ -274,6 +285,21 @@ export class PolicyController {
   ruleOf(pod: string, slot: number, dir: Direction, bit: number): string | undefined {
     const state = this.states.get(pod);
     return state?.slot === slot ? state.rules?.[dir][bit] : undefined;
+  }
+
+  /**
+   * What `pod`'s audit-mode policies, were they enforced beside the others, would make of
+   * a new flow its enforced rules let through in direction `dir`; undefined when none
+   * selects it.
+   */
+  audit(pod: string, dir: Direction, flow: JudgedFlow): Judgment | undefined {
+    const policy = this.audits.get(pod);
+    return policy ? judgeDirection(policy[dir], flow) : undefined;
+  }
+
+  /** The audit-mode policies that select local pod `pod`. */
+  auditedBy(pod: string): string[] {
+    return this.states.get(pod)?.auditedBy ?? [];
   }
 
   /** The NetworkPolicies that select local pod `pod`. */
@@ -459,15 +485,31 @@ export class PolicyController {
     this.apply(key, result);
   }
 
+  /**
+   * Audit-mode policies select the pod: what all its policies would make of its traffic
+   * is kept for its flow records (audit), and its entry asks the programs to judge every
+   * flow of it, so each is recorded though nothing the pod enforces may isolate it.
+   */
+  private applyAudit(key: string, result: CompileResult): boolean {
+    const audited = result.auditedBy ? this.index.compile(key, "audited") : undefined;
+    if (audited) this.audits.set(key, audited.policy);
+    else this.audits.delete(key);
+    this.writer.setWatched(key, audited !== undefined);
+    return audited !== undefined;
+  }
+
   private apply(key: string, result: CompileResult): void {
     const isolated = { ingress: result.policy.ingress !== undefined, egress: result.policy.egress !== undefined };
     const namespace = key.slice(0, key.indexOf("/"));
     const state: PolicyPodStatus = { selectedBy: result.selectedBy, isolated, slot: 0, problems: result.problems };
     if (result.clusterSelectedBy) state.clusterSelectedBy = result.clusterSelectedBy;
+    if (result.auditedBy) state.auditedBy = result.auditedBy;
+    const watched = this.applyAudit(key, result);
     if (!isolated.ingress && !isolated.egress) {
       // Not isolated: an entry only where the namespace has a policy (so ADD knows the
-      // agent judged it); elsewhere none, as for a pod of a network without policy.
-      if (this.hasPolicies(namespace)) this.writer.setPod(key, { slot: 0, isolated, stamp: 0n });
+      // agent judged it) or an audit-mode one selects it; elsewhere none, as for a pod
+      // of a network without policy.
+      if (this.hasPolicies(namespace) || watched) this.writer.setPod(key, { slot: 0, isolated, stamp: 0n });
       else this.writer.deletePod(key);
       this.slots.release(key);
       this.setState(key, state);
@@ -525,6 +567,7 @@ export class PolicyController {
   }
 
   private removePod(key: string): void {
+    this.audits.delete(key);
     this.writer.deletePod(key);
     this.slots.release(key);
     this.states.delete(key);

@@ -23,12 +23,14 @@ import {
   POL_F_ISOLATED_IN,
   POL_F_ISOLATED_OUT,
   POL_F_PENDING,
+  POL_F_WATCH,
   type PolicyMaps,
   type PolicyVerdictCount,
   podKey,
   podKeyBytes,
   policyTableSlots,
   readFlowRecordsLost,
+  readPolicyPod,
   readPolicyVerdicts,
   reconcileKeys,
   requireNodeBpffs,
@@ -58,6 +60,8 @@ export class KernelPolicyWriter implements PolicyWriter {
   private readonly namespaces;
   /** The pods whose entries this agent wrote, by key, so that podEntries can name them. */
   private readonly names = new Map<bigint, string>();
+  /** Pods whose entries carry POL_F_WATCH (audit-mode policies select them). */
+  private readonly watched = new Set<string>();
 
   constructor(bpffsRoot: string, lxcObject: Buffer) {
     requireNodeBpffs(bpffsRoot);
@@ -81,16 +85,29 @@ export class KernelPolicyWriter implements PolicyWriter {
     const flags =
       (entry.isolated.ingress ? POL_F_ISOLATED_IN : 0) |
       (entry.isolated.egress ? POL_F_ISOLATED_OUT : 0) |
-      (entry.incomplete ? POL_F_INCOMPLETE : 0);
+      (entry.incomplete ? POL_F_INCOMPLETE : 0) |
+      (this.watched.has(pod) ? POL_F_WATCH : 0);
     const key = keyOf(pod);
     writePolicyPod(this.maps, key, entry.slot, flags, entry.stamp);
     this.names.set(key, pod);
+  }
+
+  setWatched(pod: string, watched: boolean): void {
+    if (this.watched.has(pod) === watched) return;
+    if (watched) this.watched.add(pod);
+    else this.watched.delete(pod);
+    // An entry written before: its flag follows now (one without waits for setPod).
+    const entry = readPolicyPod(this.maps, keyOf(pod));
+    if (!entry) return;
+    const flags = watched ? entry.flags | POL_F_WATCH : entry.flags & ~POL_F_WATCH;
+    writePolicyPod(this.maps, keyOf(pod), entry.slot, flags, entry.stamp);
   }
 
   deletePod(pod: string): void {
     const key = keyOf(pod);
     deletePolicyPod(this.maps, key);
     this.names.delete(key);
+    this.watched.delete(pod);
   }
 
   deletePodKey(key: bigint): void {

@@ -41,6 +41,8 @@ export const POL_F_ISOLATED_OUT = 2;
 export const POL_F_PENDING = 4;
 /** The agent could not write the pod's policy in full: its isolated directions deny everything. */
 export const POL_F_INCOMPLETE = 8;
+/** Judge (and record) every new flow of the pod, though it may be isolated in no direction: audit mode. */
+export const POL_F_WATCH = 16;
 
 /** IPPROTO_* for the protocols a rule's port names; NONE for packets without ports. */
 export const POLICY_PROTO = { NONE: 0, TCP: 6, UDP: 17, SCTP: 132 } as const;

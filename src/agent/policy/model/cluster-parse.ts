@@ -102,6 +102,8 @@ export interface ParsedClusterPolicy {
   egress: ParsedClusterRule[];
   /** What could not be read, and what was made of it. None: read as written. */
   problems: PolicyProblem[];
+  /** Audit mode (objects.ts, AUDIT_ANNOTATION): compiled only into what a pod's audit reads. */
+  audit?: true;
 }
 
 export const clusterPolicyKey = (name: string) => `cnp:${name}`;
@@ -152,7 +154,7 @@ export function parseClusterPolicy(kept: KeptClusterPolicy): ParsedClusterPolicy
   const subject = readSubject(spec.subject, reader);
   const read: Tier = strict ? "Admin" : (tier as Tier);
   const context: RuleContext = { reader, tier: read, strict };
-  return {
+  const parsed: ParsedClusterPolicy = {
     key,
     name: kept.name,
     tier: read,
@@ -162,6 +164,8 @@ export function parseClusterPolicy(kept: KeptClusterPolicy): ParsedClusterPolicy
     egress: readRules(spec.egress, "egress", context),
     problems: reader.problems,
   };
+  if (kept.audit) parsed.audit = true;
+  return parsed;
 }
 
 function readPriority(raw: unknown): number | undefined {

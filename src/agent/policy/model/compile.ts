@@ -148,7 +148,14 @@ export const MAX_PORT_RANGES = 16;
 export interface UnreadableSelecting {
   key: string;
   isolates: readonly Direction[];
+  audit?: true;
 }
+
+/**
+ * enforced: what the datapath enforces, audit-mode policies left out; audited: every
+ * policy as if enforced (what an audit-mode policy would make of the pod's traffic).
+ */
+export type CompileMode = "enforced" | "audited";
 
 /** Where the compiler reads the cluster from. */
 export interface CompileSource {
@@ -175,6 +182,8 @@ export interface CompileResult {
   problems: PolicyProblem[];
   /** The ClusterNetworkPolicies whose subject selects the pod, by name; absent when none. */
   clusterSelectedBy?: string[];
+  /** The audit-mode policies that select it (NetworkPolicies by key, ClusterNetworkPolicies by name); absent when none. */
+  auditedBy?: string[];
 }
 
 /** A pod that selectors may choose as a peer: one with its own addresses that is still running. */
@@ -213,12 +222,20 @@ export const byPrecedence = (a: ParsedClusterPolicy, b: ParsedClusterPolicy) =>
 export const isCompileTarget = (pod: PolicyPod, localNode: string): boolean =>
   pod.nodeName === localNode && isPeerCandidate(pod);
 
-export function compilePod(target: PolicyPod, source: CompileSource): CompileResult {
+export function compilePod(target: PolicyPod, source: CompileSource, mode: CompileMode = "enforced"): CompileResult {
   if (!isPeerCandidate(target)) return { policy: {}, selectedBy: [], problems: [] };
   const byKey = <T extends { key: string }>(a: T, b: T) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0);
-  const policies = [...source.selecting(target)].sort(byKey);
-  const unreadable = [...source.unreadable(target)].sort(byKey);
-  const cluster = [...(source.clusterSelecting?.(target) ?? [])].sort(byPrecedence);
+  const inMode = <T extends { audit?: true }>(p: T) => mode === "audited" || !p.audit;
+  const allPolicies = [...source.selecting(target)];
+  const allUnreadable = [...source.unreadable(target)];
+  const allCluster = [...(source.clusterSelecting?.(target) ?? [])];
+  const auditedBy = [
+    ...[...allPolicies, ...allUnreadable].filter((p) => p.audit).map((p) => p.key),
+    ...allCluster.filter((c) => c.audit).map((c) => c.name),
+  ].sort();
+  const policies = allPolicies.filter(inMode).sort(byKey);
+  const unreadable = allUnreadable.filter(inMode).sort(byKey);
+  const cluster = allCluster.filter(inMode).sort(byPrecedence);
   const problems: PolicyProblem[] = cluster.flatMap((c) => c.problems);
   const policy: CompiledPolicy = {};
   const np = { policies, unreadable };
@@ -229,6 +246,7 @@ export function compilePod(target: PolicyPod, source: CompileSource): CompileRes
   const selectedBy = [...policies, ...unreadable].map((p) => p.key).sort();
   const result: CompileResult = { policy, selectedBy, problems };
   if (cluster.length > 0) result.clusterSelectedBy = cluster.map((c) => c.name).sort();
+  if (auditedBy.length > 0) result.auditedBy = auditedBy;
   return result;
 }
 

@@ -56,7 +56,18 @@ export interface KeptPolicy {
   namespace: string;
   name: string;
   spec: { podSelector?: unknown; policyTypes?: unknown; ingress?: unknown; egress?: unknown };
+  /** Annotated AUDIT_ANNOTATION: "true": judged beside the others, enforcing nothing. */
+  audit?: true;
 }
+
+/**
+ * A NetworkPolicy or ClusterNetworkPolicy annotated so, with "true", is tried on live
+ * traffic without enforcing it: what it would deny is let through and its flow record
+ * says "audit" (docs/flows.md).
+ */
+export const AUDIT_ANNOTATION = "netkit-cni.io/audit";
+const audited = (metadata: Record<string, unknown>): boolean =>
+  record(metadata.annotations)?.[AUDIT_ANNOTATION] === "true";
 
 /**
  * A ClusterNetworkPolicy (policy.networking.k8s.io v1alpha2 and v1beta1: one spec shape)
@@ -68,6 +79,8 @@ export interface KeptClusterPolicy {
   /** metadata.generation: which spec its status speaks of. */
   generation?: number;
   spec: { tier?: unknown; priority?: unknown; subject?: unknown; ingress?: unknown; egress?: unknown };
+  /** Annotated AUDIT_ANNOTATION: "true": judged beside the others, enforcing nothing. */
+  audit?: true;
 }
 
 /** A Node as a ClusterNetworkPolicy's `nodes` peer reads it. */
@@ -189,7 +202,9 @@ export function networkPolicyObject(raw: unknown): Kept<KeptPolicy> | undefined 
   for (const field of ["podSelector", "policyTypes", "ingress", "egress"] as const) {
     if (spec[field] !== undefined) kept[field] = spec[field];
   }
-  return { key: `${namespace}/${name}`, object: { namespace, name, spec: kept } };
+  const object: KeptPolicy = { namespace, name, spec: kept };
+  if (audited(metadata)) object.audit = true;
+  return { key: `${namespace}/${name}`, object };
 }
 
 export function clusterNetworkPolicyObject(raw: unknown): Kept<KeptClusterPolicy> | undefined {
@@ -203,6 +218,7 @@ export function clusterNetworkPolicyObject(raw: unknown): Kept<KeptClusterPolicy
   }
   const object: KeptClusterPolicy = { name, spec: kept };
   if (typeof metadata.generation === "number") object.generation = metadata.generation;
+  if (audited(metadata)) object.audit = true;
   return { key: name, object };
 }
 

@@ -96,6 +96,8 @@ export interface ParsedPolicy {
   /** Present when the policy isolates the pods it selects in that direction. */
   ingress?: ParsedRule[];
   egress?: ParsedRule[];
+  /** Audit mode (objects.ts, AUDIT_ANNOTATION): compiled only into what a pod's audit reads. */
+  audit?: true;
 }
 
 /** What makes a policy unreadable (parse.ts); then what makes a pod's direction deny all (compile.ts, the controller). */
@@ -144,6 +146,7 @@ export type PolicyParse =
       /** The directions it isolates as far as could be read: both when policyTypes could not. */
       isolates: Direction[];
       problems: PolicyProblem[];
+      audit?: true;
     };
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
@@ -184,6 +187,7 @@ export function parsePolicy(kept: KeptPolicy): PolicyParse {
   };
   if (types?.has("Ingress")) policy.ingress = readRules(spec.ingress, "ingress", reader);
   if (types?.has("Egress")) policy.egress = readRules(spec.egress, "egress", reader);
+  if (kept.audit) policy.audit = true;
   if (reader.problems.length === 0) return { ok: true, policy };
   const failed: PolicyParse = {
     ok: false,
@@ -193,6 +197,7 @@ export function parsePolicy(kept: KeptPolicy): PolicyParse {
     problems: reader.problems,
   };
   if (selector.ok) failed.podSelector = selector.selector;
+  if (kept.audit) failed.audit = true;
   return failed;
 }
 

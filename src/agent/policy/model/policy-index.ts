@@ -47,6 +47,7 @@ import {
   parseClusterPolicy,
 } from "./cluster-parse";
 import {
+  type CompileMode,
   type CompileResult,
   type CompileSource,
   compilePod,
@@ -583,7 +584,7 @@ export class PolicyIndex {
   // ---- answers -------------------------------------------------------------------------
 
   /** A local target's compiled policy; undefined for a pod that is none. */
-  compile(podKey: string): CompileResult | undefined {
+  compile(podKey: string, mode: CompileMode = "enforced"): CompileResult | undefined {
     const pod = this.pods.get(podKey);
     if (!pod || !isCompileTarget(pod, this.localNode)) return undefined;
     const source: CompileSource = {
@@ -593,7 +594,7 @@ export class PolicyIndex {
       clusterSelecting: () => this.clusterSelecting(podKey),
       nodeAddresses: (peer) => this.nodeAddresses(peer),
     };
-    const result = compilePod(pod, source);
+    const result = compilePod(pod, source, mode);
     result.problems.unshift(...unreadableProblems(pod, this.parsesIn(pod.namespace)));
     return result;
   }
