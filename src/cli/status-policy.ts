@@ -57,6 +57,8 @@ export interface NetworkPolicyStatus {
   unreadable: AgentPolicyProblem[];
   /** Pods by namespace/name with the ClusterNetworkPolicies whose subject selects them (the agent's account). */
   clusterSelectedBy: Record<string, string[]>;
+  /** Pods by namespace/name with the audit-mode policies that select them: judged for their flow records, not enforced. */
+  auditedBy?: Record<string, string[]>;
   /** ClusterNetworkPolicy as the agent reads it; absent where no agent (or an older one) said. */
   clusterNetworkPolicy?: AgentClusterAccount;
 }
@@ -86,6 +88,7 @@ export function networkPolicyStatus(root: string, stateDir: string): NetworkPoli
     deniedWhole: {},
     unreadable: agent.unreadable,
     clusterSelectedBy: {},
+    auditedBy: {},
   };
   if (agent.cluster) s.clusterNetworkPolicy = agent.cluster;
   try {
@@ -98,6 +101,7 @@ export function networkPolicyStatus(root: string, stateDir: string): NetworkPoli
       if (flags & POL_F_PENDING) s.pending += 1;
       if (flags & POL_F_INCOMPLETE) s.incomplete += 1;
       const pod = key === undefined ? undefined : agent.pods.get(key.toString(16));
+      if (pod && Array.isArray(pod.auditedBy) && s.auditedBy) s.auditedBy[pod.pod] = pod.auditedBy;
       if (pod && flags & (POL_F_ISOLATED_IN | POL_F_ISOLATED_OUT)) {
         s.selectedBy[pod.pod] = pod.selectedBy;
         if (Array.isArray(pod.clusterSelectedBy)) s.clusterSelectedBy[pod.pod] = pod.clusterSelectedBy;
@@ -125,6 +129,8 @@ export interface AgentPolicyPod {
   selectedBy: string[];
   /** Absent where an older agent wrote the file, or no ClusterNetworkPolicy selects it. */
   clusterSelectedBy?: string[];
+  /** Absent where an older agent wrote the file, or no audit-mode policy selects it. */
+  auditedBy?: string[];
   /** Absent where an older agent wrote the file. */
   problems?: AgentPolicyProblem[];
 }
@@ -188,6 +194,8 @@ export function formatNetworkPolicy(s: NetworkPolicyStatus | undefined): string[
     if (by) lines.push(`  ${pod}  selected by ${by.join(", ")}`);
     for (const p of s.deniedWhole[pod] ?? []) lines.push(`  ${pod}  ${p.reason} (${p.policy})`);
   }
+  for (const [pod, by] of Object.entries(s.auditedBy ?? {}).sort(([a], [b]) => a.localeCompare(b)))
+    lines.push(`  ${pod}  audited by ${by.join(", ")} (not enforced: its flows say what they would deny)`);
   for (const p of s.unreadable)
     lines.push(`  unreadable    ${p.policy}: ${p.reason} (isolates what it selects, allows nothing)`);
   return [...lines, ...formatClusterPolicy(s)];

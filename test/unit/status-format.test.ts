@@ -264,6 +264,11 @@ describe("formatStatus", () => {
     );
     expect(text).toMatch(/^ {2}x\/a {2}selected by x\/deny-all, x\/allow-y$/m);
     expect(text).not.toMatch(/^ {2}(maps|unreadable) /m);
+    expect(text).not.toMatch(/audited by/);
+    s.networkPolicy.auditedBy = { "x/b": ["x/try-egress"] };
+    expect(formatStatus(s)).toMatch(
+      /^ {2}x\/b {2}audited by x\/try-egress \(not enforced: its flows say what they would deny\)$/m,
+    );
   });
 
   it("shows the ClusterNetworkPolicies the agent reads, the pods they select and what it could not read", () => {
