@@ -272,6 +272,7 @@ class Agent {
         writer,
         {},
         cluster,
+        { watchAll: opts.flows && opts.flowPods === "all" },
       );
       this.policyWriter = writer;
       this.policy = policy;

@@ -50,6 +50,12 @@ export interface AgentOptions {
   podMtu?: number;
   /** Record every new flow a pod's policy judges (flows/): served on /flows. */
   flows: boolean;
+  /**
+   * Whose flows: "judged", the pods a policy judges (isolated, or audited); "all", every
+   * local pod of a network enforcing policy (each then judged, and its flows remembered,
+   * though nothing isolates it: a lookup more per packet).
+   */
+  flowPods: "judged" | "all";
   /** Flow records kept in memory for /flows. */
   flowBuffer: number;
   /** Also append them to this file, JSON lines (undefined: no file). */
@@ -154,6 +160,16 @@ const OWN_FLAGS: Flags<AgentFlagOptions> = {
     "flows",
     "record every new flow a pod's policy judges, allowed or denied\n(`netkit-cni flows`, /flows; off by default)",
   ),
+  "flow-pods": flag.string(
+    "flowPods",
+    "judged|all",
+    "judged",
+    "with --flows: whose flows: the pods a policy judges (judged), or\nevery local pod, each then judged for its records (all)",
+    (text, name) => {
+      if (text !== "judged" && text !== "all") throw usage(`${name} must be judged or all`);
+      return text;
+    },
+  ),
   "flow-buffer": flag.string("flowBuffer", "N", 8192, "flow records kept in memory for /flows (8192)", positiveInteger),
   "flow-log": flag.string("flowLog", "FILE", undefined, "with --flows: append each record to FILE, JSON lines"),
   "flow-log-max-bytes": flag.string(
@@ -240,8 +256,8 @@ export function parseAgentOptions(args: string[], env: NodeJS.ProcessEnv, hostna
   if (opts.clusterCidrs.length === 0)
     throw new AgentUsageError("give --cluster-cidr (every pod subnet of the cluster)");
   if (!opts.nodeName) throw new AgentUsageError("no node name: give --node-name or set NODE_NAME");
-  if (!opts.flows && (opts.flowLog !== undefined || opts.flowAggregateSeconds > 0))
-    throw new AgentUsageError("--flow-log and --flow-aggregate-seconds need --flows");
+  if (!opts.flows && (opts.flowLog !== undefined || opts.flowAggregateSeconds > 0 || opts.flowPods !== "judged"))
+    throw new AgentUsageError("--flow-log, --flow-aggregate-seconds and --flow-pods need --flows");
   if (opts.flows && !opts.networkPolicy)
     throw new AgentUsageError("--flows records what NetworkPolicy judges: it needs --network-policy=true");
   if (opts.flowAggregateSeconds > 0 && opts.flowLog === undefined)

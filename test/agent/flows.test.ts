@@ -430,6 +430,33 @@ describe("flow records", () => {
   );
 
   it(
+    "--flow-pods=all: a pod no policy judges has its flows recorded too, and still nothing refused",
+    async () => {
+      c.agentFlags = [...c.agentFlags, "--flow-pods=all"];
+      await c.restartAgents();
+      const end = Date.now() + ceiling(30_000);
+      let seen: FlowRecord[] = [];
+      while (Date.now() < end) {
+        const p = sport();
+        expect(await probe("a/client", "b/server", 4, 80, "tcp", p)).toBe(true);
+        await new Promise((r) => setTimeout(r, 300));
+        seen = ofPort(everyFlow(node(1)), p);
+        if (seen.length > 0) break;
+      }
+      expect(seen).toMatchObject([
+        { node: "node-1", subject: "a/client", direction: "egress", verdict: "forwarded", policy: "no policy" },
+      ]);
+      // Still judged as before where a policy is.
+      const denied = sport();
+      expect(await probe("a/client", "b/server", 4, 81, "tcp", denied)).toBe(false);
+      const { one, two } = await settledRecords([denied]);
+      expect(ofPort(one, denied)).toMatchObject([{ subject: "a/client", verdict: "forwarded" }]);
+      expect(ofPort(two, denied)[0]).toMatchObject({ subject: "b/server", verdict: "dropped" });
+    },
+    ceiling(120_000),
+  );
+
+  it(
     "an agent without --flows turns the programs' recording off, and the command says it is off",
     async () => {
       c.agentFlags = [];

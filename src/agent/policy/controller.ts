@@ -212,6 +212,8 @@ export class PolicyController {
     private readonly writer: PolicyWriter,
     slotOptions: Pick<SlotOptions, "stamps"> = {},
     private readonly cluster?: ClusterPolicySources,
+    /** watchAll: every local pod judged for its flow records (--flow-pods=all). */
+    private readonly options: { watchAll?: boolean } = {},
   ) {
     this.index = new PolicyIndex(nodeName);
     this.slots = new PolicySlots(writer, { ...slotOptions, reserved: writer.tableSlots() });
@@ -494,8 +496,9 @@ export class PolicyController {
     const audited = result.auditedBy ? this.index.compile(key, "audited") : undefined;
     if (audited) this.audits.set(key, audited.policy);
     else this.audits.delete(key);
-    this.writer.setWatched(key, audited !== undefined);
-    return audited !== undefined;
+    const watched = audited !== undefined || this.options.watchAll === true;
+    this.writer.setWatched(key, watched);
+    return watched;
   }
 
   private apply(key: string, result: CompileResult): void {
