@@ -70,23 +70,34 @@ export function drainFlows(roots: string[]): void {
     process.stdout.write(`${taken}\n`);
     process.exit(0);
   });
+  process.stdout.write("ready\n");
 }
 
-function startReader(nodes: readonly ClusterNode[]): { stop(): Promise<number> } {
+/**
+ * The reader, started and settled before the test it reads beside: its process's start
+ * (loading the bundle) is a burst of CPU the agent pays once, not on every test, and a
+ * burst beside netperf changes where the scheduler puts netperf's two ends.
+ */
+async function startReader(nodes: readonly ClusterNode[]): Promise<{ stop(): Promise<number> }> {
   const child: ChildProcess = spawn(
     process.execPath,
     [process.argv[1] as string, "drain-flows", ...nodes.map((n) => n.bpffsRoot)],
-    {
-      stdio: ["ignore", "pipe", "inherit"],
-    },
+    { stdio: ["ignore", "pipe", "inherit"] },
   );
   let out = "";
-  child.stdout?.on("data", (d: Buffer) => {
-    out += d.toString();
+  await new Promise<void>((resolve, reject) => {
+    child.stdout?.on("data", (d: Buffer) => {
+      out += d.toString();
+      if (out.startsWith("ready\n")) resolve();
+    });
+    child.once("close", (code) => reject(new Error(`the flow reader exited (${code}) before it was ready`)));
   });
+  out = out.slice("ready\n".length);
+  await new Promise((r) => setTimeout(r, 500));
   return {
     stop: () =>
       new Promise((resolve) => {
+        child.removeAllListeners("close");
         child.once("close", () => resolve(Number(out.trim()) || 0));
         child.kill("SIGTERM");
       }),
@@ -133,7 +144,7 @@ export async function measureFlowRecords(
         for (const variant of turnedBy(FLOW_VARIANTS, round)) {
           await tick();
           switchAll(nodes, variant !== "off");
-          const reader = variant === "read" ? startReader(nodes) : undefined;
+          const reader = variant === "read" ? await startReader(nodes) : undefined;
           const r = rr(placement, test, test === "TCP_CRR" ? -opts.crrConnections : opts.seconds);
           const read = (await reader?.stop()) ?? 0;
           const left = switchAll(nodes, false).taken;
