@@ -2,38 +2,16 @@
  * `netkit-cni flows` against a real agent server fed by a FlowStore: its flags, its lines,
  * following until --for-seconds pass, and what it says when the agent is away or refuses.
  */
-import * as fs from "node:fs";
 import * as http from "node:http";
-import * as os from "node:os";
-import * as path from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { FlowStore } from "../../src/agent/flows/store";
-import { AgentMetrics } from "../../src/agent/metrics";
-import { boundPort, serve } from "../../src/agent/server";
+import { boundPort } from "../../src/agent/server";
 import { DEFAULT_AGENT_URL, flowsUrl, formatFlowLine, runFlows } from "../../src/cli/flows";
 import { parseFlowsOptions, UsageError } from "../../src/cli/view-options";
+import { useFlowAgent } from "../support/flow-agent";
 import { flowRecord } from "../support/flow-record";
 
-const servers: http.Server[] = [];
-afterEach(() => {
-  for (const s of servers.splice(0)) {
-    s.closeAllConnections();
-    s.close();
-  }
-});
-
-async function agent(flows?: FlowStore): Promise<string> {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "nkc-cli-flows-"));
-  const server = await serve(
-    "127.0.0.1:0",
-    new AgentMetrics(dir, dir),
-    () => ({ synced: true, waiting: undefined }),
-    () => undefined,
-    flows,
-  );
-  servers.push(server);
-  return `http://127.0.0.1:${boundPort(server)}`;
-}
+const agent = useFlowAgent();
 
 const denied = flowRecord({
   time: "2026-12-06T10:00:01.000Z",

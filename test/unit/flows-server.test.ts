@@ -2,37 +2,13 @@
  * /flows on the agent's HTTP server, listening on 127.0.0.1: the newest records that
  * match, following the new ones until the client goes, and its refusals.
  */
-import * as fs from "node:fs";
-import type * as http from "node:http";
-import * as os from "node:os";
-import * as path from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { FlowStore } from "../../src/agent/flows/store";
-import { AgentMetrics } from "../../src/agent/metrics";
-import { boundPort, serve } from "../../src/agent/server";
 import type { FlowRecord } from "../../src/flows/record";
+import { useFlowAgent } from "../support/flow-agent";
 import { flowRecord } from "../support/flow-record";
 
-const servers: http.Server[] = [];
-afterEach(() => {
-  for (const s of servers.splice(0)) {
-    s.closeAllConnections();
-    s.close();
-  }
-});
-
-async function agent(flows?: FlowStore): Promise<string> {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "nkc-flows-"));
-  const server = await serve(
-    "127.0.0.1:0",
-    new AgentMetrics(dir, dir),
-    () => ({ synced: true, waiting: undefined }),
-    () => undefined,
-    flows,
-  );
-  servers.push(server);
-  return `http://127.0.0.1:${boundPort(server)}`;
-}
+const agent = useFlowAgent();
 
 const numbered = (port: number, over: Partial<FlowRecord> = {}) =>
   flowRecord({ source: { ip: "10.0.0.5", port, kind: "pod", namespace: "a", pod: "client" }, ...over });
