@@ -60,6 +60,14 @@ const STATUS_FLAGS: Flags<StatusOptions> = {
   "state-dir": statusFlag.string("stateDir", "DIR", DEFAULT_AGENT_STATE_DIR, STATE_HELP),
 };
 
+/** --for-seconds of the commands that stream (monitor, flows): milliseconds to stop after. */
+const FOR_SECONDS_HELP = "stop after N seconds (default: when interrupted)";
+function forSeconds(text: string, flag: string): number {
+  const seconds = Number(text);
+  if (!Number.isFinite(seconds) || seconds <= 0) throw new UsageError(`${flag} must be a positive number`);
+  return seconds * 1000;
+}
+
 const monitorFlag = flagsFor<MonitorOptions>();
 const MONITOR_FLAGS: Flags<MonitorOptions> = {
   ...outputFlags<MonitorOptions>(
@@ -80,17 +88,7 @@ const MONITOR_FLAGS: Flags<MonitorOptions> = {
     if (text !== "ingress" && text !== "egress") throw new UsageError(`${flag} must be ingress or egress`);
     return text;
   }),
-  "for-seconds": monitorFlag.string(
-    "forMs",
-    "N",
-    undefined,
-    "stop after N seconds (default: when interrupted)",
-    (text, flag) => {
-      const seconds = Number(text);
-      if (!Number.isFinite(seconds) || seconds <= 0) throw new UsageError(`${flag} must be a positive number`);
-      return seconds * 1000;
-    },
-  ),
+  "for-seconds": monitorFlag.string("forMs", "N", undefined, FOR_SECONDS_HELP, forSeconds),
 };
 
 const flowsFlag = flagsFor<FlowsOptions>();
@@ -140,17 +138,7 @@ const FLOWS_FLAGS: Flags<FlowsOptions> = {
   ...filterFlag("policy", "NAME", "only flows this rule or policy decided (a part of its name)"),
   ...filterFlag("direction", "DIR", "only ingress | egress (for the pod whose policy judged it)"),
   ...filterFlag("node", "NODE", "only flows this node judged"),
-  "for-seconds": flowsFlag.string(
-    "forMs",
-    "N",
-    undefined,
-    "stop after N seconds (default: when interrupted)",
-    (text, flag) => {
-      const seconds = Number(text);
-      if (!Number.isFinite(seconds) || seconds <= 0) throw new UsageError(`${flag} must be a positive number`);
-      return seconds * 1000;
-    },
-  ),
+  "for-seconds": flowsFlag.string("forMs", "N", undefined, FOR_SECONDS_HELP, forSeconds),
 };
 
 const WIDTH = 22;
