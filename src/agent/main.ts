@@ -456,6 +456,7 @@ class Agent {
       ...(this.services ? { services: this.services.status } : {}),
       ...(this.policy ? { networkPolicy: this.policy.status } : {}),
       ...(this.wireguard ? { encryption: this.wireguard.status } : {}),
+      ...(this.flows ? { flows: this.flows.status } : {}),
     };
   }
 }

@@ -327,6 +327,12 @@ describe("flow records", () => {
       expect(series(verdict), verdict).toBe(served);
     }
     expect(metrics).toMatch(/netkit_cni_flow_records_lost_total 0/);
+    // /status tells the same: every record read is held (the store is larger), none lost,
+    // each written to the log.
+    const told = JSON.parse(scrape(node(2).agentNode, "/status")[1]).flows;
+    expect(told).toMatchObject({ overwritten: 0, lost: 0, logFailures: 0 });
+    expect(told.records).toBeGreaterThanOrEqual(all.length);
+    expect(told.logWritten).toBe(told.records);
   });
 
   it(

@@ -112,6 +112,17 @@ export class FlowRecorder {
     return this.datapaths.get(ip);
   }
 
+  /** For /status: records read, given way in memory, followers, lost in the kernel's queue, and the log's writes. */
+  get status() {
+    return {
+      records: this.store.added,
+      overwritten: this.store.overwritten,
+      followers: this.store.following,
+      lost: this.store.droppedByKernel,
+      ...(this.log ? { logWritten: this.log.written, logFailures: this.log.failures } : {}),
+    };
+  }
+
   start(): void {
     this.reader.start();
     if (this.aggregates) {
