@@ -87,7 +87,10 @@ static __always_inline int deliver_local(struct __sk_buff *skb, struct nkc_pkt *
 
 	/* The receiver's ingress rules, before any of the ways in (a peer redirect skips
 	 * its host device's programs). */
-	if (nkc_policy(skb, p, target, NKC_POL_INGRESS, 0) == NKC_POL_DROP)
+	/* Counted into the flow here only when it goes by bpf_redirect_peer: the other ways
+	 * cross the target's host device, whose nkc_pod_policy counts it. */
+	int by_peer = !(src_ep->flags & NKC_EP_F_NETKIT) && !nkc_bw_ingress_via_host(target);
+	if (nkc_policy(skb, p, target, NKC_POL_INGRESS | (by_peer ? NKC_POL_JUDGE_COUNTS : 0), 0) == NKC_POL_DROP)
 		return NKC_DROP;
 	/* Whichever way it takes, it stays on the node. */
 	if (!nkc_bw_egress_ok(skb, ifindex, p->family, NKC_BW_OUT_NODE))
@@ -253,7 +256,7 @@ int nkc_pod_policy(struct __sk_buff *skb)
 	 * which does not orphan a packet between namespaces, but those come from the pod's
 	 * (checked) address: never the node's. */
 	int from_node = skb->sk != 0 && !src;
-	if (nkc_policy(skb, &p, dst->host_ifindex, NKC_POL_INGRESS, from_node) == NKC_POL_DROP)
+	if (nkc_policy(skb, &p, dst->host_ifindex, NKC_POL_INGRESS | NKC_POL_JUDGE_COUNTS, from_node) == NKC_POL_DROP)
 		return NKC_DROP;
 	return NKC_NEXT;
 }

@@ -192,8 +192,14 @@ struct nkc_pol_ct {
 	__u32 flags;       /* NKC_POL_CT_* */
 	__be16 sport;      /* a fragment entry's: the datagram's ports (0 for a flow) */
 	__be16 dport;
+	/* While flows are recorded (nkc_flow_switch): the flow's packets and IP bytes, by
+	 * the pod's direction (index NKC_POL_EGRESS, NKC_POL_INGRESS), each counted once,
+	 * where it crosses the pod's device (lib/policy.h: NKC_POL_JUDGE_COUNTS). A GSO
+	 * packet counts its segments, and its bytes as one IP packet of its length. */
+	__u64 packets[2];
+	__u64 bytes[2];
 };
-_Static_assert(sizeof(struct nkc_pol_ct) == 32, "nkc_pol_ct is 32 bytes");
+_Static_assert(sizeof(struct nkc_pol_ct) == 64, "nkc_pol_ct is 64 bytes");
 
 /* How long a remembered flow lives past its last packet (conntrack's lifetimes: TCP
  * established, TCP after FIN or RST, UDP in both directions, other protocols, and

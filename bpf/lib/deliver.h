@@ -70,7 +70,11 @@ static __always_inline int nkc_deliver_from_wire(struct __sk_buff *skb, struct n
 		nkc_count(pod, NKC_CNT_PASSED_STACK_UNPROVEN);
 		return NKC_NEXT;
 	}
-	if (nkc_policy(skb, p, pod, NKC_POL_INGRESS, 0) == NKC_POL_DROP)
+	/* Counted here when it goes straight to the pod's end; through the host device,
+	 * nkc_pod_policy counts it. */
+	__u32 how = NKC_POL_INGRESS | (nkc_bw_ingress_via_host(pod) ? 0 : NKC_POL_JUDGE_COUNTS) |
+		    (l3_off ? 0 : NKC_POL_JUDGE_NO_L2);
+	if (nkc_policy(skb, p, pod, how, 0) == NKC_POL_DROP)
 		return NKC_DROP;
 	/* Paced or shaped: bpf_redirect_peer would skip the host device's transmit, and
 	 * the qdisc with it (bandwidth.h). */

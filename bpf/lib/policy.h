@@ -478,7 +478,7 @@ static __always_inline int nkc_pol_readmits(const struct nkc_pol_ct *e, const st
  */
 static __always_inline int nkc_pol_remembered(void *table, __u64 gen, const struct nkc_flow_key *k,
 					      const struct nkc_pol_pod *pod, const struct nkc_pkt *p, __u8 dir,
-					      int deferring, __u64 now, __u32 *why)
+					      int deferring, __u64 now, __u32 *why, struct nkc_pol_ct **found)
 {
 	struct nkc_pol_ct *e = bpf_map_lookup_elem(table, k);
 
@@ -496,6 +496,7 @@ static __always_inline int nkc_pol_remembered(void *table, __u64 gen, const stru
 		e->stamp = pod->stamp;
 	}
 	nkc_pol_touch(e, p, now);
+	*found = e;
 	return 1;
 }
 
@@ -532,6 +533,8 @@ static __always_inline int nkc_pol_fragment(struct nkc_pol_scratch *s, struct nk
 			first->flags = NKC_POL_CT_FRAG_FLAGS(q->frag_l4, q->proto);
 			first->sport = q->sport;
 			first->dport = q->dport;
+			__builtin_memset(first->packets, 0, sizeof(first->packets));
+			__builtin_memset(first->bytes, 0, sizeof(first->bytes));
 			bpf_map_update_elem(table, fk, first, BPF_ANY);
 		}
 		return 1;
@@ -633,8 +636,10 @@ static __always_inline int nkc_pol_related(struct nkc_pol_scratch *s, struct __s
 	if (a0 != b0 || a1 != b1)
 		return 0;
 	nkc_flow_key(in, &s->quoted_key);
-	/* The quoted packet went the other way from the error. */
-	return nkc_pol_remembered(table, gen, &s->quoted_key, pod, in, dir ^ 1, 1, now, why);
+	/* The quoted packet went the other way from the error; the error is none of its
+	 * packets, and is not counted into it. */
+	struct nkc_pol_ct *quoted;
+	return nkc_pol_remembered(table, gen, &s->quoted_key, pod, in, dir ^ 1, 1, now, why, &quoted);
 }
 
 /*
@@ -644,19 +649,53 @@ static __always_inline int nkc_pol_related(struct nkc_pol_scratch *s, struct __s
  * forgotten 5-tuple opens a new connection, and is told. Asked only while flows are
  * recorded.
  */
-static __always_inline int nkc_pol_seen_open(void *table, __u64 gen, const struct nkc_flow_key *k,
-					     const struct nkc_pol_pod *pod, const struct nkc_pkt *p, __u64 now)
+static __always_inline const struct nkc_pol_ct *nkc_pol_seen_open(void *table, __u64 gen,
+								 const struct nkc_flow_key *k,
+								 const struct nkc_pol_pod *pod,
+								 const struct nkc_pkt *p, __u64 now)
 {
 	if (!nkc_pol_opens(p))
 		return 0;
 	const struct nkc_pol_ct *e = bpf_map_lookup_elem(table, k);
-	return e && e->gen == gen && e->stamp == pod->stamp && !(e->flags & (NKC_POL_CT_CLOSING | NKC_POL_CT_FRAGMENT)) &&
-	       nkc_pol_alive(e, nkc_pol_l4(p), now);
+	if (e && e->gen == gen && e->stamp == pod->stamp && !(e->flags & (NKC_POL_CT_CLOSING | NKC_POL_CT_FRAGMENT)) &&
+	    nkc_pol_alive(e, nkc_pol_l4(p), now))
+		return e;
+	return 0;
 }
 
 /* How nkc_policy_judge is asked (one argument: a subprogram takes five). */
 #define NKC_POL_JUDGE_FROM_NODE (1U << 1) /* the pod's own node sent it (ingress only) */
 #define NKC_POL_JUDGE_DEFERRING (1U << 2) /* the pod's own program: a new flow to a ClusterIP waits for the DNAT */
+/*
+ * Where a packet is counted into its flow's entry while flows are recorded: once per
+ * packet and direction, though a packet may be judged at two points. A pod's egress is
+ * counted in the pod's own program (NKC_POL_JUDGE_DEFERRING), which every packet it
+ * sends crosses, never again on the uplink or the receiver's host device. Its ingress
+ * is counted on its host device's transmit (nkc_pod_policy), and at the points that
+ * hand a packet straight to the pod's end (bpf_redirect_peer, which skips that
+ * transmit): those say NKC_POL_JUDGE_COUNTS.
+ */
+#define NKC_POL_JUDGE_COUNTS (1U << 3)
+#define NKC_POL_JUDGE_NO_L2 (1U << 4) /* the packet starts at its IP header (WireGuard) */
+
+/* Is this packet counted here (NKC_POL_JUDGE_COUNTS)? Asked only while flows are recorded. */
+static __always_inline int nkc_pol_counts_here(__u32 how)
+{
+	return (how & 1) == NKC_POL_EGRESS ? !!(how & NKC_POL_JUDGE_DEFERRING) : !!(how & NKC_POL_JUDGE_COUNTS);
+}
+
+/* One packet more for the flow `e`, in the pod's direction `dir`; other CPUs may count it
+ * at once. */
+static __always_inline void nkc_pol_count(struct nkc_pol_ct *e, struct __sk_buff *skb, __u8 dir, __u32 how)
+{
+	__u64 segs = skb->gso_segs > 1 ? skb->gso_segs : 1;
+	__u64 len = skb->len;
+	if (!(how & NKC_POL_JUDGE_NO_L2))
+		len = len > ETH_HLEN ? len - ETH_HLEN : 0;
+	dir &= 1;
+	__sync_fetch_and_add(&e->packets[dir], segs);
+	__sync_fetch_and_add(&e->bytes[dir], len);
+}
 
 /*
  * The verdict of the policy `pod` (of the pod behind `ifindex`, isolated) on packet `p`,
@@ -703,10 +742,14 @@ static __attribute__((noinline)) int nkc_policy_judge(struct __sk_buff *skb, str
 		 * flow of its own: its 5-tuple (router and pod, no ports) is no conversation, and
 		 * an earlier error judged on it under rules changed since would cut path MTU
 		 * discovery until it aged out. */
+		struct nkc_pol_ct *e = 0;
 		int known = nkc_pol_icmp_error(p) ? nkc_pol_related(s, skb, p, table, gen, pod, dir, now, &why)
-						  : nkc_pol_remembered(table, gen, k, pod, p, dir, deferring, now, &why);
-		if (known > 0)
+						  : nkc_pol_remembered(table, gen, k, pod, p, dir, deferring, now, &why, &e);
+		if (known > 0) {
+			if (e && nkc_pol_counts_here(how) && nkc_flows_on())
+				nkc_pol_count(e, skb, dir, how);
 			return NKC_POL_PASS;
+		}
 		if (known < 0)
 			return nkc_pol_deny(s, p, ifindex, pod->slot, dir, why);
 	}
@@ -729,10 +772,21 @@ static __attribute__((noinline)) int nkc_policy_judge(struct __sk_buff *skb, str
 	}
 	if (!allowed)
 		return nkc_pol_deny(s, p, ifindex, pod->slot, dir, why);
+	int recording = nkc_flows_on();
+	/* The same connection's SYN again keeps its flow's counts (and is not told again). */
+	const struct nkc_pol_ct *same = recording && table && !unreadable ? nkc_pol_seen_open(table, gen, k, pod, p, now) : 0;
+	struct nkc_pol_ct *fresh = &s->entry;
+	if (same) {
+		__builtin_memcpy(fresh->packets, same->packets, sizeof(fresh->packets));
+		__builtin_memcpy(fresh->bytes, same->bytes, sizeof(fresh->bytes));
+	} else {
+		__builtin_memset(fresh->packets, 0, sizeof(fresh->packets));
+		__builtin_memset(fresh->bytes, 0, sizeof(fresh->bytes));
+	}
 	/* Deferred flows are judged where the DNAT sends them: counted and recorded there. */
 	if (!(started & NKC_POL_CT_DEFERRED)) {
 		nkc_pol_stat(ifindex, dir, 1);
-		if (nkc_flows_on() && !(table && !unreadable && nkc_pol_seen_open(table, gen, k, pod, p, now))) {
+		if (recording && !same) {
 			nkc_pol_event_of(&s->event, p, ifindex, pod->slot, dir, why & ~0xffU,
 					 started & NKC_POL_CT_NODE ? NKC_POL_EV_F_NODE : 0);
 			nkc_flow_push(&s->event);
@@ -741,13 +795,14 @@ static __attribute__((noinline)) int nkc_policy_judge(struct __sk_buff *skb, str
 	if (table && !unreadable) {
 		if (nkc_pol_l4(p) == NKC_L4_TCP && (p->tcp_flags & (NKC_TCP_FIN | NKC_TCP_RST)))
 			started |= NKC_POL_CT_CLOSING;
-		struct nkc_pol_ct *fresh = &s->entry;
 		fresh->gen = gen;
 		fresh->stamp = pod->stamp;
 		fresh->seen_ns = now;
 		fresh->flags = started;
 		fresh->sport = 0;
 		fresh->dport = 0;
+		if (recording && nkc_pol_counts_here(how))
+			nkc_pol_count(fresh, skb, dir, how);
 		/* LRU: a full table makes room from this pod's own oldest flows. */
 		bpf_map_update_elem(table, k, fresh, BPF_ANY);
 	}
@@ -761,8 +816,9 @@ static __always_inline int nkc_pol_isolated(const struct nkc_pol_pod *pod)
 	       (pod->flags & (NKC_POL_F_ISOLATED_IN | NKC_POL_F_ISOLATED_OUT | NKC_POL_F_PENDING | NKC_POL_F_WATCH));
 }
 
+/* `dir` with, for an ingress point, NKC_POL_JUDGE_COUNTS and NKC_POL_JUDGE_NO_L2. */
 static __always_inline enum nkc_pol_verdict nkc_policy(struct __sk_buff *skb, struct nkc_pkt *p, __u32 ifindex,
-							__u8 dir, int from_node)
+							__u32 dir, int from_node)
 {
 	struct nkc_pol_pod *pod = nkc_pol_pod_of(ifindex);
 

@@ -122,6 +122,7 @@ export {
   tierValue,
   vipKey,
 } from "./policy/abi";
+export { type ByDirection, type CountedFlow, listCountedFlows, listNodeCountedFlows } from "./policy/ct";
 export {
   applyTableWrites,
   deletePolicyPod,

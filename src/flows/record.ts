@@ -61,9 +61,17 @@ export interface FlowRecord {
   policies: string[];
   /**
    * new: the flow's first packet; revoked: a remembered flow its changed rules no longer
-   * allow, cut at this packet.
+   * allow, cut at this packet; ended: a flow let through is over (its pod's table no
+   * longer vouches for it: it aged out, closed, or its pod went), with its counts.
    */
-  state: "new" | "revoked";
+  state: "new" | "revoked" | "ended";
+  /**
+   * An ended flow's packets and bytes (IP packets, headers included): sent from source to
+   * destination, the way it started, and received back. Counted while flows were
+   * recorded, once each where the packet crossed the subject pod's device.
+   */
+  packets?: { sent: number; received: number };
+  bytes?: { sent: number; received: number };
   /** The subject pod's device pair, when the agent knows it. */
   datapath?: "netkit" | "veth";
 }

@@ -34,6 +34,7 @@ import {
   type TierValue,
   vipKey,
 } from "../../src/bpf/policy/abi";
+import { listCountedFlows } from "../../src/bpf/policy/ct";
 import {
   applyTableWrites,
   deletePolicyPod,
@@ -503,6 +504,57 @@ describe.each(VARIANTS)("%s NAT check", (natCheck) => {
         expect(readFlowRecordsLost(pol) - before).toBe(2n);
         // Those waiting are the oldest, kept: the reader catches up on what it has.
         expect(takeFlowEvents(pol, Number.POSITIVE_INFINITY)).toHaveLength(16384);
+      });
+
+      it("counts each packet of a remembered flow once, where it crosses the pod's device, while recording", () => {
+        policy(KEY1, POL_F_ISOLATED_IN, { ingress: [{ peers: "any", ports: "any" }] });
+        const counted = () =>
+          (listCountedFlows(policyFlowTables(pol), h1) ?? []).map((f) => ({
+            started: f.started,
+            ports: [f.a.port, f.b.port].sort((x, y) => x - y),
+            packets: f.packets,
+            bytes: f.bytes,
+          }));
+        const ipBytes = (x: PacketSpec) => BigInt(frameOf(x).length - 14);
+        // Off: judged and remembered, never counted.
+        expect(fromPod2(tcp(POD2[af], POD1[af], 80, TCP.SYN, 41800))).toBe(REDIRECT);
+        expect(counted()).toEqual([]);
+        setFlowRecording(pol, true);
+        const syn = tcp(POD2[af], POD1[af], 80, TCP.SYN, 41801);
+        const synAck = tcp(POD1[af], POD2[af], 41801, TCP.SYN | TCP.ACK, 80);
+        const ack = tcp(POD2[af], POD1[af], 80, TCP.ACK, 41801);
+        const reply = tcp(POD1[af], POD2[af], 41801, TCP.ACK, 80);
+        // In by the peer redirect (counted where it is judged), out by the pod's own program.
+        expect(fromPod2(syn)).toBe(REDIRECT);
+        expect(fromPod1(synAck)).toBe(REDIRECT);
+        for (let i = 0; i < 3; i++) expect(fromPod2(ack)).toBe(REDIRECT);
+        // In through the stack: the host device's transmit counts it.
+        expect(intoPod(ack)).toBe(NEXT);
+        expect(fromPod1(reply)).toBe(REDIRECT);
+        // Out to the stack, met again on the uplink: counted once, in the pod's program.
+        const out = tcp(POD1[af], OUTSIDE[af], 443, TCP.SYN, 41802);
+        const outAck = tcp(POD1[af], OUTSIDE[af], 443, TCP.ACK, 41802);
+        expect(fromPod1(out)).toBe(NEXT);
+        expect(toWire(out)).toBe(NEXT);
+        expect(fromPod1(outAck)).toBe(NEXT);
+        expect(toWire(outAck)).toBe(NEXT);
+        const inbound = {
+          started: "ingress",
+          ports: [80, 41801],
+          packets: { egress: 2n, ingress: 5n },
+          bytes: { egress: ipBytes(synAck) + ipBytes(reply), ingress: ipBytes(syn) + 4n * ipBytes(ack) },
+        };
+        const outbound = {
+          started: "egress",
+          ports: [443, 41802],
+          packets: { egress: 2n, ingress: 0n },
+          bytes: { egress: ipBytes(out) + ipBytes(outAck), ingress: 0n },
+        };
+        const byPort = (xs: ReturnType<typeof counted>) => xs.sort((x, y) => (x.ports[0] ?? 0) - (y.ports[0] ?? 0));
+        expect(byPort(counted())).toEqual([inbound, outbound]);
+        setFlowRecording(pol, false);
+        expect(fromPod2(ack)).toBe(REDIRECT);
+        expect(byPort(counted())).toEqual([inbound, outbound]);
       });
     });
 

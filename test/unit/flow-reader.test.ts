@@ -221,6 +221,7 @@ describe("FlowReader", () => {
         record: (v) => on.push(v),
         take: (max) => waiting.splice(0, max),
         lost: () => lost,
+        counted: () => new Map(),
       },
       () => context(),
       { record: (r) => got.push(r), lost: (n) => lostTold.push(n) },

@@ -30,9 +30,11 @@ export interface AggregateRecord {
   /** Set on the aggregate that counts what passed the window's bound on keys. */
   overflow?: true;
   /*
-   * Packets and bytes each way, source to destination and back. The datapath does not
-   * count them yet (a record is made at a flow's first packet only), so they are never
-   * set: absent means not counted, not zero.
+   * Packets and bytes each way, source to destination and back, that crossed in the
+   * window (flow-ends.ts: the pods' flow tables read every few seconds, each read's
+   * growth counted in the window it was read in). Absent: nothing of the key's flows
+   * was counted in the window (a denied flow, or a flow that started before recording
+   * and sent nothing since).
    */
   packetsSent?: number;
   bytesSent?: number;
@@ -46,10 +48,17 @@ export interface AggregatorOptions {
   maxKeys?: number;
 }
 
-type Key = Omit<AggregateRecord, "start" | "end" | "flows">;
+type Counts = Pick<AggregateRecord, "packetsSent" | "bytesSent" | "packetsReceived" | "bytesReceived">;
+type Key = Omit<AggregateRecord, "start" | "end" | "flows" | keyof Counts>;
 
 interface Window {
-  keys: Map<string, Key & { flows: number }>;
+  keys: Map<string, Key & Counts & { flows: number }>;
+}
+
+/** Packets and bytes each way, as a counted flow's record gives them. */
+export interface FlowCounts {
+  packets: { sent: number; received: number };
+  bytes: { sent: number; received: number };
 }
 
 /** An end without its address: its pod, else its kind and name. */
@@ -81,9 +90,25 @@ export class FlowAggregator {
     if (!Number.isInteger(this.maxKeys) || this.maxKeys < 1) throw new Error(`bad aggregate key bound ${this.maxKeys}`);
   }
 
+  /** A flow started (a record of its first packet, or a denied one's). */
   add(record: FlowRecord): void {
-    const time = Math.max(Date.parse(record.time), this.flushedUpTo);
-    if (Number.isNaN(time)) return;
+    const entry = this.entryOf(record, Date.parse(record.time));
+    if (entry) entry.flows++;
+  }
+
+  /** What `record`'s flow sent and received since it was last counted, at `now` (ms since the epoch). */
+  count(record: FlowRecord, counts: FlowCounts, now: number): void {
+    const entry = this.entryOf(record, now);
+    if (!entry) return;
+    entry.packetsSent = (entry.packetsSent ?? 0) + counts.packets.sent;
+    entry.bytesSent = (entry.bytesSent ?? 0) + counts.bytes.sent;
+    entry.packetsReceived = (entry.packetsReceived ?? 0) + counts.packets.received;
+    entry.bytesReceived = (entry.bytesReceived ?? 0) + counts.bytes.received;
+  }
+
+  private entryOf(record: FlowRecord, at: number): (Key & Counts & { flows: number }) | undefined {
+    const time = Math.max(at, this.flushedUpTo);
+    if (Number.isNaN(time)) return undefined;
     const start = time - (time % this.windowMs);
     let window = this.windows.get(start);
     if (!window) {
@@ -112,9 +137,12 @@ export class FlowAggregator {
       };
       id = `overflow ${record.verdict}`;
     }
-    const entry = window.keys.get(id);
-    if (entry) entry.flows++;
-    else window.keys.set(id, { ...key, flows: 1 });
+    let entry = window.keys.get(id);
+    if (!entry) {
+      entry = { ...key, flows: 0 };
+      window.keys.set(id, entry);
+    }
+    return entry;
   }
 
   /** The aggregates of every window that ended by `now` (ms since the epoch), oldest window first, most flows first. */
@@ -126,7 +154,10 @@ export class FlowAggregator {
       this.windows.delete(start);
       const range = { start: new Date(start).toISOString(), end: new Date(start + this.windowMs).toISOString() };
       const rows = [...window.keys.values()].sort((a, b) => b.flows - a.flows);
-      for (const { flows, ...key } of rows) out.push({ ...range, ...key, flows });
+      for (const { flows, packetsSent, bytesSent, packetsReceived, bytesReceived, ...key } of rows) {
+        const counted = packetsSent === undefined ? {} : { packetsSent, bytesSent, packetsReceived, bytesReceived };
+        out.push({ ...range, ...key, flows, ...counted });
+      }
     }
     this.flushedUpTo = Math.max(this.flushedUpTo, now - (now % this.windowMs));
     return out;

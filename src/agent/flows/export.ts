@@ -45,6 +45,8 @@ const RECORD_FIELDS = Object.keys({
   policies: 0,
   state: 0,
   datapath: 0,
+  packets: 0,
+  bytes: 0,
 } satisfies Record<keyof FlowRecord, 0>);
 const END_FIELDS = Object.keys({
   ip: 0,

@@ -6,7 +6,7 @@
  * and told with the records. Stopping turns recording off: with nobody reading, a judged
  * flow costs the programs one lookup.
  */
-import type { PolicyEvent } from "../../bpf/index";
+import type { CountedFlow, PolicyEvent } from "../../bpf/index";
 import type { FlowEnd, FlowRecord } from "../../flows/record";
 import type { PolicyProtocol } from "../policy/model/compile";
 import type { JudgedFlow, Judgment } from "../policy/model/judge";
@@ -17,6 +17,8 @@ export interface FlowEventSource {
   record(on: boolean): void;
   take(max: number): PolicyEvent[];
   lost(): bigint;
+  /** Every local pod's flows counted in its flow table, by host ifindex (flow-ends.ts). */
+  counted(): Map<number, CountedFlow[]>;
 }
 
 /** What the policy controller knows of a local pod's rules. */

@@ -16,6 +16,7 @@ import {
   deletePolicyPod,
   deleteTier,
   forgetPolicies,
+  listNodeCountedFlows,
   namespaceKey,
   openOrCreatePolicyMaps,
   openOrCreatePolicyNamespaces,
@@ -28,6 +29,7 @@ import {
   type PolicyVerdictCount,
   podKey,
   podKeyBytes,
+  policyFlowTables,
   policyTableSlots,
   readFlowRecordsLost,
   readPolicyPod,
@@ -134,6 +136,7 @@ export class KernelPolicyWriter implements PolicyWriter {
       record: (on) => setFlowRecording(this.maps, on),
       take: (max) => takeFlowEvents(this.maps, max).map(decodePolicyEvent),
       lost: () => readFlowRecordsLost(this.maps),
+      counted: () => listNodeCountedFlows(policyFlowTables(this.maps)),
     };
   }
 

@@ -109,7 +109,7 @@ export interface RememberedFlow extends FlowKey {
 /** The flows the endpoint's table holds for it, or undefined when it has no table. */
 export function listEndpointFlows(maps: FlowTableMaps, hostIfindex: number): RememberedFlow[] | undefined {
   return withEndpointTable(maps, hostIfindex, (table, gen) =>
-    entriesOf(table).flatMap(([key, value]) => {
+    tableEntries(table).flatMap(([key, value]) => {
       const flow = DIRECT_FLOW.decode(value);
       return flow.gen === gen ? [{ ...decodeFlowKey(key), openedNs: flow.openedNs }] : [];
     }),
@@ -197,10 +197,16 @@ function drain(table: BpfMap): void {
   mapLookupBatch(table.fd, keySize, valueSize, { andDelete: true, chunk: maxEntries, keep: false });
 }
 
-function entriesOf(table: BpfMap): [Buffer, Buffer][] {
+/** Every entry of `table`, read in one batch. */
+export function tableEntries(table: BpfMap): [Buffer, Buffer][] {
   const { keySize, valueSize, maxEntries } = table.spec;
   const { keys, values } = mapLookupBatch(table.fd, keySize, valueSize, { chunk: maxEntries });
   return keys.map((k, i) => [k, values[i] as Buffer]);
+}
+
+/** The host ifindexes of the endpoints that hold a table. */
+export function tableHolders(maps: FlowTableMaps): number[] {
+  return ownerRecords(maps.owners).map(([ifindex]) => ifindex);
 }
 
 function ownerRecords(owners: BpfMap): [number, Owner][] {

@@ -87,8 +87,18 @@ export const POL_TIER = struct("nkc_pol_tier", {
   flags: u32,
   pad: u32,
 });
-/** A pod's flow table's value (keyed by struct nkc_flow_key): a remembered verdict. */
-export const POL_CT = struct("nkc_pol_ct", { gen: u64, stamp: u64, seenNs: u64, flags: u32, sport: be16, dport: be16 });
+/** A pod's flow table's value (keyed by struct nkc_flow_key): a remembered verdict, and
+ * while flows are recorded its packets and bytes by the pod's direction (egress, ingress). */
+export const POL_CT = struct("nkc_pol_ct", {
+  gen: u64,
+  stamp: u64,
+  seenNs: u64,
+  flags: u32,
+  sport: be16,
+  dport: be16,
+  packets: array(u64, 2),
+  bytes: array(u64, 2),
+});
 /** nkc_pol_stats' value (per CPU): new flows allowed and denied, by direction. */
 export const POL_STATS = struct("nkc_pol_stats", { allowed: array(u64, 2), denied: array(u64, 2) });
 /** nkc_pol_denials' and nkc_flows' value: a judged packet. */
