@@ -40,9 +40,16 @@ function endText(end: FlowEnd): string {
   }
 }
 
-/** One line: "TIME NODE VERDICT DIRECTION SUBJECT PROTO SRC -> DST by POLICY"; wide adds why, tier, state and datapath. */
+/** An ended flow's counts: "ended: sent 5 packets 420 bytes, received 5 packets 420 bytes". */
+function countsText(r: FlowRecord): string {
+  if (r.state !== "ended" || !r.packets || !r.bytes) return "";
+  const { packets, bytes } = r;
+  return ` (ended: sent ${packets.sent} packets ${bytes.sent} bytes, received ${packets.received} packets ${bytes.received} bytes)`;
+}
+
+/** One line: "TIME NODE VERDICT DIRECTION SUBJECT PROTO SRC -> DST by POLICY", an ended flow's counts after it; wide adds why, tier, state and datapath. */
 export function formatFlowLine(r: FlowRecord, wide: boolean): string {
-  const line = `${r.time} ${r.node} ${r.verdict.toUpperCase()} ${r.direction} ${r.subject} ${r.protocol} ${endText(r.source)} -> ${endText(r.destination)} by ${r.policy}`;
+  const line = `${r.time} ${r.node} ${r.verdict.toUpperCase()} ${r.direction} ${r.subject} ${r.protocol} ${endText(r.source)} -> ${endText(r.destination)} by ${r.policy}${countsText(r)}`;
   if (!wide) return line;
   return `${line} [reason=${r.reason} tier=${r.tier ?? "none"} state=${r.state} datapath=${r.datapath ?? "?"}]`;
 }

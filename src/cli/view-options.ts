@@ -137,6 +137,7 @@ const FLOWS_FLAGS: Flags<FlowsOptions> = {
   ...filterFlag("port", "N", "only flows from or to this port"),
   ...filterFlag("policy", "NAME", "only flows this rule or policy decided (a part of its name)"),
   ...filterFlag("direction", "DIR", "only ingress | egress (for the pod whose policy judged it)"),
+  ...filterFlag("state", "S", "only new | revoked | ended (an ended flow's record carries its packets and bytes)"),
   ...filterFlag("node", "NODE", "only flows this node judged"),
   "for-seconds": flowsFlag.string("forMs", "N", undefined, FOR_SECONDS_HELP, forSeconds),
 };

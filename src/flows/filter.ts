@@ -1,6 +1,7 @@
 /**
  * Which flow records to show, as `hubble observe` chooses them: by either end's pod or
- * namespace, verdict, protocol, port, policy, direction, node. Each field may hold several
+ * namespace, verdict, protocol, port, policy, direction, node, and by state (a flow's
+ * start, its cut, its end with counts). Each field may hold several
  * values, any of which matches (OR); a record must match every field given (AND).
  *
  * The agent's /flows reads a filter from its query and the CLI writes one there, both
@@ -9,6 +10,7 @@
 import type { FlowEnd, FlowRecord, FlowVerdict } from "./record";
 
 export type FlowDirection = FlowRecord["direction"];
+export type FlowState = FlowRecord["state"];
 
 export interface FlowFilter {
   /** "namespace/name" of the source pod, or "namespace/": any pod of that namespace. */
@@ -29,6 +31,7 @@ export interface FlowFilter {
   direction?: FlowDirection[];
   /** The node whose program judged it. */
   node?: string[];
+  state?: FlowState[];
 }
 
 /** A filter value that cannot be read; the message names it. */
@@ -36,6 +39,7 @@ export class FlowFilterError extends Error {}
 
 const VERDICTS: readonly FlowVerdict[] = ["forwarded", "dropped", "audit"];
 const DIRECTIONS: readonly FlowDirection[] = ["ingress", "egress"];
+const STATES: readonly FlowState[] = ["new", "revoked", "ended"];
 const PROTOCOLS = ["tcp", "udp", "sctp", "icmp", "icmpv6"];
 const PROTOCOL_NUMBERS: Record<string, string> = { 1: "icmp", 6: "tcp", 17: "udp", 58: "icmpv6", 132: "sctp" };
 
@@ -89,6 +93,7 @@ export const FILTER_FIELDS = {
   policy: { key: "policy", read: (_key: string, text: string) => text },
   direction: { key: "direction", read: oneOf(DIRECTIONS) },
   node: { key: "node", read: (_key: string, text: string) => text },
+  state: { key: "state", read: oneOf(STATES) },
 } as const satisfies {
   [K in keyof FlowFilter]-?: { key: string; read: (key: string, text: string) => NonNullable<FlowFilter[K]>[number] };
 };
@@ -149,6 +154,7 @@ export function matchesFlow(filter: FlowFilter, record: FlowRecord): boolean {
     any(filter.port, (port) => ends.some((end) => end.port === port)) &&
     any(filter.policy, (p) => record.policy.includes(p) || record.policies.some((name) => name.includes(p))) &&
     any(filter.direction, (d) => record.direction === d) &&
-    any(filter.node, (n) => record.node === n)
+    any(filter.node, (n) => record.node === n) &&
+    any(filter.state, (s) => record.state === s)
   );
 }

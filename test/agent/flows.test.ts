@@ -7,7 +7,8 @@
  * `netkit-cni flows` on each node as the docs tell it: every flow once (a denied one per
  * packet denied), with its ends, verdict and deciding rule; the filters select exactly
  * what they say; the log, its rotation, the aggregates and the metrics agree with what
- * the agent served; following shows a flow as it happens; and an agent started without
+ * the agent served; an ended flow's record and the aggregates count the packets and bytes
+ * it sent each way; following shows a flow as it happens; and an agent started without
  * --flows turns the programs' recording off and says so.
  */
 import { spawn, spawnSync } from "node:child_process";
@@ -58,7 +59,8 @@ function flowsOn(n: PolicyNode, args: string[]): { status: number | null; record
   return { status: r.status, records, stderr: r.stderr ?? "" };
 }
 
-const everyFlow = (n: PolicyNode) => flowsOn(n, []).records;
+/** The records of flows starting or cut: an ended flow's record (made once it is over) is left out. */
+const everyFlow = (n: PolicyNode) => flowsOn(n, []).records.filter((r) => r.state !== "ended");
 /** Records of the flow from source port `p` (either end: replies carry it as the destination's). */
 const ofPort = (records: FlowRecord[], p: number) =>
   records.filter((r) => r.source.port === p || r.destination.port === p);
@@ -306,6 +308,100 @@ describe("flow records", () => {
     expect(covering).toHaveLength(1);
     expect(covering[0]?.policy).toBe("b/allow-a ingress[0]");
   });
+
+  it(
+    "an ended flow's record and the aggregates count the packets and bytes it sent each way",
+    async () => {
+      // b/server's own egress: judged (its pod is isolated for ingress), let through by no
+      // policy, counted in its program; the replies where they reach it.
+      const server = pod("b/server");
+      const client = pod("a/client");
+      const count = 5;
+      const dir = path.dirname(FLOW_LOG).replace("/var/lib/netkit-cni", node(2).agentNode.dataDir);
+      const base = path.join(dir, path.basename(FLOW_LOG));
+      /** The aggregates of b/server's echo flows to a/client in `protocol`, summed over their windows. */
+      const echoSums = (protocol: string) => {
+        const sums = { flows: 0, packetsSent: 0, bytesSent: 0, packetsReceived: 0, bytesReceived: 0 };
+        for (const f of [`${base}.aggregated`, `${base}.aggregated.1`, `${base}.aggregated.2`]) {
+          if (!fs.existsSync(f)) continue;
+          for (const line of fs.readFileSync(f, "utf8").split("\n").filter(Boolean)) {
+            const a = JSON.parse(line) as AggregateRecord;
+            if (a.source !== "b/server" || a.destination !== "a/client" || a.protocol !== protocol) continue;
+            sums.flows += a.flows;
+            sums.packetsSent += a.packetsSent ?? 0;
+            sums.bytesSent += a.bytesSent ?? 0;
+            sums.packetsReceived += a.packetsReceived ?? 0;
+            sums.bytesReceived += a.bytesReceived ?? 0;
+          }
+        }
+        return sums;
+      };
+      for (const [family, target, protocol, ipBytes] of [
+        [4, client.v4, "ICMP", 84],
+        [6, client.v6, "ICMPv6", 104],
+      ] as const) {
+        const pinged = spawnSync(
+          "nsenter",
+          [
+            `--net=/run/netns/${server.netns}`,
+            "ping",
+            `-${family}`,
+            "-c",
+            String(count),
+            "-i",
+            "0.2",
+            "-W",
+            "5",
+            target,
+          ],
+          { encoding: "utf8", timeout: ceiling(30_000) },
+        );
+        expect(pinged.status, pinged.stdout + pinged.stderr).toBe(0);
+        expect(pinged.stdout).toMatch(new RegExp(`${count} received`));
+        const counted = {
+          flows: 1,
+          packetsSent: count,
+          bytesSent: count * ipBytes,
+          packetsReceived: count,
+          bytesReceived: count * ipBytes,
+        };
+        // The tables are read every 2 s, each read's growth counted in its window, written
+        // a second after the window ends.
+        const aggregated = Date.now() + ceiling(15_000);
+        while (JSON.stringify(echoSums(protocol)) !== JSON.stringify(counted) && Date.now() < aggregated)
+          await new Promise((r) => setTimeout(r, 500));
+        expect(echoSums(protocol), `IPv${family} aggregates`).toEqual(counted);
+      }
+      // An echo flow ends 30 s after its last packet, as conntrack's: both families' ends are awaited together.
+      for (const [family, target, protocol, ipBytes] of [
+        [4, client.v4, "ICMP", 84],
+        [6, client.v6, "ICMPv6", 104],
+      ] as const) {
+        const deadline = Date.now() + ceiling(60_000);
+        let ended: FlowRecord[] = [];
+        while (Date.now() < deadline) {
+          ended = flowsOn(node(2), ["--state", "ended", "--from-pod", "b/server", "--to-pod", "a/client"]).records;
+          ended = ended.filter((r) => r.destination.ip === target);
+          if (ended.length > 0) break;
+          await new Promise((r) => setTimeout(r, 1000));
+        }
+        expect(ended, `IPv${family}`).toMatchObject([
+          {
+            node: "node-2",
+            subject: "b/server",
+            direction: "egress",
+            protocol,
+            verdict: "forwarded",
+            policy: "no policy",
+            state: "ended",
+            packets: { sent: count, received: count },
+            bytes: { sent: count * ipBytes, received: count * ipBytes },
+          },
+        ]);
+      }
+    },
+    ceiling(180_000),
+  );
 
   it("counts flows per namespace pair and verdict in the metrics, as many as it served", () => {
     const all = everyFlow(node(2));

@@ -67,11 +67,15 @@ export function countedRecordOf(
     node: ctx.node,
     direction: flow.started,
     ...identity,
-    ...start,
+    verdict: start.verdict,
+    reason: start.reason,
+    policy: start.policy,
+    policies: start.policies,
     state: "ended",
     packets: sentAndReceived(flow, counts.packets),
     bytes: sentAndReceived(flow, counts.bytes),
   };
+  if (start.tier) record.tier = start.tier;
   const datapath = ctx.endpointOf(mine.ip)?.datapath;
   if (datapath) record.datapath = datapath;
   return record;
