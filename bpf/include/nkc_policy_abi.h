@@ -174,7 +174,7 @@ enum nkc_pol_tier_id {
 #define NKC_POL_CT_KEY_FRAGMENT 1
 
 /*
- * Value of a pod's flow table (nkc_pol_ct_tables' inner maps): a remembered verdict, a
+ * Value of a pod's flow table (nkc_pol_flowtabs' inner maps): a remembered verdict, a
  * cache the rules always outrank. It counts only when all of these hold; otherwise the
  * flow is judged again, as new (lib/policy.h):
  *  - gen is the table holder's generation (a pooled table's previous holder's entries

@@ -62,9 +62,9 @@ NKC_MAP(nkc_pol_tiers, BPF_MAP_TYPE_HASH, struct nkc_pol_tier_key, struct nkc_po
 NKC_MAP(nkc_pol_vips, BPF_MAP_TYPE_HASH, struct nkc_endpoint_key, __u32, NKC_POL_VIPS_MAX, 0);
 /* Inner maps: LRU_HASH nkc_flow_key -> nkc_pol_ct, NKC_POL_CT_SIZE entries, made by
  * userspace (src/bpf/policy/ct.ts), owned per pod as the direct-flow tables are. */
-NKC_MAP(nkc_pol_ct_tables, BPF_MAP_TYPE_ARRAY_OF_MAPS, __u32, __u32, NKC_MAX_ENDPOINTS, 0);
-NKC_MAP(nkc_pol_ct_owner, BPF_MAP_TYPE_HASH, __u32, struct nkc_flow_owner, NKC_MAX_ENDPOINTS, 0);
-NKC_MAP(nkc_pol_ct_pool, BPF_MAP_TYPE_ARRAY, __u32, struct nkc_flow_pool, 1, 0);
+NKC_MAP(nkc_pol_flowtabs, BPF_MAP_TYPE_ARRAY_OF_MAPS, __u32, __u32, NKC_MAX_ENDPOINTS, 0);
+NKC_MAP(nkc_pol_flow_owner, BPF_MAP_TYPE_HASH, __u32, struct nkc_flow_owner, NKC_MAX_ENDPOINTS, 0);
+NKC_MAP(nkc_pol_flow_pool, BPF_MAP_TYPE_ARRAY, __u32, struct nkc_flow_pool, 1, 0);
 NKC_BTF_TYPE(nkc_pol_ct_value, struct nkc_pol_ct);
 NKC_MAP(nkc_pol_stats, BPF_MAP_TYPE_PERCPU_HASH, __u32, struct nkc_pol_stats, NKC_MAX_ENDPOINTS, 0);
 NKC_QUEUE(nkc_pol_denials, struct nkc_pol_event, NKC_POL_EVENTS_MAX);
@@ -279,12 +279,12 @@ static __always_inline int nkc_pol_ndisc(const struct nkc_pkt *p)
 /* The pod's flow table and the generation its entries carry; NULL when it has none. */
 static __always_inline void *nkc_pol_ct_table(__u32 ifindex, __u64 *gen)
 {
-	struct nkc_flow_owner *o = bpf_map_lookup_elem(&nkc_pol_ct_owner, &ifindex);
+	struct nkc_flow_owner *o = bpf_map_lookup_elem(&nkc_pol_flow_owner, &ifindex);
 
 	if (!o)
 		return NULL;
 	*gen = o->gen;
-	return bpf_map_lookup_elem(&nkc_pol_ct_tables, &o->slot);
+	return bpf_map_lookup_elem(&nkc_pol_flowtabs, &o->slot);
 }
 
 static __always_inline void nkc_pol_stat(__u32 ifindex, __u8 dir, int allowed)

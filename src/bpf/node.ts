@@ -176,6 +176,7 @@ export function loadNodePrograms(bpffsRoot: string, objects: NodeObjects, option
       node = loadAndPinNode(bpffsRoot, build, objects, options.natChecks ?? NAT_CHECKS, opened);
       loaded = true;
       removeOlderSets(bpffsRoot, objects.epoch, build);
+      removeRetiredMaps(bpffsRoot);
     }
     setNetworkClusterCidrs(bpffsRoot, node.maps.cluster, options);
     return {
@@ -336,6 +337,24 @@ function withInner(spec: MapSpec): MapSpec {
  * pinned; newer ones stay. Links attached to old programs keep those programs alive
  * until they are updated or removed.
  */
+/**
+ * Maps an older build pinned under names this one no longer uses: a map whose value
+ * changed its layout takes a new name, since a pinned map cannot be resized and the
+ * programs of the older build still attached to its pods keep using the old one (an
+ * unpinned map lives while a program holds it). Their pins go when this build's programs
+ * are first pinned; nothing of this build opens them.
+ */
+export const RETIRED_MAP_PINS = [
+  // struct nkc_pol_ct grew from 32 to 64 bytes (a flow's packets and bytes): nkc_pol_flowtabs.
+  "nkc_pol_ct_tables",
+  "nkc_pol_ct_owner",
+  "nkc_pol_ct_pool",
+];
+
+function removeRetiredMaps(bpffsRoot: string): void {
+  for (const name of RETIRED_MAP_PINS) fs.rmSync(mapPin(bpffsRoot, name), { force: true });
+}
+
 function removeOlderSets(bpffsRoot: string, epoch: number, keep: string): void {
   for (const set of pinnedProgramSets(bpffsRoot)) {
     if (set.build !== keep && set.epoch <= epoch) fs.rmSync(set.dir, { recursive: true, force: true });

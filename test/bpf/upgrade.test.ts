@@ -8,9 +8,17 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
+import { MAX_ENDPOINTS } from "../../src/bpf/fastpath/abi";
+import type { MapSpec } from "../../src/bpf/loader/elf";
+import { mapPin } from "../../src/bpf/loader/layout";
 import { attachTcx, BpfLink } from "../../src/bpf/loader/links";
-import { buildName, loadNodePrograms, type NodeObjects } from "../../src/bpf/node";
+import { BpfMap } from "../../src/bpf/loader/maps";
+import { pinObject } from "../../src/bpf/loader/pins";
+import { buildName, loadNodePrograms, type NodeObjects, RETIRED_MAP_PINS } from "../../src/bpf/node";
+import { POLICY_MAP_NAMES } from "../../src/bpf/policy/abi";
+import { POLICY_CT_SPEC } from "../../src/bpf/policy/ct";
 import { attachUplink, switchEndpoints } from "../../src/datapath/node-datapath";
+import { BPF_MAP_TYPE } from "../../src/sys/bpf-uapi";
 import { inNetns } from "../../src/sys/netns";
 import { buildObjects } from "./helpers/bpf-objects";
 import { TestBpffs } from "./helpers/bpffs";
@@ -131,5 +139,44 @@ it("an older build running beside a newer one uses the newer programs and remove
     } finally {
       older.close();
       newer.close();
+    }
+  }));
+
+it("takes new names for maps whose layout changed, and drops an older build's pins of the old ones", () =>
+  withBpffs((root) => {
+    // What a build of 32-byte policy flow entries pinned: the tables' map of maps (its
+    // inner template 32 bytes a value), their owners and the pool.
+    const inner: MapSpec = { ...POLICY_CT_SPEC, valueSize: 32 };
+    const olderTables = BpfMap.create({
+      name: "nkc_pol_ct_tables",
+      type: BPF_MAP_TYPE.ARRAY_OF_MAPS,
+      keySize: 4,
+      valueSize: 4,
+      maxEntries: MAX_ENDPOINTS,
+      flags: 0,
+      inner,
+    });
+    const olderOwner = BpfMap.create({ ...POLICY_CT_SPEC, name: "nkc_pol_ct_owner", type: BPF_MAP_TYPE.HASH });
+    const olderPool = BpfMap.create({ ...POLICY_CT_SPEC, name: "nkc_pol_ct_pool", type: BPF_MAP_TYPE.HASH });
+    try {
+      for (const [m, name] of [
+        [olderTables, "nkc_pol_ct_tables"],
+        [olderOwner, "nkc_pol_ct_owner"],
+        [olderPool, "nkc_pol_ct_pool"],
+      ] as const)
+        pinObject(m.fd, mapPin(root, name));
+      expect(RETIRED_MAP_PINS).toEqual(["nkc_pol_ct_tables", "nkc_pol_ct_owner", "nkc_pol_ct_pool"]);
+      // Under the old names this build's programs would meet 32-byte entries: the verifier
+      // refuses them, and every ADD of the upgrade would fail.
+      const node = loadNodePrograms(root, build(300, 3), { clusterCidrs: [] });
+      try {
+        expect(node.loaded).toBe(true);
+        for (const name of RETIRED_MAP_PINS) expect(fs.existsSync(mapPin(root, name)), name).toBe(false);
+        expect(fs.existsSync(mapPin(root, POLICY_MAP_NAMES.ctTables))).toBe(true);
+      } finally {
+        node.close();
+      }
+    } finally {
+      for (const m of [olderTables, olderOwner, olderPool]) m.close();
     }
   }));

@@ -15,9 +15,9 @@ export const POLICY_MAP_NAMES = {
   /** Per slot and direction, how the rule bits are read when a ClusterNetworkPolicy applies. */
   tiers: "nkc_pol_tiers",
   vips: "nkc_pol_vips",
-  ctTables: "nkc_pol_ct_tables",
-  ctOwner: "nkc_pol_ct_owner",
-  ctPool: "nkc_pol_ct_pool",
+  ctTables: "nkc_pol_flowtabs",
+  ctOwner: "nkc_pol_flow_owner",
+  ctPool: "nkc_pol_flow_pool",
   stats: "nkc_pol_stats",
   events: "nkc_pol_denials",
   /** The node's new flows the rules judged, by direction, deciding tier and verdict (per CPU). */

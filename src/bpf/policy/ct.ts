@@ -1,8 +1,8 @@
 /**
  * Each pod's table of the flows its NetworkPolicy let through (bpf/lib/policy.h): an LRU
  * keyed like the direct-flow tables (struct nkc_flow_key), so one pod's flows only ever
- * evict its own. Pooled the same way (nkc_pol_ct_tables, nkc_pol_ct_owner,
- * nkc_pol_ct_pool) and for the same reason: a table put into a map of maps costs an
+ * evict its own. Pooled the same way (nkc_pol_flowtabs, nkc_pol_flow_owner,
+ * nkc_pol_flow_pool) and for the same reason: a table put into a map of maps costs an
  * RCU grace period.
  */
 import { AF_INET } from "../../cni/address";
@@ -12,7 +12,7 @@ import { type FlowTableMaps, tableEntries, tableHolders, withEndpointTable } fro
 import type { MapSpec } from "../loader/elf";
 import { POL_CT, POLICY_CT_SIZE } from "./abi";
 
-/** What every pod's table looks like; also nkc_pol_ct_tables' inner-map template. */
+/** What every pod's table looks like; also nkc_pol_flowtabs' inner-map template. */
 export const POLICY_CT_SPEC: MapSpec = {
   name: "nkc_pol_ct",
   type: BPF_MAP_TYPE.LRU_HASH,
