@@ -12,10 +12,26 @@
  *
  * Crossings per TCP_RR packet are measured with recording on, against off: a record
  * must cost no trip through the backlog. The records taken must be every judged flow
- * (none lost), which the check after the runs holds them to.
+ * (none lost), which the check after the runs holds them to. While recording, the pods'
+ * flow tables count each packet: during the crossings run, each TCP_RR transaction must
+ * add 4 (request and response, once in the client's table and once in the server's).
+ * The reader also reads the tables every 2 s, as the agent does for flows' ends.
+ *
+ * Then a flood: an established TCP_RR flow across nodes is timed while the same client
+ * opens new TCP_CRR connections to its server on the same node as fast as it can (two
+ * records each), each variant. With nobody reading, the flood fills the queue and the
+ * records past it are counted lost; the established flow's pace, on or read ÷ off, must
+ * not fall for it.
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { decodePolicyEvent, openPolicyMaps, setFlowRecording, takeFlowEvents } from "../../src/bpf/index";
+import {
+  decodePolicyEvent,
+  listNodeCountedFlows,
+  openPolicyMaps,
+  policyFlowTables,
+  setFlowRecording,
+  takeFlowEvents,
+} from "../../src/bpf/index";
 import { readFlowRecordsLost } from "../../src/bpf/policy/maps";
 import type { ClusterNode } from "../../test/support/topology";
 import { tick } from "./cleanup";
@@ -32,6 +48,8 @@ import {
 import { turnedBy } from "./stats";
 
 type Rr = (placement: "across" | "same", test: PolicyTest, length: number) => { value: number; error?: string };
+/** A netperf TCP_CRR run of `seconds` from the client to its server of `placement`, in the background: its connections per second. */
+type Flood = (placement: "across" | "same", seconds: number) => Promise<{ value: number; error?: string }>;
 
 /** Recording on or off on every node, the queues emptied: how many records they held. */
 function switchAll(nodes: readonly ClusterNode[], on: boolean): { taken: number; lost: bigint } {
@@ -52,7 +70,23 @@ function switchAll(nodes: readonly ClusterNode[], on: boolean): { taken: number;
   return { taken, lost };
 }
 
-/** `bench.js drain-flows ROOT...`: takes and decodes the nodes' records every 100 ms until killed, as the agent does. */
+/** Packets every node's flow tables counted, both ways, summed. */
+function countedPackets(nodes: readonly ClusterNode[]): bigint {
+  let sum = 0n;
+  for (const node of nodes) {
+    const maps = openPolicyMaps(node.bpffsRoot);
+    if (!maps) throw new Error(`node ${node.name}: no policy maps`);
+    try {
+      for (const flows of listNodeCountedFlows(policyFlowTables(maps)).values())
+        for (const f of flows) sum += f.packets.egress + f.packets.ingress;
+    } finally {
+      maps.close();
+    }
+  }
+  return sum;
+}
+
+/** `bench.js drain-flows ROOT...`: takes and decodes the nodes' records every 100 ms, and reads their flow tables' counts every 2 s, until killed, as the agent does. */
 export function drainFlows(roots: string[]): void {
   const maps = roots.map((root) => {
     const m = openPolicyMaps(root);
@@ -64,8 +98,12 @@ export function drainFlows(roots: string[]): void {
     for (const m of maps) for (const raw of takeFlowEvents(m, 4096)) taken += decodePolicyEvent(raw).proto > 0 ? 1 : 0;
   };
   const timer = setInterval(turn, 100);
+  const tables = setInterval(() => {
+    for (const m of maps) listNodeCountedFlows(policyFlowTables(m));
+  }, 2000);
   process.once("SIGTERM", () => {
     clearInterval(timer);
+    clearInterval(tables);
     turn();
     process.stdout.write(`${taken}\n`);
     process.exit(0);
@@ -107,6 +145,7 @@ async function startReader(nodes: readonly ClusterNode[]): Promise<{ stop(): Pro
 export async function measureFlowRecords(
   nodes: readonly ClusterNode[],
   rr: Rr,
+  flood: Flood,
   counter: NetifRxCounter,
   opts: { rounds: number; seconds: number; transactions: number; crrConnections: number },
   errors: string[],
@@ -122,10 +161,12 @@ export async function measureFlowRecords(
   let crrRuns = 0;
 
   const crossings: PolicyFlowsRun["crossings"] = [];
+  const countedPerRrTransaction: NonNullable<PolicyFlowsRun["countedPerRrTransaction"]> = {};
   for (const placement of POLICY_PLACEMENTS) {
     for (const variant of ["off", "on"] as const) {
       await tick();
       switchAll(nodes, variant === "on");
+      const countedBefore = countedPackets(nodes);
       const { lost, ...counted } = rrCrossings(
         counter,
         (n) => rr(placement, "TCP_RR", -n),
@@ -135,6 +176,13 @@ export async function measureFlowRecords(
       if (lost > 0) errors.push(`flows crossings ${variant} ${placement}: ${lost} trace events lost`);
       crossings.push({ variant, placement, ...counted });
       records += switchAll(nodes, false).taken;
+      const added = Number(countedPackets(nodes) - countedBefore) / opts.transactions;
+      if (variant === "off" && added > 0) errors.push(`flows: ${added} packets counted while recording was off`);
+      if (variant === "on") {
+        countedPerRrTransaction[placement] = added;
+        if (added < 4 || added > 4.1)
+          errors.push(`flows ${placement}: ${added.toFixed(3)} packets counted per TCP_RR transaction, expected 4`);
+      }
     }
   }
 
@@ -161,12 +209,72 @@ export async function measureFlowRecords(
     }
     process.stderr.write(`  policy flows round ${round + 1}/${opts.rounds}\n`);
   }
-  const lost = Number(switchAll(nodes, false).lost - lostBefore);
+  const flooded = await measureFlood(nodes, rr, flood, opts, errors);
+  const lost =
+    Number(switchAll(nodes, false).lost - lostBefore) - FLOW_VARIANTS.reduce((n, v) => n + flooded.lost[v], 0);
   // Each TCP_CRR connection is judged twice (the client's egress, the server's ingress):
   // two records, the SYN's; netperf's own control connection adds a few.
   const perConnection = crrRuns > 0 ? crrRecords / (crrRuns * opts.crrConnections) : 0;
   if (lost > 0) errors.push(`flows: ${lost} records lost`);
   if (crrRuns > 0 && (perConnection < 2 || perConnection > 2.1))
     errors.push(`flows: ${perConnection.toFixed(3)} records per TCP_CRR connection, expected 2`);
-  return { samples, crossings, records, lost, recordsPerCrrConnection: perConnection };
+  return {
+    samples,
+    crossings,
+    records,
+    lost,
+    recordsPerCrrConnection: perConnection,
+    countedPerRrTransaction,
+    flood: flooded,
+  };
+}
+
+/** Records lost so far, over the nodes. */
+function lostSoFar(nodes: readonly ClusterNode[]): number {
+  let lost = 0n;
+  for (const node of nodes) {
+    const maps = openPolicyMaps(node.bpffsRoot);
+    if (!maps) throw new Error(`node ${node.name}: no policy maps`);
+    try {
+      lost += readFlowRecordsLost(maps);
+    } finally {
+      maps.close();
+    }
+  }
+  return Number(lost);
+}
+
+async function measureFlood(
+  nodes: readonly ClusterNode[],
+  rr: Rr,
+  flood: Flood,
+  opts: { rounds: number; seconds: number },
+  errors: string[],
+): Promise<NonNullable<PolicyFlowsRun["flood"]>> {
+  const rrUnder = Object.fromEntries(FLOW_VARIANTS.map((v) => [v, [] as number[]])) as Record<FlowVariant, number[]>;
+  const lost = Object.fromEntries(FLOW_VARIANTS.map((v) => [v, 0])) as Record<FlowVariant, number>;
+  const floodConnections: number[] = [];
+  for (let round = 0; round < opts.rounds; round++) {
+    for (const variant of turnedBy(FLOW_VARIANTS, round)) {
+      await tick();
+      switchAll(nodes, variant !== "off");
+      const reader = variant === "read" ? await startReader(nodes) : undefined;
+      const lostBefore = lostSoFar(nodes);
+      // The flood runs a second longer on each side of the timed flow.
+      const flooding = flood("same", opts.seconds + 2);
+      await new Promise((r) => setTimeout(r, 1000));
+      const r = rr("across", "TCP_RR", opts.seconds);
+      const f = await flooding;
+      await reader?.stop();
+      lost[variant] += lostSoFar(nodes) - lostBefore;
+      switchAll(nodes, false);
+      if (r.error) errors.push(`flows flood round ${round + 1} ${variant}: ${r.error}`);
+      if (f.error) errors.push(`flows flood round ${round + 1} ${variant}: the flood: ${f.error}`);
+      rrUnder[variant].push(r.value);
+      floodConnections.push(f.value);
+    }
+    process.stderr.write(`  policy flows flood round ${round + 1}/${opts.rounds}\n`);
+  }
+  if (lost.off > 0) errors.push(`flows flood: ${lost.off} records lost while recording was off`);
+  return { rr: rrUnder, lost, floodConnections };
 }

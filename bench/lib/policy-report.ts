@@ -164,7 +164,7 @@ export function policyTargets(p: PolicyRun | undefined): AgentTarget[] {
     targets.push({
       target:
         "Flow records: crossings per packet unchanged with recording on, none lost, no measurable cost with nobody reading",
-      measured: `TCP_RR off / on: ${flowCrossText(f)} (responses). Timed (median of per-round ratios): ${flowTimedText(f, "on")}; with a reader as the agent's: ${flowTimedText(f, "read")}. ${f.records.toLocaleString("en-US")} records, ${f.lost} lost, ${f.recordsPerCrrConnection.toFixed(3)} per TCP_CRR connection`,
+      measured: `TCP_RR off / on: ${flowCrossText(f)} (responses). Timed (median of per-round ratios): ${flowTimedText(f, "on")}; with a reader as the agent's: ${flowTimedText(f, "read")}. ${f.records.toLocaleString("en-US")} records, ${f.lost} lost, ${f.recordsPerCrrConnection.toFixed(3)} per TCP_CRR connection${f.flood ? `. Under a flood of new flows, TCP_RR across nodes on ÷ off ${x2(floodRatio(f.flood, "on").median)}, read ÷ off ${x2(floodRatio(f.flood, "read").median)}; lost with nobody reading ${f.flood.lost.on.toLocaleString("en-US")}, counted` : ""}`,
       met: flowCrossingsUnchanged(f) && f.lost === 0,
     });
   }
@@ -192,6 +192,14 @@ const flowCrossText = (f: PolicyFlowsRun) =>
       `${PLACEMENT_LABELS[pl]} ${pp(flowCrossing(f, "off", pl)?.rrResponse.total)} / ${pp(flowCrossing(f, "on", pl)?.rrResponse.total)}`,
   ).join("; ");
 
+/** " Packets the flow tables counted per TCP_RR transaction: across nodes 4.01; one node 4.01." (nothing for older results) */
+function countedText(f: PolicyFlowsRun): string {
+  const c = f.countedPerRrTransaction;
+  if (!c) return "";
+  const parts = POLICY_PLACEMENTS.map((pl) => `${PLACEMENT_LABELS[pl]} ${c[pl]?.toFixed(2) ?? "-"}`);
+  return ` Packets the flow tables counted per TCP_RR transaction: ${parts.join("; ")} (4: request and response, each once in the client's table and once in the server's).`;
+}
+
 const flowRatio = (f: PolicyFlowsRun, v: FlowVariant, pl: Placement, t: PolicyTest) =>
   pairedRatio(f.samples[v][pl][t], f.samples.off[pl][t]);
 
@@ -210,11 +218,30 @@ function flowsLines(f: PolicyFlowsRun): string[] {
     ),
   );
   return [
-    `Flow records (docs/flows.md) on the selected pods: recording _off_, _on_ with nobody taking the records while measured (taken after each test), and _read_, on with a reader taking them every 100 ms as the agent does, in a process of its own. Crossings per TCP_RR response off / on: ${flowCrossText(f)}${flowCrossingsUnchanged(f) ? " (the same)" : " (**not the same**)"}. ${f.records.toLocaleString("en-US")} records taken, ${f.lost} lost, ${f.recordsPerCrrConnection.toFixed(3)} per TCP_CRR connection (the client's egress and the server's ingress).`,
+    `Flow records (docs/flows.md) on the selected pods: recording _off_, _on_ with nobody taking the records while measured (taken after each test), and _read_, on with a reader taking them every 100 ms as the agent does, in a process of its own. Crossings per TCP_RR response off / on: ${flowCrossText(f)}${flowCrossingsUnchanged(f) ? " (the same)" : " (**not the same**)"}. ${f.records.toLocaleString("en-US")} records taken, ${f.lost} lost, ${f.recordsPerCrrConnection.toFixed(3)} per TCP_CRR connection (the client's egress and the server's ingress).${countedText(f)}`,
     "",
     "| test | placement | off /s | on /s | read /s | on ÷ off | read ÷ off |",
     "|---|---|---:|---:|---:|---:|---:|",
     ...rows,
+    ...floodLines(f),
+  ];
+}
+
+const floodRatio = (flood: NonNullable<PolicyFlowsRun["flood"]>, v: FlowVariant) =>
+  pairedRatio(flood.rr[v], flood.rr.off);
+
+/** An established flow's pace under a flood of new ones, each variant (nothing for older results). */
+function floodLines(f: PolicyFlowsRun): string[] {
+  const flood = f.flood;
+  if (!flood) return [];
+  const cell = (v: FlowVariant) => Math.round(median(flood.rr[v])).toLocaleString("en-US");
+  return [
+    "",
+    `Under a flood: TCP_RR across nodes, timed while the same client opens new TCP_CRR connections to its server on its own node as fast as it can (median ${Math.round(median(flood.floodConnections)).toLocaleString("en-US")} connections/s, two records each). Records lost to the full queue meanwhile, off / on / read: ${FLOW_VARIANTS.map((v) => flood.lost[v].toLocaleString("en-US")).join(" / ")} (counted in \`nkc_flow_lost\`; with nobody reading, the queue of 16,384 fills).`,
+    "",
+    "| test under flood | off /s | on /s | read /s | on ÷ off | read ÷ off |",
+    "|---|---:|---:|---:|---:|---:|",
+    `| TCP_RR across nodes | ${cell("off")} | ${cell("on")} | ${cell("read")} | ${ratioText(floodRatio(flood, "on"))} | ${ratioText(floodRatio(flood, "read"))} |`,
   ];
 }
 

@@ -90,6 +90,19 @@ export interface PolicyFlowsRun {
   lost: number;
   /** Records per TCP_CRR connection with recording on: 2 (the client's egress, the server's ingress). */
   recordsPerCrrConnection: number;
+  /**
+   * Packets the flow tables counted per TCP_RR transaction while recording, by placement:
+   * 4 (request and response, each counted once by the client's table and once by the
+   * server's); netperf's handshakes and control connection add a little. Absent in
+   * results from before the tables counted.
+   */
+  countedPerRrTransaction?: Partial<Record<Placement, number>>;
+  /**
+   * An established flow under a flood of new ones: TCP_RR across nodes per round, while the
+   * same client opens TCP_CRR connections to its server on its own node as fast as it can,
+   * each variant; and the records lost meanwhile (a full queue). Absent in older results.
+   */
+  flood?: { rr: Record<FlowVariant, number[]>; lost: Record<FlowVariant, number>; floodConnections: number[] };
 }
 
 export interface PolicyRun {

@@ -27,7 +27,7 @@
  * and a probe is refused by the tier meant to (an Admin Deny). Then flow records' cost on
  * the selected pods (policy-flows.ts).
  */
-import { netperf, startNetserver } from "../../test/support/netperf";
+import { netperf, netperfInBackground, startNetserver } from "../../test/support/netperf";
 import { type ClusterNode, makeCluster } from "../../test/support/topology";
 import { newFixture, tick } from "./cleanup";
 import { type NetifRxCounter, RR_REQUEST, RR_RESPONSE, rrCrossings } from "./crossings";
@@ -73,14 +73,12 @@ interface Opts {
 /** One netperf test from a mode's client to its server of `placement`; a negative length counts transactions. */
 type Rr = (mode: PolicyMode, placement: Placement, test: PolicyTest, length: number) => ReturnType<typeof netperf>;
 
+/** netperf's test options here: the request and response sizes, and the data port the policies allow. */
+const RR_ARGS = ["-r", `${RR_REQUEST},${RR_RESPONSE}`, "-P", `,${NETPERF_PORTS[1]}`];
+
 function rrOf(pods: Record<PolicyMode, ModePods>): Rr {
   return (mode, placement, test, length) =>
-    netperf(pods[mode].client.netns, pods[mode].servers[placement].v4, test, length, [
-      "-r",
-      `${RR_REQUEST},${RR_RESPONSE}`,
-      "-P",
-      `,${NETPERF_PORTS[1]}`,
-    ]);
+    netperf(pods[mode].client.netns, pods[mode].servers[placement].v4, test, length, RR_ARGS);
 }
 
 /** Crossings per TCP_RR packet, each mode and placement, after a warm-up. */
@@ -196,6 +194,8 @@ export async function measurePolicy(counter: NetifRxCounter, opts: Opts): Promis
   const flows = await measureFlowRecords(
     onNodes,
     (placement, test, length) => rr("selected", placement, test, length),
+    (placement, seconds) =>
+      netperfInBackground(pods.selected.client.netns, pods.selected.servers[placement].v4, "TCP_CRR", seconds, RR_ARGS),
     counter,
     { ...opts, crrConnections: CRR_CONNECTIONS },
     errors,

@@ -4,7 +4,7 @@
  * run from the client's netns. Servers run in their own process group, registered with
  * the fixture so they are killed however the run ends.
  */
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import type { Fixture } from "./harness";
 import { startListening } from "./servers";
 
@@ -55,31 +55,78 @@ export function netperfFields(
   fields: string[],
   testArgs: string[] = [],
 ): { values: number[]; error?: string } {
-  const r = spawnSync(
-    "nsenter",
-    [
-      `--net=/run/netns/${client}`,
-      "netperf",
-      "-4",
-      "-H",
-      server,
-      "-t",
-      test,
-      "-l",
-      String(length),
-      "-P",
-      "0",
-      "--",
-      ...testArgs,
-      "-o",
-      fields.join(","),
-    ],
-    { encoding: "utf8", timeout: (Math.abs(length) + 30) * 1000 },
+  const r = spawnSync("nsenter", netperfArgs(client, server, test, length, fields, testArgs), {
+    encoding: "utf8",
+    timeout: (Math.abs(length) + 30) * 1000,
+  });
+  return netperfOutcome(r.status, r.stdout, r.stderr, { client, server, test }, fields.length);
+}
+
+/** The same test's throughput, run in the background: resolves when it is done. */
+export function netperfInBackground(
+  client: string,
+  server: string,
+  test: NetperfTest,
+  length: number,
+  testArgs: string[] = [],
+): Promise<NetperfResult> {
+  const child = spawn("nsenter", netperfArgs(client, server, test, length, ["THROUGHPUT"], testArgs), {
+    stdio: ["ignore", "pipe", "pipe"],
+    timeout: (Math.abs(length) + 30) * 1000,
+  });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (d: Buffer) => {
+    stdout += d.toString();
+  });
+  child.stderr.on("data", (d: Buffer) => {
+    stderr += d.toString();
+  });
+  return new Promise((resolve) =>
+    child.once("close", (code) => {
+      const r = netperfOutcome(code, stdout, stderr, { client, server, test }, 1);
+      resolve(r.error ? { value: Number.NaN, error: r.error } : { value: r.values[0] as number });
+    }),
   );
-  const values = r.status === 0 ? parseNetperfCsv(r.stdout, fields.length) : undefined;
-  if (!values) {
-    return { values: [], error: `${test} ${client} → ${server}: ${(r.stderr || r.stdout || "").trim()}` };
-  }
+}
+
+function netperfArgs(
+  client: string,
+  server: string,
+  test: NetperfTest,
+  length: number,
+  fields: string[],
+  testArgs: string[],
+): string[] {
+  return [
+    `--net=/run/netns/${client}`,
+    "netperf",
+    "-4",
+    "-H",
+    server,
+    "-t",
+    test,
+    "-l",
+    String(length),
+    "-P",
+    "0",
+    "--",
+    ...testArgs,
+    "-o",
+    fields.join(","),
+  ];
+}
+
+function netperfOutcome(
+  status: number | null,
+  stdout: string,
+  stderr: string,
+  run: { client: string; server: string; test: NetperfTest },
+  count: number,
+): { values: number[]; error?: string } {
+  const values = status === 0 ? parseNetperfCsv(stdout, count) : undefined;
+  if (!values)
+    return { values: [], error: `${run.test} ${run.client} → ${run.server}: ${(stderr || stdout || "").trim()}` };
   return { values };
 }
 
