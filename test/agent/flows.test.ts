@@ -258,8 +258,9 @@ describe("flow records", () => {
           .map((l) => JSON.parse(l)),
       );
     }
+    // Its first packet's record (the flow's end may be told meanwhile: left out of both).
     const served = ofPort(everyFlow(node(2)), pattern.v4);
-    expect(ofPort(logged, pattern.v4)).toEqual(served);
+    expect(ofPort(logged, pattern.v4).filter((r) => r.state !== "ended")).toEqual(served);
 
     // Each aggregate counts exactly the records of its key and window (the agent still
     // holds every record made here); the newest windows, the pattern's, are kept.
@@ -516,6 +517,9 @@ describe("flow records", () => {
           "0",
           "--port",
           String(p),
+          // The flow's end, with its counts, may come while it follows: its start is the one.
+          "--state",
+          "new",
           "-o",
           "jsonl",
           "--for-seconds",

@@ -6,7 +6,7 @@
  * recording on at start and off at stop.
  */
 import { describe, expect, it } from "vitest";
-import { AddressBook, type AddressSources } from "../../src/agent/flows/address-book";
+import { AddressBook } from "../../src/agent/flows/address-book";
 import {
   type FlowContext,
   FlowReader,
@@ -18,21 +18,18 @@ import type { PolicyEvent } from "../../src/bpf/index";
 import { AF_INET } from "../../src/cni/address";
 import type { FlowRecord } from "../../src/flows/record";
 
-function sources(
-  pods: { namespace: string; name: string; ips: string[] }[],
-): AddressSources & { pods: () => typeof list } {
-  const list = pods.map((p) => ({ ...p, hostNetwork: false }));
-  return {
-    pods: () => list,
-    nodes: () => [{ name: "node-a", addresses: ["192.168.1.10"] }],
-    services: () => [{ namespace: "b", name: "web", clusterIPs: ["10.96.0.10"] }],
-  };
+/** A book holding these pods, node-a at 192.168.1.10 and Service b/web at 10.96.0.10. */
+function bookOf(pods: { namespace: string; name: string; ips: string[] }[], now?: () => number): AddressBook {
+  const book = new AddressBook({ keepDepartedMs: 60_000, now });
+  for (const p of pods) book.pod(`${p.namespace}/${p.name}`, { ...p, hostNetwork: false });
+  book.node("node-a", { name: "node-a", addresses: ["192.168.1.10"] });
+  book.service("b/web", { namespace: "b", name: "web", clusterIPs: ["10.96.0.10"] });
+  return book;
 }
 
 describe("AddressBook", () => {
   it("names pods, nodes, ClusterIPs and the world", () => {
-    const book = new AddressBook(sources([{ namespace: "a", name: "client", ips: ["10.244.0.5", "fd00::5"] }]));
-    book.refresh();
+    const book = bookOf([{ namespace: "a", name: "client", ips: ["10.244.0.5", "fd00::5"] }]);
     expect(book.end("10.244.0.5", 40000)).toEqual({
       ip: "10.244.0.5",
       port: 40000,
@@ -46,28 +43,43 @@ describe("AddressBook", () => {
     expect(book.end("8.8.8.8", 53)).toEqual({ ip: "8.8.8.8", port: 53, kind: "world" });
   });
 
-  it("keeps a departed pod's name for a while, unless its address has a new owner", () => {
+  it("follows each change: a departed pod's name is kept a while, unless its address has a new owner", () => {
     let now = 0;
-    let pods = [
-      { namespace: "a", name: "gone", ips: ["10.244.0.5"], hostNetwork: false },
-      { namespace: "a", name: "reused", ips: ["10.244.0.6"], hostNetwork: false },
-    ];
-    const book = new AddressBook(
-      { pods: () => pods, nodes: () => [], services: () => [] },
-      { refreshMs: 1000, keepDepartedMs: 60_000, now: () => now },
+    const book = bookOf(
+      [
+        { namespace: "a", name: "gone", ips: ["10.244.0.5"] },
+        { namespace: "a", name: "reused", ips: ["10.244.0.6"] },
+      ],
+      () => now,
     );
-    book.refresh();
-    pods = [{ namespace: "b", name: "next", ips: ["10.244.0.6"], hostNetwork: false }];
-    now = 500;
-    book.refresh(); // too soon: not rebuilt
-    expect(book.end("10.244.0.6", 0).pod).toBe("reused");
     now = 1000;
-    book.refresh();
+    book.pod("a/gone", undefined);
+    book.pod("a/reused", undefined);
+    book.pod("b/next", { namespace: "b", name: "next", ips: ["10.244.0.6"], hostNetwork: false });
     expect(book.end("10.244.0.5", 0)).toMatchObject({ kind: "pod", namespace: "a", pod: "gone" });
     expect(book.end("10.244.0.6", 0)).toMatchObject({ namespace: "b", pod: "next" });
     now = 61_000;
-    book.refresh();
     expect(book.end("10.244.0.5", 0).kind).toBe("world");
+    // A pod that finished holds its address no more; one that moves to another keeps only the new.
+    book.pod("b/next", { namespace: "b", name: "next", ips: ["10.244.0.6"], hostNetwork: false, terminal: true });
+    expect(book.end("10.244.0.6", 0)).toMatchObject({ kind: "pod", pod: "next" }); // departed, still named
+    book.node("node-a", { name: "node-a", addresses: ["192.168.1.11"] });
+    expect(book.end("192.168.1.11", 0)).toMatchObject({ kind: "node", node: "node-a" });
+    expect(book.end("192.168.1.10", 0)).toMatchObject({ kind: "node", node: "node-a" }); // departed
+  });
+
+  it("names an address two hold by the pod, then the Service, then the node, and the rest when one leaves", () => {
+    const book = bookOf([]);
+    book.service("c/edge", { namespace: "c", name: "edge", clusterIPs: ["192.168.1.10"] });
+    expect(book.end("192.168.1.10", 0)).toMatchObject({ kind: "service", service: "edge" });
+    book.pod("c/odd", { namespace: "c", name: "odd", ips: ["192.168.1.10"], hostNetwork: false });
+    expect(book.end("192.168.1.10", 0)).toMatchObject({ kind: "pod", pod: "odd" });
+    book.pod("c/odd", undefined);
+    book.service("c/edge", undefined);
+    expect(book.end("192.168.1.10", 0)).toMatchObject({ kind: "node", node: "node-a" });
+    // A host-network pod holds no address of its own.
+    book.pod("c/host", { namespace: "c", name: "host", ips: ["192.168.1.10"], hostNetwork: true });
+    expect(book.end("192.168.1.10", 0)).toMatchObject({ kind: "node" });
   });
 });
 
@@ -90,13 +102,10 @@ const event = (over: Partial<PolicyEvent>): PolicyEvent => ({
 });
 
 function context(rules: Partial<RuleNames> = {}): FlowContext {
-  const book = new AddressBook(
-    sources([
-      { namespace: "b", name: "server", ips: ["10.244.0.5"] },
-      { namespace: "a", name: "client", ips: ["10.244.1.5"] },
-    ]),
-  );
-  book.refresh();
+  const book = bookOf([
+    { namespace: "b", name: "server", ips: ["10.244.0.5"] },
+    { namespace: "a", name: "client", ips: ["10.244.1.5"] },
+  ]);
   return {
     node: "node-a",
     book,

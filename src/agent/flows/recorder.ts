@@ -12,6 +12,7 @@ import { canonicalAddress } from "../../cni/address";
 import { endpointMapEntries } from "../../datapath/node-state";
 import type { FlowRecord } from "../../flows/record";
 import { monotonicNs } from "../../sys/clock";
+import type { Informer } from "../kube/informer";
 import { agentLog } from "../log";
 import type { AgentMetrics } from "../metrics";
 import type { AgentOptions } from "../options";
@@ -32,10 +33,13 @@ const COUNT_SCAN_MS = 2000;
 /** First packets remembered for their flows' end records; past it the oldest go. */
 const MAX_STARTS = 65_536;
 
+/** What the recorder reads of an informer: its objects once synced, then each change. */
+type Followed<T> = Pick<Informer<T>, "synced" | "entries" | "onChange" | "onSynced">;
+
 export interface RecorderSources {
-  pods: { values(): Iterable<PolicyPod> };
-  nodes: { values(): Iterable<PolicyNode> };
-  services: { values(): Iterable<ServiceObject> };
+  pods: Followed<PolicyPod>;
+  nodes: Followed<PolicyNode>;
+  services: Followed<ServiceObject>;
   rules: RuleNames;
   events: FlowEventSource;
 }
@@ -46,6 +50,16 @@ const clusterIpsOf = (s: ServiceObject): string[] =>
     .filter((ip): ip is string => ip !== undefined);
 
 const NONE = { sent: 0, received: 0 };
+
+/** Hands `apply` every object of `informer` once it has synced, then each change (undefined: gone). */
+function follow<T>(informer: Followed<T>, apply: (key: string, object: T | undefined) => void): void {
+  const seed = () => {
+    for (const [key, object] of informer.entries()) apply(key, object);
+  };
+  if (informer.synced) seed();
+  else informer.onSynced(seed);
+  informer.onChange((key, _before, after) => apply(key, after));
+}
 // The programs' times are CLOCK_MONOTONIC (bpf_ktime_get_ns).
 const wallOffsetNs = (): bigint => BigInt(Date.now()) * 1_000_000n - monotonicNs();
 
@@ -85,16 +99,19 @@ export class FlowRecorder {
         };
       }
     }
-    this.book = new AddressBook({
-      pods: () => sources.pods.values(),
-      nodes: () => sources.nodes.values(),
-      services: () =>
-        [...sources.services.values()].map((s) => ({
-          namespace: s.metadata?.namespace ?? "",
-          name: s.metadata?.name ?? "",
-          clusterIPs: clusterIpsOf(s),
-        })),
-    });
+    this.book = new AddressBook();
+    follow(sources.pods, (key, p) => this.book.pod(key, p));
+    follow(sources.nodes, (key, n) => this.book.node(key, n));
+    follow(sources.services, (key, svc) =>
+      this.book.service(
+        key,
+        svc && {
+          namespace: svc.metadata?.namespace ?? "",
+          name: svc.metadata?.name ?? "",
+          clusterIPs: clusterIpsOf(svc),
+        },
+      ),
+    );
     this.emit = (r) => {
       this.store.add(r);
       this.log?.write(r);
@@ -106,7 +123,6 @@ export class FlowRecorder {
     this.reader = new FlowReader(
       sources.events,
       () => {
-        this.book.refresh();
         return {
           node: opts.nodeName,
           book: this.book,
@@ -147,7 +163,6 @@ export class FlowRecorder {
     const { bpffsRoot, nodeName, events } = this.tables;
     const { deltas, ended } = this.ends.scan(events.counted(), monotonicNs());
     if (deltas.length === 0 && ended.length === 0) return;
-    this.book.refresh();
     const ctx = {
       node: nodeName,
       book: this.book,
