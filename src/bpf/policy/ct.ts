@@ -28,6 +28,8 @@ const CT_NODE = 1 << 3;
 const CT_CLOSING = 1 << 4;
 const CT_FRAGMENT = 1 << 5;
 
+const PACKETS_AT = POL_CT.offsetOf("packets");
+
 /** How long an entry lives past its last packet, by kind (NKC_POL_CT_*_NS). */
 const SECOND_NS = 1_000_000_000n;
 const LIFETIME_NS = {
@@ -72,6 +74,8 @@ function lifetimeNs(proto: number, family: number, closing: boolean): bigint {
 export function listCountedFlows(tables: FlowTableMaps, hostIfindex: number): CountedFlow[] | undefined {
   return withEndpointTable(tables, hostIfindex, (table, gen) =>
     tableEntries(table).flatMap(([key, value]): CountedFlow[] => {
+      // Most entries of a full table were never counted: skipped before they are decoded.
+      if (value.readBigUInt64LE(PACKETS_AT) === 0n && value.readBigUInt64LE(PACKETS_AT + 8) === 0n) return [];
       const e = POL_CT.decode(value);
       if (e.gen !== gen || e.flags & CT_FRAGMENT) return [];
       const [pe, pi] = e.packets as [bigint, bigint];
