@@ -125,13 +125,16 @@ export interface RrCrossings {
  * transactions, then `transactions` counted. `rr` runs netperf for a count of
  * transactions and says why it failed; `what` names the pair in errors.
  */
+/** TCP_RR transactions run before the counted run: the first connection's setup stays out of the count. */
+export const WARM_UP_TRANSACTIONS = 50;
+
 export function rrCrossings(
   counter: NetifRxCounter,
   rr: (transactions: number) => { error?: string },
   transactions: number,
   what: string,
 ): RrCrossings {
-  const warm = rr(50);
+  const warm = rr(WARM_UP_TRANSACTIONS);
   if (warm.error) throw new Error(`${what}: ${warm.error}`);
   const events = counter.count(() => {
     const r = rr(transactions);

@@ -91,10 +91,10 @@ export interface PolicyFlowsRun {
   /** Records per TCP_CRR connection with recording on: 2 (the client's egress, the server's ingress). */
   recordsPerCrrConnection: number;
   /**
-   * Packets the flow tables counted per TCP_RR transaction while recording, by placement:
-   * 4 (request and response, each counted once by the client's table and once by the
-   * server's); netperf's handshakes and control connection add a little. Absent in
-   * results from before the tables counted.
+   * Packets the flow tables counted per TCP_RR transaction while recording (the counted
+   * run's and its warm-up's), by placement: 4 (request and response, each counted once by
+   * the client's table and once by the server's); netperf's handshakes and control
+   * connections add a little. Absent in results from before the tables counted.
    */
   countedPerRrTransaction?: Partial<Record<Placement, number>>;
   /**

@@ -5,7 +5,7 @@
  * the reader's turn: records handed on in order, the lost told when they change,
  * recording on at start and off at stop.
  */
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { AddressBook } from "../../src/agent/flows/address-book";
 import {
   type FlowContext,
@@ -246,5 +246,41 @@ describe("FlowReader", () => {
     expect(on).toEqual([true, false]);
     expect(got.map((r) => r.source.port)).toEqual([1, 2]);
     expect(lostTold).toEqual([3n]);
+  });
+
+  it("takes the next batch at once after a whole one, and waits its interval after less", () => {
+    vi.useFakeTimers();
+    try {
+      const waiting = Array.from({ length: 5 }, (_, i) => event({ sport: i + 1 }));
+      const got: number[] = [];
+      const reader = new FlowReader(
+        {
+          record: () => {},
+          take: (max) => waiting.splice(0, max),
+          lost: () => 0n,
+          counted: () => new Map(),
+        },
+        () => context(),
+        { record: (r) => got.push(r.source.port), lost: () => {} },
+        { intervalMs: 100, batch: 2 },
+      );
+      reader.start();
+      // Turns at 100 ms (2), then at once (a timer's least, 1 ms: 2, then 1, less than a
+      // batch): the queue emptied within the first interval.
+      vi.advanceTimersByTime(105);
+      expect(got).toEqual([1, 2, 3, 4, 5]);
+      // The next turn is an interval after the last, at 202 ms.
+      waiting.push(event({ sport: 6 }));
+      vi.advanceTimersByTime(96);
+      expect(got).toHaveLength(5);
+      vi.advanceTimersByTime(1);
+      expect(got).toHaveLength(6);
+      reader.stop();
+      waiting.push(event({ sport: 7 }));
+      vi.advanceTimersByTime(1000);
+      expect(got).toHaveLength(6);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

@@ -131,7 +131,11 @@ export function flowRecordOf(e: PolicyEvent, ctx: FlowContext): FlowRecord {
 
 export interface FlowReaderOptions {
   intervalMs: number;
-  /** Records taken per turn at most: the loop gets its turn back under a flood. */
+  /**
+   * Records taken per turn at most: the loop gets its turn back under a flood. A turn
+   * that took a whole batch is followed by the next at once, not after intervalMs: the
+   * queue (16384 records) is kept from filling while the loop still gets its turns.
+   */
   batch: number;
 }
 
@@ -148,7 +152,14 @@ export class FlowReader {
 
   start(): void {
     this.source.record(true);
-    this.timer = setInterval(() => this.poll(), this.options.intervalMs);
+    this.schedule(this.options.intervalMs);
+  }
+
+  private schedule(ms: number): void {
+    this.timer = setTimeout(() => {
+      const taken = this.poll();
+      if (this.timer !== undefined) this.schedule(taken >= this.options.batch ? 0 : this.options.intervalMs);
+    }, ms);
   }
 
   /** One turn: every record waiting (up to a batch), named, handed on. */
@@ -167,7 +178,7 @@ export class FlowReader {
   }
 
   stop(): void {
-    if (this.timer) clearInterval(this.timer);
+    if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
     this.source.record(false);
   }
