@@ -129,6 +129,20 @@ describe("countedRecordOf", () => {
     });
   });
 
+  it("finds a departed pod's end by its first packet's record", () => {
+    const start = flowRecord();
+    const starts = new Map([[flowIdentity(start), { ...start }]]);
+    // The server's end is b; the table lists it first, and its endpoint is gone.
+    const f = flow({ a: { ip: "10.0.1.7", port: 80 }, b: { ip: "10.0.0.5", port: 41234 } });
+    const gone = { ...ctx(starts), endpointOf: () => undefined };
+    expect(countedRecordOf(POD, f, f, gone)).toMatchObject({
+      subject: "b/server",
+      source: { pod: "client", port: 41234 },
+      destination: { pod: "server", port: 80 },
+      policy: start.policy,
+    });
+  });
+
   it("says so when it never saw the flow's first packet", () => {
     const f = flow({ started: "egress", a: { ip: "10.0.1.7", port: 80 }, b: { ip: "203.0.113.9", port: 443 } });
     const r = countedRecordOf(POD, f, f, ctx());

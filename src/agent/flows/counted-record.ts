@@ -42,22 +42,34 @@ export function countedRecordOf(
   ctx: CountedContext,
 ): FlowRecord {
   const ported = PORTED.has(flow.proto);
-  const mineIsA = ctx.endpointOf(flow.a.ip)?.hostIfindex === ifindex;
-  const mine = mineIsA ? flow.a : flow.b;
-  const theirs = mineIsA ? flow.b : flow.a;
-  const [from, to] = flow.started === "egress" ? [mine, theirs] : [theirs, mine];
-  const source = ctx.book.end(from.ip, ported ? from.port : 0);
-  const destination = ctx.book.end(to.ip, ported ? to.port : 0);
-  const own = flow.started === "egress" ? source : destination;
-  const subject = own.kind === "pod" ? `${own.namespace}/${own.pod}` : `ifindex ${ifindex}`;
   const protocol = PROTOCOLS[flow.proto] ?? String(flow.proto);
-  const identity = { subject, protocol, source, destination };
+  /** The flow told with `mine` as the subject pod's end. */
+  const told = (mine: CountedFlow["a"], theirs: CountedFlow["a"]) => {
+    const [from, to] = flow.started === "egress" ? [mine, theirs] : [theirs, mine];
+    const source = ctx.book.end(from.ip, ported ? from.port : 0);
+    const destination = ctx.book.end(to.ip, ported ? to.port : 0);
+    const own = flow.started === "egress" ? source : destination;
+    const subject = own.kind === "pod" ? `${own.namespace}/${own.pod}` : `ifindex ${ifindex}`;
+    return { mine, identity: { subject, protocol, source, destination } };
+  };
+  // The pod's end is the address its endpoint holds; once the pod is gone (its table with
+  // it), the one its first packet's record names.
+  const aMine = told(flow.a, flow.b);
+  const bMine = told(flow.b, flow.a);
+  const byEndpoint = (end: CountedFlow["a"]) => ctx.endpointOf(end.ip)?.hostIfindex === ifindex;
+  const { mine, identity } = byEndpoint(flow.a)
+    ? aMine
+    : byEndpoint(flow.b)
+      ? bMine
+      : ctx.startOf(flowIdentity(bMine.identity)) && !ctx.startOf(flowIdentity(aMine.identity))
+        ? bMine
+        : aMine;
   const start = ctx.startOf(flowIdentity(identity)) ?? {
     verdict: "forwarded" as const,
     reason: "allowed",
     policy: flow.fromNode
       ? "from its node"
-      : destination.kind === "service"
+      : identity.destination.kind === "service"
         ? "judged on the Service's backend"
         : "started before it was recorded",
     policies: [],
