@@ -18,6 +18,7 @@ import { decodeBandwidthValue } from "../../src/bpf/bandwidth/abi";
 import { ifindexKey } from "../../src/bpf/fastpath/abi";
 import { EndpointMap, openNodeMaps, podLimits, readCounters } from "../../src/bpf/index";
 import { ifindexHolders } from "../../src/bpf/pod-state";
+import { inGuest } from "../support/ceiling";
 import { makeTestCgroup } from "../support/cgroup";
 import { useCluster } from "../support/fixtures";
 import { BINARY, Fixture, inNs, pluginLinks, runPlugin, trySh, uniqueName, waitUntil } from "../support/harness";
@@ -32,10 +33,16 @@ import { addPod, type ClusterNode, delPod, ifindexOf, makeCluster, type Pod } fr
  */
 const BURST_MS = 300;
 const SECONDS = 6;
-/** Tolerances: policing from 15% under the limit to 5% over; pacing within 5%. */
+/**
+ * Tolerances: policing from 15% under the limit to 5% over; pacing within 5%, and 10%
+ * under in a guest: its emulated CPU, when the machine is busy, falls behind the pacing's
+ * clock (the qemu lane once measured 93% with 50 ms bursts, the unlimited pod beside it
+ * reaching 664 Mbit/s against 5,200 on a quiet run). A policer with so small a bucket
+ * stays far below either.
+ */
 const UNDER = 0.85;
 const OVER = 1.05;
-const PACED_UNDER = 0.95;
+const PACED_UNDER = inGuest ? 0.9 : 0.95;
 /** Wire bytes per payload byte of a full IPv4 TCP segment at MTU 1500 with timestamps:
  * Ethernet 14 + IPv4 20 + TCP 32 around 1448 bytes of payload. What pacing holds to the
  * limit is the wire rate. */
