@@ -28,6 +28,7 @@ import {
   decodePolicyEvent,
   listNodeCountedFlows,
   openPolicyMaps,
+  type PolicyMaps,
   policyFlowTables,
   setFlowRecording,
   takeFlowEvents,
@@ -51,38 +52,39 @@ type Rr = (placement: "across" | "same", test: PolicyTest, length: number) => { 
 /** A netperf TCP_CRR run of `seconds` from the client to its server of `placement`, in the background: its connections per second. */
 type Flood = (placement: "across" | "same", seconds: number) => Promise<{ value: number; error?: string }>;
 
-/** Recording on or off on every node, the queues emptied: how many records they held. */
-function switchAll(nodes: readonly ClusterNode[], on: boolean): { taken: number; lost: bigint } {
-  let taken = 0;
-  let lost = 0n;
+/** `fn` on each node's policy maps in turn, closed after. */
+function eachNodeMaps(nodes: readonly ClusterNode[], fn: (maps: PolicyMaps) => void): void {
   for (const node of nodes) {
     const maps = openPolicyMaps(node.bpffsRoot);
     if (!maps) throw new Error(`node ${node.name}: no policy maps`);
     try {
-      setFlowRecording(maps, on);
-      for (let batch = takeFlowEvents(maps, 65536); batch.length > 0; batch = takeFlowEvents(maps, 65536))
-        taken += batch.length;
-      lost += readFlowRecordsLost(maps);
+      fn(maps);
     } finally {
       maps.close();
     }
   }
+}
+
+/** Recording on or off on every node, the queues emptied: how many records they held. */
+function switchAll(nodes: readonly ClusterNode[], on: boolean): { taken: number; lost: bigint } {
+  let taken = 0;
+  let lost = 0n;
+  eachNodeMaps(nodes, (maps) => {
+    setFlowRecording(maps, on);
+    for (let batch = takeFlowEvents(maps, 65536); batch.length > 0; batch = takeFlowEvents(maps, 65536))
+      taken += batch.length;
+    lost += readFlowRecordsLost(maps);
+  });
   return { taken, lost };
 }
 
 /** Packets every node's flow tables counted, both ways, summed. */
 function countedPackets(nodes: readonly ClusterNode[]): bigint {
   let sum = 0n;
-  for (const node of nodes) {
-    const maps = openPolicyMaps(node.bpffsRoot);
-    if (!maps) throw new Error(`node ${node.name}: no policy maps`);
-    try {
-      for (const flows of listNodeCountedFlows(policyFlowTables(maps)).values())
-        for (const f of flows) sum += f.packets.egress + f.packets.ingress;
-    } finally {
-      maps.close();
-    }
-  }
+  eachNodeMaps(nodes, (maps) => {
+    for (const flows of listNodeCountedFlows(policyFlowTables(maps)).values())
+      for (const f of flows) sum += f.packets.egress + f.packets.ingress;
+  });
   return sum;
 }
 
@@ -244,15 +246,9 @@ export async function measureFlowRecords(
 /** Records lost so far, over the nodes. */
 function lostSoFar(nodes: readonly ClusterNode[]): number {
   let lost = 0n;
-  for (const node of nodes) {
-    const maps = openPolicyMaps(node.bpffsRoot);
-    if (!maps) throw new Error(`node ${node.name}: no policy maps`);
-    try {
-      lost += readFlowRecordsLost(maps);
-    } finally {
-      maps.close();
-    }
-  }
+  eachNodeMaps(nodes, (maps) => {
+    lost += readFlowRecordsLost(maps);
+  });
   return Number(lost);
 }
 
