@@ -6,7 +6,8 @@
  * retransmissions (what a policer's drops cost the flow), in either direction from the
  * same client (`-R`).
  */
-import { spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
+import { runInBackground } from "../../test/support/background";
 import type { Fixture } from "../../test/support/harness";
 import { startListening } from "../../test/support/servers";
 
@@ -90,26 +91,9 @@ export function iperf3Background(
   reverse = false,
 ): Promise<Iperf3Result> {
   const what = `iperf3 ${client} ${reverse ? "←" : "→"} ${server} (background)`;
-  return new Promise((resolve) => {
-    const child = spawn("nsenter", clientArgs(client, server, seconds, reverse), { stdio: ["ignore", "pipe", "pipe"] });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d: Buffer) => {
-      stdout += d.toString();
-    });
-    child.stderr.on("data", (d: Buffer) => {
-      stderr += d.toString();
-    });
-    const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs(seconds));
-    child.on("error", (e) => {
-      clearTimeout(timer);
-      resolve(parseIperf3("", what, e.message));
-    });
-    child.on("close", () => {
-      clearTimeout(timer);
-      resolve(parseIperf3(stdout, what, stderr));
-    });
-  });
+  return runInBackground("nsenter", clientArgs(client, server, seconds, reverse), timeoutMs(seconds)).then(
+    ({ stdout, stderr, error }) => parseIperf3(stdout, what, error ?? stderr),
+  );
 }
 
 const nan = (what: string, why: string): Iperf3Result => ({

@@ -4,7 +4,8 @@
  * run from the client's netns. Servers run in their own process group, registered with
  * the fixture so they are killed however the run ends.
  */
-import { spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
+import { runInBackground } from "./background";
 import type { Fixture } from "./harness";
 import { startListening } from "./servers";
 
@@ -70,24 +71,11 @@ export function netperfInBackground(
   length: number,
   testArgs: string[] = [],
 ): Promise<NetperfResult> {
-  const child = spawn("nsenter", netperfArgs(client, server, test, length, ["THROUGHPUT"], testArgs), {
-    stdio: ["ignore", "pipe", "pipe"],
-    timeout: (Math.abs(length) + 30) * 1000,
+  const args = netperfArgs(client, server, test, length, ["THROUGHPUT"], testArgs);
+  return runInBackground("nsenter", args, (Math.abs(length) + 30) * 1000).then(({ code, stdout, stderr, error }) => {
+    const r = netperfOutcome(code, stdout, error ?? stderr, { client, server, test }, 1);
+    return r.error ? { value: Number.NaN, error: r.error } : { value: r.values[0] as number };
   });
-  let stdout = "";
-  let stderr = "";
-  child.stdout.on("data", (d: Buffer) => {
-    stdout += d.toString();
-  });
-  child.stderr.on("data", (d: Buffer) => {
-    stderr += d.toString();
-  });
-  return new Promise((resolve) =>
-    child.once("close", (code) => {
-      const r = netperfOutcome(code, stdout, stderr, { client, server, test }, 1);
-      resolve(r.error ? { value: Number.NaN, error: r.error } : { value: r.values[0] as number });
-    }),
-  );
 }
 
 function netperfArgs(
