@@ -29,6 +29,7 @@ import type { KubeConfig } from "@kubernetes/client-node";
 import { SocketCloser } from "../bpf/index";
 import { DEFAULT_BPFFS_ROOT } from "../cni/config";
 import { embeddedObjects, embeddedSvcDestroyObject, embeddedSvcObject } from "../datapath/assets";
+import { deleteRetiredDevices } from "../datapath/retired";
 import { WIREGUARD_DEVICE } from "../datapath/uplink";
 import { install } from "../install/install";
 import { RtnlSocket } from "../netlink/socket";
@@ -75,6 +76,8 @@ const bunGc = (full: boolean) => (globalThis as { Bun?: { gc(force: boolean): vo
 
 /** The loop must get a turn at least this often, or /healthz says it is wedged. */
 const WEDGED_AFTER_MS = 30_000;
+/** How often the agent deletes pairs a deferred DEL retired (datapath/retired.ts). */
+const RETIRED_SWEEP_MS = 5_000;
 
 export async function runAgent(argv: string[]): Promise<number> {
   if (argv.includes("--help")) {
@@ -188,6 +191,7 @@ class Agent {
   private lastTick = Date.now();
   private compactPending = false;
   private timers: NodeJS.Timeout[] = [];
+  private sweeping = false;
 
   constructor(
     private readonly opts: AgentOptions,
@@ -415,6 +419,7 @@ class Agent {
         this.writePolicyFile();
         this.wireguard?.refresh().catch((e) => agentLog.warn(`wireguard: ${(e as Error).message}`));
       }, 1000),
+      setInterval(() => this.deleteRetiredDevices(), RETIRED_SWEEP_MS),
       setInterval(() => {
         this.routes.resync();
         this.masquerade.resync();
@@ -423,6 +428,24 @@ class Agent {
         this.wireguard?.resync();
       }, this.opts.resyncSeconds * 1000),
     );
+  }
+
+  /**
+   * Pairs a DEL left retired (datapath/retired.ts) whose pod netns lives on: a pod's
+   * teardown usually deletes them first. One sweep at a time.
+   */
+  private deleteRetiredDevices(): void {
+    if (this.sweeping) return;
+    this.sweeping = true;
+    deleteRetiredDevices(this.host)
+      .then((sweep) => {
+        this.metrics.retiredDeleted.inc(sweep.deleted.length);
+        for (const failure of sweep.failures) agentLog.warn(`retired device: ${failure}`);
+      })
+      .catch((e) => agentLog.warn(`retired devices: ${(e as Error).message}`))
+      .finally(() => {
+        this.sweeping = false;
+      });
   }
 
   async stop(): Promise<void> {

@@ -62,6 +62,7 @@ export class AgentMetrics {
   readonly syncSeconds: Histogram;
   readonly apiErrors: Counter;
   readonly synced: Gauge;
+  readonly retiredDeleted: Counter;
   private readonly verbLog: VerbLog;
   private readonly verbs: Histogram;
   private readonly packets: Counter;
@@ -114,6 +115,11 @@ export class AgentMetrics {
       help: "Time one sync of a key took, by controller (a key: one node, one Service, or * for all)",
       labelNames: ["controller"],
       buckets: [0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5],
+      registers: [registry],
+    });
+    this.retiredDeleted = new Counter({
+      name: "netkit_cni_agent_retired_devices_deleted_total",
+      help: 'Device pairs a DEL with "teardown": "deferred" left retired that the agent deleted',
       registers: [registry],
     });
     this.apiErrors = new Counter({

@@ -29,6 +29,8 @@ export type PodDatapath = (typeof POD_DATAPATHS)[number];
 
 export const NETKIT_MODES = ["l3", "l2"] as const;
 export type NetkitMode = (typeof NETKIT_MODES)[number];
+export const TEARDOWNS = ["inline", "deferred"] as const;
+export type Teardown = (typeof TEARDOWNS)[number];
 
 export const LOG_LEVELS = ["error", "warn", "info", "debug"] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
@@ -126,6 +128,13 @@ export interface NetConf {
    * other nodes is encrypted (datapath/uplink.ts).
    */
   encryption: "none" | "wireguard";
+  /**
+   * What DEL does with the pod's device pair: "inline" deletes it (each deletion waits
+   * out RCU grace periods under RTNL); "deferred" makes it unreachable and inert (down,
+   * no routes, no map entries, its address freed) and labels it retired, for the pod's
+   * netns teardown, the agent or GC to delete off DEL's path (commands/retire.ts).
+   */
+  teardown: Teardown;
   /** The parsed JSON as received, forwarded unchanged to delegated plugins. */
   raw: Record<string, unknown>;
 }
@@ -317,6 +326,7 @@ export function parseNetConf(stdin: Buffer | string): NetConf {
     validAttachments: parseValidAttachments(raw),
     agentStateDir: parseAgentStateDir(raw),
     encryption: oneOf(raw, "encryption", ["none", "wireguard"] as const, "none"),
+    teardown: oneOf(raw, "teardown", TEARDOWNS, "inline"),
     raw,
   };
 }

@@ -23,11 +23,12 @@ import { hostDeviceMac, hostDeviceName, ownerAlias, podDeviceMac } from "../data
 import { ensureNodeDatapath, withNodeLock } from "../datapath/node-datapath";
 import { configurePodEnd, removeSourceRules } from "../datapath/pod-end";
 import { shapePodIngress } from "../datapath/pod-shaping";
+import { retiredFor } from "../datapath/retired";
 import { paceUplink, releasePacing } from "../datapath/shaping";
 import type { Endpoint, Namespaces } from "../datapath/types";
 import { FALLBACK_MTU, liveIfindexes, requireEncryption, resolveUplink, type Uplink } from "../datapath/uplink";
 import { log } from "../log";
-import { deleteLinkByName, getLinkByName } from "../netlink/links";
+import { deleteLink, deleteLinkByName, getLinkByName } from "../netlink/links";
 import { failpoint } from "../sys/failpoints";
 import { withAttachmentLock } from "./attachment-lock";
 import type { Invocation } from "./invocation";
@@ -111,16 +112,25 @@ async function addPod(inv: Invocation): Promise<Result> {
   }
 }
 
-/** Refuses an interface name the pod already has, or a host device that already exists. */
-async function refuseTakenNames(ns: Namespaces, { env }: Invocation, hostDevice: string): Promise<void> {
-  if (await getLinkByName(ns.pod, env.ifname)) {
-    throw new CniError(ErrorCode.InvalidEnvironment, `interface "${env.ifname}" already exists in ${env.netns}`);
-  }
-  if (await getLinkByName(ns.host, hostDevice)) {
+/**
+ * Refuses an interface name the pod already has, or a host device that already exists;
+ * but first deletes the pair a DEL of this attachment retired (a runtime that reconnects
+ * a live container), which holds both names until it goes.
+ */
+async function refuseTakenNames(ns: Namespaces, { env, conf }: Invocation, hostDevice: string): Promise<void> {
+  const existing = await getLinkByName(ns.host, hostDevice);
+  const owner = { network: conf.name, containerId: env.containerId, ifname: env.ifname };
+  if (existing && retiredFor(existing, owner)) {
+    await deleteLink(ns.host, existing);
+    log.info(`deleted ${hostDevice}, retired by this attachment's DEL, to take its names again`);
+  } else if (existing) {
     throw new CniError(
       ErrorCode.InvalidEnvironment,
       `host device ${hostDevice} for container ${env.containerId} ${env.ifname} already exists; DEL it first`,
     );
+  }
+  if (await getLinkByName(ns.pod, env.ifname)) {
+    throw new CniError(ErrorCode.InvalidEnvironment, `interface "${env.ifname}" already exists in ${env.netns}`);
   }
 }
 

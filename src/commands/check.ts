@@ -13,6 +13,7 @@ import { CniError, ErrorCode, invalidConfig } from "../cni/errors";
 import type { IpConfig, Result } from "../cni/result";
 import { closeNamespaces, openNamespaces } from "../datapath/namespaces";
 import { aliasClaims, hostDeviceName } from "../datapath/naming";
+import { retiredFor } from "../datapath/retired";
 import { endpointMapEntries, endpointState, limitsOf, podStateMismatchesOf } from "../datapath/node-state";
 import { ingressQdiscProblem } from "../datapath/pod-shaping";
 import { pacingProblem } from "../datapath/shaping";
@@ -31,12 +32,17 @@ export async function cmdCheck(inv: Invocation): Promise<void> {
   if (!prev) throw invalidConfig("CHECK needs prevResult: the result of the ADD being checked");
   const addresses = podAddresses(prev, env.ifname).map((ip) => ip.address);
   const bandwidth = podBandwidth(conf.bandwidthRequest);
-  ipamBackend(inv)?.check(addresses);
 
   const ns = openNamespaces(env.netns);
   try {
     const hostDevice = hostDeviceName(env.containerId, env.ifname);
-    const hostLink = requireUp(await getLinkByName(ns.host, hostDevice), `host device ${hostDevice}`);
+    const found = await getLinkByName(ns.host, hostDevice);
+    // Said before IPAM's answer (the DEL freed the addresses too): this says why.
+    if (found && retiredFor(found, { network: conf.name, containerId: env.containerId, ifname: env.ifname })) {
+      throw mismatch(`host device ${hostDevice} was retired by a DEL of ${env.containerId}/${env.ifname}`);
+    }
+    ipamBackend(inv)?.check(addresses);
+    const hostLink = requireUp(found, `host device ${hostDevice}`);
     if (!aliasClaims(hostLink.alias, conf.name, env.containerId, env.ifname)) {
       throw mismatch(
         `host device ${hostDevice} is not labelled as belonging to ${env.containerId}/${env.ifname} on network ${conf.name}`,

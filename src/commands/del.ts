@@ -6,6 +6,9 @@
  * Only a device carrying this network's ownership alias for the attachment is deleted,
  * or one with no alias yet: an ADD of the attachment killed before it labelled its device
  * (a live one holds the attachment's lock until it ends, and this DEL waits for it).
+ * With `"teardown": "deferred"` the device is retired instead of deleted (datapath/
+ * retired.ts): cut off at once, its deletion left to the pod netns's teardown, the agent
+ * or GC.
  */
 import * as fs from "node:fs";
 import { ifnameProblem } from "../cni/env";
@@ -13,6 +16,7 @@ import { syncNeighbourProxies } from "../datapath/coexist";
 import { removeEndpoint } from "../datapath/fastpath";
 import { aliasClaims, hostDeviceName } from "../datapath/naming";
 import { removePodEndRules } from "../datapath/pod-end";
+import { retiredFor, retireHostDevice } from "../datapath/retired";
 import { releasePacing } from "../datapath/shaping";
 import { liveIfindexes } from "../datapath/uplink";
 import { log } from "../log";
@@ -43,7 +47,11 @@ async function delPod(inv: Invocation): Promise<void> {
   const hostDevice = hostDeviceName(env.containerId, env.ifname);
   const host = RtnlSocket.open();
   try {
-    const link = await getLinkByName(host, hostDevice);
+    const found = await getLinkByName(host, hostDevice);
+    // A device an earlier DEL retired is done with: only its deletion is left (retired.ts).
+    const owner = { network: inv.conf.name, containerId: env.containerId, ifname: env.ifname };
+    const link = found && retiredFor(found, owner) ? undefined : found;
+    if (found && !link) log.info(`${hostDevice} was retired by an earlier DEL`);
     // A link without our alias is one an ADD created but had not yet labelled (killed
     // mid-way: a live one holds the lock); one with another owner's alias (another
     // network's, say, after a stray DEL for an interface name the pod now has there) is
@@ -60,10 +68,15 @@ async function delPod(inv: Invocation): Promise<void> {
     await removeEndpoint(inv.conf.fastPath.bpffsRoot, hostDevice, gone, () => liveIfindexes(host));
     if (link) {
       await removeSourceRules(env.netns, env.ifname);
-      // Removing the host end removes the pod end (if its netns still exists) and the routes.
-      await deleteLinkByName(host, hostDevice);
-      log.info(`deleted ${hostDevice}`);
-    } else {
+      if (inv.conf.teardown === "deferred") {
+        await retireHostDevice(host, link, owner);
+        log.info(`retired ${hostDevice}: down, no routes; deleted later, off DEL's path`);
+      } else {
+        // Removing the host end removes the pod end (if its netns still exists) and the routes.
+        await deleteLinkByName(host, hostDevice);
+        log.info(`deleted ${hostDevice}`);
+      }
+    } else if (!found) {
       log.info(`${hostDevice} already gone`);
     }
     // The last paced pod on an uplink gives it its default qdisc back.

@@ -9,15 +9,17 @@
  * The IPAM plugin gets the same GC request; one that predates GC gets a DEL per removed
  * attachment instead, and host-local also one for every other attachment its store names
  * that is not valid (a pod that vanished without DEL took its device along, so only the
- * store still knows it).
+ * store still knows it). A DEL with `"teardown": "deferred"` leaves its pair retired;
+ * GC deletes this network's retired pairs too.
  */
 
 import type { Attachment } from "../cni/config";
 import { CniError, ErrorCode, invalidConfig } from "../cni/errors";
 import { syncNeighbourProxies } from "../datapath/coexist";
 import { pruneDeadEndpoints, unpinEndpoint } from "../datapath/fastpath";
-import { hostDeviceName, networkToken, type Owner, parseOwnerAlias } from "../datapath/naming";
+import { hostDeviceName, isRetiredDevice, networkToken, type Owner, parseOwnerAlias } from "../datapath/naming";
 import { pinnedEndpointDevices } from "../datapath/node-state";
+import { deleteRetiredDevices } from "../datapath/retired";
 import { releaseUnusedPacing } from "../datapath/shaping";
 import { liveIfindexes } from "../datapath/uplink";
 import { log } from "../log";
@@ -48,6 +50,9 @@ export async function cmdGc(inv: Invocation): Promise<void> {
         failures.push(`${link.name}: ${(e as Error).message}`);
       }
     }
+    // This network's DEL'd attachments whose pairs nobody deleted yet (retired.ts).
+    const retired = await deleteRetiredDevices(host, inv.conf.name);
+    failures.push(...retired.failures);
     failures.push(...(await collectFastPathGarbage(root, host, stale)));
     try {
       // The deleted devices' routes are gone: so go the proxy entries only they needed.
@@ -108,7 +113,7 @@ async function collectFastPathGarbage(
   const byName = new Map(links.map((l) => [l.name, l]));
   for (const device of pinned) {
     const link = byName.get(device);
-    if (link && !stale(link)) continue;
+    if (link && !stale(link) && !isRetiredDevice(link)) continue;
     try {
       unpinEndpoint(root, device);
       log.info(`gc: removed pins of ${device}`);

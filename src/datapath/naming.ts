@@ -11,6 +11,12 @@ import { sha256, sha256Hex } from "../sys/sha256";
 
 const HOST_DEVICE_PREFIX = "nk";
 const OWNER_ALIAS_PREFIX = "netkit-cni:";
+/**
+ * A retired device's alias: its owner's, under a prefix of the same length (so whatever
+ * owner alias fits, its retired form fits too). A retired device is DEL'd: no owner's any
+ * more, and anything of ours may delete it (commands/retire.ts).
+ */
+const RETIRED_ALIAS_PREFIX = "netkit-del:";
 
 function digest(containerId: string, ifname: string): Buffer {
   return sha256(`${containerId}\0${ifname}`);
@@ -70,6 +76,22 @@ export function parseOwnerAlias(alias: string | undefined): Owner | undefined {
   const [network, ifname, containerId, ...rest] = alias.slice(OWNER_ALIAS_PREFIX.length).split("/");
   if (!network || !ifname || !containerId || rest.length > 0) return undefined;
   return { network, ifname, containerId };
+}
+
+/** The alias that marks a DEL'd attachment's device retired. */
+export const retiredAlias = (network: string, containerId: string, ifname: string) =>
+  `${RETIRED_ALIAS_PREFIX}${networkToken(network)}/${ifname}/${containerId}`;
+
+/** The owner a retired device had; undefined for any other alias. */
+export function parseRetiredAlias(alias: string | undefined): Owner | undefined {
+  if (!alias?.startsWith(RETIRED_ALIAS_PREFIX)) return undefined;
+  return parseOwnerAlias(OWNER_ALIAS_PREFIX + alias.slice(RETIRED_ALIAS_PREFIX.length));
+}
+
+/** Whether `link` is a device retired by a DEL, named as its attachment's host device. */
+export function isRetiredDevice(link: { name: string; alias: string | undefined }): boolean {
+  const owner = parseRetiredAlias(link.alias);
+  return owner !== undefined && link.name === hostDeviceName(owner.containerId, owner.ifname);
 }
 
 /** Whether a device's alias makes it `network`'s attachment (containerId, ifname). */

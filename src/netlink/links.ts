@@ -186,6 +186,34 @@ export async function setLinkUp(sock: RtnlSocket, link: Link, alias?: string): P
   );
 }
 
+/**
+ * Takes a link down and sets its alias in one message. Down removes the routes through it
+ * (both families) and stops it passing frames either way; unlike deletion it waits out
+ * no RCU grace period.
+ */
+export async function setLinkDown(sock: RtnlSocket, link: Link, alias: string): Promise<void> {
+  await sock.request(
+    `set ${link.name} down`,
+    RTM_NEWLINK,
+    0,
+    Buffer.concat([ifinfomsg(link.index, 0, IFF_UP), attrString(IFLA_IFALIAS, alias)]),
+  );
+}
+
+/**
+ * Deletes the link `link` names by its index, which the kernel never gives to another
+ * device meanwhile (a name can be taken again at once); false if it is gone.
+ */
+export async function deleteLink(sock: RtnlSocket, link: Link): Promise<boolean> {
+  try {
+    await sock.request(`delete link ${link.name}`, RTM_DELLINK, 0, ifinfomsg(link.index));
+    return true;
+  } catch (e) {
+    if (e instanceof NetlinkError && e.errno === ENODEV) return false;
+    throw e;
+  }
+}
+
 /** Deletes a link by name; returns false if it did not exist. */
 export async function deleteLinkByName(sock: RtnlSocket, name: string): Promise<boolean> {
   try {

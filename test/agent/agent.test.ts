@@ -10,6 +10,7 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
+import { hostDeviceName } from "../../src/datapath/naming";
 import { useStandInApi } from "../support/fixtures";
 import { type Fixture, inNs, runPlugin } from "../support/harness";
 import type { StandInApiServer } from "../support/kube-apiserver";
@@ -280,6 +281,40 @@ describe("netkit-cni agent", () => {
     expect(text).toMatch(/^netkit_cni_verb_duration_seconds_count\{verb="STATUS",result="ok"\} 2$/m);
     expect(text).toMatch(/^netkit_cni_agent_sync_errors_total 0$|# TYPE netkit_cni_agent_sync_errors_total counter/m);
     expect(scrape(node, "/nothing")[0]).toBe(404);
+    expect(await agent.kill("SIGTERM")).toBe(0);
+  });
+
+  it('deletes the pairs a DEL with "teardown": "deferred" retired whose netns lives on, and no live pod\'s', async () => {
+    const netns = makeNode(fx, "nkag");
+    const node = agentNode(fx, api, netns, SELF);
+    api.addNode({ name: SELF, podCIDRs: ["10.40.1.0/24"], internalIPs: ["10.30.0.1"] });
+    const agent = AgentProcess.start(fx, node, agentArgs(["--skip-binary"]), CONFIG);
+    await eventually(
+      "synced",
+      () => scrape(node, "/readyz")[0] === 200,
+      20_000,
+      () => agent.log,
+    );
+    const conflist = readJson(path.join(node.confDir, "10-netkit-cni.conflist"));
+    const conf = { ...conflist.plugins[0], cniVersion: "1.1.0", name: conflist.name, teardown: "deferred" };
+    const pod = (id: string) => ({ containerId: id, netns: `/run/netns/${fx.makeNetns("nkp")}`, ifname: "eth0" });
+    const [gone, live] = [pod("gone"), pod("live")];
+    const added = runPlugin(netns, "ADD", gone, conf);
+    expect(added.status, added.stdout).toBe(0);
+    expect(runPlugin(netns, "ADD", live, conf).status).toBe(0);
+    const retired = hostDeviceName("gone", "eth0");
+    expect(runPlugin(netns, "DEL", gone, { ...conf, prevResult: added.json }).status).toBe(0);
+    expect(inNs(netns, "ip", ["-o", "link", "show", "dev", retired])).toContain("netkit-del:");
+
+    await eventually(
+      "the retired pair deleted",
+      () => !inNs(netns, "ip", ["-o", "link"]).includes(retired),
+      15_000,
+      () => agent.log,
+    );
+    expect(inNs(netns, "ip", ["-o", "link"])).toContain(hostDeviceName("live", "eth0"));
+    expect(inNs(gone.netns.replace("/run/netns/", ""), "ip", ["-o", "link"])).not.toContain("eth0");
+    expect(scrape(node, "/metrics")[1]).toMatch(/^netkit_cni_agent_retired_devices_deleted_total 1$/m);
     expect(await agent.kill("SIGTERM")).toBe(0);
   });
 });

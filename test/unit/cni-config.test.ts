@@ -32,10 +32,15 @@ describe("parseNetConf", () => {
       logLevel: "info",
       logFile: "/var/log/netkit-cni.log",
       mtu: undefined,
+      teardown: "inline",
     });
     expect(conf.ipam?.type).toBe("host-local");
     expect(conf.fastPath.natCheck).toBe("auto");
     expect(conf.raw).toEqual(good);
+  });
+
+  it("takes a deferred teardown", () => {
+    expect(parseNetConf(JSON.stringify({ ...good, teardown: "deferred" })).teardown).toBe("deferred");
   });
 
   it("takes a NAT check variant", () => {
@@ -83,6 +88,7 @@ describe("parseNetConf", () => {
     ["missing type", { ...good, type: undefined }, 7],
     ["unknown datapath", { ...good, datapath: "bridge" }, 7],
     ["unknown netkit mode", { ...good, mode: "l4" }, 7],
+    ["unknown teardown", { ...good, teardown: "later" }, 7],
     ["fastPath not a boolean", { ...good, fastPath: "yes" }, 7],
     ["serviceTranslation not a boolean", { ...good, serviceTranslation: 1 }, 7],
     ["serviceTranslationCgroup relative", { ...good, serviceTranslationCgroup: "pods" }, 7],

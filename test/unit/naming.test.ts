@@ -4,10 +4,13 @@ import {
   aliasClaims,
   hostDeviceMac,
   hostDeviceName,
+  isRetiredDevice,
   NETWORK_TOKEN_MAX,
   networkToken,
   ownerAlias,
   parseOwnerAlias,
+  parseRetiredAlias,
+  retiredAlias,
 } from "../../src/datapath/naming";
 import { podDefaultRoutes } from "../../src/datapath/pod-end";
 
@@ -62,6 +65,30 @@ describe("host device naming", () => {
     expect(aliasClaims(mine, "net-a", "c1", "net1")).toBe(false);
     expect(aliasClaims(mine, "net-a", "c2", "eth0")).toBe(false);
     expect(aliasClaims("hand-written", "net-a", "c1", "eth0")).toBe(false);
+  });
+});
+
+describe("retired devices", () => {
+  it("marks a DEL'd attachment's device with an alias no owner test claims, as long as the owner's", () => {
+    const retired = retiredAlias("net-a", "c1", "eth0");
+    expect(retired).toBe("netkit-del:net-a/eth0/c1");
+    expect(parseRetiredAlias(retired)).toEqual({ network: "net-a", containerId: "c1", ifname: "eth0" });
+    expect(parseOwnerAlias(retired)).toBeUndefined();
+    expect(aliasClaims(retired, "net-a", "c1", "eth0")).toBe(false);
+    expect(parseRetiredAlias(ownerAlias("net-a", "c1", "eth0"))).toBeUndefined();
+    const longest = ["n".repeat(300), "c".repeat(MAX_CONTAINER_ID_LENGTH), "e".repeat(15)] as const;
+    expect(Buffer.byteLength(retiredAlias(...longest))).toBe(Buffer.byteLength(ownerAlias(...longest)));
+  });
+
+  it("counts a device as retired only under its attachment's own name", () => {
+    const alias = retiredAlias("net-a", "c1", "eth0");
+    expect(isRetiredDevice({ name: hostDeviceName("c1", "eth0"), alias })).toBe(true);
+    expect(isRetiredDevice({ name: hostDeviceName("c2", "eth0"), alias })).toBe(false);
+    expect(isRetiredDevice({ name: "eth9", alias })).toBe(false);
+    expect(isRetiredDevice({ name: hostDeviceName("c1", "eth0"), alias: ownerAlias("net-a", "c1", "eth0") })).toBe(
+      false,
+    );
+    expect(isRetiredDevice({ name: hostDeviceName("c1", "eth0"), alias: undefined })).toBe(false);
   });
 });
 
