@@ -221,7 +221,7 @@ async function runDataplane(kind: Kind, o: Options, result: BenchResult): Promis
 
 /** ADD+DEL cycles, storms, peak RSS, then the floor below them, measured in the same run. */
 async function runControlPlane(kind: Kind, o: Options): Promise<NonNullable<BenchResult["controlPlane"]>> {
-  const ids: CpId[] = ["ours-embedded", "ours-node", "ours-host-local", "ours-no-programs", "ptp"];
+  const ids: CpId[] = ["ours-embedded", "ours-deferred", "ours-node", "ours-host-local", "ours-no-programs", "ptp"];
   if (o.baseline) ids.unshift("ours-baseline");
   const datapath = kind === "vm" ? "netkit" : "veth";
   const cfgs = ids.map((id) => makeConfig(id, datapath, o.baseline));

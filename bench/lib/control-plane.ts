@@ -5,6 +5,9 @@
  *
  *   ours-embedded    this plugin, embedded IPAM (ipam.type "netkit-cni": no exec)
  *   ours-host-local  this plugin, delegating to the reference host-local
+ *   ours-deferred    this plugin, embedded IPAM, "teardown": "deferred": DEL retires the pair
+ *                    and the pod netns's deletion (which follows every DEL here, as a
+ *                    runtime's does) deletes it, off the verb's path
  *   ours-no-programs this plugin, embedded IPAM, "fastPath": false: the same pods with only
  *                    the source-check program (one link, like the fast path's), which
  *                    separates the fast path's own cost (node programs, flow table) from the rest
@@ -35,11 +38,19 @@ import { refConf } from "./paths";
 import { pool } from "./pool";
 import { type Summary, summarize } from "./stats";
 
-export type CpId = "ours-baseline" | "ours-embedded" | "ours-node" | "ours-host-local" | "ours-no-programs" | "ptp";
+export type CpId =
+  | "ours-baseline"
+  | "ours-embedded"
+  | "ours-deferred"
+  | "ours-node"
+  | "ours-host-local"
+  | "ours-no-programs"
+  | "ptp";
 
 export const CP_LABELS: Record<CpId, string> = {
   "ours-baseline": "netkit-cni baseline build (--baseline), embedded IPAM",
   "ours-embedded": "netkit-cni, embedded IPAM",
+  "ours-deferred": 'netkit-cni, embedded IPAM, "teardown": "deferred"',
   "ours-node": "netkit-cni Node SEA (dist/netkit-cni-node), embedded IPAM",
   "ours-host-local": "netkit-cni + host-local",
   "ours-no-programs": "netkit-cni, embedded IPAM, fastPath false (source check only)",
@@ -64,8 +75,9 @@ export function makeConfig(id: CpId, datapath: string, baselinePlugin?: string):
     id === "ours-host-local" ? { type: "host-local", ranges, dataDir } : { type: "netkit-cni", ranges, dataDir };
   const plugin = id === "ours-baseline" ? baselinePlugin : id === "ours-node" ? OUR_NODE_PLUGIN : OUR_PLUGIN;
   if (!plugin) throw new Error("the baseline configuration needs --baseline PATH");
-  const fastPath = id === "ours-no-programs" ? { fastPath: false } : {};
-  return { id, fx, node, plugin, conf: { ...node.conf, ...fastPath, cniVersion: "1.0.0", ipam } };
+  const variant =
+    id === "ours-no-programs" ? { fastPath: false } : id === "ours-deferred" ? { teardown: "deferred" } : {};
+  return { id, fx, node, plugin, conf: { ...node.conf, ...variant, cniVersion: "1.0.0", ipam } };
 }
 
 const att = (containerId: string, netns: string): Attachment => ({
@@ -98,17 +110,19 @@ export async function measureCycles(
   cycles: number,
   warmup = 2,
 ): Promise<Record<string, CycleResult>> {
-  const podNs = new Map(cfgs.map((c) => [c.id, c.fx.makeNetns("nkp")]));
   const out: Record<string, CycleResult> = {};
   const samples = new Map(cfgs.map((c) => [c.id, { add: [] as number[], del: [] as number[], failures: 0, first: 0 }]));
   for (let i = 0; i < warmup + cycles; i++) {
     await tick();
     for (const cfg of cfgs) {
       const s = samples.get(cfg.id) as { add: number[]; del: number[]; failures: number; first: number };
-      const a = att(`cycle-${cfg.id}-${i}`, podNs.get(cfg.id) as string);
+      // A pod netns of its own, deleted after the DEL, as a runtime's sandbox is.
+      const netns = cfg.fx.makeNetns("nkp");
+      const a = att(`cycle-${cfg.id}-${i}`, netns);
       const r = add(cfg, a);
       if (i === 0) s.first = r.ms;
       const d = del(cfg, a, r.json);
+      cfg.fx.deleteNetns(netns);
       if (r.status !== 0 || d.status !== 0) {
         s.failures += 1;
         process.stderr.write(`  ${cfg.id} cycle ${i}: ADD ${r.status} DEL ${d.status} ${r.stdout}${d.stdout}\n`);
@@ -185,7 +199,6 @@ export interface RssResult {
 
 /** Peak RSS and CPU time of single ADD and DEL invocations (GNU time), `n` of each. */
 export async function measureRss(cfg: CpConfig, n: number): Promise<RssResult> {
-  const ns = cfg.fx.makeNetns("nkp");
   const scratch = cfg.fx.tempDir("nkb-rss-");
   const addKb: number[] = [];
   const delKb: number[] = [];
@@ -193,9 +206,11 @@ export async function measureRss(cfg: CpConfig, n: number): Promise<RssResult> {
   const delCpuMs: number[] = [];
   for (let i = 0; i < n; i++) {
     await tick();
-    const a = att(`rss-${cfg.id}-${i}`, ns);
+    const netns = cfg.fx.makeNetns("nkp");
+    const a = att(`rss-${cfg.id}-${i}`, netns);
     const r = runCniPeakRss(cfg.plugin, cfg.node.netns, "ADD", a, cfg.conf, scratch);
     const d = runCniPeakRss(cfg.plugin, cfg.node.netns, "DEL", a, { ...cfg.conf, prevResult: r.run.json }, scratch);
+    cfg.fx.deleteNetns(netns);
     if (r.run.status === 0) {
       addKb.push(r.peakKb);
       addCpuMs.push(r.cpuMs);

@@ -32,6 +32,10 @@ export const END = "<!-- results:end -->";
 interface Picked {
   /** The sections measured before the socket bypass's (crossings, netperf, control plane, start-up). */
   core?: Run;
+  /** The control plane and the start-up breakdown, each from the newest run that measured it
+   * (a run of that section alone, `--only control`, need not hide the rest of core). */
+  controlPlane?: Run;
+  startup?: Run;
   coreVm?: Run;
   sockBypass?: Run;
   sockBypassVm?: Run;
@@ -50,9 +54,27 @@ interface Picked {
 const hasCoreSections = (r: BenchResult) =>
   r.crossings !== undefined || r.netperf !== undefined || r.controlPlane !== undefined || r.startup !== undefined;
 
+const measuredTraffic = (r: BenchResult) => r.crossings !== undefined || r.netperf !== undefined;
+
+/**
+ * This kernel's core run with its control plane and start-up breakdown taken from the
+ * newest runs that measured them (the same run unless one was measured alone since).
+ */
+function coreHost(p: Picked): BenchResult | undefined {
+  const host = p.core?.r;
+  if (!host) return undefined;
+  return {
+    ...host,
+    controlPlane: p.controlPlane?.r.controlPlane ?? host.controlPlane,
+    startup: p.startup?.r.startup ?? host.startup,
+  };
+}
+
 function pickRuns(dir: string): Picked {
   const picked: Picked = {
-    core: latest(dir, "host", hasCoreSections),
+    core: latest(dir, "host", measuredTraffic) ?? latest(dir, "host", hasCoreSections),
+    controlPlane: latest(dir, "host", (r) => r.controlPlane !== undefined),
+    startup: latest(dir, "host", (r) => r.startup !== undefined),
     coreVm: latest(dir, "vm", hasCoreSections),
     sockBypass: latest(dir, "host", (r) => r.sockBypass !== undefined),
     sockBypassVm: latest(dir, "vm", (r) => r.sockBypass !== undefined),
@@ -74,7 +96,7 @@ function pickRuns(dir: string): Picked {
 
 /** Every chart's file and drawing (undefined: nothing to draw). */
 function drawCharts(p: Picked): [string, string | undefined][] {
-  const host = p.core?.r;
+  const host = coreHost(p);
   return [
     ["crossings.svg", crossingsChart(host, p.coreVm?.r)],
     ["netperf-TCP_RR.svg", host ? netperfChart(host, "TCP_RR") : undefined],
@@ -110,11 +132,29 @@ function machineLine(host?: BenchResult, vm?: BenchResult): string {
 }
 
 function sourcesLine(p: Picked): string {
-  const files = [p.core, p.coreVm, p.sockBypass, p.sockBypassVm, p.apps, p.appsVm, p.bandwidth, p.bandwidthVm];
+  const files = [
+    p.core,
+    p.controlPlane,
+    p.startup,
+    p.coreVm,
+    p.sockBypass,
+    p.sockBypassVm,
+    p.apps,
+    p.appsVm,
+    p.bandwidth,
+    p.bandwidthVm,
+  ];
   return `Sources: ${[...new Set([...files, p.services, p.policy, p.agent].map((x) => x?.file))]
     .filter(Boolean)
     .map((f) => `[\`results/${f}\`](results/${f})`)
     .join(", ")}.`;
+}
+
+/** A section's lines, naming its run after the heading when that is not the core run. */
+function fromOtherRun(own: Run | undefined, core: Run | undefined, lines: string[]): string[] {
+  if (!own || own.file === core?.file) return lines;
+  const [heading = "", ...rest] = lines;
+  return [heading, "", `From ${runName(own)}.`, ...rest];
 }
 
 /** The sections measured after the start-up breakdown, each under its heading. */
@@ -152,7 +192,7 @@ function laterSections(p: Picked, img: Img): string[] {
 }
 
 function resultsMarkdown(p: Picked, img: Img, runs: Run[]): string {
-  const host = p.core?.r;
+  const host = coreHost(p);
   const vm = p.coreVm?.r;
   return [
     START,
@@ -165,8 +205,8 @@ function resultsMarkdown(p: Picked, img: Img, runs: Run[]): string {
     ...crossingsSection(host, vm, img),
     ...netperfSection(host, img),
     ...natCheckSection(p.natCheck),
-    ...controlPlaneSection(host, img),
-    ...startupSection(host, img),
+    ...fromOtherRun(p.controlPlane, p.core, controlPlaneSection(host, img)),
+    ...fromOtherRun(p.startup, p.core, startupSection(host, img)),
     ...laterSections(p, img),
     ...vmNetperfSection(vm),
     ...historySection(runs),

@@ -24,6 +24,7 @@ import { parseIperf3 } from "../../bench/lib/iperf3";
 import { renderReport } from "../../bench/lib/report";
 import type { BenchResult } from "../../bench/lib/result";
 import { parseNetperfCsv } from "../support/netperf";
+import { benchResult as result } from "./fixtures/bench-result";
 
 // iperf3 3.12 -J, shortened: a1 → b1 at a 10 Mbit/s limit.
 const EGRESS = `{
@@ -263,42 +264,6 @@ const OLDER_GUEST_RUN: OlderRun = {
   },
   errors: ["ours-veth 1000 Mbit/s: iperf3 x → y: unable to connect to server: Connection refused"],
 };
-
-function result(kind: "host" | "vm", startedAt: string, bandwidth?: BandwidthRun | OlderRun): BenchResult {
-  return {
-    schema: 1,
-    kind,
-    startedAt,
-    finishedAt: startedAt,
-    durationS: 60,
-    machine: {
-      kernel: kind === "host" ? "6.18.44-fc" : "6.12.95",
-      kernelVersion: "#1 SMP",
-      os: "Debian GNU/Linux 12 (bookworm)",
-      cpu: "Intel(R) Xeon(R) Processor",
-      cpus: 2,
-      memGiB: 23.5,
-      node: "v20.20.2",
-      netperf: "2.7.0",
-      iperf3: "3.12",
-      plugin: { sha256: "0123456789abcdef", builtAt: startedAt, commit: "abc1234", srcChanged: false },
-    },
-    settings: {
-      rounds: 0,
-      seconds: 0,
-      pings: 0,
-      transactions: 0,
-      cycles: 0,
-      storm: 0,
-      stormRepeats: 0,
-      concurrency: 0,
-      skipped: [],
-      bwRounds: bandwidth?.rounds,
-      bwSeconds: bandwidth?.seconds,
-    },
-    ...(bandwidth ? { bandwidth } : {}),
-  };
-}
 
 /** A table's row whose first cells are `first`, split into cells. */
 function row(table: string, ...first: string[]): string[] | undefined {

@@ -100,6 +100,10 @@ describe("bench targets", () => {
       ["69 ms − 60 ms = 9.0 ms", true],
       ["71 ms − 60 ms = 11 ms", false],
     ]);
+    const againstPtp = find(targets(hostRun({ controlPlane })), "≤ 1.0× ptp");
+    expect(againstPtp.map((t) => [t.measured, t.met])).toEqual([["1.73× (69 ms against 40 ms)", false]]);
+    const deferred = { ...controlPlane, cycles: { ...controlPlane.cycles, "ours-deferred": cycle(38) } };
+    expect(find(targets(hostRun({ controlPlane: deferred })), "≤ 1.0× ptp").map((t) => t.met)).toEqual([false, true]);
     const older = find(targets(hostRun({ controlPlane: { ...controlPlane, kernelFloor: undefined } })), "the floor");
     expect(older.map((t) => t.met)).toEqual([undefined, undefined]);
     expect(older[0]?.measured).toBe("69 ms; no floor measured in this run");
