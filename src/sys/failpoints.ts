@@ -16,6 +16,12 @@ export type Failpoint =
   | "pod-configured"
   | "host-configured"
   | "fastpath-attached"
+  /** DEL: the addresses released; the device and the pod's state untouched. */
+  | "del-ipam-released"
+  /** DEL with a deferred teardown: the device retired; its pins and entries still there. */
+  | "del-retired"
+  /** DEL: the pins and entries removed; the device (inline) not yet deleted. */
+  | "del-endpoint-removed"
   /** DEL or GC pruning dead endpoints, between listing the endpoint map and the live devices. */
   | "prune-listed";
 

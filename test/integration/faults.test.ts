@@ -5,6 +5,7 @@
  * be handed out again. An ADD failing at every step, inside one too, leaves nothing by
  * its own undo, with no DEL at all; so does an IPAM plugin that allocates and then fails.
  * A DEL that comes while the ADD it follows still runs waits for it, then leaves nothing.
+ * A DEL killed at its steps, inline or deferred, is completed by the runtime's next DEL.
  */
 import { spawn } from "node:child_process";
 import * as fs from "node:fs";
@@ -76,6 +77,53 @@ describe("ADD interrupted by SIGKILL", () => {
     expect(again.status, again.stdout).toBe(0);
     expect((again.json?.ips as { address: string }[] | undefined)?.[0]?.address).toBe("10.221.1.9/32");
   });
+});
+
+describe("DEL interrupted by SIGKILL", () => {
+  const cases = [
+    ["inline", "del-ipam-released"],
+    ["inline", "del-endpoint-removed"],
+    ["deferred", "del-ipam-released"],
+    ["deferred", "del-retired"],
+    ["deferred", "del-endpoint-removed"],
+  ] as const;
+  it.each(cases)(
+    "%s teardown, at %s: the runtime's next DEL frees everything, and the IP is reusable",
+    async (teardown, step) => {
+      const withTeardown = { ...conf, teardown };
+      const pod = fx.makeNetns("nkp");
+      const att = { containerId: `del-killed-${step}`, netns: `/run/netns/${pod}`, ifname: "eth0" };
+      const added = runPlugin(node.netns, "ADD", att, withTeardown);
+      expect(added.status, added.stdout).toBe(0);
+      const withResult = { ...withTeardown, prevResult: added.json };
+      const pause = path.join(dataDir, `pause-${step}`);
+      const deleting = runPluginAsync(node.netns, "DEL", att, withResult, {
+        NETKIT_CNI_PAUSE_AT: step,
+        NETKIT_CNI_PAUSE_FILE: pause,
+      });
+      const pid = await waitForFile(pause);
+      process.kill(pid, "SIGKILL");
+      expect((await deleting).status).not.toBe(0);
+      fs.rmSync(pause, { force: true });
+
+      const del = runPlugin(node.netns, "DEL", att, withResult);
+      expect(del.status, del.stdout).toBe(0);
+      // What DEL frees at once is free; only a retired device waits for its netns.
+      expect(pinnedEndpointDevices(node.bpffsRoot)).toEqual([]);
+      expect(endpointMapEntries(node.bpffsRoot).size).toBe(0);
+      expect(reservations()).toEqual([]);
+      expect(inNs(node.netns, "ip", ["route"])).not.toContain("10.221.1.9");
+      const left = pluginLinks(node.netns);
+      if (teardown === "inline") expect(left).toEqual([]);
+      else expect(inNs(node.netns, "ip", ["-o", "link", "show", ...left])).toContain("netkit-del:");
+
+      // The next pod, in a sandbox of its own, gets the address at once.
+      const next = { containerId: "after", netns: `/run/netns/${fx.makeNetns("nkp")}`, ifname: "eth0" };
+      const again = runPlugin(node.netns, "ADD", next, withTeardown);
+      expect(again.status, again.stdout).toBe(0);
+      expect((again.json?.ips as { address: string }[] | undefined)?.[0]?.address).toBe("10.221.1.9/32");
+    },
+  );
 });
 
 describe("a node lock held by a stuck process", () => {

@@ -112,9 +112,14 @@ describe("ADD", () => {
     }
     // Replies from net1's address leave through net1 (its own table, chosen by source).
     expect(inNs(pod, "ip", ["rule"])).toContain(`from ${ip1.v4} lookup`);
-    expect(
-      runPlugin(node, "DEL", { containerId: "multi", netns: `/run/netns/${pod}`, ifname: "net1" }, conf).status,
-    ).toBe(0);
+    // Its result, which lacks the default routes eth0 has, tells DEL to look for them.
+    const del = runPlugin(
+      node,
+      "DEL",
+      { containerId: "multi", netns: `/run/netns/${pod}`, ifname: "net1" },
+      { ...conf, prevResult: second.json },
+    );
+    expect(del.status, del.stdout).toBe(0);
     expect(inNs(pod, "ip", ["rule"])).not.toContain(ip1.v4);
     expect(ping(node, podIps(first).v4)).toBe(true);
   });
