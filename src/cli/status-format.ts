@@ -99,6 +99,11 @@ export function formatStatus(s: NodeStatus): string {
   lines.push(
     `endpoints       ${s.endpoints.devices} devices, ${s.endpoints.pinned} with programs, ${s.endpoints.addresses} addresses in the endpoint map`,
   );
+  if (s.endpoints.retired > 0) {
+    lines.push(
+      `retired         ${s.endpoints.retired} device pairs DEL'd, waiting for their netns's teardown, the agent or GC`,
+    );
+  }
   if (s.problems.length === 0) lines.push("problems        none");
   else for (const p of s.problems) lines.push(`problem         ${p}`);
   return lines.join("\n");

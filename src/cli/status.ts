@@ -45,7 +45,7 @@ import { AF_INET, AF_INET6 } from "../cni/address";
 import { DEFAULT_AGENT_STATE_DIR } from "../commands/agent-state";
 import { embeddedObjects } from "../datapath/assets";
 import { isOurProxy } from "../datapath/coexist-plan";
-import { parseOwnerAlias } from "../datapath/naming";
+import { isRetiredDevice, parseOwnerAlias } from "../datapath/naming";
 import {
   dropsOf,
   endpointMapEntries,
@@ -149,6 +149,8 @@ export interface NodeStatus {
   endpoints: {
     /** Host devices carrying our owner alias. */
     devices: number;
+    /** Device pairs a deferred DEL retired, waiting for their netns's teardown, the agent or GC. */
+    retired: number;
     /** Endpoint pin directories (one per pod interface with programs). */
     pinned: number;
     /** Addresses in the endpoint map. */
@@ -200,7 +202,7 @@ export async function nodeStatus(bpffsRoot: string, stateDir = DEFAULT_AGENT_STA
   const programs = programsStatus(node);
   const uplinks = uplinkLinks(node, Object.values(programs.ids));
   const owned = links.filter((l) => parseOwnerAlias(l.alias) !== undefined);
-  const endpoints = endpointsStatus(node, owned);
+  const endpoints = endpointsStatus(node, owned, links.filter(isRetiredDevice).length);
   const { maps, flowTables } = mapsStatus(root, endpoints.hostIfindexes, node.byIndex);
   const uplinkDevices = listDir(uplinkRoot(root)).flatMap((dev) => {
     const link = node.byName.get(dev);
@@ -320,7 +322,11 @@ function uplinkLinks(node: NodeView, running: number[]): LinkStatus[] {
  * The pods' side: devices we own, their pins and links, the endpoint map, and the state
  * left of devices that are gone (pins, entries, per-pod state: DEL or GC removes it).
  */
-function endpointsStatus(node: NodeView, owned: Link[]): { status: NodeStatus["endpoints"]; hostIfindexes: number[] } {
+function endpointsStatus(
+  node: NodeView,
+  owned: Link[],
+  retired: number,
+): { status: NodeStatus["endpoints"]; hostIfindexes: number[] } {
   const { root, byIndex, byName, problems } = node;
   const pinned = pinnedEndpointDevices(root).sort();
   const links: LinkStatus[] = [];
@@ -347,7 +353,7 @@ function endpointsStatus(node: NodeView, owned: Link[]): { status: NodeStatus["e
     if (!byIndex.has(ifindex)) problems.push(`pod state of ifindex ${ifindex}, which is gone: ${held.join(", ")}`);
   }
   return {
-    status: { devices: owned.length, pinned: pinned.length, addresses: entries.size, links },
+    status: { devices: owned.length, retired, pinned: pinned.length, addresses: entries.size, links },
     hostIfindexes: [...entries.values()].map((e) => e.hostIfindex),
   };
 }

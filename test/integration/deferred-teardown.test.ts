@@ -11,6 +11,7 @@ import { endpointMapEntries, pinnedEndpointDevices } from "../../src/datapath/no
 import { useTestNode } from "../support/fixtures";
 import {
   allocatedIps,
+  BINARY,
   type Fixture,
   inNs,
   type PluginRun,
@@ -110,6 +111,11 @@ describe('DEL with "teardown": "deferred"', () => {
     expect([...endpointMapEntries(fx.bpffsRoot).keys()]).toEqual([]);
     // The pod end is down with it: nothing the pod sends leaves.
     expect(inNs(pod, "ip", ["-o", "link", "show", "eth0"])).toContain("NO-CARRIER");
+    // `netkit-cni status` counts it, apart from the live pods' devices.
+    const status = JSON.parse(inNs(node, BINARY, ["status", "--bpffs-root", fx.bpffsRoot, "--json"])) as {
+      endpoints: { devices: number; retired: number };
+    };
+    expect(status.endpoints).toMatchObject({ devices: 0, retired: 1 });
 
     // The runtime's teardown of the pod's netns takes the pair along.
     fx.deleteNetns(pod);

@@ -72,7 +72,7 @@ const facts = (): NodeStatus => ({
     ],
   },
   sharedSubnets: [],
-  endpoints: { devices: 2, pinned: 2, addresses: 2, links: [] },
+  endpoints: { devices: 2, retired: 0, pinned: 2, addresses: 2, links: [] },
   problems: [],
 });
 
@@ -104,6 +104,14 @@ describe("formatStatus", () => {
       "endpoints       2 devices, 2 with programs, 2 addresses in the endpoint map",
       "problems        none",
     ]);
+  });
+
+  it("counts device pairs a deferred DEL retired, only when there are some", () => {
+    const s = facts();
+    s.endpoints.retired = 3;
+    expect(formatStatus(s).split("\n")).toContain(
+      "retired         3 device pairs DEL'd, waiting for their netns's teardown, the agent or GC",
+    );
   });
 
   it("counts limited pods by mode per direction, and says why a direction is not paced", () => {
