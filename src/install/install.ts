@@ -48,6 +48,7 @@ export function generateConflist(g: InstallOptions["generate"]): Record<string, 
     datapath: g.datapath,
     clusterCIDRs: g.clusterCidrs.length > 0 ? g.clusterCidrs : g.podCidrs,
   };
+  if (g.teardown !== "inline") plugin.teardown = g.teardown;
   if (g.hostInterface) plugin.hostInterface = g.hostInterface;
   if (g.mtu !== undefined) plugin.mtu = g.mtu;
   if (g.logFile) plugin.logFile = g.logFile;

@@ -5,6 +5,7 @@
 import * as path from "node:path";
 import { type Flags, flagsFor, flagUsage, parseFlags } from "../args";
 import { isCidr } from "../cni/address";
+import { TEARDOWNS } from "../cni/config";
 
 export const DEFAULT_BIN_DIR = "/opt/cni/bin";
 export const DEFAULT_CONF_DIR = "/etc/cni/net.d";
@@ -30,6 +31,8 @@ export interface InstallOptions {
     podCidrs: string[];
     clusterCidrs: string[];
     datapath: string;
+    /** What DEL does with a pod's pair: "inline" deletes it, "deferred" retires it. */
+    teardown: string;
     name: string;
     hostInterface: string | undefined;
     mtu: number | undefined;
@@ -83,6 +86,12 @@ when a bridge or ptp config would sort before it)`,
     cidrs,
   ),
   datapath: flag.string("datapath", "KIND", "auto", "auto | netkit | veth (auto)"),
+  teardown: flag.string(
+    "teardown",
+    "HOW",
+    "inline",
+    "inline | deferred: DEL deletes a pod's device pair, or retires it for its\nnetns's teardown to delete (inline)",
+  ),
   "network-name": flag.string("name", "NAME", DEFAULT_NETWORK_NAME, `the network's name (${DEFAULT_NETWORK_NAME})`),
   "host-interface": flag.string(
     "hostInterface",
@@ -132,6 +141,9 @@ export function parseInstallOptions(args: string[]): InstallOptions {
   );
   if (conflist && generate.podCidrs.length > 0) throw fail("give either --conflist or --pod-cidr, not both");
   if (!conflist && generate.podCidrs.length === 0) throw fail("give --pod-cidr (or --conflist FILE)");
+  if (!(TEARDOWNS as readonly string[]).includes(generate.teardown)) {
+    throw fail(`--teardown: "${generate.teardown}" is not one of ${TEARDOWNS.join(", ")}`);
+  }
   // Without either, install picks the name (it depends on what the directory holds).
   const name = confName ?? (conflist ? path.basename(conflist) : undefined);
   if (name !== undefined && (name.includes("/") || !/\.(conflist|conf|json)$/.test(name))) {

@@ -81,6 +81,7 @@ interface InstallFlags {
   clusterCidrs?: string[];
   hostInterface: string;
   datapath?: string;
+  teardown?: "inline" | "deferred";
 }
 
 /** Sets up a node the way a cluster does: `netkit-cni install`, then containerd with CRI. */
@@ -105,6 +106,8 @@ async function criNode(fx: Fixture, node: string, bpffsRoot: string, pauseImage:
     flags.hostInterface,
     "--datapath",
     flags.datapath ?? "auto",
+    "--teardown",
+    flags.teardown ?? "inline",
     "--data-dir",
     dataDir,
     "--log-file",
@@ -426,6 +429,54 @@ describe("containerd's CRI runs pods through the conflist netkit-cni install wri
     await stopAndRemove(n, [kept]);
     await expectNodeClean(n);
   }, 300_000);
+});
+
+describe("DEL's deferred teardown through CRI (install --teardown deferred)", () => {
+  let fx: Fixture;
+  let n: CriNodeSetup;
+
+  beforeEach(async () => {
+    fx = new Fixture();
+    const node = fx.makeNode(NODE_V4, NODE_V6);
+    n = await criNode(fx, node, fx.bpffsRoot, pauseImage, {
+      podCidrs: [POD_CIDR4, POD_CIDR6],
+      hostInterface: "uplink0",
+      datapath: TEST_DATAPATH === "netkit" ? "netkit" : "auto",
+      teardown: "deferred",
+    });
+  }, 300_000);
+
+  afterEach(async () => {
+    try {
+      await n?.cri.kill("SIGTERM").catch(() => undefined);
+    } finally {
+      fx.cleanup();
+    }
+  });
+
+  it("StopPodSandbox retires each pair, containerd's removal of the netns deletes it, and nothing is left", async () => {
+    const pods = await Promise.all(Array.from({ length: 5 }, (_, i) => runPod(n, `deferred-${i}`)));
+    const [a, b] = pods as [CriPod, CriPod];
+    expect(podPings(a, b.v4)).toBe(true);
+    expect(nodePings(n.node, b.v6)).toBe(true);
+
+    await Promise.all(pods.map((p) => n.cri.client.stopPodSandbox(p.id)));
+    // Each DEL retired its pair (none deleted one) and freed what the pod held at once.
+    const log = pluginLog(n);
+    for (const p of pods) expect(log, p.name).toMatch(new RegExp(`DEL ${p.id}/eth0 retired nk[0-9a-f]+`));
+    expect(log).not.toMatch(/DEL \S+ deleted nk/);
+    const left = leftovers(n.node, n.bpffsRoot, n.ipamDir);
+    expect({ ...left, devices: [] }).toEqual(NOTHING_LEFT);
+    // containerd removed each netns after the DEL: the kernel deletes the pairs with them.
+    await Sandbox.waitFor(
+      "the retired pairs gone with their netns",
+      () => leftovers(n.node, n.bpffsRoot, n.ipamDir).devices.length === 0,
+      30_000,
+    );
+    await Promise.all(pods.map((p) => n.cri.client.stopPodSandbox(p.id)));
+    await Promise.all(pods.map((p) => n.cri.client.removePodSandbox(p.id)));
+    await expectNodeClean(n);
+  }, 600_000);
 });
 
 describe("a pod's netkit-cni.io/datapath annotation over the network's datapath, through CRI", () => {
