@@ -278,6 +278,9 @@ export function installOptionsFor(opts: AgentOptions, podCidrs: string[]): Insta
   let install: InstallOptions;
   try {
     install = parseInstallOptions([
+      // The agent deletes what a deferred DEL leaves (datapath/retired.ts): DEL need not
+      // wait for the pair's deletion where it runs. A --teardown given comes later and wins.
+      "--teardown=deferred",
       ...opts.installArgs,
       `--pod-cidr=${podCidrs.join(",")}`,
       `--cluster-cidr=${opts.clusterCidrs.join(",")}`,

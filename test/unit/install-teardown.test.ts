@@ -26,10 +26,13 @@ describe("--teardown", () => {
     expect(pluginConf(plain).teardown).toBe("inline");
   });
 
-  it("is passed on by the agent to the conflist it writes", () => {
-    const opts = parseAgentOptions(["--cluster-cidr=10.40.0.0/16", "--teardown=deferred"], {}, "node-a");
-    const conflist = generateConflist(installOptionsFor(opts, ["10.40.1.0/24"]).generate) as Conflist;
-    expect(pluginConf(conflist).teardown).toBe("deferred");
+  it("is deferred in the agent's conflist unless the agent is told otherwise", () => {
+    const conflistOf = (args: string[]) => {
+      const opts = parseAgentOptions(["--cluster-cidr=10.40.0.0/16", ...args], {}, "node-a");
+      return generateConflist(installOptionsFor(opts, ["10.40.1.0/24"]).generate) as Conflist;
+    };
+    expect(pluginConf(conflistOf([])).teardown).toBe("deferred");
+    expect(pluginConf(conflistOf(["--teardown=inline"])).teardown).toBe("inline");
   });
 
   it("refuses what it does not know, naming the choices", () => {
