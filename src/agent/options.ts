@@ -227,7 +227,8 @@ Runs on every node (the DaemonSet's main container, host network, privileged): w
 node's conflist from its spec.podCIDRs, routes every other node's pod CIDRs via its
 InternalIP, masquerades pod traffic leaving the cluster CIDRs, serves metrics.
 ${flagUsage(OWN_FLAGS, 33)}
-and the conflist options of \`netkit-cni install\` (install --help):
+and the conflist options of \`netkit-cni install\` (install --help; --teardown is deferred
+here unless given: the agent deletes what such a DEL leaves):
 ${wrap(
   [...PASSED_ON.string, ...PASSED_ON.boolean].map((name) => `--${name}`),
   88,

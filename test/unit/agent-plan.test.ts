@@ -161,8 +161,13 @@ describe("agent options and small parts", () => {
     expect(() => parseAgentOptions(["--cluster-cidr=10.0.0.0/8", "--encryption=ipsec"], {}, "h")).toThrow(
       "--encryption must be none or wireguard",
     );
-    for (const line of ["  --encryption-strict true|false  never send", "  --skip-binary  ", "--no-portmap, --force"]) {
-      expect(AGENT_USAGE.replace(/ +/g, " ")).toContain(line.replace(/ +/g, " "));
+    for (const line of [
+      "  --encryption-strict true|false  never send",
+      "  --skip-binary  ",
+      "--no-portmap, --force",
+      "--teardown is deferred here",
+    ]) {
+      expect(AGENT_USAGE.replace(/\s+/g, " ")).toContain(line.replace(/\s+/g, " "));
     }
   });
 
