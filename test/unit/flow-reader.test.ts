@@ -248,6 +248,21 @@ describe("FlowReader", () => {
     expect(lostTold).toEqual([3n]);
   });
 
+  it("drains: reads every record queued before the call, batch after batch, without waiting", () => {
+    const waiting = Array.from({ length: 5 }, (_, i) => event({ sport: i + 1 }));
+    const got: number[] = [];
+    const reader = new FlowReader(
+      { record: () => {}, take: (max) => waiting.splice(0, max), lost: () => 0n, counted: () => new Map() },
+      () => context(),
+      { record: (r) => got.push(r.source.port), lost: () => {} },
+      { intervalMs: 60_000, batch: 2 },
+    );
+    reader.drain();
+    expect(got).toEqual([1, 2, 3, 4, 5]);
+    reader.drain();
+    expect(got).toHaveLength(5);
+  });
+
   it("takes the next batch at once after a whole one, and waits its interval after less", () => {
     vi.useFakeTimers();
     try {

@@ -177,6 +177,13 @@ export class FlowReader {
     return events.length;
   }
 
+  /** Turns until the queue holds less than a batch: every record made before this call is read. */
+  drain(): void {
+    while (this.poll() >= this.options.batch) {
+      // A full batch: more may wait.
+    }
+  }
+
   stop(): void {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;

@@ -163,6 +163,11 @@ export class FlowRecorder {
     const { bpffsRoot, nodeName, events } = this.tables;
     const { deltas, ended } = this.ends.scan(events.counted(), monotonicNs());
     if (deltas.length === 0 && ended.length === 0) return;
+    // A flow in the tables had its first packet's record queued before the scan read it:
+    // read the queue now, or a flow counted between two of the reader's turns would be
+    // told without what let it in ("started before it was recorded") and aggregated
+    // under that key, apart from its own.
+    this.reader.drain();
     const ctx = {
       node: nodeName,
       book: this.book,
