@@ -13,10 +13,12 @@ import {
   allocatedIps,
   BINARY,
   type Fixture,
+  hostDev,
   inNs,
   type PluginRun,
   ping,
   pluginLinks,
+  podIps,
   runPlugin,
   vethConf,
   waitUntil,
@@ -57,15 +59,6 @@ function add(containerId: string, netns: string, c = conf): PluginRun {
 
 function del(containerId: string, netns: string, added: PluginRun, c = conf): PluginRun {
   return runPlugin(node, "DEL", attachment(containerId, netns), { ...c, prevResult: added.json });
-}
-
-const hostDev = (run: PluginRun) => ((run.json?.interfaces ?? []) as { name: string }[])[0]?.name ?? "";
-
-function podIps(run: PluginRun): { v4: string; v6: string } {
-  const ips = (run.json?.ips ?? []) as { address: string }[];
-  const v4 = ips.find((i) => !i.address.includes(":"))?.address.split("/")[0] ?? "";
-  const v6 = ips.find((i) => i.address.includes(":"))?.address.split("/")[0] ?? "";
-  return { v4, v6 };
 }
 
 /** The node's view of a device: up or not, its alias, and the routes through it. */

@@ -11,10 +11,12 @@ import {
   allocatedIps,
   BINARY,
   type Fixture,
+  hostDev,
   inNs,
   type PluginRun,
   ping,
   pluginLinks,
+  podIps,
   runPlugin,
   sh,
   vethConf,
@@ -49,16 +51,6 @@ const podLinkNames = (netns: string) =>
     .split("\n")
     .map((l) => l.split(":")[1]?.trim().split("@")[0])
     .filter(Boolean);
-
-/** The host device name from an ADD result (interfaces[0]). */
-const hostDev = (run: PluginRun) => ((run.json?.interfaces ?? []) as { name: string }[])[0]?.name ?? "";
-
-function podIps(run: PluginRun): { v4: string; v6: string } {
-  const ips = (run.json?.ips ?? []) as { address: string }[];
-  const v4 = ips.find((i) => !i.address.includes(":"))?.address.split("/")[0] ?? "";
-  const v6 = ips.find((i) => i.address.includes(":"))?.address.split("/")[0] ?? "";
-  return { v4, v6 };
-}
 
 describe("ADD", () => {
   it("gives a pod v4 and v6 addresses reachable from the node and from another pod", () => {

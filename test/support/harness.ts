@@ -225,6 +225,17 @@ export function runPluginAsync(
   });
 }
 
+/** The host device name from an ADD result (interfaces[0]). */
+export const hostDev = (run: PluginRun) => ((run.json?.interfaces ?? []) as { name: string }[])[0]?.name ?? "";
+
+/** A pod's IPv4 and IPv6 address from an ADD result, without prefix lengths. */
+export function podIps(run: PluginRun): { v4: string; v6: string } {
+  const ips = (run.json?.ips ?? []) as { address: string }[];
+  const v4 = ips.find((i) => !i.address.includes(":"))?.address.split("/")[0] ?? "";
+  const v6 = ips.find((i) => i.address.includes(":"))?.address.split("/")[0] ?? "";
+  return { v4, v6 };
+}
+
 /** A veth-datapath network config with host-local IPAM keeping its state in `dataDir`. */
 export function vethConf(opts: {
   bpffsRoot: string;

@@ -9,17 +9,7 @@ import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { renderReport } from "../../bench/lib/report";
 import type { BenchResult } from "../../bench/lib/result";
-import { summarize } from "../../bench/lib/stats";
-import { benchResult } from "./fixtures/bench-result";
-
-const cycle = (p50: number) => ({
-  firstAddMs: p50,
-  add: summarize([p50 / 2]),
-  del: summarize([p50 / 2]),
-  cycle: summarize([p50]),
-  failures: 0,
-  samples: { add: [p50 / 2], del: [p50 / 2] },
-});
+import { benchResult, cycle } from "./fixtures/bench-result";
 
 const controlPlane = (ours: number): BenchResult["controlPlane"] => ({
   cycles: { ptp: cycle(40), "ours-embedded": cycle(ours) },

@@ -9,6 +9,7 @@ import type { PathId } from "../../bench/lib/paths";
 import type { BenchResult } from "../../bench/lib/result";
 import { summarize } from "../../bench/lib/stats";
 import { type Target, targets } from "../../bench/lib/targets-report";
+import { cycle } from "./fixtures/bench-result";
 
 /** TCP_RR and TCP_CRR per round, the same for both placements. */
 function netperf(rates: Partial<Record<PathId, number[]>>): BenchResult["netperf"] {
@@ -28,15 +29,6 @@ function netperf(rates: Partial<Record<PathId, number[]>>): BenchResult["netperf
     errors: [],
   };
 }
-
-const cycle = (p50: number) => ({
-  firstAddMs: p50,
-  add: summarize([p50 / 2]),
-  del: summarize([p50 / 2]),
-  cycle: summarize([p50]),
-  failures: 0,
-  samples: { add: [p50 / 2], del: [p50 / 2] },
-});
 
 /** A floor of 60 ms: link 20, two starts 16, pair 24. */
 const FLOOR: KernelFloor = {
