@@ -5,9 +5,9 @@
  *
  * Retiring is one message: the host end goes down (which removes every route through it,
  * both families, and stops it passing frames either way) and its alias changes from the
- * owner's to the retired form (naming.ts). By then DEL has freed the pod's addresses and
- * removed its pins and map entries, so a new pod may take the same address at once: the
- * routes it adds point at its own device.
+ * owner's to the retired form (naming.ts). DEL has freed the pod's addresses before it,
+ * and removes its pins and map entries right after, so a new pod may take the same
+ * address at once: the routes it adds point at its own device.
  *
  * Whoever comes first deletes the pair: the pod's netns teardown (the kernel deletes both
  * ends with it, in its own worker), the agent's sweep, GC, or an ADD of the same
@@ -58,9 +58,9 @@ export async function deleteRetiredDevices(host: RtnlSocket, network?: string): 
     if (token !== undefined && parseRetiredAlias(link.alias)?.network !== token) continue;
     try {
       // By index: an ADD of the same attachment may delete this one and make a live
-      // device of the same name meanwhile. Gone (its netns went) counts as done.
-      await deleteLink(host, link);
-      sweep.deleted.push(link.name);
+      // device of the same name meanwhile. One gone meanwhile (its netns went) was not
+      // ours to count.
+      if (await deleteLink(host, link)) sweep.deleted.push(link.name);
     } catch (e) {
       sweep.failures.push(`${link.name}: ${(e as Error).message}`);
     }
