@@ -67,6 +67,7 @@ import { KernelRouteTable } from "./routes/table";
 import { boundPort, serve } from "./server";
 import { ServicesController } from "./services/controller";
 import { kernelServiceTables } from "./services/tables";
+import { VerbServer } from "./verbs/server";
 import { WireguardController } from "./wireguard/controller";
 import { type EncryptionStart, removeWireguard, startEncryption } from "./wireguard/device";
 import { publishNodeKey, registerWireguardMetrics } from "./wireguard/metrics";
@@ -124,6 +125,7 @@ export async function runAgent(argv: string[]): Promise<number> {
     `netkit-cni agent on node ${opts.nodeName}: API ${agent.apiServer}, metrics on port ${boundPort(server)}`,
   );
   agent.start();
+  const verbs = opts.serveVerbs ? await VerbServer.listen(opts.stateDir, agent.metrics.verbCounts()) : undefined;
 
   // SIGTERM (a rolling update, a node drain): stop watching and serving, leave what was
   // made. The next agent reconciles from there.
@@ -133,6 +135,7 @@ export async function runAgent(argv: string[]): Promise<number> {
   agentLog.info("stopping; routes, masquerade and the conflist stay");
   server.closeAllConnections();
   server.close();
+  await verbs?.close();
   await agent.stop();
   // Done: keep-alive sockets or a watch being torn down must not hold the process past
   // its grace period.

@@ -27,6 +27,7 @@ import { MAX_PORT_RANGES, MAX_RULES } from "./policy/model/compile";
 import { BOUND_KINDS, CLUSTER_UNREADABLE_KINDS, UNREADABLE_KINDS } from "./policy/model/parse";
 import type { PeerState } from "./routes/plan";
 import { VerbLog } from "./verb-log";
+import type { VerbCounts } from "./verbs/server";
 
 const POD = ["pod", "interface"];
 const PEER_STATES: PeerState[] = ["routed", "unreachable", "conflict", "no-address", "no-pod-cidr", "outside-cluster"];
@@ -63,6 +64,8 @@ export class AgentMetrics {
   readonly apiErrors: Counter;
   readonly synced: Gauge;
   readonly retiredDeleted: Counter;
+  /** Verbs plugins handed to the agent (--serve-verbs), by verb and outcome. */
+  readonly handedVerbs: Counter;
   private readonly verbLog: VerbLog;
   private readonly verbs: Histogram;
   private readonly packets: Counter;
@@ -120,6 +123,12 @@ export class AgentMetrics {
     this.retiredDeleted = new Counter({
       name: "netkit_cni_agent_retired_devices_deleted_total",
       help: 'Device pairs a DEL with "teardown": "deferred" left retired that the agent deleted',
+      registers: [registry],
+    });
+    this.handedVerbs = new Counter({
+      name: "netkit_cni_agent_handed_verbs_total",
+      help: "Verbs plugins handed to the agent, by verb and outcome (ok, error, or declined: the plugin did it)",
+      labelNames: ["verb", "outcome"],
       registers: [registry],
     });
     this.apiErrors = new Counter({
@@ -336,6 +345,14 @@ export class AgentMetrics {
   }
 
   /** The datapath's count of flow records it lost, as the reader last read it. */
+  /** The counts of verbs the agent does for plugins (verbs/server.ts). */
+  verbCounts(): VerbCounts {
+    return {
+      served: (verb, exitCode) => this.handedVerbs.inc({ verb, outcome: exitCode === 0 ? "ok" : "error" }),
+      declined: () => this.handedVerbs.inc({ verb: "", outcome: "declined" }),
+    };
+  }
+
   setFlowRecordsLost(n: number): void {
     this.flowRecordsLost = n;
   }

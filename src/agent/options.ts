@@ -50,6 +50,8 @@ export interface AgentOptions {
   podMtu?: number;
   /** Record every new flow a pod's policy judges (flows/): served on /flows. */
   flows: boolean;
+  /** Do the verbs plugins hand over on the state directory's socket (verbs/). */
+  serveVerbs: boolean;
   /**
    * Whose flows: "judged", the pods a policy judges (isolated, or audited); "all", every
    * local pod of a network enforcing policy (each then judged, and its flows remembered,
@@ -155,6 +157,10 @@ const OWN_FLAGS: Flags<AgentFlagOptions> = {
     true,
     "never send pod traffic in clear to a node that publishes no\nWireGuard key (true); false: talk to such nodes in clear",
     trueOrFalse,
+  ),
+  "serve-verbs": flag.boolean(
+    "serveVerbs",
+    "do ADD, DEL and CHECK for the plugin on a root-only socket in the\nstate directory (the plugin does them itself when no agent answers)",
   ),
   flows: flag.boolean(
     "flows",

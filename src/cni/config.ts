@@ -132,7 +132,7 @@ export interface NetConf {
    * What DEL does with the pod's device pair: "inline" deletes it (each deletion waits
    * out RCU grace periods under RTNL); "deferred" makes it unreachable and inert (down,
    * no routes, no map entries, its address freed) and labels it retired, for the pod's
-   * netns teardown, the agent or GC to delete off DEL's path (commands/retire.ts).
+   * netns teardown, the agent or GC to delete off DEL's path (datapath/retired.ts).
    */
   teardown: Teardown;
   /** The parsed JSON as received, forwarded unchanged to delegated plugins. */

@@ -14,7 +14,7 @@ const OWNER_ALIAS_PREFIX = "netkit-cni:";
 /**
  * A retired device's alias: its owner's, under a prefix of the same length (so whatever
  * owner alias fits, its retired form fits too). A retired device is DEL'd: no owner's any
- * more, and anything of ours may delete it (commands/retire.ts).
+ * more, and anything of ours may delete it (datapath/retired.ts).
  */
 const RETIRED_ALIAS_PREFIX = "netkit-del:";
 

@@ -111,8 +111,10 @@ export class AgentProcess {
     readonly node: AgentNode,
     args: string[],
     configMap: Record<string, string> = {},
+    extraEnv: Record<string, string> = {},
   ) {
     this.proc = spawnAgentContainer({
+      extraEnv,
       pod: daemonSet(),
       netns: node.netns,
       nodeName: node.name,
@@ -146,8 +148,9 @@ export class AgentProcess {
     node: AgentNode,
     args: string[] = [],
     configMap: Record<string, string> = {},
+    extraEnv: Record<string, string> = {},
   ): AgentProcess {
-    const agent = new AgentProcess(node, args, configMap);
+    const agent = new AgentProcess(node, args, configMap, extraEnv);
     fx.processes.push({ kill: () => agent.proc.kill("SIGKILL") });
     return agent;
   }

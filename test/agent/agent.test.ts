@@ -7,12 +7,13 @@
  * held at code 50 until the first sync, SIGTERM leaving everything in place, a restart
  * cleaning up after nodes deleted meanwhile, and its HTTP endpoints.
  */
+import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { hostDeviceName } from "../../src/datapath/naming";
 import { useStandInApi } from "../support/fixtures";
-import { type Fixture, inNs, runPlugin } from "../support/harness";
+import { type Fixture, inNs, podIps, runPlugin, runPluginAsync, waitForFile } from "../support/harness";
 import type { StandInApiServer } from "../support/kube-apiserver";
 import { AgentProcess, agentNode, agentRoutes, eventually, makeNode, readJson, scrape } from "./agent-harness";
 
@@ -24,6 +25,26 @@ const CONFIG = { "cluster-cidr": CLUSTER.join(",") };
 function statusVerb(netns: string, conflistFile: string) {
   const conflist = readJson(conflistFile);
   return runPlugin(netns, "STATUS", {}, { ...conflist.plugins[0], cniVersion: "1.1.0", name: conflist.name });
+}
+
+/**
+ * What an ADD result says of a pod apart from what differs between any two pods (addresses,
+ * MACs, names, the sandbox): the interfaces' count, the address families and gateways, the
+ * routes, DNS.
+ */
+function shapeOf(result: Record<string, unknown> | undefined) {
+  const r = result as {
+    interfaces: unknown[];
+    ips: { address: string; gateway?: string }[];
+    routes?: unknown[];
+    dns?: unknown;
+  };
+  return {
+    interfaces: r.interfaces.length,
+    ips: r.ips.map((ip) => ({ family: ip.address.includes(":") ? 6 : 4, gateway: ip.gateway })),
+    routes: r.routes,
+    dns: r.dns,
+  };
 }
 
 describe("netkit-cni agent", () => {
@@ -318,5 +339,144 @@ describe("netkit-cni agent", () => {
     expect(inNs(gone.netns.replace("/run/netns/", ""), "ip", ["-o", "link"])).not.toContain("eth0");
     expect(scrape(node, "/metrics")[1]).toMatch(/^netkit_cni_agent_retired_devices_deleted_total 1$/m);
     expect(await agent.kill("SIGTERM")).toBe(0);
+  });
+
+  describe("--serve-verbs", () => {
+    /**
+     * A node whose agent does the plugin's verbs, and the agent's conflist for a runtime's
+     * verbs. The IPAM store and the plugin's log are where the DaemonSet's container sees
+     * them at the plugin's paths (on a node: /var/lib/cni/networks and /var/log, mounted).
+     */
+    async function verbAgent(envOf: (run: string) => Record<string, string> = () => ({})) {
+      const netns = makeNode(fx, "nkag");
+      const node = agentNode(fx, api, netns, SELF);
+      api.addNode({ name: SELF, podCIDRs: ["10.40.1.0/24"], internalIPs: ["10.30.0.1"] });
+      const run = path.dirname(node.stateDir);
+      const ipam = path.join(run, "ipam");
+      const args = ["--host-interface", "uplink0", "--bpffs-root", fx.bpffsRoot, "--resync-seconds", "1"];
+      args.push("--skip-binary", "--serve-verbs", "--data-dir", ipam, "--log-file", `${run}/plugin.log`);
+      const agent = AgentProcess.start(fx, node, args, CONFIG, envOf(run));
+      await eventually(
+        "synced",
+        () => scrape(node, "/readyz")[0] === 200,
+        20_000,
+        () => agent.log,
+      );
+      const conflist = readJson(path.join(node.confDir, "10-netkit-cni.conflist"));
+      const conf = { ...conflist.plugins[0], cniVersion: "1.1.0", name: conflist.name };
+      const handed = (verb: string, outcome: string) => {
+        const m = new RegExp(
+          `^netkit_cni_agent_handed_verbs_total\\{verb="${verb}",outcome="${outcome}"\\} (\\d+)$`,
+          "m",
+        );
+        return Number(m.exec(scrape(node, "/metrics")[1])?.[1] ?? 0);
+      };
+      const reserved = () =>
+        fs.existsSync(path.join(ipam, conflist.name)) ? fs.readdirSync(path.join(ipam, conflist.name)) : [];
+      return { netns, node, run, agent, conf, handed, reserved };
+    }
+    const pod = (id: string) => ({ containerId: id, netns: `/run/netns/${fx.makeNetns("nkp")}`, ifname: "eth0" });
+
+    it("does ADD, CHECK and DEL on its socket, the same pod as the plugin's own, which it does when the agent declines or is gone", async () => {
+      const { netns, node, agent, conf, handed } = await verbAgent();
+      // Only root may hand the agent a verb.
+      expect(fs.statSync(path.join(node.stateDir, "verbs.sock")).mode & 0o777).toBe(0o600);
+
+      const served = pod("served");
+      const addServed = runPlugin(netns, "ADD", served, conf);
+      expect(addServed.status, addServed.stdout).toBe(0);
+      expect(handed("ADD", "ok")).toBe(1);
+      expect(runPlugin(netns, "CHECK", served, { ...conf, prevResult: addServed.json }).status).toBe(0);
+      expect(handed("CHECK", "ok")).toBe(1);
+      // An error is the plugin's own error, from the agent: the same code and text.
+      const missing = runPlugin(
+        netns,
+        "ADD",
+        { ...served, ifname: "eth1", netns: "/run/netns/nkt-no-such-netns" },
+        conf,
+      );
+      expect(missing.status).toBe(1);
+      expect(missing.json?.msg).toMatch(/nkt-no-such-netns/);
+
+      // A netns the agent does not see at that path (here a bind mount outside /run/netns;
+      // on a node, a /proc/<pid>/ns/net without hostPID): declined, done by the plugin.
+      const hiddenDir = fx.tempDir("nkt-hidden-");
+      const hidden = { ...pod("hidden"), netns: path.join(hiddenDir, "ns") };
+      fs.writeFileSync(hidden.netns, "");
+      spawnSync("mount", ["--bind", pod("x").netns, hidden.netns]);
+      try {
+        const addHidden = runPlugin(netns, "ADD", hidden, conf);
+        expect(addHidden.status, addHidden.stdout).toBe(0);
+        expect(handed("", "declined")).toBe(1);
+        expect(handed("ADD", "ok")).toBe(1);
+        expect(runPlugin(netns, "DEL", hidden, { ...conf, prevResult: addHidden.json }).status).toBe(0);
+      } finally {
+        spawnSync("umount", [hidden.netns]);
+      }
+
+      // The agent gone (its socket with it): the plugin does the verb, the same pod.
+      expect(await agent.kill("SIGTERM")).toBe(0);
+      expect(fs.existsSync(path.join(node.stateDir, "verbs.sock"))).toBe(false);
+      const own = pod("own");
+      const addOwn = runPlugin(netns, "ADD", own, conf);
+      expect(addOwn.status, addOwn.stdout).toBe(0);
+      expect(shapeOf(addOwn.json)).toEqual(shapeOf(addServed.json));
+      for (const [from, to] of [
+        [served, addOwn],
+        [own, addServed],
+      ] as const) {
+        for (const ip of Object.values(podIps(to)).filter((a) => a !== "")) {
+          const pinged = spawnSync("ip", ["netns", "exec", path.basename(from.netns), "ping", "-c1", "-W2", ip]);
+          expect(pinged.status, `${from.containerId} to ${ip}`).toBe(0);
+        }
+      }
+      expect(runPlugin(netns, "DEL", served, { ...conf, prevResult: addServed.json }).status).toBe(0);
+      expect(runPlugin(netns, "DEL", own, { ...conf, prevResult: addOwn.json }).status).toBe(0);
+    });
+
+    // The agent killed in the middle of a verb it does: the plugin says code 11, and the
+    // runtime's DEL (done by the plugin: no agent) leaves nothing, the address free again.
+    it.each(["ipam-allocated", "pair-created", "fastpath-attached", "del-retired"])(
+      "killed (SIGKILL) at %s: the plugin reports code 11, the runtime's DEL leaves nothing",
+      async (step) => {
+        const { netns, run, agent, conf, reserved } = await verbAgent((dir) => ({
+          NETKIT_CNI_PAUSE_AT: step,
+          NETKIT_CNI_PAUSE_FILE: `${dir}/paused`,
+        }));
+        const victim = pod("victim");
+        const deleting = step.startsWith("del-");
+        let added: ReturnType<typeof runPlugin> | undefined;
+        if (deleting) {
+          // Added by the plugin itself (a failpoint in the plugin's own environment keeps
+          // the verb there), so that the agent's pause comes in the DEL.
+          added = runPlugin(netns, "ADD", victim, conf, { NETKIT_CNI_PAUSE_AT: "none" });
+          expect(added.status, added.stdout).toBe(0);
+        }
+        const verb = deleting ? "DEL" : "ADD";
+        const pending = runPluginAsync(netns, verb, victim, { ...conf, prevResult: added?.json });
+        await waitForFile(`${run}/paused`);
+        await agent.kill("SIGKILL");
+        const answered = await pending;
+        expect(answered.status).toBe(1);
+        expect(answered.json).toMatchObject({ code: 11 });
+
+        const del = runPlugin(netns, "DEL", victim, { ...conf, prevResult: added?.json });
+        expect(del.status, del.stdout).toBe(0);
+        // The runtime removes the sandbox's netns after its DEL; with it goes a retired pair
+        // (the kernel's netns cleanup runs in a worker of its own, a moment later).
+        fx.deleteNetns(path.basename(victim.netns));
+        await eventually(
+          "no device of ours left",
+          () => !/netkit-cni:|netkit-del:/.test(inNs(netns, "ip", ["-o", "link"])),
+          10_000,
+          () => inNs(netns, "ip", ["-o", "link"]),
+        );
+        expect(reserved().filter((f) => /^\d/.test(f))).toEqual([]);
+        const nextPod = pod("next");
+        const next = runPlugin(netns, "ADD", nextPod, conf);
+        expect(next.status, next.stdout).toBe(0);
+        expect(runPlugin(netns, "DEL", nextPod, { ...conf, prevResult: next.json }).status).toBe(0);
+      },
+    );
   });
 });

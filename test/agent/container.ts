@@ -45,6 +45,8 @@ interface ContainerOptions {
   rootDir: string;
   /** Flags after the manifest's command. */
   extraArgs: string[];
+  /** Variables beyond the manifest's: a fault test's failure injection (src/sys/failpoints.ts). */
+  extraEnv?: Record<string, string>;
 }
 
 const IMAGE_BINARY = "/usr/local/bin/netkit-cni";
@@ -71,7 +73,7 @@ function containerEnv(o: ContainerOptions): Record<string, string> {
       env[e.name] = v;
     } else throw new Error(`env ${e.name}: a source the harness does not know`);
   }
-  return env;
+  return { ...env, ...o.extraEnv };
 }
 
 /** The shell script that builds the container's root inside a new mount namespace and execs the agent. */

@@ -1,0 +1,172 @@
+/**
+ * Handing a verb to the agent (src/agent/verbs): which verbs and files go, how two views of
+ * the files are compared, and the plugin's side of the exchange against a socket that
+ * plays the agent: declining, ending before the turn (the plugin does the verb) and ending
+ * after `go` (code 11: the verb was the agent's, the runtime retries).
+ */
+import * as fs from "node:fs";
+import * as net from "node:net";
+import * as os from "node:os";
+import * as path from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { handToAgent, requestFor } from "../../src/agent/verbs/client";
+import { filesDiffer, filesOfVerb, parseRequest, verbSocketPath } from "../../src/agent/verbs/protocol";
+import { parseNetConf } from "../../src/cni/config";
+import { identify } from "../../src/sys/file-identity";
+
+const dirs: string[] = [];
+const servers: net.Server[] = [];
+afterEach(() => {
+  for (const s of servers.splice(0)) s.close();
+  for (const d of dirs.splice(0)) fs.rmSync(d, { recursive: true, force: true });
+});
+
+function stateDir(): string {
+  const d = fs.mkdtempSync(path.join(os.tmpdir(), "nkt-verbs-"));
+  dirs.push(d);
+  return d;
+}
+
+const confOf = (extra: Record<string, unknown> = {}) =>
+  parseNetConf(
+    JSON.stringify({
+      cniVersion: "1.1.0",
+      name: "pods",
+      type: "netkit-cni",
+      ipam: { type: "netkit-cni", ranges: [[{ subnet: "10.1.0.0/24" }]] },
+      ...extra,
+    }),
+  );
+
+const ENV = { CNI_COMMAND: "ADD", CNI_CONTAINERID: "c1", CNI_NETNS: "", CNI_IFNAME: "eth0", CNI_PATH: "/opt/cni/bin" };
+
+describe("which verbs and files are handed over", () => {
+  it("names the log, the IPAM store (default or given), the locks, the bpffs and the netns", () => {
+    expect(filesOfVerb(confOf({ logFile: "/var/log/x.log" }), "/run/netns/p")).toEqual([
+      "/var/log/x.log",
+      "/var/lib/cni/networks",
+      "/run/netkit-cni",
+      "/sys/fs/bpf/netkit-cni",
+      "/run/netns/p",
+    ]);
+    const given = confOf({ ipam: { type: "netkit-cni", dataDir: "/srv/ipam", ranges: [[{ subnet: "10.1.0.0/24" }]] } });
+    expect(filesOfVerb(given, "")).toContain("/srv/ipam");
+    expect(filesOfVerb(given, "")).toHaveLength(4);
+  });
+
+  it("keeps a delegated IPAM plugin's verbs in the plugin", () => {
+    expect(filesOfVerb(confOf({ ipam: { type: "host-local", subnet: "10.1.0.0/24" } }), "")).toBeUndefined();
+  });
+
+  it("hands over ADD, DEL and CHECK of an agent's conflist, with the runtime's variables alone", () => {
+    const conf = confOf({ agentStateDir: "/run/netkit-cni/agent" });
+    const request = requestFor(conf, Buffer.from("{}"), { ...ENV, PATH: "/usr/bin", HOME: "/root" });
+    expect(request?.env).toEqual(ENV);
+    expect(request?.files.map((f) => f.path)).toEqual(filesOfVerb(conf, ""));
+    for (const verb of ["DEL", "CHECK"])
+      expect(requestFor(conf, Buffer.from("{}"), { ...ENV, CNI_COMMAND: verb })).toBeDefined();
+  });
+
+  it("keeps GC, STATUS, a plain conflist's verbs and a failure-injected run in the plugin", () => {
+    const conf = confOf({ agentStateDir: "/run/netkit-cni/agent" });
+    for (const verb of ["GC", "STATUS", "VERSION"]) {
+      expect(requestFor(conf, Buffer.from("{}"), { ...ENV, CNI_COMMAND: verb })).toBeUndefined();
+    }
+    expect(requestFor(confOf(), Buffer.from("{}"), ENV)).toBeUndefined();
+    expect(requestFor(conf, Buffer.from("{}"), { ...ENV, NETKIT_CNI_PAUSE_AT: "pair-created" })).toBeUndefined();
+    expect(requestFor(conf, Buffer.from("{}"), { ...ENV, NETKIT_CNI_FAIL_AT: "pair-created" })).toBeUndefined();
+  });
+
+  it("refuses a request carrying any variable but the runtime's, or another protocol version", () => {
+    const ok = { version: 1, env: ENV, stdin: "{}", files: [] };
+    expect(parseRequest(JSON.stringify(ok)).env).toEqual(ENV);
+    expect(() => parseRequest(JSON.stringify({ ...ok, env: { ...ENV, LD_PRELOAD: "/x.so" } }))).toThrow(/LD_PRELOAD/);
+    expect(() => parseRequest(JSON.stringify({ ...ok, version: 2 }))).toThrow(/version/);
+    expect(() => parseRequest(JSON.stringify({ ...ok, stdin: 3 }))).toThrow(/malformed/);
+  });
+});
+
+describe("two views of the files", () => {
+  it("identifies a missing path by its nearest ancestor and what is missing below it", () => {
+    const dir = stateDir();
+    const st = fs.statSync(dir);
+    expect(identify(dir)).toEqual({ path: dir, dev: st.dev, ino: st.ino, missing: "" });
+    expect(identify(path.join(dir, "a", "b"))).toEqual({
+      path: path.join(dir, "a", "b"),
+      dev: st.dev,
+      ino: st.ino,
+      missing: "a/b",
+    });
+  });
+
+  it("agree only when every path is the same file with the same part missing", () => {
+    const [a, b] = [stateDir(), stateDir()];
+    const mine = [identify(a), identify(path.join(a, "x"))];
+    expect(filesDiffer(mine, [identify(a), identify(path.join(a, "x"))])).toBeUndefined();
+    expect(filesDiffer(mine, [{ ...identify(b), path: a }, identify(path.join(a, "x"))])).toBe(
+      `${a} is not the same file for the agent`,
+    );
+    fs.mkdirSync(path.join(a, "x"));
+    expect(filesDiffer(mine, [identify(a), identify(path.join(a, "x"))])).toMatch(/not the same file/);
+    expect(filesDiffer(mine, [identify(a)])).toBe("a different set of files");
+  });
+});
+
+/** A socket playing the agent: `answer` gets each connection and the request's line. */
+function fakeAgent(dir: string, answer: (sock: net.Socket, line: string) => void): Promise<void> {
+  const server = net.createServer((sock) => {
+    let buffered = "";
+    sock.on("data", (d: Buffer) => {
+      buffered += d.toString();
+      const nl = buffered.indexOf("\n");
+      if (nl < 0) return;
+      const line = buffered.slice(0, nl);
+      buffered = buffered.slice(nl + 1);
+      answer(sock, line);
+    });
+  });
+  servers.push(server);
+  return new Promise((resolve) => server.listen(verbSocketPath(dir), () => resolve()));
+}
+
+describe("the plugin's side of the exchange", () => {
+  const run = (dir: string) =>
+    handToAgent(confOf({ agentStateDir: dir, logFile: path.join(dir, "log") }), Buffer.from("{}"), ENV);
+
+  it("does the verb itself when no agent listens", async () => {
+    expect(await run(stateDir())).toBeUndefined();
+  });
+
+  it("prints the agent's outcome once it said go", async () => {
+    const dir = stateDir();
+    const lines: string[] = [];
+    await fakeAgent(dir, (sock, line) => {
+      lines.push(line);
+      if (lines.length === 1) sock.write(`${JSON.stringify({ turn: true })}\n`);
+      else sock.end(`${JSON.stringify({ stdout: '{"cniVersion":"1.1.0"}\n', exitCode: 0 })}\n`);
+    });
+    expect(await run(dir)).toEqual({ stdout: '{"cniVersion":"1.1.0"}\n', exitCode: 0 });
+    expect(JSON.parse(lines[0] ?? "").env).toEqual(ENV);
+    expect(lines[1]).toBe('{"go":true}');
+  });
+
+  it("does the verb itself when the agent declines or ends before its turn", async () => {
+    const declining = stateDir();
+    await fakeAgent(declining, (sock) => sock.end(`${JSON.stringify({ declined: "not the same files" })}\n`));
+    expect(await run(declining)).toBeUndefined();
+    const ending = stateDir();
+    await fakeAgent(ending, (sock) => sock.destroy());
+    expect(await run(ending)).toBeUndefined();
+  });
+
+  it("reports code 11 when the agent ends after go: the verb was the agent's, never done twice", async () => {
+    const dir = stateDir();
+    await fakeAgent(dir, (sock, line) => {
+      if (line.includes('"go"')) sock.destroy();
+      else sock.write(`${JSON.stringify({ turn: true })}\n`);
+    });
+    const outcome = await run(dir);
+    expect(outcome?.exitCode).toBe(1);
+    expect(JSON.parse(outcome?.stdout ?? "")).toMatchObject({ code: 11, msg: expect.stringMatching(/agent ended/) });
+  });
+});
