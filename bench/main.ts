@@ -42,7 +42,7 @@ import { type BandwidthRun, LATENCY_LIMITS, measureBandwidth, RATE_LIMITS } from
 import { BURSTS_MS, type BwVariant } from "./lib/bandwidth-pods";
 import { cleanupAll, newFixture, tick } from "./lib/cleanup";
 import { OUR_PLUGIN } from "./lib/cni";
-import { CP_LABELS, type CpId, makeConfig, measureCycles, measureRss, storm } from "./lib/control-plane";
+import { CP_LABELS, type CpConfig, type CpId, makeConfig, measureCycles, measureRss, storm } from "./lib/control-plane";
 import { NetifRxCounter, pingSized } from "./lib/crossings";
 import { measureCrossings, measureNetperf, startServers } from "./lib/dataplane";
 import { type KernelFloor, measureAttachStorm, measureKernelFloor } from "./lib/kernel-floor";
@@ -55,6 +55,7 @@ import type { BenchResult } from "./lib/result";
 import { measureServices, type ServicesRun } from "./lib/services";
 import { measureSockBypass, type SockBypassRun } from "./lib/sockbypass";
 import { measureStartup } from "./lib/startup";
+import { VerbAgent } from "./lib/verb-agent";
 
 const BENCH_DIR = path.resolve(__dirname, "..");
 export const RESULTS_DIR = path.join(BENCH_DIR, "results");
@@ -221,10 +222,22 @@ async function runDataplane(kind: Kind, o: Options, result: BenchResult): Promis
 
 /** ADD+DEL cycles, storms, peak RSS, then the floor below them, measured in the same run. */
 async function runControlPlane(kind: Kind, o: Options): Promise<NonNullable<BenchResult["controlPlane"]>> {
-  const ids: CpId[] = ["ours-embedded", "ours-deferred", "ours-node", "ours-host-local", "ours-no-programs", "ptp"];
+  const ids: CpId[] = [
+    "ours-embedded",
+    "ours-deferred",
+    "ours-agent",
+    "ours-agent-stopped",
+    "ours-node",
+    "ours-host-local",
+    "ours-no-programs",
+    "ptp",
+  ];
   if (o.baseline) ids.unshift("ours-baseline");
   const datapath = kind === "vm" ? "netkit" : "veth";
   const cfgs = ids.map((id) => makeConfig(id, datapath, o.baseline));
+  const agentCfg = cfgs.find((c) => c.id === "ours-agent") as CpConfig;
+  const verbAgent = await VerbAgent.start(agentCfg.fx, agentCfg.node.netns, agentCfg.node.conf.hostInterface as string);
+  agentCfg.conf.agentStateDir = verbAgent.stateDir;
   log(`control plane: ${o.cycles} ADD+DEL cycles each, interleaved: ${ids.map((i) => CP_LABELS[i]).join(", ")}`);
   const cycles = await measureCycles(cfgs, o.cycles);
   const storms: Record<string, Awaited<ReturnType<typeof storm>>[]> = {};
@@ -239,9 +252,10 @@ async function runControlPlane(kind: Kind, o: Options): Promise<NonNullable<Benc
   log(`peak RSS: ${o.rssRuns} ADD and DEL each`);
   const rss: Record<string, Awaited<ReturnType<typeof measureRss>>> = {};
   for (const c of cfgs) rss[c.id] = await measureRss(c, o.rssRuns);
+  const verbAgentMemory = await verbAgent.stop();
   const kernelFloor = await runKernelFloor(o);
   for (const c of cfgs) c.fx.cleanup();
-  return { cycles, storms, rss, kernelFloor };
+  return { cycles, storms, rss, kernelFloor, verbAgent: verbAgentMemory };
 }
 
 async function runKernelFloor(o: Options): Promise<KernelFloor> {

@@ -74,9 +74,9 @@ export const NODE_SIZES = [1000, 4000] as const;
 
 const API_PORT = 6443;
 const METRICS = "127.0.0.1:9968";
-const SELF = "self";
+export const SELF = "self";
 const CLUSTER = "10.64.0.0/10";
-const SELF_PODS = "10.64.0.0/24";
+export const SELF_PODS = "10.64.0.0/24";
 const SERVICE_RANGE = "10.96.0.0/12";
 const PORT = 80;
 const TARGET_PORT = 8080;
@@ -110,15 +110,15 @@ const slice = (name: string, svc: string, ips: string[]) => ({
   })),
 });
 
-const mb = (kb: number) => Math.round(kb / 102.4) / 10;
+export const mb = (kb: number) => Math.round(kb / 102.4) / 10;
 
-function vm(pid: number, field: "VmRSS" | "VmHWM"): number {
+export function vm(pid: number, field: "VmRSS" | "VmHWM"): number {
   const text = fs.readFileSync(`/proc/${pid}/status`, "utf8");
   return Number(new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(text)?.[1] ?? Number.NaN);
 }
 
 /** A node namespace with an uplink on 10.30.0.0/16 (both ends inside). */
-function makeNode(fx: BenchFixture): string {
+export function makeNode(fx: BenchFixture): string {
   const netns = fx.makeNetns("nkba");
   inNs(netns, "ip", ["link", "set", "lo", "up"]);
   inNs(netns, "ip", ["link", "add", "uplink0", "type", "veth", "peer", "name", "uplink0p"]);
@@ -128,7 +128,8 @@ function makeNode(fx: BenchFixture): string {
   return netns;
 }
 
-class Agent {
+/** `netkit-cni agent` in `netns` against the stand-in `api`; also the control plane's verb agent. */
+export class Agent {
   readonly proc: ChildProcess;
   log = "";
   private readonly lines: { at: number; text: string }[] = [];

@@ -34,7 +34,20 @@ function controlPlaneTable(r: BenchResult): string {
       `| ${CP_LABELS[id]} | ${percentiles(c.samples.add)} | ${percentiles(c.samples.del)} | ${percentiles(sum(c.samples.add, c.samples.del))} | ${id === "ptp" ? "1" : `**${x2(c.cycle.median / (ptp?.cycle.median ?? Number.NaN))}**`} | ${ms(c.firstAddMs)} | ${st.walls.map((w) => ms(w)).join(", ")} | ${id === "ptp" ? "1" : `**${x2(st.wall / ptpStorm.wall)}**`} | ${st.failures} | ${rss ? `${mb(rss.addKb.max)} / ${mb(rss.delKb.max)}` : "n/a"} | ${rss?.addCpuMs && rss.delCpuMs ? `${ms(rss.addCpuMs.median)} / ${ms(rss.delCpuMs.median)}` : "n/a"} |`,
     );
   }
-  return [rows.join("\n"), floorLine(r), stormFloorLine(r)].filter((x) => x !== undefined).join("\n\n");
+  return [rows.join("\n"), floorLine(r), stormFloorLine(r), verbAgentLine(r)]
+    .filter((x) => x !== undefined)
+    .join("\n\n");
+}
+
+/** The memory of the agent that did the ours-agent row's verbs, before and after them. */
+function verbAgentLine(r: BenchResult): string | undefined {
+  const m = r.controlPlane?.verbAgent;
+  if (!m) return undefined;
+  return [
+    `**The agent doing the verbs** (${CP_LABELS["ours-agent"]}): ${m.syncedMb} MB resident once synced,`,
+    `${m.afterMb} MB after every cycle, storm and single run of its row (${x2(m.afterMb / m.syncedMb)}),`,
+    `${m.peakMb} MB at most.`,
+  ].join(" ");
 }
 
 /**

@@ -8,6 +8,10 @@
  *   ours-deferred    this plugin, embedded IPAM, "teardown": "deferred": DEL retires the pair
  *                    and the pod netns's deletion (which follows every DEL here, as a
  *                    runtime's does) deletes it, off the verb's path
+ *   ours-agent       this plugin, deferred teardown, its verbs handed to a running
+ *                    `netkit-cni agent --serve-verbs` (bench/lib/verb-agent.ts)
+ *   ours-agent-stopped the same conflist with no agent listening: the plugin finds no
+ *                    socket and does the verb itself
  *   ours-no-programs this plugin, embedded IPAM, "fastPath": false: the same pods with only
  *                    the source-check program (one link, like the fast path's), which
  *                    separates the fast path's own cost (node programs, flow table) from the rest
@@ -42,6 +46,8 @@ export type CpId =
   | "ours-baseline"
   | "ours-embedded"
   | "ours-deferred"
+  | "ours-agent"
+  | "ours-agent-stopped"
   | "ours-node"
   | "ours-host-local"
   | "ours-no-programs"
@@ -51,6 +57,8 @@ export const CP_LABELS: Record<CpId, string> = {
   "ours-baseline": "netkit-cni baseline build (--baseline), embedded IPAM",
   "ours-embedded": "netkit-cni, embedded IPAM",
   "ours-deferred": 'netkit-cni, embedded IPAM, "teardown": "deferred"',
+  "ours-agent": "netkit-cni, deferred, verbs done by the running agent",
+  "ours-agent-stopped": "netkit-cni, deferred, agent's conflist, agent stopped",
   "ours-node": "netkit-cni Node SEA (dist/netkit-cni-node), embedded IPAM",
   "ours-host-local": "netkit-cni + host-local",
   "ours-no-programs": "netkit-cni, embedded IPAM, fastPath false (source check only)",
@@ -76,7 +84,14 @@ export function makeConfig(id: CpId, datapath: string, baselinePlugin?: string):
   const plugin = id === "ours-baseline" ? baselinePlugin : id === "ours-node" ? OUR_NODE_PLUGIN : OUR_PLUGIN;
   if (!plugin) throw new Error("the baseline configuration needs --baseline PATH");
   const variant =
-    id === "ours-no-programs" ? { fastPath: false } : id === "ours-deferred" ? { teardown: "deferred" } : {};
+    id === "ours-no-programs"
+      ? { fastPath: false }
+      : id === "ours-deferred"
+        ? { teardown: "deferred" }
+        : id === "ours-agent" || id === "ours-agent-stopped"
+          ? // The socket's directory; for ours-agent, runControlPlane points it at the agent's.
+            { teardown: "deferred", agentStateDir: fx.tempDir(`nkb-agent-state-${id}-`) }
+          : {};
   return { id, fx, node, plugin, conf: { ...node.conf, ...variant, cniVersion: "1.0.0", ipam } };
 }
 

@@ -11,6 +11,7 @@ import type { PolicyRun } from "./policy-result";
 import type { ServicesRun } from "./services";
 import type { SockBypassRun } from "./sockbypass";
 import type { StartupReport } from "./startup";
+import type { VerbAgentMemory } from "./verb-agent";
 
 export interface BenchResult {
   schema: 1;
@@ -43,6 +44,8 @@ export interface BenchResult {
     rss: Partial<Record<CpId, RssResult>>;
     /** Absent in runs before it was measured. */
     kernelFloor?: KernelFloor;
+    /** The ours-agent row's agent: its memory before and after the verbs it did. */
+    verbAgent?: VerbAgentMemory;
   };
   startup?: StartupReport;
   sockBypass?: SockBypassRun;

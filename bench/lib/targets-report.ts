@@ -10,7 +10,7 @@ import { CP_LABELS } from "./control-plane";
 import { mb, ms, pp, x2 } from "./format";
 import { PLACEMENT_LABELS } from "./paths";
 import type { BenchResult } from "./result";
-import { crossing, cycleFloor, samplesOf } from "./run-figures";
+import { crossing, cycleFloor, samplesOf, stormMean } from "./run-figures";
 import { pairedRatio, type Summary } from "./stats";
 
 const RSS_TARGET_KB = 80 * 1024;
@@ -131,7 +131,7 @@ function vethTimingTargets(host?: BenchResult): Target[] {
 
 /** The Bun executables: the floor's two starts are a bare Bun executable's. */
 const BUN_BUILDS = ["ours-embedded", "ours-host-local"] as const;
-const OURS = ["ours-embedded", "ours-node", "ours-host-local"] as const;
+const OURS = ["ours-embedded", "ours-node", "ours-host-local", "ours-agent"] as const;
 
 function controlPlaneTargets(host?: BenchResult): Target[] {
   const cp = host?.controlPlane;
@@ -153,8 +153,8 @@ function controlPlaneTargets(host?: BenchResult): Target[] {
   return [...out, ...ptpTargets(host), ...rssTargets(host)];
 }
 
-/** The configurations judged against ptp: the default and DEL's deferred teardown. */
-const AGAINST_PTP = ["ours-embedded", "ours-deferred"] as const;
+/** The configurations judged against ptp: the default, DEL's deferred teardown, and with the agent doing the verbs. */
+const AGAINST_PTP = ["ours-embedded", "ours-deferred", "ours-agent"] as const;
 
 /** A pod's network in less time than ptp's: ADD+DEL p50 at most ptp + host-local's. */
 function ptpTargets(host: BenchResult): Target[] {
@@ -165,11 +165,21 @@ function ptpTargets(host: BenchResult): Target[] {
     const c = cp.cycles[id];
     if (!c) return [];
     const ratio = c.cycle.median / ptp.cycle.median;
+    const cycle = {
+      target: `ADD+DEL p50 ≤ 1.0× ptp + host-local, with the fast path (${CP_LABELS[id]})`,
+      measured: `${x2(ratio)} (${ms(c.cycle.median)} against ${ms(ptp.cycle.median)})`,
+      met: ratio <= 1,
+    };
+    if (id !== "ours-agent") return [cycle];
+    // The storm is judged where the issue asks it: with the agent running.
+    const storm = stormMean(host, id).wall / stormMean(host, "ptp").wall;
+    if (Number.isNaN(storm)) return [cycle];
     return [
+      cycle,
       {
-        target: `ADD+DEL p50 ≤ 1.0× ptp + host-local, with the fast path (${CP_LABELS[id]})`,
-        measured: `${x2(ratio)} (${ms(c.cycle.median)} against ${ms(ptp.cycle.median)})`,
-        met: ratio <= 1,
+        target: `storm of ADDs ≤ 1.0× ptp + host-local's (${CP_LABELS[id]})`,
+        measured: `${x2(storm)} (${ms(stormMean(host, id).wall)} against ${ms(stormMean(host, "ptp").wall)})`,
+        met: storm <= 1,
       },
     ];
   });
