@@ -11,6 +11,7 @@ import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { handToAgent, requestFor } from "../../src/agent/verbs/client";
 import { filesDiffer, filesOfVerb, parseRequest, verbSocketPath } from "../../src/agent/verbs/protocol";
+import { VerbServer } from "../../src/agent/verbs/server";
 import { parseNetConf } from "../../src/cni/config";
 import { identify } from "../../src/sys/file-identity";
 
@@ -168,5 +169,38 @@ describe("the plugin's side of the exchange", () => {
     const outcome = await run(dir);
     expect(outcome?.exitCode).toBe(1);
     expect(JSON.parse(outcome?.stdout ?? "")).toMatchObject({ code: 11, msg: expect.stringMatching(/agent ended/) });
+  });
+});
+
+describe("the agent's socket", () => {
+  const counts = { served: () => {}, declined: () => {} };
+
+  it("is made 0600, and closing leaves a newer agent's socket at the same path alone", async () => {
+    const dir = stateDir();
+    const older = await VerbServer.listen(dir, counts);
+    expect(fs.statSync(older.socketPath).mode & 0o777).toBe(0o600);
+    // A newer agent starts before the older one has stopped: it replaces the socket file.
+    const newer = await VerbServer.listen(dir, counts);
+    await older.close();
+    expect(fs.lstatSync(newer.socketPath).isSocket()).toBe(true);
+    await newer.close();
+    expect(fs.existsSync(newer.socketPath)).toBe(false);
+  });
+
+  it("declines a conflist that is not this agent's: the plugin does the verb", async () => {
+    const dir = stateDir();
+    let declined = 0;
+    const server = await VerbServer.listen(dir, { served: () => {}, declined: () => declined++ });
+    try {
+      const other = stateDir();
+      const conf = confOf({ agentStateDir: dir, logFile: path.join(dir, "log") });
+      const stdin = Buffer.from(JSON.stringify({ ...conf.raw, agentStateDir: other }));
+      // The request says the agent's directory (so it reaches this socket) but the
+      // configuration it carries names another.
+      expect(await handToAgent(conf, stdin, ENV)).toBeUndefined();
+      expect(declined).toBe(1);
+    } finally {
+      await server.close();
+    }
   });
 });

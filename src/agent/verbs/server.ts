@@ -30,6 +30,8 @@ export interface VerbCounts {
 
 export class VerbServer {
   private tail: Promise<void> = Promise.resolve();
+  /** The inode of the socket file this server made: a newer agent's is not removed at close. */
+  private socketIno = 0;
   private readonly server: net.Server;
 
   private constructor(
@@ -43,26 +45,34 @@ export class VerbServer {
   static async listen(stateDir: string, counts: VerbCounts): Promise<VerbServer> {
     const socketPath = verbSocketPath(stateDir);
     fs.mkdirSync(stateDir, { recursive: true });
-    removeStaleSocket(socketPath);
     const vs = new VerbServer(socketPath, stateDir, counts);
-    // Created 0600 from the start (no moment when another user could connect), and
-    // chmod'ed again in case the umask was not honoured.
+    // Bound under a name of this process's and renamed into place: a plugin always finds
+    // a socket there (an earlier agent's until this one's replaces it), and closing, which
+    // unlinks the bound name, can never remove a newer agent's.
+    const bound = `${socketPath}.${process.pid}`;
+    removeStaleSocket(bound);
+    const listening = new Promise<void>((resolve, reject) => {
+      vs.server.once("error", reject);
+      vs.server.once("listening", () => resolve());
+    });
+    // 0600 from the bind: the umask only around it, given back at once (it is the whole
+    // process's); chmod'ed again before the socket takes its name.
     const umask = process.umask(0o177);
     try {
-      await new Promise<void>((resolve, reject) => {
-        vs.server.once("error", reject);
-        vs.server.listen(socketPath, () => resolve());
-      });
+      vs.server.listen(bound);
     } finally {
       process.umask(umask);
     }
-    fs.chmodSync(socketPath, 0o600);
+    await listening;
+    fs.chmodSync(bound, 0o600);
+    fs.renameSync(bound, socketPath);
+    vs.socketIno = fs.lstatSync(socketPath).ino;
     return vs;
   }
 
   /** Stops taking requests and waits for the verb under way; the socket file goes first. */
   async close(): Promise<void> {
-    removeStaleSocket(this.socketPath);
+    removeStaleSocket(this.socketPath, this.socketIno);
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
     await this.tail;
   }
@@ -163,10 +173,14 @@ function saysGo(sock: net.Socket): Promise<boolean> {
   });
 }
 
-/** Removes a socket left by an earlier agent; anything else at that path is not ours to remove. */
-function removeStaleSocket(socketPath: string): void {
+/**
+ * Removes the socket at `socketPath` (a crashed run's, or at close only the one of inode
+ * `ino`: this server's). Anything else at that path is not ours to remove.
+ */
+function removeStaleSocket(socketPath: string, ino?: number): void {
   try {
-    if (fs.lstatSync(socketPath).isSocket()) fs.unlinkSync(socketPath);
+    const st = fs.lstatSync(socketPath);
+    if (st.isSocket() && (ino === undefined || st.ino === ino)) fs.unlinkSync(socketPath);
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e;
   }
