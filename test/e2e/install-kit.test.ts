@@ -111,6 +111,9 @@ describe("install kit for clusters", () => {
       data: "/var/lib/netkit-cni",
       bpffs: "/sys/fs/bpf",
       netns: "/run/netns",
+      // A verb the agent does (--serve-verbs) uses the plugin's IPAM store and log.
+      ipam: "/var/lib/cni/networks",
+      log: "/var/log",
     });
     expect(volumes).toEqual({
       "cni-bin": "/opt/cni/bin",
@@ -119,6 +122,8 @@ describe("install kit for clusters", () => {
       data: "/var/lib/netkit-cni",
       bpffs: "/sys/fs/bpf",
       netns: "/run/netns",
+      ipam: "/var/lib/cni/networks",
+      log: "/var/log",
     });
     // Pods' namespaces are mounted after the agent starts: they must reach its container.
     const netns = (container.volumeMounts as Doc[]).find((m) => m.name === "netns");
