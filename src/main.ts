@@ -6,6 +6,8 @@
  * and the agent does verbs (`agent --serve-verbs`), the verb is done there instead, with
  * the same outcome (agent/verbs).
  */
+import * as fs from "node:fs";
+import { verbSocketPath } from "./agent/verbs/protocol";
 import { type NetConf, parseNetConf } from "./cni/config";
 import { invokePlugin, type Outcome } from "./commands/invoke";
 import { readAllStdin, writeStdout } from "./sys/stdio";
@@ -37,7 +39,8 @@ async function handedToAgent(stdin: Buffer): Promise<Outcome | undefined> {
   } catch {
     return undefined; // the verb's own parse will say why
   }
-  if (!conf.agentStateDir) return undefined;
+  // No socket, no agent serving verbs: spare the start the client's modules (node:net).
+  if (!conf.agentStateDir || !fs.existsSync(verbSocketPath(conf.agentStateDir))) return undefined;
   const { handToAgent } = await import("./agent/verbs/client");
   return handToAgent(conf, stdin, process.env);
 }
