@@ -254,3 +254,40 @@ export async function setLinkMtu(sock: RtnlSocket, link: Link, mtu: number): Pro
     Buffer.concat([ifinfomsg(link.index), attrU32(IFLA_MTU, mtu)]),
   );
 }
+
+/** The name (and MAC, where given) a link takes when it is renamed or moved. */
+export interface LinkIdentity {
+  name: string;
+  mac?: string | undefined;
+}
+
+function identityAttrs(as: LinkIdentity): Attr[] {
+  const attrs = [attrString(IFLA_IFNAME, as.name)];
+  if (as.mac) attrs.push(attr(IFLA_ADDRESS, macBytes(as.mac)));
+  return attrs;
+}
+
+/**
+ * Moves a link into the namespace `netnsFd` under a new name (and MAC) in one request:
+ * the kernel takes the name as the device's name there, so it never exists in the new
+ * namespace under another, nor clashes with a namespace's own device of its old name.
+ * Nothing attached to its peer moves or detaches.
+ */
+export async function moveLink(sock: RtnlSocket, link: Link, netnsFd: number, as: LinkIdentity): Promise<void> {
+  await sock.request(
+    `move ${link.name} into a namespace as ${as.name}`,
+    RTM_NEWLINK,
+    0,
+    Buffer.concat([ifinfomsg(link.index), attrS32(IFLA_NET_NS_FD, netnsFd), ...identityAttrs(as)]),
+  );
+}
+
+/** Renames a link (and sets its MAC) in one request; the programs attached to it stay. */
+export async function renameLink(sock: RtnlSocket, link: Link, as: LinkIdentity): Promise<void> {
+  await sock.request(
+    `rename ${link.name} to ${as.name}`,
+    RTM_NEWLINK,
+    0,
+    Buffer.concat([ifinfomsg(link.index), ...identityAttrs(as)]),
+  );
+}
