@@ -260,10 +260,10 @@ async function runControlPlane(kind: Kind, o: Options): Promise<NonNullable<Benc
 
 async function runKernelFloor(o: Options): Promise<KernelFloor> {
   log(
-    `the floor: ${o.cycles} tcx attaches and releases on fresh veth pairs, ${o.cycles} starts of a bare Bun executable`,
+    `the floor: ${o.cycles} tcx attaches and releases on fresh veth pairs, ${o.cycles} moves of a pair's end, ${o.cycles} starts of a bare Bun executable`,
   );
   const floorFx = newFixture("cp-floor");
-  const kernelFloor = measureKernelFloor(floorFx, o.cycles);
+  const kernelFloor = await measureKernelFloor(floorFx, o.cycles);
   if (o.storm > 0) {
     log(`the storm's floor: ${o.storm} tcx attachments, ${o.concurrency} at a time, ${o.stormRepeats} rounds`);
     kernelFloor.attachStorm = await measureAttachStorm(floorFx, o.storm, o.concurrency, o.stormRepeats);

@@ -6,6 +6,7 @@
  */
 import { CP_LABELS, type CpId } from "./control-plane";
 import { type Img, mb, ms, x2 } from "./format";
+import type { KernelFloor } from "./kernel-floor";
 import type { BenchResult } from "./result";
 import { cycleFloor, stormMean } from "./run-figures";
 import { quantile } from "./stats";
@@ -71,9 +72,25 @@ function floorLine(r: BenchResult): string | undefined {
     ours === undefined
       ? ""
       : `The plugin's own work, its ADD+DEL p50 above that: ${ms(ours - total)} (the target: ≤ ${OWN_WORK_TARGET_MS} ms).`,
+    moveSentence(f),
   ]
     .filter(Boolean)
     .join(" ");
+}
+
+/**
+ * What a pair made ahead (its programs attached off the verb's path) would still cost an
+ * ADD: its pod end moved into the pod's namespace, which waits out pending RCU callbacks,
+ * beside the attachment it would spare (a pod with NetworkPolicy has two).
+ */
+function moveSentence(f: KernelFloor): string {
+  if (!f.vethMoveMs) return "";
+  const move = f.vethMoveMs.median;
+  return [
+    `A pair made ahead with its programs attached would spare an ADD its attachments (${ms(f.tcxAttachMs.median)} each;`,
+    `two with NetworkPolicy) and cost it the move of its pod end into the pod's namespace: ${ms(move)}`,
+    `(${x2(move / f.tcxAttachMs.median)} one attachment).`,
+  ].join(" ");
 }
 
 /**

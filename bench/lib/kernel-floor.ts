@@ -5,6 +5,9 @@
  *   tcx link a pod of ours carries, attached and released. Each of the two waits for an
  *   RCU grace period under RTNL (tcx_entry_sync → synchronize_rcu), whatever the program;
  *   here it runs a two-instruction program on a pair in a namespace of its own;
+ * - what a pair made ahead would cost an ADD instead of the attachments: moving its pod
+ *   end into the pod's namespace (one RTM_NEWLINK with the namespace and the final name),
+ *   which waits out pending RCU callbacks (rcu_barrier in __dev_change_net_namespace);
  * - two process starts of a trivial executable compiled by the same Bun, the least an
  *   ADD and a DEL of the Bun executable can take before main();
  * - the storm's part: as many tcx attachments as the storm has pods, made as many at a time
@@ -17,9 +20,11 @@ import { execFile, execFileSync, spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import { createRequire } from "node:module";
 import * as path from "node:path";
+import { createPair, deleteLinkByName, getLinkByName, moveLink } from "../../src/netlink/links";
+import { RtnlSocket } from "../../src/netlink/socket";
 import { closeFd, linkCreate, objPin, progLoad } from "../../src/sys/bpf-syscall";
 import { BPF_ATTACH_TYPE, BPF_PROG_TYPE } from "../../src/sys/bpf-uapi";
-import { inNetns } from "../../src/sys/netns";
+import { inNetns, openNetns } from "../../src/sys/netns";
 import type { BenchFixture } from "./cleanup";
 import { pool } from "./pool";
 import { type Summary, summarize } from "./stats";
@@ -29,6 +34,8 @@ export interface KernelFloor {
   tcxAttachMs: Summary;
   linkReleaseMs: Summary;
   vethDeleteMs: Summary;
+  /** A pair's end moved into another namespace under a new name (absent in older results). */
+  vethMoveMs?: Summary;
   /** A trivial Bun-compiled executable, start to exit. */
   bunBareMs: Summary;
   /** Absent in results from before it was measured, and in runs without a storm. */
@@ -68,11 +75,13 @@ const elapsed = (fn: () => void): number => {
   return Number(process.hrtime.bigint() - t0) / 1e6;
 };
 
-export function measureKernelFloor(fx: BenchFixture, n: number): KernelFloor {
+export async function measureKernelFloor(fx: BenchFixture, n: number): Promise<KernelFloor> {
   const netns = fx.makeNetns("nkf");
   const prog = passProgram();
   const rows = { create: [] as number[], attach: [] as number[], release: [] as number[], del: [] as number[] };
+  let vethMoveMs: Summary;
   try {
+    vethMoveMs = await measureMove(fx, n);
     // The attach names the device by ifindex in the caller's namespace.
     inNetns(`/run/netns/${netns}`, () => {
       for (let i = 0; i < n; i++) {
@@ -99,8 +108,38 @@ export function measureKernelFloor(fx: BenchFixture, n: number): KernelFloor {
     tcxAttachMs: summarize(rows.attach),
     linkReleaseMs: summarize(rows.release),
     vethDeleteMs: summarize(rows.del),
+    vethMoveMs,
     bunBareMs: bunBareStart(fx, n),
   };
+}
+
+/**
+ * A pair made in one namespace with its peer in a second (no move), then the peer moved
+ * into a third under a new name, by netlink from this process: the move alone is timed.
+ */
+async function measureMove(fx: BenchFixture, n: number): Promise<Summary> {
+  const [home, holding, pod] = ["nkfh", "nkfw", "nkfp"].map((label) => openNetns(`/run/netns/${fx.makeNetns(label)}`));
+  const sockets = [home, holding].map((fd) => RtnlSocket.open(fd));
+  const [homeSock, holdingSock] = sockets;
+  const ms: number[] = [];
+  try {
+    if (!homeSock || !holdingSock || home === undefined || holding === undefined || pod === undefined) {
+      throw new Error("namespaces for the move not opened");
+    }
+    for (let i = 0; i < n; i++) {
+      await createPair(homeSock, "veth", { name: "nkfm0" }, { name: "nkfm1" }, holding);
+      const end = await getLinkByName(holdingSock, "nkfm1");
+      if (!end) throw new Error("nkfm1 missing after its creation");
+      const t0 = process.hrtime.bigint();
+      await moveLink(holdingSock, end, pod, { name: "eth0" });
+      ms.push(Number(process.hrtime.bigint() - t0) / 1e6);
+      await deleteLinkByName(homeSock, "nkfm0");
+    }
+  } finally {
+    for (const sock of sockets) sock.close();
+    for (const fd of [home, holding, pod]) if (fd !== undefined) fs.closeSync(fd);
+  }
+  return summarize(ms);
 }
 
 function bunBareStart(fx: BenchFixture, n: number): Summary {
