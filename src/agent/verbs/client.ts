@@ -6,7 +6,6 @@
  * said `go`, the verb is the agent's: an agent that ends before answering is reported as
  * "try again later", as a plugin killed mid-verb would leave it to the runtime's retry.
  */
-import * as net from "node:net";
 import type { NetConf } from "../../cni/config";
 import { CniError, ErrorCode, renderError } from "../../cni/errors";
 import type { Outcome } from "../../commands/invoke";
@@ -56,6 +55,9 @@ export function handToAgent(conf: NetConf, stdin: Buffer, env: NodeJS.ProcessEnv
     let committed = false;
     let settled = false;
     let buffered = "";
+    // Required here, not imported: the executable's one ES-module bundle would load
+    // node:net (and its streams) at every start, for every verb and every command.
+    const net: typeof import("node:net") = require("node:net");
     const sock = net.createConnection(socketPath);
     const finish = (outcome: Outcome | undefined) => {
       if (settled) return;
