@@ -39,7 +39,7 @@ async function handedToAgent(stdin: Buffer): Promise<Outcome | undefined> {
   } catch {
     return undefined; // the verb's own parse will say why
   }
-  // No socket, no agent serving verbs: spare the start the client's modules (node:net).
+  // No socket, no agent serving verbs: the client module is not even loaded.
   if (!conf.agentStateDir || !fs.existsSync(verbSocketPath(conf.agentStateDir))) return undefined;
   const { handToAgent } = await import("./agent/verbs/client");
   return handToAgent(conf, stdin, process.env);
