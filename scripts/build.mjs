@@ -117,7 +117,7 @@ async function bundleAgent(outfile, plugins) {
   await bundle(outfile, plugins, { entryPoints: [path.join(root, "src/agent/main.ts")] });
 }
 
-async function buildNodeExecutable() {
+async function buildNodeExecutable(digest) {
   const js = path.join(dist, "netkit-cni-node.js");
   await bundle(js, [nativeAddonPlugin(ADDON_FROM_ASSETS)]);
   const agentJs = path.join(dist, "netkit-cni-agent-node.js");
@@ -135,6 +135,7 @@ async function buildNodeExecutable() {
         "ffi-rs.node": ffiAddon,
         "agent.js": agentJs,
         ...Object.fromEntries(BPF_ASSETS.map((f) => [f, path.join(dist, "bpf", f)])),
+        [digest.name]: digest.file,
       },
     }),
   );
@@ -159,9 +160,12 @@ async function buildNodeExecutable() {
   report(exe);
 }
 
-async function buildBunExecutable() {
+async function buildBunExecutable(digest) {
   const js = path.join(dist, "netkit-cni.js");
-  const files = Object.fromEntries(BPF_ASSETS.map((f) => [f, path.join(dist, "bpf", f)]));
+  const files = {
+    ...Object.fromEntries(BPF_ASSETS.map((f) => [f, path.join(dist, "bpf", f)])),
+    [digest.name]: digest.file,
+  };
   const assets = Object.fromEntries(
     Object.entries(files).map(([name, file]) => [name, fs.readFileSync(file).toString("base64")]),
   );
@@ -228,15 +232,10 @@ function checkStartupImports(js) {
   }
 }
 
-/**
- * Holds each eBPF object's structs, as its BTF (clang -g) lays them out, against user
- * space's field tables (src/bpf/structs.ts): a field moved in C and not in TypeScript,
- * or the other way round, fails the build here, named, instead of corrupting a map. The
- * module is pure; esbuild bundles it in memory and it runs in this process.
- */
-async function checkStructLayouts(dir) {
+/** Bundles a pure module of src/ in memory and evaluates it in this process. */
+async function loadSourceModule(entry) {
   const { outputFiles } = await esbuild.build({
-    entryPoints: [path.join(root, "src/bpf/structs.ts")],
+    entryPoints: [path.join(root, entry)],
     bundle: true,
     platform: "node",
     target: "node20",
@@ -246,10 +245,20 @@ async function checkStructLayouts(dir) {
   });
   const module = { exports: {} };
   new Function("module", "exports", "require", outputFiles[0].text)(module, module.exports, require);
-  const objects = new Map(
-    BPF_ASSETS.filter((f) => f.endsWith(".o")).map((f) => [f, fs.readFileSync(path.join(dir, f))]),
-  );
-  const problems = module.exports.builtObjectMismatches(objects);
+  return module.exports;
+}
+
+const readObjects = (dir) =>
+  new Map(BPF_ASSETS.filter((f) => f.endsWith(".o")).map((f) => [f, fs.readFileSync(path.join(dir, f))]));
+
+/**
+ * Holds each eBPF object's structs, as its BTF (clang -g) lays them out, against user
+ * space's field tables (src/bpf/structs.ts): a field moved in C and not in TypeScript,
+ * or the other way round, fails the build here, named, instead of corrupting a map.
+ */
+async function checkStructLayouts(dir) {
+  const { builtObjectMismatches } = await loadSourceModule("src/bpf/structs.ts");
+  const problems = builtObjectMismatches(readObjects(dir));
   if (problems.length > 0) {
     console.error(
       `${path.relative(root, dir)}: the objects and src/bpf disagree on struct layouts:\n  ${problems.join("\n  ")}`,
@@ -258,10 +267,25 @@ async function checkStructLayouts(dir) {
   }
 }
 
+/**
+ * The digest naming this build's pinned programs (src/bpf/objects.ts), computed once here
+ * by the same code a verb would run: the executables carry it, and a verb that finds the
+ * build's programs pinned reads none of the objects. Written beside dist/bpf, not in it,
+ * where the tests read the objects and compute the digest from their bytes.
+ */
+async function writeObjectsDigest(dir) {
+  const { nodeObjectsFrom, objectsDigest, DIGEST_FILE } = await loadSourceModule("src/bpf/objects.ts");
+  const objects = nodeObjectsFrom((f) => (f.endsWith(".o") ? fs.readFileSync(path.join(dir, f)) : undefined));
+  const file = path.join(dist, DIGEST_FILE);
+  fs.writeFileSync(file, `${objectsDigest(objects.variants)}\n`);
+  return { name: DIGEST_FILE, file };
+}
+
 fs.mkdirSync(dist, { recursive: true });
 // The eBPF objects first: they travel inside both executables, and their structs must be
 // laid out as user space reads them.
 execFileSync(path.join(root, "scripts/build-bpf.sh"), [path.join(dist, "bpf")], { stdio: "inherit" });
 await checkStructLayouts(path.join(dist, "bpf"));
-await buildNodeExecutable();
-await buildBunExecutable();
+const digest = await writeObjectsDigest(path.join(dist, "bpf"));
+await buildNodeExecutable(digest);
+await buildBunExecutable(digest);

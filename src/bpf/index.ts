@@ -71,20 +71,16 @@ export {
 } from "./loader/pins";
 export { BpfProgram, loadProgram, programName, sectionAttachType } from "./loader/programs";
 export {
-  buildName,
   loadNodePrograms,
-  NAT_CHECKS,
-  type NatCheck,
   type NodeMaps,
-  type NodeObjects,
   type NodePrograms,
   type NodeProgramsOptions,
   nodeMapsPinned,
-  nodeObjectsFrom,
   openNodeMaps,
   type ProgramSet,
   pinnedProgramSets,
 } from "./node";
+export { buildName, NAT_CHECKS, type NatCheck, type NodeObjects, nodeObjectsFrom } from "./objects";
 export { type MapOccupancy, pinnedMapOccupancy } from "./occupancy";
 export {
   forgetPodState,

@@ -20,7 +20,6 @@
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { sha256Hex } from "../sys/sha256";
 import { type Counters, MAP_NAMES, PROGRAM_NAMES } from "./fastpath/abi";
 import { setNetworkClusterCidrs } from "./fastpath/cluster";
 import { readCounters } from "./fastpath/counters";
@@ -34,49 +33,10 @@ import { openOrCreatePinnedMap } from "./loader/pinned-map";
 import { ensureBpffs, openPin, replacePin } from "./loader/pins";
 import { BpfProgram, firstLine, loadProgram } from "./loader/programs";
 import { checkStructs } from "./loader/struct-btf";
+import { buildName, NAT_CHECKS, type NatCheck, type NodeObjects, OBJECT_FILES } from "./objects";
 import { POLICY_MAP_NAMES } from "./policy/abi";
 import { POLICY_CT_SPEC } from "./policy/ct";
 import { NODE_STRUCTS } from "./structs";
-
-/** How a variant keeps NAT'd flows on the stack; in order of preference. */
-export const NAT_CHECKS = ["conntrack", "memory"] as const;
-export type NatCheck = (typeof NAT_CHECKS)[number];
-
-/** The compiled objects' bytes (dist/bpf/*.o, embedded in the executable). */
-export interface VariantObjects {
-  lxc: Buffer;
-  host: Buffer;
-}
-
-export interface NodeObjects {
-  variants: Record<NatCheck, VariantObjects>;
-  /** Seconds since 1970 when this build was made: orders builds on one node. */
-  epoch: number;
-}
-
-export const OBJECT_FILES: Record<NatCheck, { lxc: string; host: string }> = {
-  conntrack: { lxc: "bpf_lxc_ct.o", host: "bpf_host_ct.o" },
-  memory: { lxc: "bpf_lxc.o", host: "bpf_host.o" },
-};
-export const EPOCH_FILE = "epoch";
-
-/** The node's objects, by their file names, from wherever the build put them (the
- * executable's embedded assets; dist/bpf for the tests). `read` returns undefined for a
- * file that is not there: a build without an epoch file is epoch 0. */
-export function nodeObjectsFrom(read: (file: string) => Buffer | undefined): NodeObjects {
-  const object = (file: string) => {
-    const bytes = read(file);
-    if (!bytes) throw new Error(`no eBPF object ${file} in this build`);
-    return bytes;
-  };
-  return {
-    variants: {
-      conntrack: { lxc: object(OBJECT_FILES.conntrack.lxc), host: object(OBJECT_FILES.conntrack.host) },
-      memory: { lxc: object(OBJECT_FILES.memory.lxc), host: object(OBJECT_FILES.memory.host) },
-    },
-    epoch: Number(read(EPOCH_FILE)?.toString("utf8").trim()) || 0,
-  };
-}
 
 /** The maps of the node's objects, pinned under `<bpffsRoot>/maps/` (NodeMaps has them all). */
 const NODE_MAP_NAMES: readonly string[] = [...Object.values(MAP_NAMES), ...Object.values(POLICY_MAP_NAMES)];
@@ -317,12 +277,6 @@ function loadVariant(
   } finally {
     kernel?.close();
   }
-}
-
-/** Identifies a build of the programs: its epoch and a hash of every object. */
-export function buildName(objects: NodeObjects): string {
-  const parts = NAT_CHECKS.flatMap((v) => [objects.variants[v].lxc, objects.variants[v].host]);
-  return `${objects.epoch}-${sha256Hex(parts, 16)}`;
 }
 
 /** The map of maps needs its inner maps' shape, which the ELF definition cannot carry. */

@@ -21,7 +21,8 @@ import { createFlowTable } from "../../src/bpf/fastpath/direct";
 import { conntrackUnavailable } from "../../src/bpf/fastpath/kernel-probe";
 import { attachTcx, type BpfLink } from "../../src/bpf/loader/links";
 import type { BpfProgram } from "../../src/bpf/loader/programs";
-import { loadNodePrograms, type NatCheck, type NodePrograms } from "../../src/bpf/node";
+import { loadNodePrograms, type NodePrograms } from "../../src/bpf/node";
+import type { NatCheck } from "../../src/bpf/objects";
 import {
   decodePolicyEvent,
   POL_F_INCOMPLETE,

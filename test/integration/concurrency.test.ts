@@ -10,7 +10,9 @@ import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { BpfLink } from "../../src/bpf/loader/links";
 import { pinnedProgramSets } from "../../src/bpf/node";
+import { buildName } from "../../src/bpf/objects";
 import { endpointMapEntries } from "../../src/datapath/node-state";
+import { readObjectsDir } from "../bpf/helpers/bpf-objects";
 import { useCluster } from "../support/fixtures";
 import {
   type Fixture,
@@ -182,6 +184,9 @@ describe("an older build beside a newer one", () => {
     const first = addPod(fx, a, "new1");
     const [newer] = pinnedProgramSets(a.bpffsRoot);
     expect(newer).toBeDefined();
+    // The executable names its build by the digest the build computed and embedded; the
+    // objects' own bytes give the same name.
+    expect(newer?.build).toBe(buildName(readObjectsDir(path.resolve(__dirname, "../../dist/bpf"))));
     const uplinkProgram = programOf(uplinkPin());
 
     // Mid-upgrade: the older executable and the newer one add pods at the same time.

@@ -8,7 +8,7 @@ import * as path from "node:path";
 import { readObject } from "../../../src/bpf/loader/elf";
 import { attachCgroup, type BpfLink } from "../../../src/bpf/loader/links";
 import { type BpfProgram, sectionAttachType } from "../../../src/bpf/loader/programs";
-import { type NodeObjects, nodeObjectsFrom } from "../../../src/bpf/node";
+import { type NodeObjects, nodeObjectsFrom } from "../../../src/bpf/objects";
 
 export const repoRoot = path.resolve(__dirname, "../../..");
 export const objectsDir = path.join(repoRoot, "dist/bpf");
