@@ -26,19 +26,24 @@ async function main(): Promise<number> {
     process.stderr.write(`${ABOUT}\nRun by a container runtime with CNI_COMMAND set; see README.md.\n`);
   }
   const stdin = readAllStdin();
-  const outcome = (await handedToAgent(stdin)) ?? (await invokePlugin(stdin, process.env));
+  const conf = parsedOrUndefined(stdin);
+  const outcome =
+    (conf && (await handedToAgent(conf, stdin))) ?? (await invokePlugin(stdin, process.env, { parsed: conf }));
   if (outcome.stdout !== "") writeStdout(outcome.stdout);
   return outcome.exitCode;
 }
 
-/** The verb as the node's agent did it, or undefined when this process is to do it. */
-async function handedToAgent(stdin: Buffer): Promise<Outcome | undefined> {
-  let conf: NetConf;
+/** The configuration, parsed once for both uses; a refusal is for the verb to report. */
+function parsedOrUndefined(stdin: Buffer): NetConf | undefined {
   try {
-    conf = parseNetConf(stdin);
+    return parseNetConf(stdin);
   } catch {
-    return undefined; // the verb's own parse will say why
+    return undefined;
   }
+}
+
+/** The verb as the node's agent did it, or undefined when this process is to do it. */
+async function handedToAgent(conf: NetConf, stdin: Buffer): Promise<Outcome | undefined> {
   // No socket, no agent serving verbs: the client module is not even loaded.
   if (!conf.agentStateDir || !fs.existsSync(verbSocketPath(conf.agentStateDir))) return undefined;
   const { handToAgent } = await import("./agent/verbs/client");
