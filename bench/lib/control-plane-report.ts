@@ -73,6 +73,7 @@ function floorLine(r: BenchResult): string | undefined {
       ? ""
       : `The plugin's own work, its ADD+DEL p50 above that: ${ms(ours - total)} (the target: ≤ ${OWN_WORK_TARGET_MS} ms).`,
     moveSentence(f),
+    tcHookSentence(f),
   ]
     .filter(Boolean)
     .join(" ");
@@ -90,6 +91,22 @@ function moveSentence(f: KernelFloor): string {
     `A pair made ahead with its programs attached would spare an ADD its attachments (${ms(f.tcxAttachMs.median)} each;`,
     `two with NetworkPolicy) and cost it the move of its pod end into the pod's namespace: ${ms(move)}`,
     `(${x2(move / f.tcxAttachMs.median)} one attachment).`,
+  ].join(" ");
+}
+
+/**
+ * What the pod's program would cost on tc's clsact hook instead of a tcx link, beside the
+ * link: the filter is published without waiting for a grace period.
+ */
+function tcHookSentence(f: KernelFloor): string {
+  if (!f.tcHook) return "";
+  const { qdiscMs, filterAttachMs, filterReleaseMs } = f.tcHook;
+  const attach = qdiscMs.median + filterAttachMs.median;
+  return [
+    `The same program as a cls_bpf filter on a clsact qdisc (tc's hook before tcx): the qdisc`,
+    `${ms(qdiscMs.median)}, the filter ${ms(filterAttachMs.median)} to add and ${ms(filterReleaseMs.median)} to delete;`,
+    `the pair's hook in ${ms(attach)} against the link's ${ms(f.tcxAttachMs.median)}`,
+    `(${x2(attach / f.tcxAttachMs.median)}).`,
   ].join(" ");
 }
 

@@ -8,6 +8,7 @@
  * - what a pair made ahead would cost an ADD instead of the attachments: moving its pod
  *   end into the pod's namespace (one RTM_NEWLINK with the namespace and the final name),
  *   which waits out pending RCU callbacks (rcu_barrier in __dev_change_net_namespace);
+ * - the same program on tc's clsact hook (tc-hook-floor.ts), which waits for no grace period;
  * - two process starts of a trivial executable compiled by the same Bun, the least an
  *   ADD and a DEL of the Bun executable can take before main();
  * - the storm's part: as many tcx attachments as the storm has pods, made as many at a time
@@ -28,6 +29,7 @@ import { inNetns, openNetns } from "../../src/sys/netns";
 import type { BenchFixture } from "./cleanup";
 import { pool } from "./pool";
 import { type Summary, summarize } from "./stats";
+import { measureTcHook, type TcHookFloor } from "./tc-hook-floor";
 
 export interface KernelFloor {
   vethCreateMs: Summary;
@@ -36,6 +38,8 @@ export interface KernelFloor {
   vethDeleteMs: Summary;
   /** A pair's end moved into another namespace under a new name (absent in older results). */
   vethMoveMs?: Summary;
+  /** The same program on tc's clsact hook instead (absent in older results). */
+  tcHook?: TcHookFloor;
   /** A trivial Bun-compiled executable, start to exit. */
   bunBareMs: Summary;
   /** Absent in results from before it was measured, and in runs without a storm. */
@@ -80,8 +84,10 @@ export async function measureKernelFloor(fx: BenchFixture, n: number): Promise<K
   const prog = passProgram();
   const rows = { create: [] as number[], attach: [] as number[], release: [] as number[], del: [] as number[] };
   let vethMoveMs: Summary;
+  let tcHook: TcHookFloor;
   try {
     vethMoveMs = await measureMove(fx, n);
+    tcHook = await measureTcHook(fx, n, prog);
     // The attach names the device by ifindex in the caller's namespace.
     inNetns(`/run/netns/${netns}`, () => {
       for (let i = 0; i < n; i++) {
@@ -109,6 +115,7 @@ export async function measureKernelFloor(fx: BenchFixture, n: number): Promise<K
     linkReleaseMs: summarize(rows.release),
     vethDeleteMs: summarize(rows.del),
     vethMoveMs,
+    tcHook,
     bunBareMs: bunBareStart(fx, n),
   };
 }
