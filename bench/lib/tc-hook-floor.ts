@@ -1,37 +1,19 @@
 /**
  * The other hook a veth pod's program could run at: a cls_bpf filter in direct-action mode
- * on a clsact qdisc (tc's hook before tcx, still Cilium's on kernels without tcx). Unlike
- * a tcx link, adding one publishes the filter under RCU without waiting for a grace
- * period; removing one frees it by call_rcu. Measured the way kernel-floor.ts measures the
- * tcx link, by netlink from this process on a fresh pair in a namespace of its own, so the
- * two figures compare like with like. The filter's messages (include/uapi/linux/pkt_cls.h,
- * rtnetlink.h) are encoded here: only the bench uses them.
+ * on a clsact qdisc (src/netlink/tc-filter.ts; tc's hook before tcx, still Cilium's on
+ * kernels without tcx). Unlike a tcx link, adding one publishes the filter under RCU
+ * without waiting for a grace period, and deleting one frees it by call_rcu. Measured the
+ * way kernel-floor.ts measures the tcx link, by netlink from this process on a fresh pair
+ * in a namespace of its own, so that the two figures compare like with like.
  */
 import { execFileSync } from "node:child_process";
 import * as fs from "node:fs";
-import { attr, attrNested, attrString, attrU32 } from "../../src/netlink/attrs";
 import { getLinkByName } from "../../src/netlink/links";
-import { addQdisc, tcmsg } from "../../src/netlink/qdisc";
-import { NLM_F_CREATE, NLM_F_EXCL, RtnlSocket } from "../../src/netlink/socket";
+import { RtnlSocket } from "../../src/netlink/socket";
+import { attachBpfFilter, deleteBpfFilter, ensureClsact } from "../../src/netlink/tc-filter";
 import { openNetns } from "../../src/sys/netns";
 import type { BenchFixture } from "./cleanup";
 import { type Summary, summarize } from "./stats";
-
-const RTM_NEWTFILTER = 44;
-const RTM_DELTFILTER = 45;
-const TCA_KIND = 1;
-const TCA_OPTIONS = 2;
-const TCA_BPF_FD = 6;
-const TCA_BPF_NAME = 7;
-const TCA_BPF_FLAGS = 8;
-const TCA_BPF_FLAG_ACT_DIRECT = 1;
-/** clsact's parent and handle, and its ingress hook (TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS)). */
-const TC_H_CLSACT = 0xfffffff1;
-const CLSACT_HANDLE = 0xffff0000;
-const TC_H_CLSACT_INGRESS = 0xfffffff2;
-/** tcm_info: the filter's priority in the upper half, its protocol (ETH_P_ALL, network
- * order) in the lower. */
-const FILTER_INFO = ((1 << 16) | 0x0300) >>> 0;
 
 export interface TcHookFloor {
   /** The clsact qdisc added to the host end (once per device). */
@@ -40,12 +22,6 @@ export interface TcHookFloor {
   filterAttachMs: Summary;
   /** The filter deleted. */
   filterReleaseMs: Summary;
-}
-
-function tcmsgWithInfo(ifindex: number): Buffer {
-  const msg = tcmsg(ifindex, 0, TC_H_CLSACT_INGRESS);
-  msg.writeUInt32LE(FILTER_INFO, 16);
-  return msg;
 }
 
 /** `n` rounds on a fresh pair each: clsact added, the program's filter added, then deleted. */
@@ -60,27 +36,14 @@ export async function measureTcHook(fx: BenchFixture, n: number, progFd: number)
       ip("link", "add", "nkft0", "type", "veth", "peer", "name", "nkft1");
       const dev = await getLinkByName(sock, "nkft0");
       if (!dev) throw new Error("nkft0 missing after its creation");
-      rows.qdisc.push(
-        await timed(() =>
-          addQdisc(sock, { ifindex: dev.index, parent: TC_H_CLSACT, handle: CLSACT_HANDLE, kind: "clsact" }),
-        ),
+      rows.qdisc.push(await timed(() => ensureClsact(sock, dev.index)));
+      rows.attach.push(await timed(() => attachBpfFilter(sock, dev.index, "ingress", 1, progFd, "nkb_floor")));
+      rows.release.push(
+        await timed(async () => {
+          if (!(await deleteBpfFilter(sock, dev.index, "ingress", 1)))
+            throw new Error("the floor's filter was not there");
+        }),
       );
-      const fd = Buffer.alloc(4);
-      fd.writeUInt32LE(progFd);
-      const add = Buffer.concat([
-        tcmsgWithInfo(dev.index),
-        attrString(TCA_KIND, "bpf"),
-        attrNested(TCA_OPTIONS, [
-          attr(TCA_BPF_FD, fd),
-          attrString(TCA_BPF_NAME, "nkb_floor"),
-          attrU32(TCA_BPF_FLAGS, TCA_BPF_FLAG_ACT_DIRECT),
-        ]),
-      ]);
-      rows.attach.push(
-        await timed(() => sock.request("add bpf filter", RTM_NEWTFILTER, NLM_F_CREATE | NLM_F_EXCL, add)),
-      );
-      const del = Buffer.concat([tcmsgWithInfo(dev.index), attrString(TCA_KIND, "bpf")]);
-      rows.release.push(await timed(() => sock.request("delete bpf filter", RTM_DELTFILTER, 0, del)));
       ip("link", "del", "nkft0");
     }
   } finally {
