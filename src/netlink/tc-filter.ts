@@ -127,7 +127,8 @@ export async function listBpfFilters(sock: RtnlSocket, ifindex: number, hook: Tc
       tcmsg(ifindex, 0, HOOK_PARENT[hook]),
     );
   } catch (e) {
-    // No clsact: no hook to list (EINVAL), or the device is gone (ENODEV, for the caller).
+    // No clsact, so no hook to list: the kernel says EINVAL or ENOENT. A device that is
+    // gone (ENODEV) is the caller's to judge, and is thrown.
     if (e instanceof NetlinkError && (e.errno === EINVAL || e.errno === ENOENT)) return [];
     throw e;
   }
