@@ -97,7 +97,7 @@ export function formatStatus(s: NodeStatus): string {
     lines.push(`shared subnet   ${shared.device}: answering ARP/ND for ${shared.addresses.join(", ")}`);
   }
   lines.push(
-    `endpoints       ${s.endpoints.devices} devices, ${s.endpoints.pinned} with programs, ${s.endpoints.addresses} addresses in the endpoint map`,
+    `endpoints       ${s.endpoints.devices} devices, ${s.endpoints.pinned + s.endpoints.filtered} with programs${s.endpoints.filtered > 0 ? ` (${s.endpoints.filtered} as tc filters)` : ""}, ${s.endpoints.addresses} addresses in the endpoint map`,
   );
   if (s.endpoints.retired > 0) {
     lines.push(

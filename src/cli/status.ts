@@ -53,6 +53,7 @@ import {
   pinnedEndpointDevices,
   podStateHoldersOf,
 } from "../datapath/node-state";
+import { podFilters } from "../datapath/pod-filters";
 import { readIngressShapingOff } from "../datapath/pod-shaping";
 import { kernelHasNetkit } from "../datapath/probe";
 import { type PacingOff, readPacingOff } from "../datapath/shaping";
@@ -151,8 +152,10 @@ export interface NodeStatus {
     devices: number;
     /** Device pairs a deferred DEL retired, waiting for their netns's teardown, the agent or GC. */
     retired: number;
-    /** Endpoint pin directories (one per pod interface with programs). */
+    /** Endpoint pin directories (one per pod interface whose programs are links). */
     pinned: number;
+    /** Pod devices whose programs are tc filters (`"podHook": "tc"`, nothing pinned). */
+    filtered: number;
     /** Addresses in the endpoint map. */
     addresses: number;
     links: LinkStatus[];
@@ -191,7 +194,7 @@ function kernelHasTcx(release: string): boolean {
 /** The node as the kernel and the bpffs show it now; read-only. */
 export async function nodeStatus(bpffsRoot: string, stateDir = DEFAULT_AGENT_STATE_DIR): Promise<NodeStatus> {
   const root = bpffsRoot;
-  const { links, netkit, proxies } = await readKernel();
+  const { links, netkit, proxies, filtered } = await readKernel();
   const node: NodeView = {
     root,
     byIndex: new Map(links.map((l) => [l.index, l])),
@@ -202,7 +205,7 @@ export async function nodeStatus(bpffsRoot: string, stateDir = DEFAULT_AGENT_STA
   const programs = programsStatus(node);
   const uplinks = uplinkLinks(node, Object.values(programs.ids));
   const owned = links.filter((l) => parseOwnerAlias(l.alias) !== undefined);
-  const endpoints = endpointsStatus(node, owned, links.filter(isRetiredDevice).length);
+  const endpoints = endpointsStatus(node, owned, filtered, links.filter(isRetiredDevice).length);
   const { maps, flowTables } = mapsStatus(root, endpoints.hostIfindexes, node.byIndex);
   const uplinkDevices = listDir(uplinkRoot(root)).flatMap((dev) => {
     const link = node.byName.get(dev);
@@ -247,13 +250,25 @@ interface NodeView {
 }
 
 /** The node's devices, whether the kernel has netkit, and the proxy entries on its devices. */
-async function readKernel(): Promise<{ links: Link[]; netkit: boolean; proxies: ProxyNeighbor[] }> {
+async function readKernel(): Promise<{
+  links: Link[];
+  netkit: boolean;
+  proxies: ProxyNeighbor[];
+  filtered: Set<number>;
+}> {
   const host = RtnlSocket.open();
   try {
+    const links = await listLinks(host);
+    // Pods whose program runs as a tc filter (`"podHook": "tc"`): they have no pins.
+    const filtered = new Set<number>();
+    for (const l of links.filter((link) => parseOwnerAlias(link.alias) !== undefined)) {
+      if ((await podFilters(host, l.index)).fromPod) filtered.add(l.index);
+    }
     return {
-      links: await listLinks(host),
+      links,
       netkit: await kernelHasNetkit(host),
       proxies: [...(await listProxyNeighbors(host, AF_INET)), ...(await listProxyNeighbors(host, AF_INET6))],
+      filtered,
     };
   } finally {
     host.close();
@@ -325,6 +340,7 @@ function uplinkLinks(node: NodeView, running: number[]): LinkStatus[] {
 function endpointsStatus(
   node: NodeView,
   owned: Link[],
+  filtered: ReadonlySet<number>,
   retired: number,
 ): { status: NodeStatus["endpoints"]; hostIfindexes: number[] } {
   const { root, byIndex, byName, problems } = node;
@@ -339,8 +355,8 @@ function endpointsStatus(
     }
   }
   for (const l of owned) {
-    if (node.initialized && !pinned.includes(l.name)) {
-      problems.push(`device ${l.name} (${l.alias}) has no programs pinned (fastPath off, or a failed ADD)`);
+    if (node.initialized && !pinned.includes(l.name) && !filtered.has(l.index)) {
+      problems.push(`device ${l.name} (${l.alias}) has no programs pinned or as tc filters (a failed ADD)`);
     }
   }
   const entries = endpointMapEntries(root);
@@ -353,7 +369,14 @@ function endpointsStatus(
     if (!byIndex.has(ifindex)) problems.push(`pod state of ifindex ${ifindex}, which is gone: ${held.join(", ")}`);
   }
   return {
-    status: { devices: owned.length, retired, pinned: pinned.length, addresses: entries.size, links },
+    status: {
+      devices: owned.length,
+      retired,
+      pinned: pinned.length,
+      filtered: owned.filter((l) => filtered.has(l.index)).length,
+      addresses: entries.size,
+      links,
+    },
     hostIfindexes: [...entries.values()].map((e) => e.hostIfindex),
   };
 }

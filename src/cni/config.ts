@@ -84,7 +84,18 @@ export interface FastPathConf {
    * ask for it: without the agent, nothing would write the policies.
    */
   networkPolicy: boolean;
+  /**
+   * Where a veth pod's programs run on its host device: "tcx" (a link each, pinned, the
+   * default) or "tc" (direct-action filters on a clsact qdisc). A filter is added and
+   * deleted without waiting for an RCU grace period, where each tcx link waits for one on
+   * attach and again on release; a filter has no owner, which CHECK watches for. netkit
+   * pods always run theirs on netkit's own hooks.
+   */
+  podHook: PodHook;
 }
+
+export const POD_HOOKS = ["tcx", "tc"] as const;
+export type PodHook = (typeof POD_HOOKS)[number];
 
 export const NAT_CHECK_CHOICES = ["auto", "conntrack", "memory"] as const;
 export type NatCheckChoice = (typeof NAT_CHECK_CHOICES)[number];
@@ -229,6 +240,10 @@ function parseFastPath(raw: Record<string, unknown>): FastPathConf {
   const serviceTranslationCgroup = cgroupField(raw, "serviceTranslationCgroup");
   const networkPolicy = raw.networkPolicy ?? false;
   if (typeof networkPolicy !== "boolean") throw invalidConfig(`"networkPolicy" must be true or false`);
+  const podHook = raw.podHook ?? "tcx";
+  if (!POD_HOOKS.includes(podHook as PodHook)) {
+    throw invalidConfig(`"podHook" must be one of ${POD_HOOKS.join(", ")}`);
+  }
   return {
     enabled,
     bpffsRoot,
@@ -240,6 +255,7 @@ function parseFastPath(raw: Record<string, unknown>): FastPathConf {
     serviceTranslation,
     serviceTranslationCgroup,
     networkPolicy,
+    podHook: podHook as PodHook,
   };
 }
 

@@ -20,8 +20,9 @@ import { configureHostEnd, enableForwarding } from "../datapath/host-end";
 import { chooseDatapath, podEndUsesNeighbours } from "../datapath/index";
 import { closeNamespaces, openNamespaces, podNetnsCookie } from "../datapath/namespaces";
 import { hostDeviceMac, hostDeviceName, ownerAlias, podDeviceMac } from "../datapath/naming";
-import { ensureNodeDatapath, withNodeLock } from "../datapath/node-datapath";
+import { ensureNodeDatapath, vethEndpoints, withNodeLockAsync } from "../datapath/node-datapath";
 import { configurePodEnd, removeSourceRules } from "../datapath/pod-end";
+import { switchPodFilters } from "../datapath/pod-filters";
 import { shapePodIngress } from "../datapath/pod-shaping";
 import { retiredFor } from "../datapath/retired";
 import { paceUplink, releasePacing } from "../datapath/shaping";
@@ -196,10 +197,12 @@ async function attachPrograms(
   // One hold of the node lock for both: the node's datapath (maps, the newest build's
   // programs, every pod moved onto a new build, the uplink's links), then the pod's part
   // on those programs, so no other build swaps them in between.
-  withNodeLock(settings.bpffsRoot, () => {
+  await withNodeLockAsync(settings.bpffsRoot, async () => {
     const node = ensureNodeDatapath(settings, uplink);
     try {
-      attachPod(node, settings, attached);
+      // The pods whose programs are tc filters move onto a new build here: by netlink.
+      if (node.loaded && !node.superseded) await switchPodFilters(ns.host, vethEndpoints(node), node.programs);
+      await attachPod(ns.host, node, settings, attached);
     } finally {
       node.close();
     }

@@ -13,7 +13,8 @@ import { CniError, ErrorCode, invalidConfig } from "../cni/errors";
 import type { IpConfig, Result } from "../cni/result";
 import { closeNamespaces, openNamespaces } from "../datapath/namespaces";
 import { aliasClaims, hostDeviceName } from "../datapath/naming";
-import { endpointMapEntries, endpointState, limitsOf, podStateMismatchesOf } from "../datapath/node-state";
+import { endpointMapEntries, limitsOf, podStateMismatchesOf } from "../datapath/node-state";
+import { type AttachedPodPrograms, attachedPodPrograms } from "../datapath/pod-filters";
 import { ingressQdiscProblem } from "../datapath/pod-shaping";
 import { retiredFor } from "../datapath/retired";
 import { pacingProblem } from "../datapath/shaping";
@@ -73,9 +74,12 @@ export async function cmdCheck(inv: Invocation): Promise<void> {
       }
     }
     const root = conf.fastPath.bpffsRoot;
-    checkFastPath(root, hostDevice, hostLink.index, addresses);
-    if (conf.fastPath.networkPolicy && !endpointState(root, hostDevice).policy) {
-      throw mismatch(`NetworkPolicy of ${hostDevice} is not attached (no ${root}/endpoints/${hostDevice}/policy)`);
+    const attached = await attachedPodPrograms(ns.host, root, hostDevice, hostLink.index);
+    checkFastPath(root, hostDevice, hostLink.index, addresses, attached);
+    if (conf.fastPath.networkPolicy && !attached.policy) {
+      throw mismatch(
+        `NetworkPolicy of ${hostDevice} is not attached (no ${root}/endpoints/${hostDevice}/policy, no tc filter)`,
+      );
     }
     // Its state in the node's maps (bpf/pod-state.ts), as the config asks for it now.
     const named = env.args.K8S_POD_NAMESPACE && env.args.K8S_POD_NAME;
@@ -90,7 +94,7 @@ export async function cmdCheck(inv: Invocation): Promise<void> {
     };
     const problems = podStateMismatchesOf(root, pod);
     if (problems.length > 0) throw mismatch(`${hostDevice}: ${problems.join("; ")}`);
-    await checkLimits(ns.host, root, hostDevice, hostLink.index, bandwidth);
+    await checkLimits(ns.host, root, hostDevice, hostLink.index, bandwidth, attached);
   } finally {
     closeNamespaces(ns);
   }
@@ -98,9 +102,17 @@ export async function cmdCheck(inv: Invocation): Promise<void> {
 
 /** The pod's program is pinned (the fast path's, or with `"fastPath": false` the source
  * check) and the endpoint map sends each address to its device. */
-function checkFastPath(root: string, hostDevice: string, hostIfindex: number, addresses: string[]): void {
-  if (!endpointState(root, hostDevice).pinned) {
-    throw mismatch(`eBPF programs of ${hostDevice} are not attached (no pins under ${root}/endpoints/${hostDevice})`);
+function checkFastPath(
+  root: string,
+  hostDevice: string,
+  hostIfindex: number,
+  addresses: string[],
+  attached: AttachedPodPrograms,
+): void {
+  if (!attached.fromPod) {
+    throw mismatch(
+      `eBPF programs of ${hostDevice} are not attached (no pins under ${root}/endpoints/${hostDevice}, no tc filter)`,
+    );
   }
   const entries = endpointMapEntries(root);
   for (const cidr of addresses) {
@@ -120,11 +132,14 @@ async function checkLimits(
   hostDevice: string,
   hostIfindex: number,
   want: Bandwidth | undefined,
+  attached: AttachedPodPrograms,
 ): Promise<void> {
   const have = limitsOf(root, hostIfindex);
   // A tbf shapes alone; policing and pacing need the program on the host device.
-  if (want?.ingress && have?.ingressMode !== "qdisc" && !endpointState(root, hostDevice).ingressLimit) {
-    throw mismatch(`ingress limit of ${hostDevice} is not attached (no ${root}/endpoints/${hostDevice}/ingress_limit)`);
+  if (want?.ingress && have?.ingressMode !== "qdisc" && !attached.ingressLimit) {
+    throw mismatch(
+      `ingress limit of ${hostDevice} is not attached (no ${root}/endpoints/${hostDevice}/ingress_limit, no tc filter)`,
+    );
   }
   if (have?.ingress && have.ingressMode) {
     const problem = await ingressQdiscProblem(host, hostIfindex, have.ingressMode);

@@ -40,11 +40,11 @@ import {
   countersOf,
   dropsOf,
   endpointMapEntries,
-  endpointState,
   type FlowTableUsage,
   flowTableOf,
   limitsOf,
 } from "../datapath/node-state";
+import { attachedPodPrograms } from "../datapath/pod-filters";
 import { listLinks } from "../netlink/links";
 import { RtnlSocket } from "../netlink/socket";
 
@@ -127,8 +127,13 @@ const numbers = <T extends object>(o: T | undefined) =>
 export async function listEndpoints(bpffsRoot: string): Promise<EndpointRow[]> {
   const host = RtnlSocket.open();
   let links: Awaited<ReturnType<typeof listLinks>>;
+  // Per pod device: its program runs (a pinned link, or a tc filter: pod-filters.ts).
+  const programsAttached = new Map<number, boolean>();
   try {
     links = await listLinks(host);
+    for (const link of links.filter((l) => parseOwnerAlias(l.alias))) {
+      programsAttached.set(link.index, (await attachedPodPrograms(host, bpffsRoot, link.name, link.index)).fromPod);
+    }
   } finally {
     host.close();
   }
@@ -169,7 +174,7 @@ export async function listEndpoints(bpffsRoot: string): Promise<EndpointRow[]> {
       hostDevice: link.name,
       datapath: link.kind ?? "?",
       addresses,
-      programsAttached: endpointState(bpffsRoot, link.name).pinned,
+      programsAttached: programsAttached.get(link.index) ?? false,
       counters: numbers(counters),
       drops: numbers(dropsOf(bpffsRoot, link.index)),
       flowTable: numbers(flowTableOf(bpffsRoot, link.index)),

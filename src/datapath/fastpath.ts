@@ -14,6 +14,7 @@ import {
   attachNetkit,
   attachTcx,
   type BpfLink,
+  type BpfProgram,
   type EgressEnforcement,
   EndpointMap,
   endpointDir,
@@ -35,9 +36,11 @@ import { hostPrefix } from "../cni/address";
 import type { Bandwidth } from "../cni/bandwidth";
 import { CniError, ErrorCode } from "../cni/errors";
 import { log } from "../log";
+import type { RtnlSocket } from "../netlink/socket";
 import { failpoint } from "../sys/failpoints";
 import { type FastPathSettings, withNodeLock } from "./node-datapath";
 import { withPodState } from "./node-state";
+import { attachPodFilter, preparePodHook } from "./pod-filters";
 import type { DeviceKind } from "./types";
 
 /** The endpoint as the fast path sees it. */
@@ -69,15 +72,21 @@ export interface FastPathEndpoint {
  * limits, its namespace for the bypass and for Service translation), then its one link
  * (what the pod sends; each link costs an RCU grace period under RTNL on attach and again
  * on delete) running the fast path's program, or with `"fastPath": false` the source
- * check, a second one only for a pod with an ingress limit, then, last, its addresses:
- * everything else must be in place before traffic is steered here.
+ * check, NetworkPolicy's where the network enforces it, the ingress limit's for a pod
+ * with one; a veth pod of a `"podHook": "tc"` network gets the same programs as tc
+ * filters, which wait for no grace period. Then, last, its addresses: everything else
+ * must be in place before traffic is steered here.
  * The caller registers `removeEndpoint` as the undo before calling.
  */
-export function attachPod(
+export async function attachPod(
+  host: RtnlSocket,
   node: NodePrograms,
-  settings: Pick<FastPathSettings, "bpffsRoot" | "enabled" | "sockBypass" | "serviceTranslation" | "networkPolicy">,
+  settings: Pick<
+    FastPathSettings,
+    "bpffsRoot" | "enabled" | "sockBypass" | "serviceTranslation" | "networkPolicy" | "podHook"
+  >,
   ep: FastPathEndpoint,
-): void {
+): Promise<void> {
   const root = settings.bpffsRoot;
   const program = settings.enabled ? node.programs.fromPod : node.programs.sourceCheck;
   if (settings.serviceTranslation && ep.netnsCookie === undefined) {
@@ -104,29 +113,11 @@ export function attachPod(
   );
   // Pins left by an ADD that was killed before it could clean up name a dead device.
   unpinEndpoint(root, ep.hostDevice);
-  const link =
-    ep.kind === "netkit"
-      ? attachNetkit(program, ep.hostIfindex, "peer")
-      : attachTcx(program, ep.hostIfindex, "ingress");
-  pinAndClose(link, endpointPin(root, ep.hostDevice, FROM_POD_PIN));
-  // NetworkPolicy on what the stack delivers to the pod (the other ways in judge before
-  // their redirects), ahead of the ingress limit's program: what it drops is not charged.
-  if (settings.networkPolicy) {
-    const judge =
-      ep.kind === "netkit"
-        ? attachNetkit(node.programs.podPolicy, ep.hostIfindex, "primary")
-        : attachTcx(node.programs.podPolicy, ep.hostIfindex, "egress");
-    pinAndClose(judge, endpointPin(root, ep.hostDevice, POLICY_PIN));
-  }
-  // The ingress limit's program on the host device's transmit: before the qdisc when it
-  // paces (netkit's primary hook runs after it), anywhere when it polices; a tbf alone
-  // needs none.
-  if (ep.bandwidth?.ingress && ingress.mode !== "qdisc") {
-    const limit =
-      ep.kind === "netkit" && ingress.mode === "police"
-        ? attachNetkit(node.programs.podIngress, ep.hostIfindex, "primary")
-        : attachTcx(node.programs.podIngress, ep.hostIfindex, "egress");
-    pinAndClose(limit, endpointPin(root, ep.hostDevice, INGRESS_LIMIT_PIN));
+  const limited = ep.bandwidth?.ingress !== undefined && ingress.mode !== "qdisc";
+  if (ep.kind === "veth" && settings.podHook === "tc") {
+    await attachPodFilters(host, node, ep, { program, policy: settings.networkPolicy === true, limited });
+  } else {
+    attachPodLinks(root, node, ep, { program, policy: settings.networkPolicy === true, limited, ingress });
   }
   for (const cidr of ep.addresses) {
     node.endpoints.upsert(hostPrefix(cidr).address, {
@@ -136,6 +127,63 @@ export function attachPod(
       noArp: !ep.resolvesNeighbours,
     });
   }
+}
+
+/** Which of the pod's programs it gets: its own (the fast path's or the source check),
+ * NetworkPolicy's, and the ingress limit's. */
+interface PodPrograms {
+  program: BpfProgram;
+  policy: boolean;
+  limited: boolean;
+}
+
+/** The pod's programs on tcx (veth) or netkit's hooks, each a link pinned under its
+ * endpoint directory. */
+function attachPodLinks(
+  root: string,
+  node: NodePrograms,
+  ep: FastPathEndpoint,
+  { program, policy, limited, ingress }: PodPrograms & { ingress: IngressEnforcement },
+): void {
+  const link =
+    ep.kind === "netkit"
+      ? attachNetkit(program, ep.hostIfindex, "peer")
+      : attachTcx(program, ep.hostIfindex, "ingress");
+  pinAndClose(link, endpointPin(root, ep.hostDevice, FROM_POD_PIN));
+  // NetworkPolicy on what the stack delivers to the pod (the other ways in judge before
+  // their redirects), ahead of the ingress limit's program: what it drops is not charged.
+  if (policy) {
+    const judge =
+      ep.kind === "netkit"
+        ? attachNetkit(node.programs.podPolicy, ep.hostIfindex, "primary")
+        : attachTcx(node.programs.podPolicy, ep.hostIfindex, "egress");
+    pinAndClose(judge, endpointPin(root, ep.hostDevice, POLICY_PIN));
+  }
+  // The ingress limit's program on the host device's transmit: before the qdisc when it
+  // paces (netkit's primary hook runs after it), anywhere when it polices; a tbf alone
+  // needs none.
+  if (limited) {
+    const limit =
+      ep.kind === "netkit" && ingress.mode === "police"
+        ? attachNetkit(node.programs.podIngress, ep.hostIfindex, "primary")
+        : attachTcx(node.programs.podIngress, ep.hostIfindex, "egress");
+    pinAndClose(limit, endpointPin(root, ep.hostDevice, INGRESS_LIMIT_PIN));
+  }
+}
+
+/** The same programs as filters on the veth's clsact hook (pod-filters.ts): nothing
+ * pinned, no grace period waited for; clsact's egress runs before the device's qdisc, as
+ * a paced ingress limit needs. The device's deletion takes them with it. */
+async function attachPodFilters(
+  host: RtnlSocket,
+  node: NodePrograms,
+  ep: FastPathEndpoint,
+  { program, policy, limited }: PodPrograms,
+): Promise<void> {
+  await preparePodHook(host, ep.hostIfindex);
+  await attachPodFilter(host, ep.hostIfindex, "fromPod", program);
+  if (policy) await attachPodFilter(host, ep.hostIfindex, "policy", node.programs.podPolicy);
+  if (limited) await attachPodFilter(host, ep.hostIfindex, "ingressLimit", node.programs.podIngress);
 }
 
 function pinAndClose(link: BpfLink, pin: string): void {

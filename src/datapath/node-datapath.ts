@@ -30,10 +30,10 @@ import {
   programName,
   uplinkPin,
 } from "../bpf/index";
-import type { NatCheckChoice } from "../cni/config";
+import type { NatCheckChoice, PodHook } from "../cni/config";
 import { CniError, ErrorCode } from "../cni/errors";
 import { log } from "../log";
-import { LockTimeoutError, withFileLock } from "../sys/file-lock";
+import { LockTimeoutError, withFileLock, withFileLockAsync } from "../sys/file-lock";
 import { mkdirs } from "../sys/mkdirs";
 import { sha256Hex } from "../sys/sha256";
 import { embeddedObjects, embeddedSockObject, embeddedSvcObject } from "./assets";
@@ -61,6 +61,8 @@ export interface FastPathSettings {
   serviceTranslationCgroup?: string | undefined;
   /** NetworkPolicy (bpf/lib/policy.h); absent = off. */
   networkPolicy?: boolean;
+  /** Where a veth pod's programs run (pod-filters.ts); absent = tcx links. */
+  podHook?: PodHook;
 }
 
 /** One lock per bpffs root, outside the bpffs (which holds no regular files). */
@@ -77,11 +79,24 @@ export function withNodeLock<T>(root: string, fn: () => T): T {
   try {
     return withFileLock(nodeLockPath(root), NODE_LOCK_TIMEOUT_MS, fn);
   } catch (e) {
-    if (e instanceof LockTimeoutError) {
-      throw new CniError(ErrorCode.TryAgainLater, `node datapath is busy: ${e.message}; try again later`);
-    }
-    throw e;
+    throw busyOrThrown(e);
   }
+}
+
+/** withNodeLock for a hold that makes netlink requests (tc filters, pod-filters.ts). */
+export async function withNodeLockAsync<T>(root: string, fn: () => Promise<T>): Promise<T> {
+  mkdirs(LOCK_DIR, 0o700);
+  try {
+    return await withFileLockAsync(nodeLockPath(root), NODE_LOCK_TIMEOUT_MS, fn);
+  } catch (e) {
+    throw busyOrThrown(e);
+  }
+}
+
+function busyOrThrown(e: unknown): unknown {
+  return e instanceof LockTimeoutError
+    ? new CniError(ErrorCode.TryAgainLater, `node datapath is busy: ${e.message}; try again later`)
+    : e;
 }
 
 /**
@@ -170,6 +185,12 @@ export function attachUplink(root: string, uplink: Uplink, direction: "ingress" 
     link.close();
   }
   log.info(`uplink ${uplink.name} ${direction}: attached ${program.name}`);
+}
+
+/** The host ifindexes of the endpoint map's veth pods: those whose programs may be tc
+ * filters (pod-filters.ts's switchPodFilters moves them onto a new build). */
+export function vethEndpoints(node: Pick<NodePrograms, "endpoints">): number[] {
+  return [...node.endpoints.list().values()].filter((e) => e.datapath === "veth").map((e) => e.hostIfindex);
 }
 
 /**

@@ -43,6 +43,11 @@ describe("parseNetConf", () => {
     expect(parseNetConf(JSON.stringify({ ...good, teardown: "deferred" })).teardown).toBe("deferred");
   });
 
+  it("takes where a veth pod's programs run, tcx links unless told", () => {
+    expect(parseNetConf(JSON.stringify(good)).fastPath.podHook).toBe("tcx");
+    expect(parseNetConf(JSON.stringify({ ...good, podHook: "tc" })).fastPath.podHook).toBe("tc");
+  });
+
   it("takes a NAT check variant", () => {
     expect(parseNetConf(JSON.stringify({ ...good, natCheck: "memory" })).fastPath.natCheck).toBe("memory");
     expect(parseNetConf(JSON.stringify({ ...good, natCheck: "conntrack" })).fastPath.natCheck).toBe("conntrack");
@@ -98,6 +103,7 @@ describe("parseNetConf", () => {
     ["hostInterface with a slash", { ...good, hostInterface: "eth0/1" }, 7],
     ["clusterCIDRs not CIDRs", { ...good, clusterCIDRs: ["10.0.0.0"] }, 7],
     ["natCheck unknown", { ...good, natCheck: "lru" }, 7],
+    ["podHook unknown", { ...good, podHook: "xdp" }, 7],
     ["sockBypass not a boolean", { ...good, sockBypass: "on" }, 7],
     ["relative sockBypassCgroup", { ...good, sockBypassCgroup: "kubepods" }, 7],
     ["sockBypassCgroup escaping with ..", { ...good, sockBypassCgroup: "/sys/fs/cgroup/../../etc" }, 7],

@@ -72,7 +72,7 @@ const facts = (): NodeStatus => ({
     ],
   },
   sharedSubnets: [],
-  endpoints: { devices: 2, retired: 0, pinned: 2, addresses: 2, links: [] },
+  endpoints: { devices: 2, retired: 0, pinned: 2, filtered: 0, addresses: 2, links: [] },
   problems: [],
 });
 
