@@ -42,7 +42,7 @@ import { type BandwidthRun, LATENCY_LIMITS, measureBandwidth, RATE_LIMITS } from
 import { BURSTS_MS, type BwVariant } from "./lib/bandwidth-pods";
 import { cleanupAll, newFixture, tick } from "./lib/cleanup";
 import { OUR_PLUGIN } from "./lib/cni";
-import { CP_LABELS, type CpConfig, type CpId, makeConfig, measureCycles, measureRss, storm } from "./lib/control-plane";
+import { CP_LABELS, type CpId, makeConfig, measureCycles, measureRss, storm } from "./lib/control-plane";
 import { NetifRxCounter, pingSized } from "./lib/crossings";
 import { measureCrossings, measureNetperf, startServers } from "./lib/dataplane";
 import { type KernelFloor, measureAttachStorm, measureKernelFloor } from "./lib/kernel-floor";
@@ -234,10 +234,15 @@ async function runControlPlane(kind: Kind, o: Options): Promise<NonNullable<Benc
   ];
   if (o.baseline) ids.unshift("ours-baseline");
   const datapath = kind === "vm" ? "netkit" : "veth";
+  // The pod's hook on tc's clsact: a veth pod's choice (netkit pods keep netkit's hooks).
+  if (datapath === "veth") ids.splice(ids.indexOf("ours-agent-stopped") + 1, 0, "ours-deferred-tc", "ours-agent-tc");
   const cfgs = ids.map((id) => makeConfig(id, datapath, o.baseline));
-  const agentCfg = cfgs.find((c) => c.id === "ours-agent") as CpConfig;
-  const verbAgent = await VerbAgent.start(agentCfg.fx, agentCfg.node.netns, agentCfg.node.conf.hostInterface as string);
-  agentCfg.conf.agentStateDir = verbAgent.stateDir;
+  const verbAgents = new Map<CpId, VerbAgent>();
+  for (const cfg of cfgs.filter((c) => c.id === "ours-agent" || c.id === "ours-agent-tc")) {
+    const agent = await VerbAgent.start(cfg.fx, cfg.node.netns, cfg.node.conf.hostInterface as string);
+    cfg.conf.agentStateDir = agent.stateDir;
+    verbAgents.set(cfg.id, agent);
+  }
   log(`control plane: ${o.cycles} ADD+DEL cycles each, interleaved: ${ids.map((i) => CP_LABELS[i]).join(", ")}`);
   const cycles = await measureCycles(cfgs, o.cycles);
   const storms: Record<string, Awaited<ReturnType<typeof storm>>[]> = {};
@@ -252,7 +257,8 @@ async function runControlPlane(kind: Kind, o: Options): Promise<NonNullable<Benc
   log(`peak RSS: ${o.rssRuns} ADD and DEL each`);
   const rss: Record<string, Awaited<ReturnType<typeof measureRss>>> = {};
   for (const c of cfgs) rss[c.id] = await measureRss(c, o.rssRuns);
-  const verbAgentMemory = await verbAgent.stop();
+  const verbAgentMemory = await (verbAgents.get("ours-agent") as VerbAgent).stop();
+  for (const [id, agent] of verbAgents) if (id !== "ours-agent") await agent.stop();
   const kernelFloor = await runKernelFloor(o);
   for (const c of cfgs) c.fx.cleanup();
   return { cycles, storms, rss, kernelFloor, verbAgent: verbAgentMemory };

@@ -12,6 +12,8 @@
  *                    `netkit-cni agent --serve-verbs` (bench/lib/verb-agent.ts)
  *   ours-agent-stopped the same conflist with no agent listening: the plugin finds no
  *                    socket and does the verb itself
+ *   ours-deferred-tc, ours-agent-tc  ours-deferred and ours-agent with "podHook": "tc": the
+ *                    pod's programs as tc filters, which wait for no grace period (veth only)
  *   ours-no-programs this plugin, embedded IPAM, "fastPath": false: the same pods with only
  *                    the source-check program (one link, like the fast path's), which
  *                    separates the fast path's own cost (node programs, flow table) from the rest
@@ -48,6 +50,8 @@ export type CpId =
   | "ours-deferred"
   | "ours-agent"
   | "ours-agent-stopped"
+  | "ours-deferred-tc"
+  | "ours-agent-tc"
   | "ours-node"
   | "ours-host-local"
   | "ours-no-programs"
@@ -59,6 +63,8 @@ export const CP_LABELS: Record<CpId, string> = {
   "ours-deferred": 'netkit-cni, embedded IPAM, "teardown": "deferred"',
   "ours-agent": "netkit-cni, deferred, verbs done by the running agent",
   "ours-agent-stopped": "netkit-cni, deferred, agent's conflist, agent stopped",
+  "ours-deferred-tc": 'netkit-cni, deferred, "podHook": "tc"',
+  "ours-agent-tc": 'netkit-cni, deferred, "podHook": "tc", verbs done by the running agent',
   "ours-node": "netkit-cni Node SEA (dist/netkit-cni-node), embedded IPAM",
   "ours-host-local": "netkit-cni + host-local",
   "ours-no-programs": "netkit-cni, embedded IPAM, fastPath false (source check only)",
@@ -83,16 +89,29 @@ export function makeConfig(id: CpId, datapath: string, baselinePlugin?: string):
     id === "ours-host-local" ? { type: "host-local", ranges, dataDir } : { type: "netkit-cni", ranges, dataDir };
   const plugin = id === "ours-baseline" ? baselinePlugin : id === "ours-node" ? OUR_NODE_PLUGIN : OUR_PLUGIN;
   if (!plugin) throw new Error("the baseline configuration needs --baseline PATH");
-  const variant =
-    id === "ours-no-programs"
-      ? { fastPath: false }
-      : id === "ours-deferred"
-        ? { teardown: "deferred" }
-        : id === "ours-agent" || id === "ours-agent-stopped"
-          ? // The socket's directory; for ours-agent, runControlPlane points it at the agent's.
-            { teardown: "deferred", agentStateDir: fx.tempDir(`nkb-agent-state-${id}-`) }
-          : {};
+  const variant = configVariant(id, fx);
   return { id, fx, node, plugin, conf: { ...node.conf, ...variant, cniVersion: "1.0.0", ipam } };
+}
+
+/** What each configuration adds to the node's network config. */
+function configVariant(id: CpId, fx: BenchFixture): Record<string, unknown> {
+  // The socket's directory; for the agent rows, runControlPlane points it at the agent's.
+  const agent = () => ({ teardown: "deferred", agentStateDir: fx.tempDir(`nkb-agent-state-${id}-`) });
+  switch (id) {
+    case "ours-no-programs":
+      return { fastPath: false };
+    case "ours-deferred":
+      return { teardown: "deferred" };
+    case "ours-deferred-tc":
+      return { teardown: "deferred", podHook: "tc" };
+    case "ours-agent":
+    case "ours-agent-stopped":
+      return agent();
+    case "ours-agent-tc":
+      return { ...agent(), podHook: "tc" };
+    default:
+      return {};
+  }
 }
 
 const att = (containerId: string, netns: string): Attachment => ({
