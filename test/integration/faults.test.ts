@@ -48,8 +48,12 @@ const reservations = () => {
   return fs.existsSync(dir) ? fs.readdirSync(dir).filter((f) => /^\d+\.\d+\.\d+\.\d+$/.test(f)) : [];
 };
 
-describe("ADD interrupted by SIGKILL", () => {
+/** Both places a veth pod's programs can run: pinned tcx links, or tc filters that pin nothing. */
+const POD_HOOKS = ["tcx", "tc"] as const;
+
+describe.each(POD_HOOKS)('ADD interrupted by SIGKILL, "podHook": "%s"', (podHook) => {
   it.each(STEPS)("at %s: DEL then GC leave nothing, and the IP is reusable", async (step) => {
+    conf = { ...conf, podHook };
     const pod = fx.makeNetns("nkp");
     const att = { containerId: `killed-${step}`, netns: `/run/netns/${pod}`, ifname: "eth0" };
     const pause = path.join(dataDir, `pause-${step}`);
@@ -183,32 +187,35 @@ describe("ADD failing at every step", () => {
   // A second interface of a pod (its source rules live in the pod netns, beyond the
   // device), dual-stack, with rate limits both ways (the uplink's qdisc, a program on the
   // host device's transmit): every kind of state an ADD makes.
-  it.each(ALL_STEPS)("at %s: the ADD's own undo leaves the node and the pod as they were", (step) => {
-    const pod = fx.makeNetns("nkp");
-    const first = runPlugin(
-      node.netns,
-      "ADD",
-      { containerId: "multi", netns: `/run/netns/${pod}`, ifname: "eth0" },
-      node.conf,
-    );
-    expect(first.status, first.stdout).toBe(0);
-    const before = snapshot(pod);
-    const ipsBefore = reserved(before.reservations as string);
+  it.each(POD_HOOKS.flatMap((podHook) => ALL_STEPS.map((step) => [step, podHook] as const)))(
+    'at %s, "podHook": "%s": the ADD\'s own undo leaves the node and the pod as they were',
+    (step, podHook) => {
+      const pod = fx.makeNetns("nkp");
+      const first = runPlugin(
+        node.netns,
+        "ADD",
+        { containerId: "multi", netns: `/run/netns/${pod}`, ifname: "eth0" },
+        node.conf,
+      );
+      expect(first.status, first.stdout).toBe(0);
+      const before = snapshot(pod);
+      const ipsBefore = reserved(before.reservations as string);
 
-    const bandwidth = { ingressRate: 5e6, ingressBurst: 1e6, egressRate: 8e6, egressBurst: 1e6 };
-    const failed = runPlugin(
-      node.netns,
-      "ADD",
-      { containerId: "multi", netns: `/run/netns/${pod}`, ifname: "net1" },
-      { ...node.conf, runtimeConfig: { bandwidth } },
-      { NETKIT_CNI_FAIL_AT: step },
-    );
-    expect(failed.status).toBe(1);
-    expect(String(failed.json?.msg), failed.stdout).toBe(`failure injected at ${step}`);
+      const bandwidth = { ingressRate: 5e6, ingressBurst: 1e6, egressRate: 8e6, egressBurst: 1e6 };
+      const failed = runPlugin(
+        node.netns,
+        "ADD",
+        { containerId: "multi", netns: `/run/netns/${pod}`, ifname: "net1" },
+        { ...node.conf, podHook, runtimeConfig: { bandwidth } },
+        { NETKIT_CNI_FAIL_AT: step },
+      );
+      expect(failed.status).toBe(1);
+      expect(String(failed.json?.msg), failed.stdout).toBe(`failure injected at ${step}`);
 
-    expect(snapshot(pod)).toEqual(before);
-    expect(reserved(before.reservations as string)).toEqual(ipsBefore);
-  });
+      expect(snapshot(pod)).toEqual(before);
+      expect(reserved(before.reservations as string)).toEqual(ipsBefore);
+    },
+  );
 });
 
 describe("an IPAM plugin that allocates and then fails", () => {
