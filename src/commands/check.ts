@@ -100,8 +100,8 @@ export async function cmdCheck(inv: Invocation): Promise<void> {
   }
 }
 
-/** The pod's program is pinned (the fast path's, or with `"fastPath": false` the source
- * check) and the endpoint map sends each address to its device. */
+/** The pod's program runs (the fast path's, or with `"fastPath": false` the source check;
+ * a pinned link, or a tc filter) and the endpoint map sends each address to its device. */
 function checkFastPath(
   root: string,
   hostDevice: string,
