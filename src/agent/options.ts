@@ -218,7 +218,8 @@ const OWN_FLAGS: Flags<AgentFlagOptions> = {
 /** `netkit-cni install`'s flags the agent takes and passes on, as typed, for its conflist. */
 const PASSED_ON = {
   string: [
-    ...["bin-dir", "conf-dir", "conf-name", "datapath", "teardown", "network-name", "host-interface", "mtu"],
+    ...["bin-dir", "conf-dir", "conf-name", "datapath", "teardown", "pod-hook", "network-name", "host-interface"],
+    "mtu",
     ...["data-dir", "log-file", "bpffs-root", "binary"],
   ],
   boolean: ["no-portmap", "force"],

@@ -49,6 +49,7 @@ export function generateConflist(g: InstallOptions["generate"]): Record<string, 
     clusterCIDRs: g.clusterCidrs.length > 0 ? g.clusterCidrs : g.podCidrs,
   };
   if (g.teardown !== "inline") plugin.teardown = g.teardown;
+  if (g.podHook !== "tcx") plugin.podHook = g.podHook;
   if (g.hostInterface) plugin.hostInterface = g.hostInterface;
   if (g.mtu !== undefined) plugin.mtu = g.mtu;
   if (g.logFile) plugin.logFile = g.logFile;

@@ -5,7 +5,7 @@
 import * as path from "node:path";
 import { type Flags, flagsFor, flagUsage, parseFlags } from "../args";
 import { isCidr } from "../cni/address";
-import { TEARDOWNS } from "../cni/config";
+import { POD_HOOKS, TEARDOWNS } from "../cni/config";
 
 export const DEFAULT_BIN_DIR = "/opt/cni/bin";
 export const DEFAULT_CONF_DIR = "/etc/cni/net.d";
@@ -33,6 +33,8 @@ export interface InstallOptions {
     datapath: string;
     /** What DEL does with a pod's pair: "inline" deletes it, "deferred" retires it. */
     teardown: string;
+    /** Where a veth pod's programs run: "tcx" links or "tc" filters (cni/config.ts). */
+    podHook: string;
     name: string;
     hostInterface: string | undefined;
     mtu: number | undefined;
@@ -92,6 +94,12 @@ when a bridge or ptp config would sort before it)`,
     "inline",
     "inline | deferred: DEL deletes a pod's device pair, or retires it for its\nnetns's teardown to delete (inline)",
   ),
+  "pod-hook": flag.string(
+    "podHook",
+    "HOOK",
+    "tcx",
+    "tcx | tc: a veth pod's programs as tcx links, or as tc filters, which wait for\nno grace period but have no owner (tcx)",
+  ),
   "network-name": flag.string("name", "NAME", DEFAULT_NETWORK_NAME, `the network's name (${DEFAULT_NETWORK_NAME})`),
   "host-interface": flag.string(
     "hostInterface",
@@ -143,6 +151,9 @@ export function parseInstallOptions(args: string[]): InstallOptions {
   if (!conflist && generate.podCidrs.length === 0) throw fail("give --pod-cidr (or --conflist FILE)");
   if (!(TEARDOWNS as readonly string[]).includes(generate.teardown)) {
     throw fail(`--teardown: "${generate.teardown}" is not one of ${TEARDOWNS.join(", ")}`);
+  }
+  if (!(POD_HOOKS as readonly string[]).includes(generate.podHook)) {
+    throw fail(`--pod-hook: "${generate.podHook}" is not one of ${POD_HOOKS.join(", ")}`);
   }
   // Without either, install picks the name (it depends on what the directory holds).
   const name = confName ?? (conflist ? path.basename(conflist) : undefined);
