@@ -37,10 +37,11 @@ import type { Bandwidth } from "../cni/bandwidth";
 import { CniError, ErrorCode } from "../cni/errors";
 import { log } from "../log";
 import type { RtnlSocket } from "../netlink/socket";
+import { ensureClsact } from "../netlink/tc-filter";
 import { failpoint } from "../sys/failpoints";
 import { type FastPathSettings, withNodeLock } from "./node-datapath";
 import { withPodState } from "./node-state";
-import { attachPodFilter, preparePodHook } from "./pod-filters";
+import { attachPodFilter } from "./pod-filters";
 import type { DeviceKind } from "./types";
 
 /** The endpoint as the fast path sees it. */
@@ -180,7 +181,7 @@ async function attachPodFilters(
   ep: FastPathEndpoint,
   { program, policy, limited }: PodPrograms,
 ): Promise<void> {
-  await preparePodHook(host, ep.hostIfindex);
+  await ensureClsact(host, ep.hostIfindex);
   await attachPodFilter(host, ep.hostIfindex, "fromPod", program);
   if (policy) await attachPodFilter(host, ep.hostIfindex, "policy", node.programs.podPolicy);
   if (limited) await attachPodFilter(host, ep.hostIfindex, "ingressLimit", node.programs.podIngress);

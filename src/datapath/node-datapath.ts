@@ -100,12 +100,12 @@ function busyOrThrown(e: unknown): unknown {
 }
 
 /**
- * Opens (or creates) the node's datapath, to be called under withNodeLock: the maps and
+ * Opens (or creates) the node's datapath, to be called under the node lock: the maps and
  * the newest build's programs (loaded and pinned by the first ADD of a build, conntrack
  * variant first), the uplink's links, and with them the socket bypass and Service
  * translation where the network asks for them. The ADD that loads a new build also moves
- * every existing pod onto it, so one node never mixes two builds' ideas of which flows
- * are direct. A superseded build (an older executable still running during an upgrade)
+ * every existing pod's links onto it (its caller, ADD, then moves the pods' tc filters:
+ * pod-filters.ts), so one node never mixes two builds' ideas of which flows are direct. A superseded build (an older executable still running during an upgrade)
  * uses the newer build's programs and leaves node-wide links alone.
  *
  * Returns the node's programs and maps for attachPod; the caller closes them. A failure

@@ -12,7 +12,7 @@
 import { type BpfProgram, type NodePrograms, PROGRAM_NAMES } from "../bpf/index";
 import { log } from "../log";
 import type { RtnlSocket } from "../netlink/socket";
-import { attachBpfFilter, type BpfFilter, ensureClsact, listBpfFilters, type TcHook } from "../netlink/tc-filter";
+import { attachBpfFilter, type BpfFilter, listBpfFilters, type TcHook } from "../netlink/tc-filter";
 import { endpointState } from "./node-state";
 
 /**
@@ -35,12 +35,8 @@ const ROLE_PROGRAMS: Record<PodFilterRole, readonly string[]> = {
   ingressLimit: [PROGRAM_NAMES.podIngress],
 };
 
-/** Gives the device its clsact qdisc; once per pod, before its filters. */
-export async function preparePodHook(sock: RtnlSocket, hostIfindex: number): Promise<void> {
-  await ensureClsact(sock, hostIfindex);
-}
-
-/** Runs `program` in `role` on the pod's host device, in place of what ran there. */
+/** Runs `program` in `role` on the pod's host device, in place of what ran there; the
+ * device needs its clsact qdisc first (ensureClsact). */
 export async function attachPodFilter(
   sock: RtnlSocket,
   hostIfindex: number,
@@ -77,7 +73,7 @@ export async function podFilters(
 }
 
 /** The ids of the programs a pod's filters may run on this node now. */
-export function podProgramIds(programs: NodePrograms["programs"]): Set<number> {
+function podProgramIds(programs: NodePrograms["programs"]): Set<number> {
   const { fromPod, sourceCheck, podPolicy, podIngress } = programs;
   return new Set([fromPod.id(), sourceCheck.id(), podPolicy.id(), podIngress.id()]);
 }
