@@ -42,7 +42,7 @@ import { type BandwidthRun, LATENCY_LIMITS, measureBandwidth, RATE_LIMITS } from
 import { BURSTS_MS, type BwVariant } from "./lib/bandwidth-pods";
 import { cleanupAll, newFixture, tick } from "./lib/cleanup";
 import { OUR_PLUGIN } from "./lib/cni";
-import { CP_LABELS, type CpId, makeConfig, measureCycles, measureRss, storm } from "./lib/control-plane";
+import { CP_LABELS, type CpId, CYCLE_WARMUP, makeConfig, measureCycles, measureRss, storm } from "./lib/control-plane";
 import { NetifRxCounter, pingSized } from "./lib/crossings";
 import { measureCrossings, measureNetperf, startServers } from "./lib/dataplane";
 import { type KernelFloor, measureAttachStorm, measureKernelFloor } from "./lib/kernel-floor";
@@ -56,6 +56,7 @@ import { measureServices, type ServicesRun } from "./lib/services";
 import { measureSockBypass, type SockBypassRun } from "./lib/sockbypass";
 import { measureStartup } from "./lib/startup";
 import { VerbAgent } from "./lib/verb-agent";
+import { type InProcessTimes, inProcessTimes, TIMED_IN_PROCESS } from "./lib/verb-times";
 
 const BENCH_DIR = path.resolve(__dirname, "..");
 export const RESULTS_DIR = path.join(BENCH_DIR, "results");
@@ -245,6 +246,11 @@ async function runControlPlane(kind: Kind, o: Options): Promise<NonNullable<Benc
   }
   log(`control plane: ${o.cycles} ADD+DEL cycles each, interleaved: ${ids.map((i) => CP_LABELS[i]).join(", ")}`);
   const cycles = await measureCycles(cfgs, o.cycles);
+  const inProcess: Partial<Record<CpId, InProcessTimes>> = {};
+  for (const cfg of cfgs.filter((c) => TIMED_IN_PROCESS.includes(c.id))) {
+    const times = inProcessTimes(cfg, CYCLE_WARMUP);
+    if (times) inProcess[cfg.id] = times;
+  }
   const storms: Record<string, Awaited<ReturnType<typeof storm>>[]> = {};
   for (let rep = 0; rep < o.stormRepeats; rep++) {
     const order = rep % 2 === 0 ? cfgs : [...cfgs].reverse();
@@ -261,7 +267,7 @@ async function runControlPlane(kind: Kind, o: Options): Promise<NonNullable<Benc
   for (const [id, agent] of verbAgents) if (id !== "ours-agent") await agent.stop();
   const kernelFloor = await runKernelFloor(o);
   for (const c of cfgs) c.fx.cleanup();
-  return { cycles, storms, rss, kernelFloor, verbAgent: verbAgentMemory };
+  return { cycles, storms, rss, kernelFloor, verbAgent: verbAgentMemory, inProcess };
 }
 
 async function runKernelFloor(o: Options): Promise<KernelFloor> {

@@ -8,6 +8,7 @@ import { CP_LABELS, type CpId } from "./control-plane";
 import { type Img, mb, ms, x2 } from "./format";
 import type { KernelFloor } from "./kernel-floor";
 import type { BenchResult } from "./result";
+import type { InProcessTimes } from "./verb-times";
 import { cycleFloor, stormMean } from "./run-figures";
 import { quantile } from "./stats";
 import { barChart, type Group, PALETTE } from "./svg";
@@ -35,7 +36,7 @@ function controlPlaneTable(r: BenchResult): string {
       `| ${CP_LABELS[id]} | ${percentiles(c.samples.add)} | ${percentiles(c.samples.del)} | ${percentiles(sum(c.samples.add, c.samples.del))} | ${id === "ptp" ? "1" : `**${x2(c.cycle.median / (ptp?.cycle.median ?? Number.NaN))}**`} | ${ms(c.firstAddMs)} | ${st.walls.map((w) => ms(w)).join(", ")} | ${id === "ptp" ? "1" : `**${x2(st.wall / ptpStorm.wall)}**`} | ${st.failures} | ${rss ? `${mb(rss.addKb.max)} / ${mb(rss.delKb.max)}` : "n/a"} | ${rss?.addCpuMs && rss.delCpuMs ? `${ms(rss.addCpuMs.median)} / ${ms(rss.delCpuMs.median)}` : "n/a"} |`,
     );
   }
-  return [rows.join("\n"), floorLine(r), stormFloorLine(r), verbAgentLine(r)]
+  return [rows.join("\n"), floorLine(r), stormFloorLine(r), verbAgentLine(r), handOverLine(r)]
     .filter((x) => x !== undefined)
     .join("\n\n");
 }
@@ -49,6 +50,39 @@ function verbAgentLine(r: BenchResult): string | undefined {
     `${m.afterMb} MB after every cycle, storm and single run of its row (${x2(m.afterMb / m.syncedMb)}),`,
     `${m.peakMb} MB at most.`,
   ].join(" ");
+}
+
+/**
+ * Where the agent rows' verbs spent their time: inside the process that did the verb (the
+ * agent, or the plugin itself with the agent stopped), as that process recorded it, and
+ * outside it (the plugin's start and exit, and for a handed verb the hand-over), which is
+ * the runtime's wall time less the verb's.
+ */
+export function handOverLine(r: BenchResult): string | undefined {
+  const cp = r.controlPlane;
+  if (!cp?.inProcess) return undefined;
+  const parts: string[] = [];
+  const outside: Partial<Record<CpId, number>> = {};
+  for (const [id, t] of Object.entries(cp.inProcess) as [CpId, InProcessTimes][]) {
+    const wall = cp.cycles[id];
+    if (!wall) continue;
+    outside[id] = wall.add.median - t.add.median + (wall.del.median - t.del.median);
+    parts.push(
+      `${CP_LABELS[id]}: ADD ${ms(t.add.median)} of ${ms(wall.add.median)}, DEL ${ms(t.del.median)} of ${ms(wall.del.median)}, ${ms(outside[id] as number)} of the cycle outside the verb`,
+    );
+  }
+  if (parts.length === 0) return undefined;
+  const handed = outside["ours-agent"];
+  const alone = outside["ours-agent-stopped"];
+  return [
+    "**Where a verb's time goes** (cycles, medians: the time inside the process that did the verb, as it",
+    `recorded it in verbs.log, of the runtime's wall time): ${parts.join("; ")}.`,
+    handed !== undefined && alone !== undefined
+      ? `Handing ADD and DEL over costs ${ms(handed - alone)} a cycle above the plugin's own start and exit.`
+      : "",
+  ]
+    .filter(Boolean)
+    .join(" ");
 }
 
 /**

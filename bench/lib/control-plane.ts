@@ -138,11 +138,14 @@ export interface CycleResult {
   samples: { add: number[]; del: number[] };
 }
 
+/** Cycles run first and left out of the figures (the first ADD loads the node's programs). */
+export const CYCLE_WARMUP = 2;
+
 /** `cycles` ADD+DEL cycles per configuration, configurations interleaved within each cycle. */
 export async function measureCycles(
   cfgs: CpConfig[],
   cycles: number,
-  warmup = 2,
+  warmup = CYCLE_WARMUP,
 ): Promise<Record<string, CycleResult>> {
   const out: Record<string, CycleResult> = {};
   const samples = new Map(cfgs.map((c) => [c.id, { add: [] as number[], del: [] as number[], failures: 0, first: 0 }]));

@@ -12,6 +12,7 @@ import type { ServicesRun } from "./services";
 import type { SockBypassRun } from "./sockbypass";
 import type { StartupReport } from "./startup";
 import type { VerbAgentMemory } from "./verb-agent";
+import type { InProcessTimes } from "./verb-times";
 
 export interface BenchResult {
   schema: 1;
@@ -46,6 +47,8 @@ export interface BenchResult {
     kernelFloor?: KernelFloor;
     /** The ours-agent row's agent: its memory before and after the verbs it did. */
     verbAgent?: VerbAgentMemory;
+    /** The agent rows' verbs as the process that did them timed them (absent before it was measured). */
+    inProcess?: Partial<Record<CpId, InProcessTimes>>;
   };
   startup?: StartupReport;
   sockBypass?: SockBypassRun;
