@@ -34,6 +34,7 @@ export const LIBC_FUNCTIONS = {
   syscall: { args: ["i64", "i32", "address", "u64"], returns: "i64" },
   socket: { args: ["i32", "i32", "i32"], returns: "i32" },
   bind: { args: ["i32", "bytes", "i32"], returns: "i32" },
+  connect: { args: ["i32", "bytes", "i32"], returns: "i32" },
   send: { args: ["i32", "bytes", "u64", "i32"], returns: "i64" },
   recv: { args: ["i32", "address", "u64", "i32"], returns: "i64" },
   close: { args: ["i32"], returns: "i32" },

@@ -8,6 +8,7 @@ import * as fs from "node:fs";
 import * as net from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
+import { Worker } from "node:worker_threads";
 import { afterEach, describe, expect, it } from "vitest";
 import { handToAgent, requestFor } from "../../src/agent/verbs/client";
 import { filesDiffer, filesOfVerb, parseRequest, verbSocketPath } from "../../src/agent/verbs/protocol";
@@ -16,9 +17,9 @@ import { parseNetConf } from "../../src/cni/config";
 import { identify } from "../../src/sys/file-identity";
 
 const dirs: string[] = [];
-const servers: net.Server[] = [];
-afterEach(() => {
-  for (const s of servers.splice(0)) s.close();
+const workers: Worker[] = [];
+afterEach(async () => {
+  for (const w of workers.splice(0)) await w.terminate();
   for (const d of dirs.splice(0)) fs.rmSync(d, { recursive: true, force: true });
 });
 
@@ -113,62 +114,100 @@ describe("two views of the files", () => {
   });
 });
 
-/** A socket playing the agent: `answer` gets each connection and the request's line. */
-function fakeAgent(dir: string, answer: (sock: net.Socket, line: string) => void): Promise<void> {
-  const server = net.createServer((sock) => {
-    let buffered = "";
-    sock.on("data", (d: Buffer) => {
-      buffered += d.toString();
-      const nl = buffered.indexOf("\n");
-      if (nl < 0) return;
-      const line = buffered.slice(0, nl);
-      buffered = buffered.slice(nl + 1);
-      answer(sock, line);
+/**
+ * A socket playing the agent, in a thread of its own: the plugin's side blocks while it
+ * waits, so the agent cannot share its event loop. `answer` is the body of a function
+ * (sock, line, n) run for each line a connection sends (n counts from 1); the lines come
+ * back in the order they arrived.
+ */
+async function fakeAgent(dir: string, answer: string): Promise<{ lines: () => Promise<string[]> }> {
+  const worker = new Worker(
+    `
+    const net = require("node:net");
+    const { parentPort, workerData } = require("node:worker_threads");
+    const answer = new Function("sock", "line", "n", workerData.answer);
+    const server = net.createServer((sock) => {
+      let buffered = "";
+      let n = 0;
+      sock.on("error", () => {});
+      sock.on("data", (d) => {
+        buffered += d.toString();
+        for (let nl = buffered.indexOf("\\n"); nl >= 0; nl = buffered.indexOf("\\n")) {
+          const line = buffered.slice(0, nl);
+          buffered = buffered.slice(nl + 1);
+          parentPort.postMessage({ line });
+          answer(sock, line, ++n);
+        }
+      });
+    });
+    server.listen(workerData.path, () => parentPort.postMessage({ listening: true }));
+    `,
+    { eval: true, workerData: { path: verbSocketPath(dir), answer } },
+  );
+  workers.push(worker);
+  const lines: string[] = [];
+  await new Promise<void>((resolve, reject) => {
+    worker.on("error", reject);
+    worker.on("message", (m: { line?: string; listening?: boolean }) => {
+      if (m.listening) resolve();
+      if (m.line !== undefined) lines.push(m.line);
     });
   });
-  servers.push(server);
-  return new Promise((resolve) => server.listen(verbSocketPath(dir), () => resolve()));
+  // The thread posts each line before it answers it: once the plugin's side has returned,
+  // the lines are in this thread's queue, delivered by the next turns of its event loop.
+  return { lines: () => new Promise((resolve) => setImmediate(() => setImmediate(() => resolve(lines)))) };
 }
 
-describe("the plugin's side of the exchange", () => {
-  const run = (dir: string) =>
-    handToAgent(confOf({ agentStateDir: dir, logFile: path.join(dir, "log") }), Buffer.from("{}"), ENV);
+const TURN = `sock.write(JSON.stringify({ turn: true }) + "\\n")`;
 
-  it("does the verb itself when no agent listens", async () => {
-    expect(await run(stateDir())).toBeUndefined();
+describe("the plugin's side of the exchange", () => {
+  const run = (dir: string, turnWaitMs?: number) =>
+    handToAgent(confOf({ agentStateDir: dir, logFile: path.join(dir, "log") }), Buffer.from("{}"), ENV, turnWaitMs);
+
+  it("does the verb itself when no agent listens", () => {
+    expect(run(stateDir())).toBeUndefined();
   });
 
   it("prints the agent's outcome once it said go", async () => {
     const dir = stateDir();
-    const lines: string[] = [];
-    await fakeAgent(dir, (sock, line) => {
-      lines.push(line);
-      if (lines.length === 1) sock.write(`${JSON.stringify({ turn: true })}\n`);
-      else sock.end(`${JSON.stringify({ stdout: '{"cniVersion":"1.1.0"}\n', exitCode: 0 })}\n`);
-    });
-    expect(await run(dir)).toEqual({ stdout: '{"cniVersion":"1.1.0"}\n', exitCode: 0 });
+    const agent = await fakeAgent(
+      dir,
+      `if (n === 1) ${TURN}; else sock.end(JSON.stringify({ stdout: '{"cniVersion":"1.1.0"}\\n', exitCode: 0 }) + "\\n");`,
+    );
+    expect(run(dir)).toEqual({ stdout: '{"cniVersion":"1.1.0"}\n', exitCode: 0 });
+    const lines = await agent.lines();
     expect(JSON.parse(lines[0] ?? "").env).toEqual(ENV);
     expect(lines[1]).toBe('{"go":true}');
   });
 
   it("does the verb itself when the agent declines or ends before its turn", async () => {
     const declining = stateDir();
-    await fakeAgent(declining, (sock) => sock.end(`${JSON.stringify({ declined: "not the same files" })}\n`));
-    expect(await run(declining)).toBeUndefined();
+    await fakeAgent(declining, `sock.end(JSON.stringify({ declined: "not the same files" }) + "\\n");`);
+    expect(run(declining)).toBeUndefined();
     const ending = stateDir();
-    await fakeAgent(ending, (sock) => sock.destroy());
-    expect(await run(ending)).toBeUndefined();
+    await fakeAgent(ending, "sock.destroy();");
+    expect(run(ending)).toBeUndefined();
+  });
+
+  it("does the verb itself when its turn does not come in time, and says no go", async () => {
+    const dir = stateDir();
+    const agent = await fakeAgent(dir, "");
+    expect(run(dir, 200)).toBeUndefined();
+    expect(await agent.lines()).toHaveLength(1); // the request, never a go
   });
 
   it("reports code 11 when the agent ends after go: the verb was the agent's, never done twice", async () => {
     const dir = stateDir();
-    await fakeAgent(dir, (sock, line) => {
-      if (line.includes('"go"')) sock.destroy();
-      else sock.write(`${JSON.stringify({ turn: true })}\n`);
-    });
-    const outcome = await run(dir);
+    await fakeAgent(dir, `if (line.includes('"go"')) sock.destroy(); else ${TURN};`);
+    const outcome = run(dir);
     expect(outcome?.exitCode).toBe(1);
     expect(JSON.parse(outcome?.stdout ?? "")).toMatchObject({ code: 11, msg: expect.stringMatching(/agent ended/) });
+  });
+
+  it("reports code 11 for an answer after go that does not parse", async () => {
+    const dir = stateDir();
+    await fakeAgent(dir, `if (n === 1) ${TURN}; else sock.end("not json\\n");`);
+    expect(JSON.parse(run(dir)?.stdout ?? "")).toMatchObject({ code: 11 });
   });
 });
 
@@ -196,8 +235,19 @@ describe("the agent's socket", () => {
       const conf = confOf({ agentStateDir: dir, logFile: path.join(dir, "log") });
       const stdin = Buffer.from(JSON.stringify({ ...conf.raw, agentStateDir: other }));
       // The request says the agent's directory (so it reaches this socket) but the
-      // configuration it carries names another.
-      expect(await handToAgent(conf, stdin, ENV)).toBeUndefined();
+      // configuration it carries names another. (A raw client: the plugin's own blocks,
+      // and this server shares the test's thread.)
+      const request = requestFor(conf, stdin, ENV);
+      const answer = await new Promise<string>((resolve, reject) => {
+        let got = "";
+        const sock = net.createConnection(server.socketPath, () => sock.write(`${JSON.stringify(request)}\n`));
+        sock.on("data", (d: Buffer) => {
+          got += d.toString();
+        });
+        sock.on("end", () => resolve(got));
+        sock.on("error", reject);
+      });
+      expect(JSON.parse(answer)).toEqual({ declined: "the conflist is not this agent's" });
       expect(declined).toBe(1);
     } finally {
       await server.close();

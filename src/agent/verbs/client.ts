@@ -10,6 +10,7 @@ import type { NetConf } from "../../cni/config";
 import { CniError, ErrorCode, renderError } from "../../cni/errors";
 import type { Outcome } from "../../commands/invoke";
 import { identify } from "../../sys/file-identity";
+import { UnixStream, UnixStreamTimeout } from "../../sys/unix-stream";
 import {
   cniVariables,
   filesOfVerb,
@@ -46,57 +47,72 @@ export function requestFor(conf: NetConf, stdin: Buffer, env: NodeJS.ProcessEnv)
   }
 }
 
-/** The agent's outcome of the verb, or undefined: do it here. */
-export function handToAgent(conf: NetConf, stdin: Buffer, env: NodeJS.ProcessEnv): Promise<Outcome | undefined> {
-  const request = conf.agentStateDir ? requestFor(conf, stdin, env) : undefined;
-  if (!request || !conf.agentStateDir) return Promise.resolve(undefined);
-  const socketPath = verbSocketPath(conf.agentStateDir);
-  return new Promise((resolve) => {
-    let committed = false;
-    let settled = false;
-    let buffered = "";
-    // Required here, not imported: the executable's one ES-module bundle would load
-    // node:net (and its streams) at every start, for every verb and every command.
-    const net: typeof import("node:net") = require("node:net");
-    const sock = net.createConnection(socketPath);
-    const finish = (outcome: Outcome | undefined) => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(turnTimer);
-      sock.destroy();
-      resolve(outcome);
-    };
-    const agentEnded = () => {
-      if (!committed) return finish(undefined);
-      const err = new CniError(ErrorCode.TryAgainLater, "the node's agent ended before finishing the verb; try again");
-      finish({ stdout: `${JSON.stringify(renderError(err, conf.cniVersion))}\n`, exitCode: 1 });
-    };
-    const turnTimer = setTimeout(() => finish(undefined), TURN_WAIT_MS);
-    sock.on("error", agentEnded);
-    sock.on("close", agentEnded);
-    sock.on("connect", () => sock.write(`${JSON.stringify(request)}\n`));
-    sock.on("data", (chunk: Buffer) => {
-      buffered += chunk.toString("utf8");
-      for (let nl = buffered.indexOf("\n"); nl >= 0; nl = buffered.indexOf("\n")) {
-        const line = buffered.slice(0, nl);
-        buffered = buffered.slice(nl + 1);
-        let answer: ReturnType<typeof parseAnswer>;
-        try {
-          answer = parseAnswer(line);
-        } catch {
-          return agentEnded();
-        }
-        if ("turn" in answer) {
-          if (committed) continue;
-          committed = true;
-          clearTimeout(turnTimer);
-          sock.write(GO);
-        } else if ("declined" in answer) {
-          return committed ? agentEnded() : finish(undefined);
-        } else {
-          return finish(answer);
-        }
+/**
+ * The agent's outcome of the verb, or undefined: do it here. Synchronous, over a plain
+ * descriptor (sys/unix-stream.ts): the process has nothing else to do while the agent
+ * works, and node:net cost every handed verb more to load than the exchange itself.
+ */
+export function handToAgent(
+  conf: NetConf,
+  stdin: Buffer,
+  env: NodeJS.ProcessEnv,
+  turnWaitMs = TURN_WAIT_MS,
+): Outcome | undefined {
+  const request = requestFor(conf, stdin, env);
+  if (!request || !conf.agentStateDir) return undefined;
+  let stream: UnixStream;
+  try {
+    stream = UnixStream.connect(verbSocketPath(conf.agentStateDir));
+  } catch {
+    return undefined; // no agent listening: the verb is this process's
+  }
+  try {
+    return converse(stream, request, conf, turnWaitMs);
+  } finally {
+    stream.close();
+  }
+}
+
+/**
+ * The request, then the agent's lines: `turn` (answered `go`, after which the verb is the
+ * agent's), `declined`, or the outcome. Until `go`, anything amiss leaves the verb here;
+ * after it, an agent that ends without the outcome is "try again later".
+ */
+function converse(stream: UnixStream, request: VerbRequest, conf: NetConf, turnWaitMs: number): Outcome | undefined {
+  const turnBy = Date.now() + turnWaitMs;
+  let committed = false;
+  const agentEnded = (): Outcome | undefined => {
+    if (!committed) return undefined;
+    const err = new CniError(ErrorCode.TryAgainLater, "the node's agent ended before finishing the verb; try again");
+    return { stdout: `${JSON.stringify(renderError(err, conf.cniVersion))}\n`, exitCode: 1 };
+  };
+  let buffered = "";
+  try {
+    stream.send(Buffer.from(`${JSON.stringify(request)}\n`, "utf8"));
+    for (;;) {
+      const nl = buffered.indexOf("\n");
+      if (nl < 0) {
+        const chunk = stream.receive(committed ? -1 : Math.max(0, turnBy - Date.now()));
+        if (chunk === undefined) return agentEnded();
+        buffered += chunk.toString("utf8");
+        continue;
       }
-    });
-  });
+      const answer = parseAnswer(buffered.slice(0, nl));
+      buffered = buffered.slice(nl + 1);
+      if ("turn" in answer) {
+        if (committed) continue;
+        committed = true;
+        stream.send(Buffer.from(GO, "utf8"));
+      } else if ("declined" in answer) {
+        return agentEnded();
+      } else {
+        return answer;
+      }
+    }
+  } catch (e) {
+    // Not given its turn in time: the verb is done here, and the agent, finding the
+    // socket closed when the turn comes, skips it.
+    if (e instanceof UnixStreamTimeout) return undefined;
+    return agentEnded(); // a reset, a line that does not parse
+  }
 }
