@@ -8,11 +8,11 @@ import { CP_LABELS, type CpId } from "./control-plane";
 import { type Img, mb, ms, x2 } from "./format";
 import type { KernelFloor } from "./kernel-floor";
 import type { BenchResult } from "./result";
-import type { InProcessTimes } from "./verb-times";
 import { cycleFloor, stormMean } from "./run-figures";
 import { quantile } from "./stats";
 import { barChart, type Group, PALETTE } from "./svg";
 import { OWN_WORK_TARGET_MS } from "./targets-report";
+import type { InProcessTimes } from "./verb-times";
 
 const sum = (a: number[], b: number[]) => a.map((x, i) => x + (b[i] ?? Number.NaN));
 /** "12.3 / 15.6 / 20.1 ms": p50, p95 and p99 of a cycle's samples. */
