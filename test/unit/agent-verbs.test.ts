@@ -2,7 +2,8 @@
  * Handing a verb to the agent (src/agent/verbs): which verbs and files go, how two views of
  * the files are compared, and the plugin's side of the exchange against a socket that
  * plays the agent: declining, ending before the turn (the plugin does the verb) and ending
- * after `go` (code 11: the verb was the agent's, the runtime retries).
+ * after `go` (code 11: the verb was the agent's, the runtime retries); and the agent's line
+ * of verbs, where the next plugin is given its turn while the verb before it runs.
  */
 import * as fs from "node:fs";
 import * as net from "node:net";
@@ -249,6 +250,139 @@ describe("the agent's socket", () => {
       });
       expect(JSON.parse(answer)).toEqual({ declined: "the conflist is not this agent's" });
       expect(declined).toBe(1);
+    } finally {
+      await server.close();
+    }
+  });
+});
+
+/**
+ * A plugin talking to a VerbServer of this thread (so, unlike the plugin's own side, not
+ * blocking): it sends its request, says `go` `goAfterMs` after its turn (never: false),
+ * and keeps what it heard.
+ */
+function asyncPlugin(socketPath: string, dir: string, id: string, goAfterMs: number | false = 0) {
+  const conf = confOf({ agentStateDir: dir, logFile: path.join(dir, "log") });
+  const request = requestFor(conf, Buffer.from(JSON.stringify(conf.raw)), { ...ENV, CNI_CONTAINERID: id });
+  const heard: string[] = [];
+  let turned!: () => void;
+  const turn = new Promise<void>((resolve) => {
+    turned = resolve;
+  });
+  const sock = net.createConnection(socketPath, () => sock.write(`${JSON.stringify(request)}\n`));
+  const ended = new Promise<string[]>((resolve) => sock.on("close", () => resolve(heard)));
+  let buffered = "";
+  sock.on("error", () => {});
+  sock.on("data", (d: Buffer) => {
+    buffered += d.toString();
+    for (let nl = buffered.indexOf("\n"); nl >= 0; nl = buffered.indexOf("\n")) {
+      const line = buffered.slice(0, nl);
+      buffered = buffered.slice(nl + 1);
+      heard.push(line);
+      if (line.includes('"turn"')) {
+        if (goAfterMs !== false) setTimeout(() => sock.write('{"go":true}\n'), goAfterMs);
+        turned();
+      }
+    }
+  });
+  return { heard, turn, ended };
+}
+
+/** A stand-in for the verb that runs until the test lets it end, noting starts and ends. */
+function gatedVerbs() {
+  const events: string[] = [];
+  const gates = new Map<string, () => void>();
+  const started = new Map<string, Promise<void>>();
+  const starters = new Map<string, () => void>();
+  const startedOf = (id: string) => {
+    if (!started.has(id)) started.set(id, new Promise((resolve) => starters.set(id, resolve)));
+    return started.get(id) as Promise<void>;
+  };
+  const run = async (_stdin: Buffer, env: NodeJS.ProcessEnv) => {
+    const id = env.CNI_CONTAINERID ?? "";
+    events.push(`start ${id}`);
+    startedOf(id);
+    starters.get(id)?.();
+    await new Promise<void>((resolve) => gates.set(id, resolve));
+    events.push(`end ${id}`);
+    return { stdout: `${id}\n`, exitCode: 0 };
+  };
+  return { run, events, started: startedOf, release: (id: string) => gates.get(id)?.() };
+}
+
+const tick = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe("the agent's line of verbs", () => {
+  const counts = { served: () => {}, declined: () => {} };
+
+  it("gives the next plugin its turn while the verb before it runs, and only the next one", async () => {
+    const dir = stateDir();
+    const verbs = gatedVerbs();
+    const server = await VerbServer.listen(dir, counts, { run: verbs.run });
+    try {
+      const a = asyncPlugin(server.socketPath, dir, "a");
+      await verbs.started("a");
+      const b = asyncPlugin(server.socketPath, dir, "b");
+      await b.turn; // while a's verb has not ended
+      const c = asyncPlugin(server.socketPath, dir, "c");
+      await tick(100);
+      expect(verbs.events).toEqual(["start a"]);
+      expect(c.heard).toEqual([]); // third in line: no turn yet
+      verbs.release("a");
+      await verbs.started("b");
+      await c.turn; // next in line now
+      expect(verbs.events).toEqual(["start a", "end a", "start b"]);
+      verbs.release("b");
+      await verbs.started("c");
+      verbs.release("c");
+      expect((await a.ended).at(-1)).toMatch(/"stdout":"a\\n"/);
+      expect((await b.ended).at(-1)).toMatch(/"stdout":"b\\n"/);
+      expect((await c.ended).at(-1)).toMatch(/"stdout":"c\\n"/);
+      expect(verbs.events).toEqual(["start a", "end a", "start b", "end b", "start c", "end c"]);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it("gives a turn offered early its time to say go from when its verb could start", async () => {
+    const dir = stateDir();
+    const verbs = gatedVerbs();
+    const server = await VerbServer.listen(dir, counts, { run: verbs.run, goWaitMs: 100 });
+    try {
+      asyncPlugin(server.socketPath, dir, "a");
+      await verbs.started("a");
+      const silent = asyncPlugin(server.socketPath, dir, "silent", false);
+      await silent.turn;
+      const b = asyncPlugin(server.socketPath, dir, "b");
+      // a's verb outlasts the time to say go: the silent plugin is not judged by it yet.
+      await tick(300);
+      expect(silent.heard).toEqual(['{"turn":true}']);
+      verbs.release("a");
+      // Its verb could start now; it says nothing within 100 ms and is let go.
+      expect(await silent.ended).toEqual(['{"turn":true}']);
+      await verbs.started("b");
+      verbs.release("b");
+      expect((await b.ended).at(-1)).toMatch(/"stdout":"b\\n"/);
+      expect(verbs.events).toEqual(["start a", "end a", "start b", "end b"]);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it("runs a turn offered early whose go came later than the wait, but before its verb could start", async () => {
+    const dir = stateDir();
+    const verbs = gatedVerbs();
+    const server = await VerbServer.listen(dir, counts, { run: verbs.run, goWaitMs: 100 });
+    try {
+      asyncPlugin(server.socketPath, dir, "a");
+      await verbs.started("a");
+      const b = asyncPlugin(server.socketPath, dir, "b", 200);
+      await b.turn;
+      await tick(400);
+      verbs.release("a");
+      await verbs.started("b");
+      verbs.release("b");
+      expect((await b.ended).at(-1)).toMatch(/"stdout":"b\\n"/);
     } finally {
       await server.close();
     }
