@@ -49,6 +49,9 @@ export interface RetiredSweep {
 /**
  * Deletes the node's retired devices, all of them or one network's. One at a time: each
  * holds RTNL through its grace periods, and a burst would stall every ADD meanwhile.
+ * The event loop gets a turn after each: netlink calls block (sys/netlink-fd.ts), and in
+ * the agent the sweep shares its thread with the verbs plugins hand over, which a sweep
+ * of a storm's pairs kept waiting for seconds.
  */
 export async function deleteRetiredDevices(host: RtnlSocket, network?: string): Promise<RetiredSweep> {
   const token = network === undefined ? undefined : networkToken(network);
@@ -64,6 +67,7 @@ export async function deleteRetiredDevices(host: RtnlSocket, network?: string): 
     } catch (e) {
       sweep.failures.push(`${link.name}: ${(e as Error).message}`);
     }
+    await new Promise((resolve) => setImmediate(resolve));
   }
   if (sweep.deleted.length > 0) log.info(`deleted retired device(s) ${sweep.deleted.join(", ")}`);
   return sweep;

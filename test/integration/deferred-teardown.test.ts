@@ -4,10 +4,14 @@
  * an ADD of the same attachment to delete (src/datapath/retired.ts). On the suite's
  * datapath, with the built executable and host-local IPAM.
  */
+import * as fs from "node:fs";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { ErrorCode } from "../../src/cni/errors";
 import { endpointMapEntries, pinnedEndpointDevices } from "../../src/datapath/node-state";
+import { deleteRetiredDevices } from "../../src/datapath/retired";
+import { RtnlSocket } from "../../src/netlink/socket";
+import { openNetns } from "../../src/sys/netns";
 import { useTestNode } from "../support/fixtures";
 import {
   allocatedIps,
@@ -157,6 +161,38 @@ describe('DEL with "teardown": "deferred"', () => {
     expect(live.alias).toBe("netkit-cni:nktest/eth0/again");
     expect(ping(node, podIps(readded).v4)).toBe(true);
     expect(inNs(pod, "ip", ["-o", "link"]).match(/ eth0@/g)).toHaveLength(1);
+  });
+
+  it("the sweep lets the event loop run between devices: the agent's handed verbs share its thread", async () => {
+    const pods = ["sweep-a", "sweep-b", "sweep-c"].map((id) => {
+      const netns = fx.makeNetns();
+      const added = add(id, netns);
+      expect(added.status, added.stdout).toBe(0);
+      expect(del(id, netns, added).status).toBe(0);
+      return hostDev(added);
+    });
+    expect(pluginLinks(node).sort()).toEqual([...pods].sort());
+    const netnsFd = openNetns(`/run/netns/${node}`);
+    const host = RtnlSocket.open(netnsFd);
+    try {
+      // What a turn of the event loop finds left: a verb handed over mid-sweep runs then.
+      const leftAtTurns: number[] = [];
+      let swept = false;
+      const sweeping = deleteRetiredDevices(host);
+      const watch = () => {
+        if (swept) return;
+        leftAtTurns.push(pluginLinks(node).length);
+        setImmediate(watch);
+      };
+      setImmediate(watch);
+      const sweep = await sweeping;
+      swept = true;
+      expect(sweep.deleted.sort()).toEqual([...pods].sort());
+      expect(leftAtTurns.slice(0, 2)).toEqual([2, 1]);
+    } finally {
+      host.close();
+      fs.closeSync(netnsFd);
+    }
   });
 
   it("GC deletes this network's retired pairs and leaves another network's", () => {
