@@ -344,6 +344,31 @@ describe("the agent's line of verbs", () => {
     }
   });
 
+  it("keeps serving the line after a fault of its own in one request", async () => {
+    const dir = stateDir();
+    const verbs = gatedVerbs();
+    let served = 0;
+    const faulty = {
+      served: () => {
+        if (++served === 1) throw new Error("a counter that fails");
+      },
+      declined: () => {},
+    };
+    const server = await VerbServer.listen(dir, faulty, { run: verbs.run });
+    try {
+      const a = asyncPlugin(server.socketPath, dir, "a");
+      await verbs.started("a");
+      const b = asyncPlugin(server.socketPath, dir, "b");
+      verbs.release("a");
+      expect(await a.ended).toEqual(['{"turn":true}']); // no outcome: the plugin says code 11
+      await verbs.started("b");
+      verbs.release("b");
+      expect((await b.ended).at(-1)).toMatch(/"stdout":"b\\n"/);
+    } finally {
+      await server.close();
+    }
+  });
+
   it("gives a turn offered early its time to say go from when its verb could start", async () => {
     const dir = stateDir();
     const verbs = gatedVerbs();

@@ -133,7 +133,13 @@ export class VerbServer {
   /** Takes the requests in line one at a time until none is left. */
   private async drain(): Promise<void> {
     for (let next = this.line[0]; next; next = this.line[0]) {
-      await this.take(next);
+      try {
+        await this.take(next);
+      } catch (e) {
+        // A fault of ours in one request must not leave the rest of the line waiting.
+        agentLog.warn(`handed verb: ${(e as Error).message}`);
+        next.sock.destroy();
+      }
       this.line.shift();
     }
     this.draining = undefined;
