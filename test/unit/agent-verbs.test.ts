@@ -205,6 +205,22 @@ describe("the plugin's side of the exchange", () => {
     expect(JSON.parse(outcome?.stdout ?? "")).toMatchObject({ code: 11, msg: expect.stringMatching(/agent ended/) });
   });
 
+  it("reads an outcome that arrives in pieces, a character split between them", async () => {
+    const dir = stateDir();
+    // "é" is two bytes in UTF-8: the first piece ends between them.
+    const outcome = `${JSON.stringify({ stdout: "café\n", exitCode: 0 })}\n`;
+    const bytes = Buffer.from(outcome, "utf8");
+    const cut = bytes.indexOf(0xc3) + 1;
+    await fakeAgent(
+      dir,
+      `if (n === 1) { ${TURN}; return; }
+       const bytes = Buffer.from(${JSON.stringify(bytes.toString("base64"))}, "base64");
+       sock.write(bytes.subarray(0, ${cut}));
+       setTimeout(() => sock.end(bytes.subarray(${cut})), 50);`,
+    );
+    expect(run(dir)).toEqual({ stdout: "café\n", exitCode: 0 });
+  });
+
   it("reports code 11 for an answer after go that does not parse", async () => {
     const dir = stateDir();
     await fakeAgent(dir, `if (n === 1) ${TURN}; else sock.end("not json\\n");`);
@@ -364,6 +380,37 @@ describe("the agent's line of verbs", () => {
       await verbs.started("b");
       verbs.release("b");
       expect((await b.ended).at(-1)).toMatch(/"stdout":"b\\n"/);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it("reads a request that arrives in pieces, a character split between them", async () => {
+    const dir = stateDir();
+    let received = "";
+    const server = await VerbServer.listen(dir, counts, {
+      run: async (stdin) => {
+        received = stdin.toString("utf8");
+        return { stdout: "", exitCode: 0 };
+      },
+    });
+    try {
+      const conf = confOf({ agentStateDir: dir, logFile: path.join(dir, "log") });
+      const stdin = JSON.stringify({ ...conf.raw, note: "café" });
+      const line = Buffer.from(`${JSON.stringify(requestFor(conf, Buffer.from(stdin), ENV))}\n`, "utf8");
+      const cut = line.indexOf(0xc3) + 1; // between the two bytes of "é"
+      await new Promise<void>((resolve, reject) => {
+        const sock = net.createConnection(server.socketPath, () => {
+          sock.write(line.subarray(0, cut));
+          setTimeout(() => sock.write(line.subarray(cut)), 50);
+        });
+        sock.on("data", (d: Buffer) => {
+          if (d.toString().includes('"turn"')) sock.write('{"go":true}\n');
+        });
+        sock.on("close", () => resolve());
+        sock.on("error", reject);
+      });
+      expect(received).toBe(stdin);
     } finally {
       await server.close();
     }

@@ -25,6 +25,8 @@ import {
 /** How long a plugin waits in the agent's queue before doing the verb itself. */
 const TURN_WAIT_MS = 5_000;
 
+const NEWLINE = 0x0a;
+
 /** Test-only failure injection names this process's steps; the agent cannot honour them. */
 const FAILPOINT_VARIABLES = ["NETKIT_CNI_PAUSE_AT", "NETKIT_CNI_FAIL_AT"];
 
@@ -86,19 +88,21 @@ function converse(stream: UnixStream, request: VerbRequest, conf: NetConf, turnW
     const err = new CniError(ErrorCode.TryAgainLater, "the node's agent ended before finishing the verb; try again");
     return { stdout: `${JSON.stringify(renderError(err, conf.cniVersion))}\n`, exitCode: 1 };
   };
-  let buffered = "";
+  // Bytes until a whole line is in: a character may straddle two reads, a newline never
+  // is part of one.
+  let buffered = Buffer.alloc(0);
   try {
     stream.send(Buffer.from(`${JSON.stringify(request)}\n`, "utf8"));
     for (;;) {
-      const nl = buffered.indexOf("\n");
+      const nl = buffered.indexOf(NEWLINE);
       if (nl < 0) {
         const chunk = stream.receive(committed ? -1 : Math.max(0, turnBy - Date.now()));
         if (chunk === undefined) return agentEnded();
-        buffered += chunk.toString("utf8");
+        buffered = Buffer.concat([buffered, chunk]);
         continue;
       }
-      const answer = parseAnswer(buffered.slice(0, nl));
-      buffered = buffered.slice(nl + 1);
+      const answer = parseAnswer(buffered.subarray(0, nl).toString("utf8"));
+      buffered = buffered.subarray(nl + 1);
       if ("turn" in answer) {
         if (committed) continue;
         committed = true;

@@ -17,6 +17,7 @@
  */
 import * as fs from "node:fs";
 import * as net from "node:net";
+import { StringDecoder } from "node:string_decoder";
 import { parseNetConf } from "../../cni/config";
 import { invokePlugin, type Outcome } from "../../commands/invoke";
 import { identify } from "../../sys/file-identity";
@@ -108,8 +109,10 @@ export class VerbServer {
 
   private accept(sock: net.Socket): void {
     let buffered = "";
+    // A character may straddle two reads of a long request: decoded across them.
+    const utf8 = new StringDecoder("utf8");
     const onData = (chunk: Buffer) => {
-      buffered += chunk.toString("utf8");
+      buffered += utf8.write(chunk);
       const nl = buffered.indexOf("\n");
       if (nl < 0) {
         if (buffered.length > MAX_REQUEST_BYTES) sock.destroy();
