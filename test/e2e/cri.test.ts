@@ -352,7 +352,10 @@ describe("containerd's CRI runs pods through the conflist netkit-cni install wri
           {
             port,
             settledBps: 2 * limit,
-            seconds: 3,
+            // Long enough to average out TCP's recovery after the burst ran out: a
+            // policed flow slowed by its losses lets the bucket refill, and spends that
+            // above the rate a moment later; a shaped one waits out its losses' timers.
+            seconds: 8,
             maxSeconds: 45,
           },
         );
