@@ -13,7 +13,7 @@ import { Worker } from "node:worker_threads";
 import { afterEach, describe, expect, it } from "vitest";
 import { handToAgent, requestFor } from "../../src/agent/verbs/client";
 import { filesDiffer, filesOfVerb, parseRequest, verbSocketPath } from "../../src/agent/verbs/protocol";
-import { VerbServer } from "../../src/agent/verbs/server";
+import { type VerbCounts, VerbServer } from "../../src/agent/verbs/server";
 import { parseNetConf } from "../../src/cni/config";
 import { identify } from "../../src/sys/file-identity";
 
@@ -331,16 +331,31 @@ const tick = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 describe("the agent's line of verbs", () => {
   const counts = { served: () => {}, declined: () => {} };
 
-  it("gives the next plugin its turn while the verb before it runs, and only the next one", async () => {
+  /** A server of `gatedVerbs()` in a fresh state directory, for `body`, closed after it. */
+  async function withLine(
+    body: (line: { dir: string; socketPath: string; verbs: ReturnType<typeof gatedVerbs> }) => Promise<void>,
+    options: { goWaitMs?: number; counts?: VerbCounts } = {},
+  ): Promise<void> {
     const dir = stateDir();
     const verbs = gatedVerbs();
-    const server = await VerbServer.listen(dir, counts, { run: verbs.run });
+    const server = await VerbServer.listen(dir, options.counts ?? counts, {
+      run: verbs.run,
+      goWaitMs: options.goWaitMs,
+    });
     try {
-      const a = asyncPlugin(server.socketPath, dir, "a");
+      await body({ dir, socketPath: server.socketPath, verbs });
+    } finally {
+      await server.close();
+    }
+  }
+
+  it("gives the next plugin its turn while the verb before it runs, and only the next one", async () => {
+    await withLine(async ({ dir, socketPath, verbs }) => {
+      const a = asyncPlugin(socketPath, dir, "a");
       await verbs.started("a");
-      const b = asyncPlugin(server.socketPath, dir, "b");
+      const b = asyncPlugin(socketPath, dir, "b");
       await b.turn; // while a's verb has not ended
-      const c = asyncPlugin(server.socketPath, dir, "c");
+      const c = asyncPlugin(socketPath, dir, "c");
       await tick(100);
       expect(verbs.events).toEqual(["start a"]);
       expect(c.heard).toEqual([]); // third in line: no turn yet
@@ -355,14 +370,10 @@ describe("the agent's line of verbs", () => {
       expect((await b.ended).at(-1)).toMatch(/"stdout":"b\\n"/);
       expect((await c.ended).at(-1)).toMatch(/"stdout":"c\\n"/);
       expect(verbs.events).toEqual(["start a", "end a", "start b", "end b", "start c", "end c"]);
-    } finally {
-      await server.close();
-    }
+    });
   });
 
   it("keeps serving the line after a fault of its own in one request", async () => {
-    const dir = stateDir();
-    const verbs = gatedVerbs();
     let served = 0;
     const faulty = {
       served: () => {
@@ -370,19 +381,19 @@ describe("the agent's line of verbs", () => {
       },
       declined: () => {},
     };
-    const server = await VerbServer.listen(dir, faulty, { run: verbs.run });
-    try {
-      const a = asyncPlugin(server.socketPath, dir, "a");
-      await verbs.started("a");
-      const b = asyncPlugin(server.socketPath, dir, "b");
-      verbs.release("a");
-      expect(await a.ended).toEqual(['{"turn":true}']); // no outcome: the plugin says code 11
-      await verbs.started("b");
-      verbs.release("b");
-      expect((await b.ended).at(-1)).toMatch(/"stdout":"b\\n"/);
-    } finally {
-      await server.close();
-    }
+    await withLine(
+      async ({ dir, socketPath, verbs }) => {
+        const a = asyncPlugin(socketPath, dir, "a");
+        await verbs.started("a");
+        const b = asyncPlugin(socketPath, dir, "b");
+        verbs.release("a");
+        expect(await a.ended).toEqual(['{"turn":true}']); // no outcome: the plugin says code 11
+        await verbs.started("b");
+        verbs.release("b");
+        expect((await b.ended).at(-1)).toMatch(/"stdout":"b\\n"/);
+      },
+      { counts: faulty },
+    );
   });
 
   it("reads a request that arrives in pieces, a character split between them", async () => {
@@ -417,46 +428,42 @@ describe("the agent's line of verbs", () => {
   });
 
   it("gives a turn offered early its time to say go from when its verb could start", async () => {
-    const dir = stateDir();
-    const verbs = gatedVerbs();
-    const server = await VerbServer.listen(dir, counts, { run: verbs.run, goWaitMs: 100 });
-    try {
-      asyncPlugin(server.socketPath, dir, "a");
-      await verbs.started("a");
-      const silent = asyncPlugin(server.socketPath, dir, "silent", false);
-      await silent.turn;
-      const b = asyncPlugin(server.socketPath, dir, "b");
-      // a's verb outlasts the time to say go: the silent plugin is not judged by it yet.
-      await tick(300);
-      expect(silent.heard).toEqual(['{"turn":true}']);
-      verbs.release("a");
-      // Its verb could start now; it says nothing within 100 ms and is let go.
-      expect(await silent.ended).toEqual(['{"turn":true}']);
-      await verbs.started("b");
-      verbs.release("b");
-      expect((await b.ended).at(-1)).toMatch(/"stdout":"b\\n"/);
-      expect(verbs.events).toEqual(["start a", "end a", "start b", "end b"]);
-    } finally {
-      await server.close();
-    }
+    await withLine(
+      async ({ dir, socketPath, verbs }) => {
+        asyncPlugin(socketPath, dir, "a");
+        await verbs.started("a");
+        const silent = asyncPlugin(socketPath, dir, "silent", false);
+        await silent.turn;
+        const b = asyncPlugin(socketPath, dir, "b");
+        // a's verb outlasts the time to say go: the silent plugin is not judged by it yet.
+        await tick(300);
+        expect(silent.heard).toEqual(['{"turn":true}']);
+        verbs.release("a");
+        // Its verb could start now; it says nothing within 100 ms and is let go.
+        expect(await silent.ended).toEqual(['{"turn":true}']);
+        await verbs.started("b");
+        verbs.release("b");
+        expect((await b.ended).at(-1)).toMatch(/"stdout":"b\\n"/);
+        expect(verbs.events).toEqual(["start a", "end a", "start b", "end b"]);
+      },
+      { goWaitMs: 100 },
+    );
   });
 
   it("runs a turn offered early whose go came later than the wait, but before its verb could start", async () => {
-    const dir = stateDir();
-    const verbs = gatedVerbs();
-    const server = await VerbServer.listen(dir, counts, { run: verbs.run, goWaitMs: 100 });
-    try {
-      asyncPlugin(server.socketPath, dir, "a");
-      await verbs.started("a");
-      const b = asyncPlugin(server.socketPath, dir, "b", 200);
-      await b.turn;
-      await tick(400);
-      verbs.release("a");
-      await verbs.started("b");
-      verbs.release("b");
-      expect((await b.ended).at(-1)).toMatch(/"stdout":"b\\n"/);
-    } finally {
-      await server.close();
-    }
+    await withLine(
+      async ({ dir, socketPath, verbs }) => {
+        asyncPlugin(socketPath, dir, "a");
+        await verbs.started("a");
+        const b = asyncPlugin(socketPath, dir, "b", 200);
+        await b.turn;
+        await tick(400);
+        verbs.release("a");
+        await verbs.started("b");
+        verbs.release("b");
+        expect((await b.ended).at(-1)).toMatch(/"stdout":"b\\n"/);
+      },
+      { goWaitMs: 100 },
+    );
   });
 });
