@@ -10,11 +10,22 @@ SRC := $(shell find src bpf -name '*.ts' -o -name '*.c' -o -name '*.h') scripts/
 deps:
 	@scripts/deps.sh
 
+# The epoch a build would embed (scripts/build-bpf.sh: the commit's time unless set).
+# The stamp changes only when it does, so a commit that touches no source still rebuilds
+# the executables: the bpf suite recompiles dist/bpf with the new epoch, and an executable
+# left on the old one would carry another build name than the objects beside it.
+EPOCH_STAMP := dist/.build-epoch
+$(EPOCH_STAMP): FORCE
+	@mkdir -p dist; epoch=$${NKC_BUILD_EPOCH:-$${SOURCE_DATE_EPOCH:-$$(git log -1 --format=%ct 2>/dev/null)}}; \
+	  [ -f $@ ] && [ "$$(cat $@)" = "$$epoch" ] || echo "$$epoch" >$@
+.PHONY: FORCE
+FORCE:
+
 # Two executables from one entry: dist/netkit-cni (Bun-compiled, the default) and
 # dist/netkit-cni-node (Node SEA). scripts/build.mjs says why.
 # One run of build.mjs writes both (a grouped target): either one missing rebuilds them.
 NODE_BIN := dist/netkit-cni-node
-$(BIN) $(NODE_BIN) &: $(SRC) | deps
+$(BIN) $(NODE_BIN) &: $(SRC) $(EPOCH_STAMP) | deps
 	node scripts/build.mjs
 
 build: deps $(BIN) $(NODE_BIN)
