@@ -7,9 +7,9 @@
  * the same outcome (agent/verbs).
  */
 import * as fs from "node:fs";
-import { verbSocketPath } from "./agent/verbs/protocol";
-import { type NetConf, parseNetConf } from "./cni/config";
-import { invokePlugin, type Outcome } from "./commands/invoke";
+import { handToAgent } from "./agent/verbs/client";
+import { handOverConf, verbSocketPath } from "./agent/verbs/protocol";
+import type { Outcome } from "./commands/invoke";
 import { readAllStdin, writeStdout } from "./sys/stdio";
 
 const ABOUT = "netkit-cni: CNI plugin giving pods netkit or veth devices with eBPF fast paths";
@@ -26,28 +26,27 @@ async function main(): Promise<number> {
     process.stderr.write(`${ABOUT}\nRun by a container runtime with CNI_COMMAND set; see README.md.\n`);
   }
   const stdin = readAllStdin();
-  const conf = parsedOrUndefined(stdin);
-  const outcome =
-    (conf && (await handedToAgent(conf, stdin))) ?? (await invokePlugin(stdin, process.env, { parsed: conf }));
+  const outcome = handedToAgent(stdin) ?? (await doneHere(stdin));
   if (outcome.stdout !== "") writeStdout(outcome.stdout);
   return outcome.exitCode;
 }
 
-/** The configuration, parsed once for both uses; a refusal is for the verb to report. */
-function parsedOrUndefined(stdin: Buffer): NetConf | undefined {
-  try {
-    return parseNetConf(stdin);
-  } catch {
-    return undefined;
-  }
+/**
+ * The verb as the node's agent did it, or undefined when this process is to do it. Only
+ * this module and what it imports load before: a handed verb's start is the executable's
+ * start and these few modules (the Bun build splits the rest off, scripts/build.mjs).
+ */
+function handedToAgent(stdin: Buffer): Outcome | undefined {
+  const conf = handOverConf(stdin);
+  // No socket, no agent serving verbs: nothing to connect to.
+  if (!conf?.agentStateDir || !fs.existsSync(verbSocketPath(conf.agentStateDir))) return undefined;
+  return handToAgent(conf, stdin, process.env);
 }
 
-/** The verb as the node's agent did it, or undefined when this process is to do it. */
-async function handedToAgent(conf: NetConf, stdin: Buffer): Promise<Outcome | undefined> {
-  // No socket, no agent serving verbs: the client module is not even loaded.
-  if (!conf.agentStateDir || !fs.existsSync(verbSocketPath(conf.agentStateDir))) return undefined;
-  const { handToAgent } = await import("./agent/verbs/client");
-  return handToAgent(conf, stdin, process.env);
+/** The verb done in this process, by the plugin's whole code, loaded only now. */
+async function doneHere(stdin: Buffer): Promise<Outcome> {
+  const { invokePlugin } = await import("./commands/invoke");
+  return invokePlugin(stdin, process.env);
 }
 
 main().then((code) => {

@@ -27,7 +27,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import type { KubeConfig } from "@kubernetes/client-node";
 import { SocketCloser } from "../bpf/index";
-import { DEFAULT_BPFFS_ROOT } from "../cni/config";
+import { DEFAULT_BPFFS_ROOT } from "../cni/defaults";
 import { embeddedObjects, embeddedSvcDestroyObject, embeddedSvcObject } from "../datapath/assets";
 import { deleteRetiredDevices } from "../datapath/retired";
 import { WIREGUARD_DEVICE } from "../datapath/uplink";

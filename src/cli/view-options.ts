@@ -6,7 +6,7 @@
  */
 
 import { type Flags, flagsFor, flagUsage, parseFlags } from "../args";
-import { DEFAULT_BPFFS_ROOT } from "../cni/config";
+import { DEFAULT_BPFFS_ROOT } from "../cni/defaults";
 import { DEFAULT_AGENT_STATE_DIR } from "../commands/agent-state";
 import { FILTER_FIELDS, type FilterField, FlowFilterError, readFilterValue } from "../flows/filter";
 import { DEFAULT_AGENT_URL, type FlowsOptions } from "./flows";

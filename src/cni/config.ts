@@ -7,6 +7,7 @@
 
 import { isCidr } from "./address";
 import { type BandwidthRequest, readBandwidthRequest } from "./bandwidth";
+import { DEFAULT_BPFFS_ROOT, DEFAULT_LOG_FILE } from "./defaults";
 import { CniError, ErrorCode, invalidConfig } from "./errors";
 import { parseResult, type Result } from "./result";
 import { type CniVersion, negotiateVersion } from "./version";
@@ -100,8 +101,6 @@ export type PodHook = (typeof POD_HOOKS)[number];
 export const NAT_CHECK_CHOICES = ["auto", "conntrack", "memory"] as const;
 export type NatCheckChoice = (typeof NAT_CHECK_CHOICES)[number];
 
-export const DEFAULT_BPFFS_ROOT = "/sys/fs/bpf/netkit-cni";
-
 export interface NetConf {
   cniVersion: CniVersion;
   name: string;
@@ -151,7 +150,6 @@ export interface NetConf {
 }
 
 export const MAX_CONFIG_BYTES = 1 << 20;
-export const DEFAULT_LOG_FILE = "/var/log/netkit-cni.log";
 
 /** Spec: network names start alphanumeric and continue with alphanumerics, `_`, `.`, `-`. */
 const NETWORK_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]*$/;

@@ -6,7 +6,7 @@
  * errors and the same idempotence.
  */
 
-import { type NetConf, parseNetConf } from "../cni/config";
+import { parseNetConf } from "../cni/config";
 import { parseEnv } from "../cni/env";
 import { asCniError, CniError, ErrorCode, renderError } from "../cni/errors";
 import { renderResult } from "../cni/result";
@@ -20,19 +20,10 @@ export interface Outcome {
   exitCode: number;
 }
 
-export interface InvokeOptions {
-  /** `stdin` as parseNetConf gave it, where the caller has parsed it already. */
-  parsed?: NetConf;
-}
-
 /** Runs the verb `processEnv` names on the configuration `stdin`; never throws. */
-export async function invokePlugin(
-  stdin: Buffer,
-  processEnv: NodeJS.ProcessEnv,
-  options: InvokeOptions = {},
-): Promise<Outcome> {
+export async function invokePlugin(stdin: Buffer, processEnv: NodeJS.ProcessEnv): Promise<Outcome> {
   try {
-    const out = await runPlugin(stdin, processEnv, options.parsed);
+    const out = await runPlugin(stdin, processEnv);
     return { stdout: out === undefined ? "" : `${out}\n`, exitCode: 0 };
   } catch (e) {
     // Kernel refusals below the protocol layer become "datapath failure" with their text.
@@ -60,15 +51,11 @@ function versionForErrors(stdin: Buffer): string {
   }
 }
 
-async function runPlugin(
-  stdin: Buffer,
-  processEnv: NodeJS.ProcessEnv,
-  parsed: NetConf | undefined,
-): Promise<string | undefined> {
+async function runPlugin(stdin: Buffer, processEnv: NodeJS.ProcessEnv): Promise<string | undefined> {
   const env = parseEnv(processEnv);
   if (env.command === "VERSION") return JSON.stringify(versionInfo(versionForErrors(stdin)));
 
-  const conf = parsed ?? parseNetConf(stdin);
+  const conf = parseNetConf(stdin);
   log.configure(conf.logFile, conf.logLevel);
   log.setContext(`${env.command} ${env.containerId}/${env.ifname} `);
   requireVerbInVersion(env.command, conf.cniVersion);

@@ -12,7 +12,7 @@ import * as path from "node:path";
 import { Worker } from "node:worker_threads";
 import { afterEach, describe, expect, it } from "vitest";
 import { handToAgent, requestFor } from "../../src/agent/verbs/client";
-import { filesDiffer, filesOfVerb, parseRequest, verbSocketPath } from "../../src/agent/verbs/protocol";
+import { filesDiffer, filesOfVerb, handOverConf, parseRequest, verbSocketPath } from "../../src/agent/verbs/protocol";
 import { type VerbCounts, VerbServer } from "../../src/agent/verbs/server";
 import { parseNetConf } from "../../src/cni/config";
 import { identify } from "../../src/sys/file-identity";
@@ -78,6 +78,58 @@ describe("which verbs and files are handed over", () => {
     expect(requestFor(confOf(), Buffer.from("{}"), ENV)).toBeUndefined();
     expect(requestFor(conf, Buffer.from("{}"), { ...ENV, NETKIT_CNI_PAUSE_AT: "pair-created" })).toBeUndefined();
     expect(requestFor(conf, Buffer.from("{}"), { ...ENV, NETKIT_CNI_FAIL_AT: "pair-created" })).toBeUndefined();
+  });
+
+  // The plugin names the files before any parser loads (handOverConf); the agent names
+  // them from the parsed config. Were the two to differ, every verb would be declined.
+  it("reads the agent's state directory and the verb's files from the bytes as the parser does", () => {
+    const AGENT = { agentStateDir: "/run/netkit-cni/agent" };
+    const IPAM = { type: "netkit-cni", ranges: [[{ subnet: "10.1.0.0/24" }]] };
+    for (const extra of [
+      {},
+      { logFile: "/var/log/x.log" },
+      { bpffsRoot: "/sys/fs/bpf/other", logFile: null },
+      { ipam: { ...IPAM, dataDir: "/srv/ipam" } },
+      { ipam: { type: "host-local", subnet: "10.1.0.0/24" } },
+      { ipam: null },
+      { cniVersion: "0.4.0" },
+    ]) {
+      const bytes = JSON.stringify({
+        cniVersion: "1.1.0",
+        name: "pods",
+        type: "netkit-cni",
+        ipam: IPAM,
+        ...AGENT,
+        ...extra,
+      });
+      const parsed = parseNetConf(bytes);
+      const read = handOverConf(Buffer.from(bytes));
+      expect(read?.agentStateDir, bytes).toBe(parsed.agentStateDir);
+      expect(filesOfVerb(read as NonNullable<typeof read>, "/run/netns/p"), bytes).toEqual(
+        filesOfVerb(parsed, "/run/netns/p"),
+      );
+      expect(read?.cniVersion).toBe(parsed.cniVersion);
+    }
+  });
+
+  it("leaves to the plugin a config that names no agent, or one the parser would refuse", () => {
+    const base = { cniVersion: "1.1.0", name: "pods", type: "netkit-cni", agentStateDir: "/run/netkit-cni/agent" };
+    expect(handOverConf(Buffer.from(JSON.stringify(base)))).toBeDefined();
+    for (const extra of [
+      { agentStateDir: undefined },
+      { agentStateDir: "run/netkit-cni/agent" },
+      { agentStateDir: "/run/../etc" },
+      { agentStateDir: 7 },
+      { logFile: 7 },
+      { bpffsRoot: "bpf" },
+      { ipam: { subnet: "10.1.0.0/24" } },
+      { ipam: "netkit-cni" },
+    ]) {
+      const bytes = JSON.stringify({ ...base, ...extra });
+      expect(handOverConf(Buffer.from(bytes)), bytes).toBeUndefined();
+    }
+    for (const bytes of ["", "not json", "[]", "null", '"text"'])
+      expect(handOverConf(Buffer.from(bytes))).toBeUndefined();
   });
 
   it("refuses a request carrying any variable but the runtime's, or another protocol version", () => {

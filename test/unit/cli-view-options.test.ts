@@ -12,7 +12,7 @@ import {
   STATUS_USAGE,
   UsageError,
 } from "../../src/cli/view-options";
-import { DEFAULT_BPFFS_ROOT } from "../../src/cni/config";
+import { DEFAULT_BPFFS_ROOT } from "../../src/cni/defaults";
 import { DEFAULT_AGENT_STATE_DIR } from "../../src/commands/agent-state";
 
 describe("the view commands' flags", () => {

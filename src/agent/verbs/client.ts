@@ -6,7 +6,6 @@
  * said `go`, the verb is the agent's: an agent that ends before answering is reported as
  * "try again later", as a plugin killed mid-verb would leave it to the runtime's retry.
  */
-import type { NetConf } from "../../cni/config";
 import { CniError, ErrorCode, renderError } from "../../cni/errors";
 import type { Outcome } from "../../commands/invoke";
 import { identify } from "../../sys/file-identity";
@@ -16,6 +15,7 @@ import {
   filesOfVerb,
   GO,
   HANDED_VERBS,
+  type HandOverConf,
   PROTOCOL_VERSION,
   parseAnswer,
   type VerbRequest,
@@ -31,7 +31,7 @@ const NEWLINE = 0x0a;
 const FAILPOINT_VARIABLES = ["NETKIT_CNI_PAUSE_AT", "NETKIT_CNI_FAIL_AT"];
 
 /** The request for this verb, or undefined when it is not one to hand over. */
-export function requestFor(conf: NetConf, stdin: Buffer, env: NodeJS.ProcessEnv): VerbRequest | undefined {
+export function requestFor(conf: HandOverConf, stdin: Buffer, env: NodeJS.ProcessEnv): VerbRequest | undefined {
   if (!conf.agentStateDir) return undefined;
   if (!(HANDED_VERBS as readonly string[]).includes(env.CNI_COMMAND ?? "")) return undefined;
   if (FAILPOINT_VARIABLES.some((v) => env[v])) return undefined;
@@ -55,7 +55,7 @@ export function requestFor(conf: NetConf, stdin: Buffer, env: NodeJS.ProcessEnv)
  * works, and node:net cost every handed verb more to load than the exchange itself.
  */
 export function handToAgent(
-  conf: NetConf,
+  conf: HandOverConf,
   stdin: Buffer,
   env: NodeJS.ProcessEnv,
   turnWaitMs = TURN_WAIT_MS,
@@ -80,7 +80,12 @@ export function handToAgent(
  * agent's), `declined`, or the outcome. Until `go`, anything amiss leaves the verb here;
  * after it, an agent that ends without the outcome is "try again later".
  */
-function converse(stream: UnixStream, request: VerbRequest, conf: NetConf, turnWaitMs: number): Outcome | undefined {
+function converse(
+  stream: UnixStream,
+  request: VerbRequest,
+  conf: HandOverConf,
+  turnWaitMs: number,
+): Outcome | undefined {
   const turnBy = Date.now() + turnWaitMs;
   let committed = false;
   const agentEnded = (): Outcome | undefined => {

@@ -9,7 +9,8 @@
  * A declined or unanswered request is done by the plugin itself, the same way.
  */
 import * as path from "node:path";
-import type { NetConf } from "../../cni/config";
+import { DEFAULT_BPFFS_ROOT, DEFAULT_LOG_FILE } from "../../cni/defaults";
+import { LATEST_VERSION } from "../../cni/version";
 import type { FileIdentity } from "../../sys/file-identity";
 
 export const VERBS_SOCKET = "verbs.sock";
@@ -44,11 +45,70 @@ export type VerbAnswer = { turn: true } | { declined: string } | { stdout: strin
 
 export const GO = `${JSON.stringify({ go: true })}\n`;
 
+/** What of a configuration decides the files a verb opens, as NetConf has it. */
+export interface VerbFilesConf {
+  logFile: string;
+  ipam?: { type: string; dataDir?: unknown } | undefined;
+  fastPath: { bpffsRoot: string };
+}
+
+/** What the plugin needs of its configuration to hand the verb over. */
+export interface HandOverConf extends VerbFilesConf {
+  agentStateDir: string | undefined;
+  /** The version an error of the hand-over itself is written in. */
+  cniVersion: string;
+}
+
+/**
+ * The configuration as the hand-over reads it, from the runtime's bytes, with the
+ * defaults the configuration's parser gives (cni/config.ts): the plugin's first step,
+ * which must not load the parser and everything it imports for a verb the agent does.
+ * The agent parses and judges the whole configuration itself. Undefined for a
+ * configuration that names no agent, and where the parser would refuse one of these
+ * fields: such a verb is done here, and reports why.
+ */
+export function handOverConf(stdin: Buffer): HandOverConf | undefined {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(stdin.toString("utf8"));
+  } catch {
+    return undefined;
+  }
+  if (!isObject(raw)) return undefined;
+  const agentStateDir = textField(raw, "agentStateDir");
+  const logFile = textField(raw, "logFile", DEFAULT_LOG_FILE);
+  const bpffsRoot = textField(raw, "bpffsRoot", DEFAULT_BPFFS_ROOT);
+  const { ipam } = raw;
+  if (!isAbsolute(agentStateDir) || !isAbsolute(bpffsRoot) || typeof logFile !== "string") return undefined;
+  if (ipam !== undefined && ipam !== null && !(isObject(ipam) && typeof ipam.type === "string")) return undefined;
+  const cniVersion = textField(raw, "cniVersion");
+  return {
+    agentStateDir,
+    logFile,
+    ipam: (ipam ?? undefined) as HandOverConf["ipam"],
+    fastPath: { bpffsRoot },
+    cniVersion: cniVersion ? cniVersion : LATEST_VERSION,
+  };
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
+
+/** A string field; `fallback` when absent or null, null when of another type. */
+function textField(raw: Record<string, unknown>, key: string, fallback?: string): string | undefined | null {
+  const v = raw[key];
+  if (v === undefined || v === null) return fallback;
+  return typeof v === "string" ? v : null;
+}
+
+/** As the parser requires the configuration's directories: absolute, without "..". */
+const isAbsolute = (p: string | undefined | null): p is string =>
+  typeof p === "string" && p.startsWith("/") && !p.split("/").includes("..");
+
 /**
  * The files a verb of `conf` opens, by path; undefined when the agent must not do it at all
  * (a delegated IPAM plugin, found through a CNI_PATH the agent's container does not share).
  */
-export function filesOfVerb(conf: NetConf, netns: string): string[] | undefined {
+export function filesOfVerb(conf: VerbFilesConf, netns: string): string[] | undefined {
   if (conf.ipam && conf.ipam.type !== EMBEDDED_IPAM) return undefined;
   const dataDir = typeof conf.ipam?.dataDir === "string" ? conf.ipam.dataDir : DEFAULT_IPAM_DATA_DIR;
   const files = [conf.logFile, dataDir, LOCK_ROOT, conf.fastPath.bpffsRoot];
