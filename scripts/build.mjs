@@ -172,8 +172,9 @@ async function buildBunExecutable(digest) {
   // The bundle in pieces: the entry and what it imports statically, which every start
   // loads, and a chunk for what is imported when needed (src/main.ts: the plugin's own
   // verbs, the commands for people). A verb handed to the node's agent loads the first
-  // part only: split, it started in 9.9 ms where the whole bundle took 14.3 and a bare
-  // Bun executable 9.4 (medians of 80, side by side).
+  // part only: against a stand-in agent that answers at once, a handed ADD took 16.5 ms
+  // where the whole bundle took 18.6 and a bare Bun executable 10.3 (medians of 150,
+  // interleaved); the plugin's own verbs took as long as before (bench/README.md).
   const out = path.join(dist, "bun");
   fs.rmSync(out, { recursive: true, force: true });
   // The agent's bundle becomes a file inside the executable (Bun embeds what a module
