@@ -194,7 +194,7 @@ function kernelHasTcx(release: string): boolean {
 /** The node as the kernel and the bpffs show it now; read-only. */
 export async function nodeStatus(bpffsRoot: string, stateDir = DEFAULT_AGENT_STATE_DIR): Promise<NodeStatus> {
   const root = bpffsRoot;
-  const { links, netkit, proxies, filtered } = await readKernel();
+  const { links, netkit, proxies, filtered, pacingOff } = await readKernel();
   const node: NodeView = {
     root,
     byIndex: new Map(links.map((l) => [l.index, l])),
@@ -227,7 +227,7 @@ export async function nodeStatus(bpffsRoot: string, stateDir = DEFAULT_AGENT_STA
     serviceTranslation: serviceTranslationStatus(root),
     networkPolicy: networkPolicyStatus(root, stateDir),
     encryption: await encryptionStatus(node.byName),
-    bandwidth: bandwidthStatus(root, owned),
+    bandwidth: bandwidthStatus(root, owned, pacingOff),
     drops: refusals(
       root,
       owned.map((l) => l.index),
@@ -249,12 +249,14 @@ interface NodeView {
   problems: string[];
 }
 
-/** The node's devices, whether the kernel has netkit, and the proxy entries on its devices. */
+/** The node's devices, whether the kernel has netkit, the proxy entries on its devices, and
+ * the notes of why its uplinks do not pace (named by the namespace's cookie: a socket's). */
 async function readKernel(): Promise<{
   links: Link[];
   netkit: boolean;
   proxies: ProxyNeighbor[];
   filtered: Set<number>;
+  pacingOff: PacingOff[];
 }> {
   const host = RtnlSocket.open();
   try {
@@ -269,6 +271,7 @@ async function readKernel(): Promise<{
       netkit: await kernelHasNetkit(host),
       proxies: [...(await listProxyNeighbors(host, AF_INET)), ...(await listProxyNeighbors(host, AF_INET6))],
       filtered,
+      pacingOff: readPacingOff(host),
     };
   } finally {
     host.close();
@@ -382,11 +385,11 @@ function endpointsStatus(
 }
 
 /** How many of our pods have rate limits, by how each direction is enforced. */
-function bandwidthStatus(root: string, owned: Link[]): NodeStatus["bandwidth"] {
+function bandwidthStatus(root: string, owned: Link[], pacingOff: PacingOff[]): NodeStatus["bandwidth"] {
   const bandwidth = {
     limited: 0,
     modes: {} as Record<string, number>,
-    pacingOff: readPacingOff(),
+    pacingOff,
     ingressModes: {} as Record<string, number>,
     ingressPacingOff: readIngressShapingOff(),
   };

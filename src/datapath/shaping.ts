@@ -10,6 +10,12 @@
  * lock. A file whose device no longer exists is a pod lost without DEL: every release
  * drops those, so a node's fq outlives its last paced pod only until the next DEL or GC.
  *
+ * A namespace is named twice: by its nsfs inode, which the kernel hands to the next
+ * namespace once this one is gone, and by its cookie, which it never hands out again. A
+ * folder or note under this namespace's inode but another cookie is the inode's previous
+ * owner's, whose uplinks went with it: it is dropped, never inherited. One under the inode
+ * alone was written before cookies were part of the name and is adopted.
+ *
  * What is ours to change: the kernel's default root (handle 0: pfifo_fast, noqueue, mq with
  * default children). A device with a single transmit queue gets fq as its root; one with
  * several gets mq with an fq per queue. A root fq, or mq whose children are all fq, already
@@ -60,10 +66,25 @@ export function pacingOf(qdiscs: Qdisc[]): UplinkPacing {
   return { state: "foreign", description: name };
 }
 
-/** A network namespace's identity, so that uplinks of two namespaces never share a folder. */
-const netnsId = () => fs.statSync("/proc/self/ns/net").ino;
-const uplinkDir = (ifindex: number) => path.join(PACING_DIR, `${netnsId()}-${ifindex}`);
-const offNote = (ifindex: number) => path.join(PACING_DIR, `${netnsId()}-${ifindex}.off`);
+/**
+ * This namespace's name in the folder: its inode (what a namespace's next owner shares)
+ * and its cookie (what it never does). `host` is a socket in this process's namespace.
+ */
+function namespaceKey(host: RtnlSocket): NamespaceKey {
+  const inode = fs.statSync("/proc/self/ns/net").ino;
+  return { inode, prefix: `${inode}-${host.netnsCookie()}-` };
+}
+
+interface NamespaceKey {
+  inode: number;
+  /** What every folder and note of this namespace's starts with: `<inode>-<cookie>-`. */
+  prefix: string;
+}
+
+const uplinkDir = (ns: NamespaceKey, ifindex: number) => path.join(PACING_DIR, `${ns.prefix}${ifindex}`);
+const offNote = (ns: NamespaceKey, ifindex: number) => path.join(PACING_DIR, `${ns.prefix}${ifindex}.off`);
+/** `<inode>-<cookie>-<ifindex>` or, written before cookies were named, `<inode>-<ifindex>`. */
+const ENTRY_NAME = /^(\d+)-(?:(\d+)-)?(\d+)(\.off)?$/;
 
 /**
  * Makes the uplink pace departures for the pod behind `hostDevice` and says how its egress
@@ -71,16 +92,18 @@ const offNote = (ifindex: number) => path.join(PACING_DIR, `${netnsId()}-${ifind
  * The caller registers `releasePacing` as the undo before calling.
  */
 export async function paceUplink(host: RtnlSocket, uplink: Uplink, hostDevice: string): Promise<EgressEnforcement> {
+  const ns = namespaceKey(host);
   return underPacingLock(async () => {
+    settleOwnership(ns);
     const reason = await ensurePacing(host, uplink);
     if (reason) {
       log.warn(`egress limits on ${uplink.name} are policed: ${reason}`);
-      writeNote(offNote(uplink.index), { uplink: uplink.name, reason });
+      writeNote(offNote(ns, uplink.index), { uplink: uplink.name, reason });
       return { mode: "police" };
     }
-    mkdirs(uplinkDir(uplink.index), 0o700);
-    fs.writeFileSync(path.join(uplinkDir(uplink.index), hostDevice), "", { mode: 0o600 });
-    fs.rmSync(offNote(uplink.index), { force: true });
+    mkdirs(uplinkDir(ns, uplink.index), 0o700);
+    fs.writeFileSync(path.join(uplinkDir(ns, uplink.index), hostDevice), "", { mode: 0o600 });
+    fs.rmSync(offNote(ns, uplink.index), { force: true });
     return { mode: "edt", pacedIfindex: uplink.index };
   });
 }
@@ -120,21 +143,29 @@ async function ensurePacing(host: RtnlSocket, uplink: Uplink): Promise<string | 
  */
 export async function releasePacing(host: RtnlSocket, hostDevice: string): Promise<void> {
   if (!fs.existsSync(PACING_DIR)) return;
-  if (!pacingDirs().some((dir) => fs.existsSync(path.join(dir, hostDevice)))) return;
+  const ns = namespaceKey(host);
+  // A folder from before cookies were named counts too: the pod may have been paced by it.
+  const mayHold = (dir: string) => fs.existsSync(path.join(dir, hostDevice));
+  if (!pacingDirs(ns).some(mayHold) && !unkeyedDirs(ns).some(mayHold)) return;
   await underPacingLock(async () => {
-    for (const dir of pacingDirs()) fs.rmSync(path.join(dir, hostDevice), { force: true });
-    await releaseUnused(host);
+    settleOwnership(ns);
+    for (const dir of pacingDirs(ns)) fs.rmSync(path.join(dir, hostDevice), { force: true });
+    await releaseUnused(host, ns);
   });
 }
 
 /** GC's half: uplinks whose paced pods are all gone get their default qdisc back. */
 export async function releaseUnusedPacing(host: RtnlSocket): Promise<void> {
   if (!fs.existsSync(PACING_DIR)) return;
-  await underPacingLock(() => releaseUnused(host));
+  const ns = namespaceKey(host);
+  await underPacingLock(() => {
+    settleOwnership(ns);
+    return releaseUnused(host, ns);
+  });
 }
 
-async function releaseUnused(host: RtnlSocket): Promise<void> {
-  const dirs = pacingDirs();
+async function releaseUnused(host: RtnlSocket, ns: NamespaceKey): Promise<void> {
+  const dirs = pacingDirs(ns);
   if (dirs.length === 0) return;
   const live = new Set((await listLinks(host)).map((l) => l.name));
   for (const dir of dirs) {
@@ -142,7 +173,7 @@ async function releaseUnused(host: RtnlSocket): Promise<void> {
       if (!live.has(device)) fs.rmSync(path.join(dir, device), { force: true });
     }
     if (fs.readdirSync(dir).length > 0) continue;
-    const ifindex = Number(path.basename(dir).split("-")[1]);
+    const ifindex = Number(path.basename(dir).slice(ns.prefix.length));
     const now = pacingOf(await listQdiscs(host, ifindex));
     // Only our own root goes; an fq someone else attached is theirs.
     if (now.state === "paces" && now.ours) {
@@ -154,14 +185,52 @@ async function releaseUnused(host: RtnlSocket): Promise<void> {
 }
 
 /** This namespace's uplink folders. */
-function pacingDirs(): string[] {
-  const prefix = `${netnsId()}-`;
+function pacingDirs(ns: NamespaceKey): string[] {
   return fs
     .readdirSync(PACING_DIR, { withFileTypes: true })
-    .filter((e) => e.isDirectory() && e.name.startsWith(prefix))
+    .filter((e) => e.isDirectory() && e.name.startsWith(ns.prefix))
     .map((e) => path.join(PACING_DIR, e.name));
 }
 
+/** Named by this namespace's inode alone: written before cookies were named. */
+function isUnkeyed(name: string, ns: NamespaceKey): boolean {
+  const m = ENTRY_NAME.exec(name);
+  return m?.[1] === String(ns.inode) && m[2] === undefined;
+}
+
+/** This namespace's folders from before cookies were named. */
+function unkeyedDirs(ns: NamespaceKey): string[] {
+  return fs
+    .readdirSync(PACING_DIR, { withFileTypes: true })
+    .filter((e) => e.isDirectory() && isUnkeyed(e.name, ns))
+    .map((e) => path.join(PACING_DIR, e.name));
+}
+
+/**
+ * Under the pacing lock: drops what this namespace's inode's previous owners left (their
+ * uplinks went with them) and adopts what this namespace wrote before cookies were named,
+ * merging it into the cookie's folder. Afterwards every entry under this inode is ours.
+ */
+function settleOwnership(ns: NamespaceKey): void {
+  if (!fs.existsSync(PACING_DIR)) return;
+  for (const name of fs.readdirSync(PACING_DIR)) {
+    const m = ENTRY_NAME.exec(name);
+    if (!m || m[1] !== String(ns.inode) || name.startsWith(ns.prefix)) continue;
+    const from = path.join(PACING_DIR, name);
+    const [, , cookie, ifindex, off] = m;
+    if (cookie !== undefined) {
+      log.info(`pacing: dropping ${name}, left by a namespace gone before this one took its inode`);
+      fs.rmSync(from, { recursive: true, force: true });
+    } else if (off) {
+      fs.renameSync(from, offNote(ns, Number(ifindex)));
+    } else {
+      const to = uplinkDir(ns, Number(ifindex));
+      mkdirs(to, 0o700);
+      for (const device of fs.readdirSync(from)) fs.renameSync(path.join(from, device), path.join(to, device));
+      fs.rmSync(from, { recursive: true, force: true });
+    }
+  }
+}
 /** CHECK: a pod paced through `ifindex` needs that device to pace still. */
 export async function pacingProblem(host: RtnlSocket, ifindex: number): Promise<string | undefined> {
   const now = pacingOf(await listQdiscs(host, ifindex));
@@ -175,12 +244,13 @@ export interface PacingOff {
 }
 
 /** Why egress limits on this namespace's uplinks are policed, from the last ADD that tried. */
-export function readPacingOff(): PacingOff[] {
+export function readPacingOff(host: RtnlSocket): PacingOff[] {
   if (!fs.existsSync(PACING_DIR)) return [];
-  const prefix = `${netnsId()}-`;
+  const ns = namespaceKey(host);
+  // Ours, or ours from before cookies were named (the next verb under the lock adopts it).
   return fs
     .readdirSync(PACING_DIR)
-    .filter((name) => name.startsWith(prefix) && name.endsWith(".off"))
+    .filter((name) => name.endsWith(".off") && (name.startsWith(ns.prefix) || isUnkeyed(name, ns)))
     .flatMap((name) => {
       try {
         const note = JSON.parse(fs.readFileSync(path.join(PACING_DIR, name), "utf8")) as Partial<PacingOff>;

@@ -67,6 +67,8 @@ function kernelHasFq(): boolean {
   }
 }
 const FQ = kernelHasFq();
+/** Where the plugin keeps which pods each uplink paces (datapath/shaping.ts). */
+const PACING_DIR = "/run/netkit-cni/pacing";
 /** How egress limits are enforced on this kernel. */
 const EGRESS_MODE = FQ ? "edt" : "police";
 /** How ingress limits are enforced on this kernel: paced by an fq on the pod's host device,
@@ -649,6 +651,66 @@ describe("pacing on the uplink (fq where the kernel has it)", () => {
       },
     ]);
     expect(delPod(pod).status).toBe(0);
+    expect(uplinkQdiscs(a)).toEqual(["tbf 1: root"]);
+  });
+
+  /*
+   * The kernel hands a namespace's inode to the next namespace once it is gone; its cookie
+   * never. What is kept under the inode with another cookie is the previous owner's, and
+   * what is kept under the inode alone was written by a build from before cookies.
+   */
+  it("gives a namespace's inode's next owner nothing of the last one's, and adopts an older build's folders", () => {
+    // An admin's root: every paced ADD then writes why it polices, with fq or without.
+    const tbf = ["root", "handle", "1:", "tbf", "rate", "1gbit", "burst", "1mb", "latency", "50ms"];
+    inNs(a.netns, "tc", ["qdisc", "add", "dev", "wire0", ...tbf]);
+    const first = addPod(fx, a, "pace-owner-1", limitedConf(a, bw));
+    const inode = fs.statSync(`/run/netns/${a.netns}`).ino;
+    const wire = ifindexOf(a.netns, "wire0");
+    const ours = () =>
+      fs
+        .readdirSync(PACING_DIR)
+        .filter((n) => n.startsWith(`${inode}-`))
+        .sort();
+    const [note, ...more] = ours();
+    expect(more).toEqual([]);
+    const cookie = new RegExp(`^${inode}-(\\d+)-${wire}\\.off$`).exec(note ?? "")?.[1];
+    expect(cookie, `a note named by the inode, the cookie and wire0's ifindex: ${note}`).toBeDefined();
+    const statusOff = () =>
+      (
+        JSON.parse(inNs(a.netns, BINARY, ["status", "--bpffs-root", a.bpffsRoot, "--json"])) as {
+          bandwidth: { pacingOff: { uplink: string; reason: string }[] };
+        }
+      ).bandwidth.pacingOff;
+    const admins = [
+      {
+        uplink: "wire0",
+        reason: "wire0 has the qdisc tbf 1:, which is not ours to replace and does not pace departures",
+      },
+    ];
+    expect(statusOff()).toEqual(admins);
+
+    // What a namespace that had this inode before left: a note, and a folder holding a
+    // device name this namespace has too.
+    const previous = `${inode}-${BigInt(cookie ?? 0) - 1n}-${wire}`;
+    fs.writeFileSync(path.join(PACING_DIR, `${previous}.off`), JSON.stringify({ uplink: "wire0", reason: "not ours" }));
+    fs.mkdirSync(path.join(PACING_DIR, previous));
+    fs.writeFileSync(path.join(PACING_DIR, previous, first.hostDevice), "");
+    // What an older build wrote for this namespace, named by its inode alone.
+    const older = `${inode}-${wire}`;
+    fs.mkdirSync(path.join(PACING_DIR, older));
+    fs.writeFileSync(path.join(PACING_DIR, older, first.hostDevice), "");
+
+    expect(statusOff()).toEqual(admins);
+    const second = addPod(fx, a, "pace-owner-2", limitedConf(a, bw));
+    const folder = `${inode}-${cookie}-${wire}`;
+    expect(ours()).toEqual([folder, `${folder}.off`].sort());
+    expect(fs.readdirSync(path.join(PACING_DIR, folder))).toEqual([first.hostDevice]);
+    expect(statusOff()).toEqual(admins);
+
+    // The adopted pod's DEL takes its entry and the emptied folder; the admin's qdisc stays.
+    expect(delPod(first).status).toBe(0);
+    expect(ours()).toEqual([`${folder}.off`]);
+    expect(delPod(second).status).toBe(0);
     expect(uplinkQdiscs(a)).toEqual(["tbf 1: root"]);
   });
 });

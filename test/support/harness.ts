@@ -318,7 +318,7 @@ export async function waitForFile(file: string): Promise<number> {
 }
 
 /** The plugin's notes about a namespace's uplinks (datapath/shaping.ts: folders named
- * after the namespace's inode), which outlive the namespace itself. */
+ * after the namespace's inode, then its cookie), which outlive the namespace itself. */
 function removePacingState(netns: string): void {
   const dir = "/run/netkit-cni/pacing";
   let ino: number;
