@@ -10,6 +10,11 @@ export const LATEST_VERSION: CniVersion = "1.1.0";
 
 export type Verb = "ADD" | "DEL" | "CHECK" | "GC" | "STATUS" | "VERSION";
 
+/** The version a config's raw "cniVersion" names, or the latest where it names none: what
+ * VERSION answers in, an error is rendered in, and a handed-over verb is answered in. */
+export const versionNamed = (cniVersion: unknown): string =>
+  typeof cniVersion === "string" && cniVersion !== "" ? cniVersion : LATEST_VERSION;
+
 export const isSupportedVersion = (v: unknown): v is CniVersion =>
   typeof v === "string" && (SUPPORTED_VERSIONS as readonly string[]).includes(v);
 

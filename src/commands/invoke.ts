@@ -10,7 +10,7 @@ import { parseNetConf } from "../cni/config";
 import { parseEnv } from "../cni/env";
 import { asCniError, CniError, ErrorCode, renderError } from "../cni/errors";
 import { renderResult } from "../cni/result";
-import { LATEST_VERSION, requireVerbInVersion, versionInfo } from "../cni/version";
+import { LATEST_VERSION, requireVerbInVersion, versionInfo, versionNamed } from "../cni/version";
 import { log } from "../log";
 import type { Invocation } from "./invocation";
 
@@ -44,8 +44,7 @@ export async function invokePlugin(stdin: Buffer, processEnv: NodeJS.ProcessEnv)
 /** The version to render an error in: the config's if it got that far, else the latest. */
 function versionForErrors(stdin: Buffer): string {
   try {
-    const v = (JSON.parse(stdin.toString("utf8")) as { cniVersion?: unknown }).cniVersion;
-    return typeof v === "string" && v !== "" ? v : LATEST_VERSION;
+    return versionNamed((JSON.parse(stdin.toString("utf8")) as { cniVersion?: unknown }).cniVersion);
   } catch {
     return LATEST_VERSION;
   }

@@ -10,7 +10,7 @@
  */
 import * as path from "node:path";
 import { DEFAULT_BPFFS_ROOT, DEFAULT_LOG_FILE } from "../../cni/defaults";
-import { LATEST_VERSION } from "../../cni/version";
+import { versionNamed } from "../../cni/version";
 import type { FileIdentity } from "../../sys/file-identity";
 
 export const VERBS_SOCKET = "verbs.sock";
@@ -81,13 +81,12 @@ export function handOverConf(stdin: Buffer): HandOverConf | undefined {
   const { ipam } = raw;
   if (!isAbsolute(agentStateDir) || !isAbsolute(bpffsRoot) || typeof logFile !== "string") return undefined;
   if (ipam !== undefined && ipam !== null && !(isObject(ipam) && typeof ipam.type === "string")) return undefined;
-  const cniVersion = textField(raw, "cniVersion");
   return {
     agentStateDir,
     logFile,
     ipam: (ipam ?? undefined) as HandOverConf["ipam"],
     fastPath: { bpffsRoot },
-    cniVersion: cniVersion ? cniVersion : LATEST_VERSION,
+    cniVersion: versionNamed(raw.cniVersion),
   };
 }
 
