@@ -64,7 +64,10 @@ it("a process taking the lock back to back lets every contender in before its de
   await hog.event(locked);
   const contenders = Array.from({ length: 8 }, (_, i) => children.start(`c${i}`, lock, queues, "once", "3000", "1"));
   const outcomes = await Promise.all(contenders.map(outcome));
-  expect(outcomes).toEqual(contenders.map(() => [{ locked: 1 }]));
+  // By name, with what each printed: a failure says who missed its turn and how.
+  const byName = (of: (c: Child, i: number) => unknown) =>
+    Object.fromEntries(contenders.map((c, i) => [c.name, of(c, i)]));
+  expect(byName((_, i) => outcomes[i])).toEqual(byName(() => [{ locked: 1 }]));
 }, 30_000);
 
 it("turns go in order of arrival; a newcomer lines up behind those waiting", async () => {
