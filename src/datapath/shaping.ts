@@ -231,6 +231,7 @@ function settleOwnership(ns: NamespaceKey): void {
     }
   }
 }
+
 /** CHECK: a pod paced through `ifindex` needs that device to pace still. */
 export async function pacingProblem(host: RtnlSocket, ifindex: number): Promise<string | undefined> {
   const now = pacingOf(await listQdiscs(host, ifindex));
