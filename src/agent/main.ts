@@ -26,7 +26,7 @@
 import * as fs from "node:fs";
 import * as os from "node:os";
 import type { KubeConfig } from "@kubernetes/client-node";
-import { SocketCloser } from "../bpf/index";
+import { keepNodeObjectsOpen, SocketCloser } from "../bpf/index";
 import { DEFAULT_BPFFS_ROOT } from "../cni/defaults";
 import { embeddedObjects, embeddedSvcDestroyObject, embeddedSvcObject } from "../datapath/assets";
 import { deleteRetiredDevices } from "../datapath/retired";
@@ -125,6 +125,8 @@ export async function runAgent(argv: string[]): Promise<number> {
     `netkit-cni agent on node ${opts.nodeName}: API ${agent.apiServer}, metrics on port ${boundPort(server)}`,
   );
   agent.start();
+  // The verbs done here open the node's programs and maps once, not once each (bpf/kept-pins.ts).
+  const kept = opts.serveVerbs ? keepNodeObjectsOpen() : undefined;
   const verbs = opts.serveVerbs ? await VerbServer.listen(opts.stateDir, agent.metrics.verbCounts()) : undefined;
 
   // SIGTERM (a rolling update, a node drain): stop watching and serving, leave what was
@@ -136,6 +138,7 @@ export async function runAgent(argv: string[]): Promise<number> {
   server.closeAllConnections();
   server.close();
   await verbs?.close();
+  kept?.close();
   await agent.stop();
   // Done: keep-alive sockets or a watch being torn down must not hold the process past
   // its grace period.

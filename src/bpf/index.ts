@@ -71,6 +71,7 @@ export {
 } from "./loader/pins";
 export { BpfProgram, loadProgram, programName, sectionAttachType } from "./loader/programs";
 export {
+  keepNodeObjectsOpen,
   loadNodePrograms,
   type NodeMaps,
   type NodePrograms,

@@ -26,6 +26,7 @@ import { readCounters } from "./fastpath/counters";
 import { DIRECT_TABLE_SPEC, type FlowTableMaps } from "./fastpath/direct";
 import { EndpointMap } from "./fastpath/endpoints";
 import { resolveConntrackFunctions } from "./fastpath/kernel-probe";
+import { KeptPins } from "./kept-pins";
 import { type MapSpec, type ObjectSpec, readObject } from "./loader/elf";
 import { mapPin, programsRoot } from "./loader/layout";
 import { BpfMap, specMismatches } from "./loader/maps";
@@ -129,9 +130,9 @@ export function loadNodePrograms(bpffsRoot: string, objects: NodeObjects, option
     let loaded = false;
     if (newer.length > 0) {
       const newest = newer.reduce((a, b) => (b.epoch > a.epoch ? b : a));
-      node = openPinnedNode(bpffsRoot, newest, opened);
+      node = openPinnedSet(bpffsRoot, newest, opened);
     } else if (own && complete(bpffsRoot, own)) {
-      node = openPinnedNode(bpffsRoot, own, opened);
+      node = openPinnedSet(bpffsRoot, own, opened);
     } else {
       node = loadAndPinNode(bpffsRoot, build, objects, options.natChecks ?? NAT_CHECKS, opened);
       loaded = true;
@@ -156,6 +157,37 @@ export function loadNodePrograms(bpffsRoot: string, objects: NodeObjects, option
 }
 
 type LoadedNode = Pick<NodePrograms, "maps" | "programs" | "natCheck" | "skippedVariants">;
+
+/** Set by a process that serves many verbs (keepNodeObjectsOpen); the plugin keeps nothing. */
+let keptSets: KeptPins<LoadedNode> | undefined;
+let keptMaps: KeptPins<NodeMaps> | undefined;
+
+/**
+ * From now on, a pinned set and the node's maps stay open across calls in this process,
+ * served again while their pins are the ones opened (kept-pins.ts). Returns what closes them.
+ */
+export function keepNodeObjectsOpen(): { close(): void } {
+  keptSets ??= new KeptPins<LoadedNode>();
+  keptMaps ??= new KeptPins<NodeMaps>();
+  const sets = keptSets;
+  const maps = keptMaps;
+  return {
+    close: () => {
+      sets.close();
+      maps.close();
+    },
+  };
+}
+
+/** A pinned set with the node's maps: kept ones where this process keeps them. */
+function openPinnedSet(bpffsRoot: string, set: ProgramSet, opened: { close(): void }[]): LoadedNode {
+  if (!keptSets) return openPinnedNode(bpffsRoot, set, opened);
+  const pins = [
+    ...NODE_MAP_NAMES.map((name) => mapPin(bpffsRoot, name)),
+    ...Object.values(PROGRAM_NAMES).map((name) => path.join(set.dir, name)),
+  ];
+  return keptSets.use(bpffsRoot, pins, (closables) => openPinnedNode(bpffsRoot, set, closables), opened);
+}
 
 /** Every program and map the set needs is pinned. Maps re-created under programs pinned
  * earlier would leave those programs on the old maps: a missing map means loading again. */
@@ -322,17 +354,31 @@ function removeOlderSets(bpffsRoot: string, epoch: number, keep: string): void {
  */
 export const nodeMapsPinned = (bpffsRoot: string): boolean => fs.existsSync(mapPin(bpffsRoot, MAP_NAMES.endpoints));
 
-/** The pinned node maps alone (DEL, CHECK and GC need no programs). Throws if one is not pinned. */
+/** The pinned node maps alone (DEL, CHECK and GC need no programs), kept ones where this
+ * process keeps them. Throws if one is not pinned. */
 export function openNodeMaps(bpffsRoot: string): NodeMaps & { close(): void } {
-  const opened = new Map<string, BpfMap>();
+  const leases: { close(): void }[] = [];
   const close = () => {
-    for (const m of opened.values()) m.close();
+    for (const l of leases.splice(0)) l.close();
   };
+  const pins = NODE_MAP_NAMES.map((name) => mapPin(bpffsRoot, name));
+  const maps = keptMaps
+    ? keptMaps.use(bpffsRoot, pins, (closables) => openMaps(pins, closables), leases)
+    : openMaps(pins, leases);
+  return { ...maps, close };
+}
+
+function openMaps(pins: readonly string[], opened: { close(): void }[]): NodeMaps {
+  const byName = new Map<string, BpfMap>();
   try {
-    for (const name of NODE_MAP_NAMES) opened.set(name, BpfMap.openPinned(mapPin(bpffsRoot, name)));
-    return { ...nodeMaps(opened), close };
+    for (const pin of pins) {
+      const map = BpfMap.openPinned(pin);
+      opened.push(map);
+      byName.set(path.basename(pin), map);
+    }
+    return nodeMaps(byName);
   } catch (e) {
-    close();
+    for (const o of opened.splice(0)) o.close();
     throw e;
   }
 }
